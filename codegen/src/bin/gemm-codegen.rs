@@ -1,0 +1,227 @@
+//! `gemm-codegen`: emit, check, explain, disassemble and compare gemm-dsl kernels.
+//!
+//! SPEC arguments are the body of `gemm! { .. }` as one string, `@FILE` to read it from a
+//! file, or the name of a catalog spec. Exit codes: 0 success, 1 I/O or tool failure,
+//! 2 invalid spec (or bad arguments), 3 ptxas/nvdisasm not installed.
+
+use clap::{Parser, Subcommand};
+use codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
+use codegen::sass::{self, SassError, SassReport};
+use codegen::{emit, explain::explain};
+use gemm_dsl::{Arch, ValidSpec};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "gemm-codegen",
+    version,
+    about = "Generate and inspect gemm-dsl GEMM kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write a spec's PTX (no SPEC: the built-in default spec).
+    Emit {
+        /// Spec text, @FILE, or a catalog name.
+        spec: Option<String>,
+        /// A catalog spec by name.
+        #[arg(long, conflicts_with = "spec")]
+        preset: Option<String>,
+        /// Write the PTX to this file instead of stdout.
+        #[arg(short, long)]
+        output: Option<std::path::PathBuf>,
+    },
+    /// Validate a spec and print it with every default filled in.
+    Check { spec: String },
+    /// Shared-memory ledger, register budget (with ptxas's numbers), occupancy, pipeline
+    /// timeline and bank conflicts.
+    Explain { spec: String },
+    /// Assemble with ptxas, disassemble with nvdisasm, highlight the path-proving opcodes.
+    Sass {
+        spec: String,
+        /// Assemble for another architecture than the spec's (e.g. sm_90).
+        #[arg(long)]
+        arch: Option<String>,
+        /// Print only the opcode summary, not the listing.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Unified diff of the PTX of two specs.
+    Diff { spec_a: String, spec_b: String },
+    /// List the named specs.
+    Catalog,
+}
+
+/// Why the command failed, mapped to the exit code.
+enum Failure {
+    Io(String),
+    InvalidSpec(String),
+    ToolsMissing(String),
+}
+
+impl From<SassError> for Failure {
+    fn from(error: SassError) -> Self {
+        match error {
+            SassError::ToolMissing { .. } => Failure::ToolsMissing(error.to_string()),
+            other => Failure::Io(other.to_string()),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Io(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+        Err(Failure::InvalidSpec(rendered)) => {
+            eprint!("{rendered}");
+            ExitCode::from(2)
+        }
+        Err(Failure::ToolsMissing(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// Spec text and where it came from (for error locations).
+fn spec_source(argument: &str) -> Result<(String, String), Failure> {
+    if let Some(path) = argument.strip_prefix('@') {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| Failure::Io(format!("cannot read {path}: {error}")))?;
+        return Ok((text, path.to_string()));
+    }
+    if let Some(entry) = catalog::find(argument) {
+        return Ok((entry.spec.to_string(), format!("catalog:{}", entry.name)));
+    }
+    Ok((argument.to_string(), "<spec>".to_string()))
+}
+
+fn validate(argument: &str) -> Result<ValidSpec, Failure> {
+    let (text, origin) = spec_source(argument)?;
+    gemm_dsl::check_str(&text).map_err(|errors| Failure::InvalidSpec(errors.render(&text, &origin)))
+}
+
+fn write_out(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure> {
+    match output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|error| Failure::Io(format!("cannot write {}: {error}", path.display()))),
+        None => {
+            print!("{text}");
+            Ok(())
+        }
+    }
+}
+
+fn run(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Emit {
+            spec,
+            preset,
+            output,
+        } => {
+            let argument = match (spec, preset) {
+                (Some(spec), _) => spec,
+                (None, Some(name)) => {
+                    catalog::find(&name).ok_or_else(|| {
+                        Failure::InvalidSpec(format!(
+                            "error: no catalog spec named `{name}` (see `gemm-codegen catalog`)\n"
+                        ))
+                    })?;
+                    name
+                }
+                (None, None) => DEFAULT_SPEC.to_string(),
+            };
+            let emitted = emit(&validate(&argument)?);
+            write_out(&emitted.ptx, output.as_deref())
+        }
+        Command::Check { spec } => {
+            let valid = validate(&spec)?;
+            println!("ok: {}", valid.spec.to_spec_text());
+            println!(
+                "{} threads, {} B shared memory, ~{} registers/thread, {}",
+                valid.threads_per_block(),
+                valid.smem.total(),
+                valid.registers.total(),
+                valid.occupancy
+            );
+            Ok(())
+        }
+        Command::Explain { spec } => {
+            let valid = validate(&spec)?;
+            let emitted = emit(&valid);
+            let assembled = sass::assemble(&emitted.ptx, valid.spec.arch.name());
+            let text = match &assembled {
+                Ok(assembled) => explain(&valid, Ok(&assembled.resources)),
+                Err(SassError::ToolMissing { tool }) => explain(
+                    &valid,
+                    Err(&format!("{tool} not installed: {}", sass::INSTALL_HINT)),
+                ),
+                Err(error) => explain(&valid, Err(&error.to_string())),
+            };
+            print!("{text}");
+            Ok(())
+        }
+        Command::Sass {
+            spec,
+            arch,
+            summary,
+        } => {
+            let valid = validate(&spec)?;
+            let arch = match arch {
+                Some(name) => Arch::ALL
+                    .into_iter()
+                    .find(|a| a.name() == name)
+                    .ok_or_else(|| {
+                        Failure::InvalidSpec(format!(
+                            "error: unknown --arch `{name}`; one of sm_80, sm_86, sm_89, sm_90, sm_90a\n"
+                        ))
+                    })?,
+                None => valid.spec.arch,
+            };
+            let emitted = emit(&valid);
+            let report = SassReport::from_ptx(&emitted.ptx, arch.name())?;
+            if !summary {
+                print!("{}", report.highlighted(std::io::stdout().is_terminal()));
+                println!();
+            }
+            println!("{} for {}:", emitted.kernel_name, arch.name());
+            print!("{}", report.summary());
+            if let Some(resources) = &report.resources {
+                println!("ptxas: {resources}");
+            }
+            match report.require(&emitted.expected_sass) {
+                Ok(()) => println!("promised SASS: ok ({} checks)", emitted.expected_sass.len()),
+                Err(mismatch) => println!("promised SASS: VIOLATED: {mismatch}"),
+            }
+            Ok(())
+        }
+        Command::Diff { spec_a, spec_b } => {
+            let a = emit(&validate(&spec_a)?);
+            let b = emit(&validate(&spec_b)?);
+            let diff = similar::TextDiff::from_lines(&a.ptx, &b.ptx);
+            print!(
+                "{}",
+                diff.unified_diff()
+                    .context_radius(3)
+                    .header(&a.kernel_name, &b.kernel_name)
+            );
+            Ok(())
+        }
+        Command::Catalog => {
+            for entry in CATALOG {
+                println!("{:<28} {}", entry.name, entry.summary);
+                println!("{:<28} {}", "", entry.spec);
+            }
+            Ok(())
+        }
+    }
+}

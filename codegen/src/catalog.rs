@@ -1,0 +1,75 @@
+//! Named specs shared by the golden tests, the ptxas tests, benchmarks and the CLI.
+
+/// The spec `gemm-codegen emit` writes when given none.
+pub const DEFAULT_SPEC: &str =
+    "name: gemm_f32, arch: sm_80, dtype: f32, tile: 128x128x8, stages: 2, copy: cp_async, mma: fma";
+
+/// A catalog entry: a name and the spec text (whose `name:` is the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CatalogSpec {
+    pub name: &'static str,
+    pub spec: &'static str,
+    pub summary: &'static str,
+}
+
+pub const CATALOG: &[CatalogSpec] = &[
+    CatalogSpec {
+        name: "simt_128x128x8_cp2",
+        spec: "name: simt_128x128x8_cp2, arch: sm_80, tile: 128x128x8, warps: 4x2, stages: 2, copy: cp_async, mma: fma",
+        summary: "SIMT f32, cp.async double buffer, 8x8 per thread",
+    },
+    CatalogSpec {
+        name: "simt_128x128x8_sync2",
+        spec: "name: simt_128x128x8_sync2, arch: sm_80, tile: 128x128x8, warps: 4x2, stages: 2, copy: sync, mma: fma",
+        summary: "SIMT f32, LDG to registers to STS, double buffer",
+    },
+    CatalogSpec {
+        name: "simt_128x128x8_sync1",
+        spec: "name: simt_128x128x8_sync1, arch: sm_80, tile: 128x128x8, warps: 4x2, stages: 1, copy: sync, mma: fma",
+        summary: "SIMT f32, one stage, no overlap of loads and math",
+    },
+    CatalogSpec {
+        name: "simt_128x128x16_cp3",
+        spec: "name: simt_128x128x16_cp3, arch: sm_80, tile: 128x128x16, warps: 4x2, stages: 3, copy: cp_async, mma: fma",
+        summary: "SIMT f32, cp.async three-stage ring",
+    },
+    CatalogSpec {
+        name: "simt_128x128x16_cp4_pad",
+        spec: "name: simt_128x128x16_cp4_pad, arch: sm_80, tile: 128x128x16, warps: 4x2, stages: 4, swizzle: pad(16), copy: cp_async, mma: fma",
+        summary: "SIMT f32, cp.async four stages, rows padded by 16 B",
+    },
+    CatalogSpec {
+        name: "simt_128x256x8_cp2",
+        spec: "name: simt_128x256x8_cp2, arch: sm_80, tile: 128x256x8, warps: 2x4, stages: 2, copy: cp_async, mma: fma",
+        summary: "SIMT f32, 16x8 accumulators per thread, wide tile",
+    },
+    CatalogSpec {
+        name: "simt_64x64x16_ca2",
+        spec: "name: simt_64x64x16_ca2, arch: sm_86, tile: 64x64x16, warps: 2x1, stages: 2, copy: cp_async(ca), mma: fma",
+        summary: "SIMT f32, small tile for small problems, L1-cached cp.async",
+    },
+    CatalogSpec {
+        name: "simt_128x128x32_cp3_h100",
+        spec: "name: simt_128x128x32_cp3_h100, arch: sm_90, tile: 128x128x32, warps: 4x2, stages: 3, copy: cp_async, mma: fma",
+        summary: "SIMT f32 for Hopper, deep k tile",
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static CatalogSpec> {
+    CATALOG.iter().find(|entry| entry.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_is_valid_and_named_after_itself() {
+        for entry in CATALOG.iter() {
+            let valid =
+                gemm_dsl::check_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+            assert_eq!(valid.spec.name, entry.name);
+        }
+        gemm_dsl::check_str(DEFAULT_SPEC).unwrap();
+    }
+}

@@ -1,0 +1,265 @@
+//! `emit`: a validated spec in, PTX and everything a launcher needs out.
+
+use crate::plan::{self, FamilyPlan};
+use crate::ptx;
+use gemm_dsl::{Copy as CopyKind, GemmSpec, Mma, ValidSpec};
+
+/// A SASS opcode that proves (or disproves) which hardware path a kernel takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Opcode {
+    /// SIMT fused multiply-add.
+    Ffma,
+    /// Global load to registers.
+    Ldg,
+    /// Shared store from registers.
+    Sts,
+    /// Shared load to registers.
+    Lds,
+    /// `cp.async`: global to shared without registers.
+    Ldgsts,
+    /// `cp.async.commit_group`.
+    Ldgdepbar,
+    /// `cp.async.wait_group` (and other scoreboard waits).
+    Depbar,
+    /// `ldmatrix`.
+    Ldsm,
+    /// `mma.sync` tensor-core op.
+    Hmma,
+    /// `wgmma.mma_async`.
+    Hgmma,
+    /// TMA tensor load.
+    Utmaldg,
+    /// Local memory load / store: register spills or dynamically indexed arrays.
+    Ldl,
+    Stl,
+}
+
+impl Opcode {
+    /// The SASS mnemonic without modifiers, as nvdisasm prints it.
+    pub const fn mnemonic(self) -> &'static str {
+        match self {
+            Opcode::Ffma => "FFMA",
+            Opcode::Ldg => "LDG",
+            Opcode::Sts => "STS",
+            Opcode::Lds => "LDS",
+            Opcode::Ldgsts => "LDGSTS",
+            Opcode::Ldgdepbar => "LDGDEPBAR",
+            Opcode::Depbar => "DEPBAR",
+            Opcode::Ldsm => "LDSM",
+            Opcode::Hmma => "HMMA",
+            Opcode::Hgmma => "HGMMA",
+            Opcode::Utmaldg => "UTMALDG",
+            Opcode::Ldl => "LDL",
+            Opcode::Stl => "STL",
+        }
+    }
+}
+
+/// What the SASS of a kernel must (not) contain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SassCheck {
+    Present(Opcode),
+    Absent(Opcode),
+}
+
+/// Launch geometry and argument rules of an emitted kernel. Plain data, so `gemm!` can write
+/// it as a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchShape {
+    pub threads_per_block: u32,
+    pub tile_m: u32,
+    pub tile_n: u32,
+    pub tile_k: u32,
+    pub dynamic_smem_bytes: u32,
+    /// Byte alignment operand pointers and leading dimensions (in bytes) must have.
+    pub operand_align_bytes: u32,
+    /// Bytes of one A/B element and of one C element.
+    pub input_element_bytes: u32,
+    pub output_element_bytes: u32,
+    /// Compute capability the kernel is built for (`major * 10 + minor`).
+    pub compute_capability: u32,
+    /// `sm_90a`-style targets run on exactly their compute capability, nowhere newer.
+    pub arch_specific: bool,
+}
+
+impl LaunchShape {
+    /// Grid for an `m x n x k` problem: x walks N tiles, y walks M tiles.
+    pub const fn grid(&self, m: u32, n: u32, _k: u32) -> (u32, u32, u32) {
+        (n.div_ceil(self.tile_n), m.div_ceil(self.tile_m), 1)
+    }
+
+    /// Whether the kernel can compute this problem (every family so far needs whole tiles).
+    pub fn check_dims(&self, m: u32, n: u32, k: u32) -> Result<(), String> {
+        for (dim, value, tile) in [
+            ("M", m, self.tile_m),
+            ("N", n, self.tile_n),
+            ("K", k, self.tile_k),
+        ] {
+            if value == 0 || value % tile != 0 {
+                return Err(format!(
+                    "{dim} = {value} is not a positive multiple of the tile's {tile}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One kernel parameter, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelParam {
+    pub name: &'static str,
+    pub ptx_type: &'static str,
+    pub meaning: &'static str,
+}
+
+/// The parameters of every GEMM kernel so far: `C = A·B`, row-major.
+pub const GEMM_PARAMS: &[KernelParam] = &[
+    KernelParam {
+        name: "a",
+        ptx_type: ".u64",
+        meaning: "A, M x K, device pointer",
+    },
+    KernelParam {
+        name: "b",
+        ptx_type: ".u64",
+        meaning: "B, K x N, device pointer",
+    },
+    KernelParam {
+        name: "c",
+        ptx_type: ".u64",
+        meaning: "C, M x N, device pointer (written)",
+    },
+    KernelParam {
+        name: "m",
+        ptx_type: ".u32",
+        meaning: "rows of A and C",
+    },
+    KernelParam {
+        name: "n",
+        ptx_type: ".u32",
+        meaning: "columns of B and C",
+    },
+    KernelParam {
+        name: "k",
+        ptx_type: ".u32",
+        meaning: "columns of A, rows of B",
+    },
+    KernelParam {
+        name: "lda",
+        ptx_type: ".u32",
+        meaning: "A row stride, elements",
+    },
+    KernelParam {
+        name: "ldb",
+        ptx_type: ".u32",
+        meaning: "B row stride, elements",
+    },
+    KernelParam {
+        name: "ldc",
+        ptx_type: ".u32",
+        meaning: "C row stride, elements",
+    },
+];
+
+/// A kernel as `gemm!` bakes it into a crate: borrowed data only, so it can be a `static`.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelInfo<'a> {
+    pub name: &'a str,
+    pub ptx: &'a str,
+    /// The validated spec, every key explicit.
+    pub spec: &'a str,
+    pub launch: LaunchShape,
+    pub params: &'a [KernelParam],
+    pub expected_sass: &'a [SassCheck],
+}
+
+/// Everything generated for one spec.
+#[derive(Clone, Debug)]
+pub struct Emitted {
+    pub spec: GemmSpec,
+    /// The validated spec, every key explicit.
+    pub spec_text: String,
+    pub ptx: String,
+    pub kernel_name: String,
+    pub launch: LaunchShape,
+    pub params: &'static [KernelParam],
+    pub expected_sass: Vec<SassCheck>,
+}
+
+impl Emitted {
+    pub fn info(&self) -> KernelInfo<'_> {
+        KernelInfo {
+            name: &self.kernel_name,
+            ptx: &self.ptx,
+            spec: &self.spec_text,
+            launch: self.launch,
+            params: self.params,
+            expected_sass: &self.expected_sass,
+        }
+    }
+}
+
+/// The SASS a spec promises: the copy path, the math path, and never local memory.
+pub fn expected_sass(spec: &GemmSpec) -> Vec<SassCheck> {
+    use SassCheck::{Absent, Present};
+    let mut checks = Vec::new();
+    match spec.copy {
+        // Every global load of operands goes through LDGSTS: a plain LDG would mean the
+        // compiler fell back to the synchronous path.
+        CopyKind::CpAsync(_) => checks.extend([
+            Present(Opcode::Ldgsts),
+            Present(Opcode::Ldgdepbar),
+            Absent(Opcode::Ldg),
+        ]),
+        CopyKind::Sync => checks.extend([
+            Present(Opcode::Ldg),
+            Present(Opcode::Sts),
+            Absent(Opcode::Ldgsts),
+        ]),
+        CopyKind::Tma { .. } => checks.push(Present(Opcode::Utmaldg)),
+    }
+    match spec.mma {
+        Mma::Fma => checks.extend([Present(Opcode::Ffma), Present(Opcode::Lds)]),
+        Mma::MmaSync => checks.extend([Present(Opcode::Hmma), Present(Opcode::Ldsm)]),
+        Mma::Wgmma => checks.push(Present(Opcode::Hgmma)),
+    }
+    checks.extend([Absent(Opcode::Ldl), Absent(Opcode::Stl)]);
+    checks
+}
+
+/// Plans and writes the kernel of a validated spec.
+pub fn emit(valid: &ValidSpec) -> Emitted {
+    let plan = plan::plan(valid);
+    let ptx = ptx::write(&plan);
+    let spec = &valid.spec;
+    let (tile_k, operand_align_bytes) = match &plan.family {
+        FamilyPlan::Simt(p) => (p.block_k, p.vector_bytes),
+    };
+    Emitted {
+        spec: spec.clone(),
+        spec_text: plan.spec_text.clone(),
+        kernel_name: spec.name.clone(),
+        launch: LaunchShape {
+            threads_per_block: valid.threads_per_block(),
+            tile_m: spec.tile.m,
+            tile_n: spec.tile.n,
+            tile_k,
+            dynamic_smem_bytes: u32::try_from(valid.smem.total())
+                .expect("validation keeps shared memory under the per-block limit"),
+            operand_align_bytes,
+            input_element_bytes: spec.dtype.size_bytes(),
+            output_element_bytes: spec.out.size_bytes(),
+            compute_capability: spec.arch.compute_capability(),
+            arch_specific: spec.arch.is_arch_specific(),
+        },
+        params: GEMM_PARAMS,
+        expected_sass: expected_sass(spec),
+        ptx,
+    }
+}
+
+/// Parses, validates and emits spec text in one step.
+pub fn emit_str(text: &str) -> Result<Emitted, gemm_dsl::SpecErrors> {
+    Ok(emit(&gemm_dsl::check_str(text)?))
+}

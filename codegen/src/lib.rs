@@ -1,0 +1,20 @@
+//! gemm-dsl code generation: spec → plan → PTX.
+//!
+//! [`emit`] turns a validated spec into PTX text plus the launch geometry, parameter list and
+//! the SASS opcodes the spec promises. The [`plan`] layer computes every number; [`ptx`] lays
+//! them out through tera templates (`templates/`, one set of partials per kernel family).
+//! [`catalog`] names the specs that tests, benches and the CLI share; [`sass`] assembles with
+//! ptxas and reads the SASS back.
+
+pub mod catalog;
+pub mod emit;
+pub mod explain;
+pub mod plan;
+pub mod ptx;
+pub mod sass;
+
+pub use emit::{
+    emit, emit_str, expected_sass, Emitted, KernelInfo, KernelParam, LaunchShape, Opcode,
+    SassCheck, GEMM_PARAMS,
+};
+pub use gemm_dsl;

@@ -1,0 +1,92 @@
+//! The PTX writer: renders a [`KernelPlan`] through the family's tera templates.
+//! Templates are compiled into the binary, so emitting needs no files at run time.
+
+use crate::plan::simt::FmaBlock;
+use crate::plan::{FamilyPlan, KernelPlan};
+use std::fmt::Write;
+use std::sync::OnceLock;
+use tera::{Context, Tera};
+
+const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "common/header.ptx.tera",
+        include_str!("../templates/common/header.ptx.tera"),
+    ),
+    (
+        "simt/partials.ptx.tera",
+        include_str!("../templates/simt/partials.ptx.tera"),
+    ),
+    (
+        "simt/kernel.ptx.tera",
+        include_str!("../templates/simt/kernel.ptx.tera"),
+    ),
+];
+
+fn templates() -> &'static Tera {
+    static TERA: OnceLock<Tera> = OnceLock::new();
+    TERA.get_or_init(|| {
+        let mut tera = Tera::default();
+        tera.add_raw_templates(TEMPLATES.iter().copied())
+            .unwrap_or_else(|error| panic!("built-in PTX templates must parse: {error:?}"));
+        tera
+    })
+}
+
+/// Writes the plan as PTX text. Deterministic: the same plan gives byte-identical text.
+pub fn write(plan: &KernelPlan) -> String {
+    let mut context = Context::new();
+    let template = match &plan.family {
+        FamilyPlan::Simt(simt) => {
+            let fma_text: Vec<String> = simt.consumer.fma_blocks.iter().map(fma_block).collect();
+            context.insert("fma_text", &fma_text);
+            context.insert("consumer", &simt.consumer);
+            context.insert("epilogue", &simt.epilogue);
+            "simt/kernel.ptx.tera"
+        }
+    };
+    context.insert("plan", plan);
+    context.insert("version", env!("CARGO_PKG_VERSION"));
+    tidy(&render(template, &context))
+}
+
+/// The FFMAs of one k step. They are most of a SIMT kernel's text (TM·TN lines per k step)
+/// and identical from k group to k group, so each block is written once, here, rather than
+/// through tera, whose per-variable lookups would dominate the emit time; the kernel template
+/// places the blocks.
+fn fma_block(block: &FmaBlock) -> String {
+    let mut text = String::with_capacity(block.fmas.len() * 48);
+    for fma in &block.fmas {
+        let _ = writeln!(
+            text,
+            "\tfma.rn.f32\t%acc{}, %fa{}, %fb{}, %acc{};",
+            fma.acc, fma.a, fma.b, fma.acc
+        );
+    }
+    text.trim_end().to_string()
+}
+
+fn render(template: &str, context: &Context) -> String {
+    templates()
+        .render(template, context)
+        .unwrap_or_else(|error| panic!("rendering {template} failed: {error:?}"))
+}
+
+/// Drops trailing spaces and runs of blank lines that template control flow leaves behind.
+fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank = false;
+    for line in text.lines() {
+        let line = line.trim_end();
+        if line.is_empty() {
+            if !blank && !out.is_empty() {
+                out.push('\n');
+            }
+            blank = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+            blank = false;
+        }
+    }
+    out
+}

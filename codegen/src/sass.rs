@@ -1,0 +1,437 @@
+//! The offline SASS route: assemble PTX with ptxas, disassemble the cubin with nvdisasm, and
+//! count opcodes into a [`SassReport`] that checks what a spec promises. The runtime builds the
+//! same report from the driver's own JIT output.
+//!
+//! Tools are found, in order, through `GEMM_DSL_PTXAS` / `GEMM_DSL_NVDISASM` (paths to the
+//! executables), `GEMM_DSL_TOOLS` (a folder with `bin/`; when set, the only place searched), the project's `tools/bin` (filled by
+//! `scripts/install-tools`), `PATH`, and `/usr/local/cuda/bin`.
+
+use crate::emit::{Opcode, SassCheck};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How to get the tools, said once wherever they are missing.
+pub const INSTALL_HINT: &str =
+    "run `scripts/install-tools` (downloads NVIDIA's ptxas and nvdisasm wheels from PyPI into tools/), \
+     or set GEMM_DSL_TOOLS to a folder holding bin/ptxas and bin/nvdisasm";
+
+#[derive(Debug)]
+pub enum SassError {
+    /// A tool is not installed.
+    ToolMissing {
+        tool: &'static str,
+    },
+    /// A tool ran and failed.
+    ToolFailed {
+        tool: &'static str,
+        log: String,
+    },
+    Io(std::io::Error),
+}
+
+impl fmt::Display for SassError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SassError::ToolMissing { tool } => write!(f, "{tool} not found: {INSTALL_HINT}"),
+            SassError::ToolFailed { tool, log } => write!(f, "{tool} failed:\n{log}"),
+            SassError::Io(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for SassError {}
+
+impl From<std::io::Error> for SassError {
+    fn from(error: std::io::Error) -> Self {
+        SassError::Io(error)
+    }
+}
+
+/// Finds an NVIDIA tool (`ptxas` or `nvdisasm`).
+pub fn find_tool(tool: &'static str) -> Result<PathBuf, SassError> {
+    let env_key = format!("GEMM_DSL_{}", tool.to_uppercase());
+    if let Some(path) = std::env::var_os(&env_key) {
+        return Ok(PathBuf::from(path));
+    }
+    // An explicit tools folder is authoritative: nothing else is searched.
+    if let Some(dir) = std::env::var_os("GEMM_DSL_TOOLS") {
+        let candidate = PathBuf::from(dir).join("bin").join(tool);
+        return if candidate.is_file() {
+            Ok(candidate)
+        } else {
+            Err(SassError::ToolMissing { tool })
+        };
+    }
+    let mut folders: Vec<PathBuf> = Vec::new();
+    folders.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/bin"));
+    if let Some(path) = std::env::var_os("PATH") {
+        folders.extend(std::env::split_paths(&path));
+    }
+    folders.push(PathBuf::from("/usr/local/cuda/bin"));
+    folders
+        .into_iter()
+        .map(|folder| folder.join(tool))
+        .find(|candidate| candidate.is_file())
+        .ok_or(SassError::ToolMissing { tool })
+}
+
+/// What `ptxas -v` says about a kernel's resources.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PtxasResources {
+    pub registers: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+    pub stack_frame_bytes: u32,
+    /// Every `ptxas` line that is a warning or a performance note (e.g. serialized wgmma).
+    pub warnings: Vec<String>,
+}
+
+impl PtxasResources {
+    /// Reads the `info` and `warning` lines of `ptxas -v`.
+    pub fn parse(log: &str) -> PtxasResources {
+        let mut resources = PtxasResources::default();
+        let number_before = |line: &str, marker: &str| -> Option<u32> {
+            let head = &line[..line.find(marker)?];
+            head.split_whitespace().last()?.parse().ok()
+        };
+        for line in log.lines() {
+            if let Some(n) = number_before(line, " registers") {
+                resources.registers = n;
+            }
+            if let Some(n) = number_before(line, " bytes stack frame") {
+                resources.stack_frame_bytes = n;
+            }
+            if let Some(n) = number_before(line, " bytes spill stores") {
+                resources.spill_store_bytes = n;
+            }
+            if let Some(n) = number_before(line, " bytes spill loads") {
+                resources.spill_load_bytes = n;
+            }
+            if line.contains("warning") || line.contains("C75") {
+                resources.warnings.push(line.trim().to_string());
+            }
+        }
+        resources
+    }
+
+    pub fn spills(&self) -> bool {
+        self.spill_store_bytes > 0 || self.spill_load_bytes > 0
+    }
+}
+
+impl fmt::Display for PtxasResources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} registers, {} B stack, {} B spill stores, {} B spill loads",
+            self.registers, self.stack_frame_bytes, self.spill_store_bytes, self.spill_load_bytes
+        )?;
+        for warning in &self.warnings {
+            write!(f, "\n{warning}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A cubin and what ptxas said while making it.
+#[derive(Clone, Debug)]
+pub struct Assembled {
+    pub cubin: Vec<u8>,
+    pub log: String,
+    pub resources: PtxasResources,
+}
+
+/// A scratch file path unique to this process and call.
+fn scratch(extension: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("gemm-dsl-{}-{n}.{extension}", std::process::id()))
+}
+
+/// Removes the scratch files when dropped.
+struct Scratch(Vec<PathBuf>);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Assembles PTX for `arch` (e.g. `sm_90a`) with `ptxas -v`.
+pub fn assemble(ptx: &str, arch: &str) -> Result<Assembled, SassError> {
+    let ptxas = find_tool("ptxas")?;
+    let (ptx_path, cubin_path) = (scratch("ptx"), scratch("cubin"));
+    let _cleanup = Scratch(vec![ptx_path.clone(), cubin_path.clone()]);
+    std::fs::write(&ptx_path, ptx)?;
+    let output = Command::new(&ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg("-v")
+        .arg(&ptx_path)
+        .arg("-o")
+        .arg(&cubin_path)
+        .output()?;
+    let log = String::from_utf8_lossy(&output.stderr).into_owned()
+        + &String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(SassError::ToolFailed { tool: "ptxas", log });
+    }
+    Ok(Assembled {
+        cubin: std::fs::read(&cubin_path)?,
+        resources: PtxasResources::parse(&log),
+        log,
+    })
+}
+
+/// Disassembles a cubin's code sections with `nvdisasm -c`.
+pub fn disassemble(cubin: &[u8]) -> Result<String, SassError> {
+    let nvdisasm = find_tool("nvdisasm")?;
+    let path = scratch("cubin");
+    let _cleanup = Scratch(vec![path.clone()]);
+    std::fs::write(&path, cubin)?;
+    let output = Command::new(&nvdisasm).arg("-c").arg(&path).output()?;
+    if !output.status.success() {
+        return Err(SassError::ToolFailed {
+            tool: "nvdisasm",
+            log: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// One SASS instruction as nvdisasm prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instruction {
+    pub offset: u32,
+    /// Opcode with modifiers, e.g. `LDGSTS.E.BYPASS.128`.
+    pub opcode: String,
+    /// The whole instruction text, predicate and operands included.
+    pub text: String,
+}
+
+impl Instruction {
+    /// The opcode without modifiers, e.g. `LDGSTS`.
+    pub fn mnemonic(&self) -> &str {
+        self.opcode.split('.').next().unwrap_or(&self.opcode)
+    }
+}
+
+/// The SASS of a kernel, counted by mnemonic.
+#[derive(Clone, Debug, Default)]
+pub struct SassReport {
+    pub instructions: Vec<Instruction>,
+    pub counts: BTreeMap<String, usize>,
+    /// Present when the report came from ptxas (offline route).
+    pub resources: Option<PtxasResources>,
+}
+
+/// A promise the SASS breaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SassViolation {
+    pub check: SassCheck,
+    pub count: usize,
+}
+
+impl fmt::Display for SassViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.check {
+            SassCheck::Present(op) => {
+                write!(f, "expected {} in the SASS, found none", op.mnemonic())
+            }
+            SassCheck::Absent(op) => write!(
+                f,
+                "expected no {} in the SASS, found {}",
+                op.mnemonic(),
+                self.count
+            ),
+        }
+    }
+}
+
+/// Every broken promise of one kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SassMismatch(pub Vec<SassViolation>);
+
+impl fmt::Display for SassMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("; "))
+    }
+}
+
+impl std::error::Error for SassMismatch {}
+
+impl SassReport {
+    /// Parses `nvdisasm` output: lines of the form `/*0040*/  @P0 LDGSTS.E.128 [R1], [R2.64] ;`.
+    pub fn parse(sass: &str) -> SassReport {
+        let mut report = SassReport::default();
+        for line in sass.lines() {
+            let Some(rest) = line.trim_start().strip_prefix("/*") else {
+                continue;
+            };
+            let Some((offset, text)) = rest.split_once("*/") else {
+                continue;
+            };
+            let Ok(offset) = u32::from_str_radix(offset, 16) else {
+                continue;
+            };
+            let text = text
+                .trim()
+                .trim_start_matches('{')
+                .trim()
+                .trim_end_matches(';')
+                .trim();
+            let mut words = text.split_whitespace();
+            let Some(mut opcode) = words.next() else {
+                continue;
+            };
+            if opcode.starts_with('@') {
+                let Some(next) = words.next() else { continue };
+                opcode = next;
+            }
+            let instruction = Instruction {
+                offset,
+                opcode: opcode.to_string(),
+                text: text.to_string(),
+            };
+            *report
+                .counts
+                .entry(instruction.mnemonic().to_string())
+                .or_default() += 1;
+            report.instructions.push(instruction);
+        }
+        report
+    }
+
+    /// Assembles and disassembles PTX: the offline route.
+    pub fn from_ptx(ptx: &str, arch: &str) -> Result<SassReport, SassError> {
+        let assembled = assemble(ptx, arch)?;
+        let mut report = SassReport::parse(&disassemble(&assembled.cubin)?);
+        report.resources = Some(assembled.resources);
+        Ok(report)
+    }
+
+    pub fn count(&self, opcode: Opcode) -> usize {
+        self.counts.get(opcode.mnemonic()).copied().unwrap_or(0)
+    }
+
+    /// Checks every promise; all violations are reported together.
+    pub fn require(&self, checks: &[SassCheck]) -> Result<(), SassMismatch> {
+        let violations: Vec<SassViolation> = checks
+            .iter()
+            .filter_map(|&check| {
+                let (opcode, want_present) = match check {
+                    SassCheck::Present(op) => (op, true),
+                    SassCheck::Absent(op) => (op, false),
+                };
+                let count = self.count(opcode);
+                ((count > 0) != want_present).then_some(SassViolation { check, count })
+            })
+            .collect();
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(SassMismatch(violations))
+        }
+    }
+
+    /// The SASS text with path-proving opcodes marked, for the CLI.
+    pub fn highlighted(&self, color: bool) -> String {
+        let mut out = String::new();
+        for instruction in &self.instructions {
+            let mark = HIGHLIGHT
+                .iter()
+                .find(|op| op.mnemonic() == instruction.mnemonic());
+            let line = format!("/*{:04x}*/  {}", instruction.offset, instruction.text);
+            match (mark, color) {
+                (Some(op), true) => {
+                    let code = if matches!(op, Opcode::Ldl | Opcode::Stl) {
+                        31
+                    } else {
+                        32
+                    };
+                    out.push_str(&format!("\x1b[1;{code}m{line}\x1b[0m\n"));
+                }
+                (Some(_), false) => out.push_str(&format!("{line}    <==\n")),
+                (None, _) => out.push_str(&format!("{line}\n")),
+            }
+        }
+        out
+    }
+
+    /// Counts of the highlighted opcodes and the total, one line each.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        for op in HIGHLIGHT {
+            out.push_str(&format!("{:<10} {}\n", op.mnemonic(), self.count(*op)));
+        }
+        out.push_str(&format!("{:<10} {}\n", "FFMA", self.count(Opcode::Ffma)));
+        out.push_str(&format!("{:<10} {}\n", "total", self.instructions.len()));
+        out
+    }
+}
+
+/// The opcodes `gemm-codegen sass` marks: each proves a path (or, LDL/STL, a spill).
+pub const HIGHLIGHT: &[Opcode] = &[
+    Opcode::Ldgsts,
+    Opcode::Hmma,
+    Opcode::Hgmma,
+    Opcode::Utmaldg,
+    Opcode::Ldl,
+    Opcode::Stl,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/              @!P0 LDGSTS.E.BYPASS.128 [R5], desc[UR4][R2.64] ;
+        /*0020*/                   LDGDEPBAR ;
+        /*0030*/                   DEPBAR.LE SB0, 0x0 ;
+        /*0040*/                   FFMA R4, R5, R6, R4 ;
+        /*0050*/                   EXIT ;
+    ";
+
+    #[test]
+    fn parses_and_checks_opcodes() {
+        let report = SassReport::parse(SAMPLE);
+        assert_eq!(report.instructions.len(), 6);
+        assert_eq!(report.count(Opcode::Ldgsts), 1);
+        assert_eq!(report.instructions[1].opcode, "LDGSTS.E.BYPASS.128");
+        assert!(report
+            .require(&[
+                SassCheck::Present(Opcode::Ldgsts),
+                SassCheck::Absent(Opcode::Ldl)
+            ])
+            .is_ok());
+        let mismatch = report
+            .require(&[
+                SassCheck::Present(Opcode::Hgmma),
+                SassCheck::Absent(Opcode::Ffma),
+            ])
+            .unwrap_err();
+        assert_eq!(mismatch.0.len(), 2);
+        assert_eq!(
+            mismatch.to_string(),
+            "expected HGMMA in the SASS, found none; expected no FFMA in the SASS, found 1"
+        );
+    }
+
+    #[test]
+    fn reads_ptxas_resources() {
+        let log = "ptxas info    : Compiling entry function 'k' for 'sm_80'\n\
+                   ptxas info    : Function properties for k\n    \
+                   0 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n\
+                   ptxas info    : Used 134 registers, used 1 barriers, 400 bytes cmem[0]\n";
+        let r = PtxasResources::parse(log);
+        assert_eq!(r.registers, 134);
+        assert_eq!((r.spill_store_bytes, r.spill_load_bytes), (8, 4));
+        assert!(r.spills());
+    }
+}

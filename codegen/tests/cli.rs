@@ -1,0 +1,134 @@
+//! The `gemm-codegen` binary as a user runs it: output, diagnostics and exit codes.
+
+use std::process::{Command, Output};
+
+fn gemm_codegen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gemm-codegen"))
+        .args(args)
+        .output()
+        .expect("gemm-codegen runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn emit_without_a_spec_writes_the_default_kernel() {
+    let output = gemm_codegen(&["emit"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let ptx = stdout(&output);
+    assert!(ptx.contains(".visible .entry gemm_f32("));
+    assert!(ptx.contains("cp.async.cg.shared.global"));
+}
+
+#[test]
+fn emit_writes_a_file_from_a_spec_file() {
+    let dir = std::env::temp_dir().join(format!("gemm-codegen-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("k.spec");
+    std::fs::write(
+        &spec,
+        "// a spec file\nname: from_file, arch: sm_86,\ncopy: sync, stages: 2\n",
+    )
+    .unwrap();
+    let out = dir.join("k.ptx");
+    let output = gemm_codegen(&[
+        "emit",
+        &format!("@{}", spec.display()),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let ptx = std::fs::read_to_string(&out).unwrap();
+    assert!(ptx.contains(".target sm_86"));
+    assert!(ptx.contains("ld.global.v4.f32"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn invalid_spec_prints_the_diagnostic_with_a_caret_and_exits_2() {
+    let output = gemm_codegen(&["check", "name: k, arch: sm_80, tile: 128x128x32, stages: 6"]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with("error: shared memory over budget for sm_80"),
+        "{text}"
+    );
+    assert!(text.contains("1 | name: k, arch: sm_80, tile: 128x128x32, stages: 6"));
+    assert!(text.contains("^ 6 stages x 32768 B = 196608 B"), "{text}");
+    assert!(text.contains("A tile 128x32 f32 = 16384 B/stage"), "{text}");
+    assert!(text.contains("help: stages: 5 fits (163840 B)"), "{text}");
+}
+
+#[test]
+fn explain_prints_the_ledger_of_an_overflowing_spec_as_an_error() {
+    let output = gemm_codegen(&[
+        "explain",
+        "name: k, arch: sm_86, tile: 128x128x32, stages: 4",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("help: stages: 3 fits"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn check_fills_in_defaults() {
+    let output = gemm_codegen(&["check", "name: k, arch: sm_80"]);
+    assert!(output.status.success());
+    assert!(stdout(&output).contains("tile: 128x128x8, warps: 4x2"));
+}
+
+#[test]
+fn missing_tools_exit_3_with_one_sentence_on_how_to_install() {
+    let output = Command::new(env!("CARGO_BIN_EXE_gemm-codegen"))
+        .args(["sass", "simt_128x128x8_cp2"])
+        .env("GEMM_DSL_TOOLS", "/nonexistent-gemm-dsl-tools")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(
+        stderr(&output).contains("scripts/install-tools"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn sass_highlights_and_checks_the_promise() {
+    let output = gemm_codegen(&["sass", "simt_128x128x8_cp2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("LDGSTS.E.BYPASS.128"), "{text}");
+    assert!(text.contains("<=="));
+    assert!(text.contains("promised SASS: ok"));
+}
+
+#[test]
+fn diff_shows_the_ptx_difference() {
+    let output = gemm_codegen(&["diff", "simt_128x128x8_cp2", "simt_128x128x8_sync2"]);
+    assert!(output.status.success());
+    let text = stdout(&output);
+    assert!(text.contains("--- simt_128x128x8_cp2"));
+    assert!(
+        text.contains("-\t@%p_load cp.async.cg.shared.global"),
+        "{text}"
+    );
+    assert!(text.contains("+\t@%p_load ld.global.v4.f32"));
+}
+
+#[test]
+fn catalog_lists_every_spec() {
+    let output = gemm_codegen(&["catalog"]);
+    let text = stdout(&output);
+    for entry in codegen::catalog::CATALOG {
+        assert!(text.contains(entry.name));
+    }
+}

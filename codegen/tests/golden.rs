@@ -1,0 +1,39 @@
+//! Golden files: the PTX of every catalog spec and two `explain` outputs. A changed snapshot
+//! is a changed kernel: review the PTX diff like code (`cargo insta review`).
+
+use codegen::catalog::{CATALOG, DEFAULT_SPEC};
+use codegen::explain::explain;
+
+#[test]
+fn catalog_ptx() {
+    for entry in CATALOG {
+        let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
+        insta::assert_snapshot!(entry.name, emitted.ptx);
+    }
+}
+
+#[test]
+fn default_spec_ptx() {
+    let emitted = codegen::emit_str(DEFAULT_SPEC).unwrap();
+    insta::assert_snapshot!("default_spec", emitted.ptx);
+}
+
+#[test]
+fn emit_is_deterministic() {
+    for entry in CATALOG {
+        let first = codegen::emit_str(entry.spec).unwrap().ptx;
+        let second = codegen::emit_str(entry.spec).unwrap().ptx;
+        assert_eq!(first, second, "{}", entry.name);
+    }
+}
+
+#[test]
+fn explain_output() {
+    for name in ["simt_128x128x16_cp3", "simt_128x128x8_sync2"] {
+        let entry = codegen::catalog::find(name).unwrap();
+        let valid = gemm_dsl::check_str(entry.spec).unwrap();
+        // ptxas's line depends on the installed tools; the golden file covers the rest.
+        let text = explain(&valid, Err("not run for golden files"));
+        insta::assert_snapshot!(format!("explain_{name}"), text);
+    }
+}

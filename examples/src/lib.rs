@@ -1,0 +1,53 @@
+//! A user crate of gemm-dsl: kernels are declared with `gemm!` exactly as any crate would,
+//! and compiled to PTX while this crate builds, with no CUDA toolkit installed.
+
+runtime::gemm! {
+    name: sgemm_cp_async,
+    arch: sm_80,
+    dtype: f32,
+    tile: 128x128x8,
+    warps: 4x2,
+    stages: 2,
+    copy: cp_async,
+    mma: fma,
+}
+
+runtime::gemm! {
+    name: sgemm_sync,
+    arch: sm_80,
+    tile: 128x128x8,
+    stages: 2,
+    copy: sync,
+}
+
+// Every key but the name left to its default: a 128x128x8 cp.async SIMT kernel for sm_80.
+runtime::gemm! { name: sgemm_defaults }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runtime::{Opcode, SassCheck};
+
+    #[test]
+    fn the_macro_bakes_the_kernel_into_the_crate() {
+        assert!(sgemm_cp_async::PTX.contains(".visible .entry sgemm_cp_async("));
+        assert!(sgemm_cp_async::PTX.contains("cp.async.cg.shared.global"));
+        assert_eq!(sgemm_cp_async::KERNEL, "sgemm_cp_async");
+        assert_eq!(sgemm_cp_async::THREADS, 256);
+        assert_eq!(sgemm_cp_async::SMEM_BYTES, 2 * (128 * 8 + 8 * 128) * 4);
+        assert_eq!(sgemm_cp_async::grid(4096, 2048, 512), (16, 32, 1));
+        assert!(sgemm_cp_async::EXPECTED_SASS.contains(&SassCheck::Present(Opcode::Ldgsts)));
+        assert!(sgemm_sync::EXPECTED_SASS.contains(&SassCheck::Absent(Opcode::Ldgsts)));
+        assert_eq!(sgemm_sync::INFO.launch, sgemm_sync::LAUNCH);
+        assert!(sgemm_defaults::SPEC.contains("copy: cp_async(cg)"));
+    }
+
+    #[test]
+    fn launch_geometry_rejects_partial_tiles() {
+        assert!(sgemm_cp_async::LAUNCH.check_dims(1024, 1024, 1024).is_ok());
+        let error = sgemm_cp_async::LAUNCH
+            .check_dims(1000, 1024, 1024)
+            .unwrap_err();
+        assert!(error.contains("M = 1000"), "{error}");
+    }
+}

@@ -1,0 +1,199 @@
+//! Thread geometry the spec implies, per kernel family: how a block tile splits into warp
+//! tiles and per-thread tiles, and how many vector copies each thread issues per stage.
+//! Validation checks these numbers; the code generator's plan builds on them.
+
+use crate::spec::{DType, Grid2, Tile};
+
+/// Bytes one copy instruction moves (`ld.global.v4` / `cp.async ... 16`).
+pub const COPY_VECTOR_BYTES: u32 = 16;
+
+/// SIMT family: lanes of a warp form a 4 x 8 grid. A quarter-warp (8 lanes, one phase of a
+/// 128-bit shared load) then shares one lane row, so A reads broadcast and B reads cover 8
+/// consecutive 16-byte chunks: no bank conflicts without padding.
+pub const SIMT_LANE_ROWS: u32 = 4;
+pub const SIMT_LANE_COLS: u32 = 8;
+/// Each thread reads B and writes C in groups of 4 consecutive columns (one 16-byte vector).
+pub const SIMT_COLUMN_GROUP: u32 = 4;
+/// The most warps a block may have (1024 threads).
+pub const MAX_WARPS: u32 = 32;
+
+/// How one operand tile is spread over the block's threads as 16-byte copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyGeometry {
+    /// Tile rows and 16-byte vectors per row (in global and shared memory alike).
+    pub rows: u32,
+    pub vectors_per_row: u32,
+    /// Copies each thread issues per stage.
+    pub copies_per_thread: u32,
+}
+
+impl CopyGeometry {
+    /// `None` when the vectors don't spread evenly: every thread must issue the same copies,
+    /// and thread `t`'s `i`-th copy (vector `t + i·threads`) must sit at a fixed row/column
+    /// offset from its first, which holds when threads and vectors per row divide one another.
+    pub fn new(rows: u32, row_bytes: u32, threads: u32) -> Option<CopyGeometry> {
+        if !row_bytes.is_multiple_of(COPY_VECTOR_BYTES) || threads == 0 {
+            return None;
+        }
+        let vectors_per_row = row_bytes / COPY_VECTOR_BYTES;
+        let vectors = rows * vectors_per_row;
+        let divides =
+            threads.is_multiple_of(vectors_per_row) || vectors_per_row.is_multiple_of(threads);
+        if vectors == 0 || !vectors.is_multiple_of(threads) || !divides {
+            return None;
+        }
+        Some(CopyGeometry {
+            rows,
+            vectors_per_row,
+            copies_per_thread: vectors / threads,
+        })
+    }
+}
+
+/// The SIMT (`mma: fma`) family's split of the block tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimtGeometry {
+    pub tile: Tile,
+    pub warps: Grid2,
+    pub threads: u32,
+    pub warp_tile_m: u32,
+    pub warp_tile_n: u32,
+    /// Accumulator rows and columns per thread.
+    pub thread_tile_m: u32,
+    pub thread_tile_n: u32,
+    /// A is stored `BM x BK` (K contiguous), B `BK x BN`, both as in global memory.
+    pub a_copy: CopyGeometry,
+    pub b_copy: CopyGeometry,
+}
+
+/// Why a tile/warp combination has no SIMT geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimtGeometryError {
+    WarpCount,
+    WarpGridDoesNotDivide,
+    WarpTile {
+        warp_tile_m: u32,
+        warp_tile_n: u32,
+    },
+    CopyWidth,
+    CopySpread {
+        operand: char,
+        vectors: u32,
+        threads: u32,
+    },
+}
+
+impl SimtGeometry {
+    pub fn new(tile: Tile, warps: Grid2, dtype: DType) -> Result<SimtGeometry, SimtGeometryError> {
+        if warps.count() == 0 || warps.count() > MAX_WARPS {
+            return Err(SimtGeometryError::WarpCount);
+        }
+        if !tile.m.is_multiple_of(warps.rows) || !tile.n.is_multiple_of(warps.cols) {
+            return Err(SimtGeometryError::WarpGridDoesNotDivide);
+        }
+        let warp_tile_m = tile.m / warps.rows;
+        let warp_tile_n = tile.n / warps.cols;
+        if !warp_tile_m.is_multiple_of(SIMT_LANE_ROWS)
+            || !warp_tile_n.is_multiple_of(SIMT_LANE_COLS * SIMT_COLUMN_GROUP)
+        {
+            return Err(SimtGeometryError::WarpTile {
+                warp_tile_m,
+                warp_tile_n,
+            });
+        }
+        let element = dtype.size_bytes();
+        if !(tile.k * element).is_multiple_of(COPY_VECTOR_BYTES) {
+            return Err(SimtGeometryError::CopyWidth);
+        }
+        let threads = warps.count() * 32;
+        let a_copy = CopyGeometry::new(tile.m, tile.k * element, threads).ok_or(
+            SimtGeometryError::CopySpread {
+                operand: 'A',
+                vectors: tile.m * tile.k * element / COPY_VECTOR_BYTES,
+                threads,
+            },
+        )?;
+        let b_copy = CopyGeometry::new(tile.k, tile.n * element, threads).ok_or(
+            SimtGeometryError::CopySpread {
+                operand: 'B',
+                vectors: tile.k * tile.n * element / COPY_VECTOR_BYTES,
+                threads,
+            },
+        )?;
+        Ok(SimtGeometry {
+            tile,
+            warps,
+            threads,
+            warp_tile_m,
+            warp_tile_n,
+            thread_tile_m: warp_tile_m / SIMT_LANE_ROWS,
+            thread_tile_n: warp_tile_n / SIMT_LANE_COLS,
+            a_copy,
+            b_copy,
+        })
+    }
+
+    /// Legal warp grids for a tile, best first: closest to an 8x8 thread tile, then fewer warps.
+    pub fn legal_warp_grids(tile: Tile, dtype: DType) -> Vec<Grid2> {
+        let mut grids: Vec<(u32, Grid2)> = Vec::new();
+        for rows in 1..=MAX_WARPS {
+            for cols in 1..=MAX_WARPS / rows {
+                let warps = Grid2 { rows, cols };
+                if let Ok(g) = SimtGeometry::new(tile, warps, dtype) {
+                    let per_thread = g.thread_tile_m * g.thread_tile_n;
+                    let score = per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8);
+                    grids.push((score, warps));
+                }
+            }
+        }
+        grids.sort_by_key(|&(score, warps)| (score, warps.count(), warps.rows));
+        grids.into_iter().map(|(_, warps)| warps).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F32: DType = DType::F32;
+
+    #[test]
+    fn default_tile_gives_8x8_per_thread() {
+        let g = SimtGeometry::new(
+            Tile {
+                m: 128,
+                n: 128,
+                k: 8,
+            },
+            Grid2 { rows: 4, cols: 2 },
+            F32,
+        )
+        .unwrap();
+        assert_eq!((g.thread_tile_m, g.thread_tile_n), (8, 8));
+        assert_eq!(g.threads, 256);
+        assert_eq!(g.a_copy.copies_per_thread, 1);
+        assert_eq!(g.b_copy.copies_per_thread, 1);
+    }
+
+    #[test]
+    fn copies_spread_when_threads_exceed_a_row() {
+        let g = CopyGeometry::new(8, 128 * 4, 256).unwrap();
+        assert_eq!(g.vectors_per_row, 32);
+        assert_eq!(g.copies_per_thread, 1);
+        assert_eq!(CopyGeometry::new(8, 4 * 4, 256), None);
+        assert_eq!(CopyGeometry::new(3, 24 * 4, 32), None);
+    }
+
+    #[test]
+    fn legal_warp_grids_prefer_8x8() {
+        let tile = Tile {
+            m: 128,
+            n: 128,
+            k: 8,
+        };
+        assert_eq!(
+            SimtGeometry::legal_warp_grids(tile, F32)[0],
+            Grid2 { rows: 4, cols: 2 }
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! The gemm-dsl tile-spec language.
+//!
+//! A spec is the body of `gemm! { .. }`: comma-separated `key: value` pairs. This crate parses
+//! it (with syn's tokenizer, so the macro and the `gemm-codegen` CLI read specs identically),
+//! checks every rule the hardware imposes, and computes the resource budgets.
+//!
+//! | key | values | default |
+//! |---|---|---|
+//! | `name` | identifier (becomes the PTX kernel and Rust module name) | `gemm` |
+//! | `arch` | `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a` | `sm_80` |
+//! | `dtype` | A/B element type: `f16`, `bf16`, `tf32`, `f32` | `f32` for `mma: fma`, else `bf16` |
+//! | `acc` | accumulator type | `f32` |
+//! | `out` | C type | `dtype` (`f32` for `tf32`) |
+//! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major) | `rr` |
+//! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma) |
+//! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
+//! | `consumers` | consumer warpgroups (wgmma) | `2` for wgmma, else `1` |
+//! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |
+//! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); the widest XOR that divides a K row otherwise |
+//! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)` | `tma` for wgmma on sm_90+, else `cp_async` |
+//! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
+//! | `schedule` | `tile`, `persistent`, `persistent(raster = m\|n, group = N)` | `tile` |
+//! | `cluster` | `ROWSxCOLS` blocks | `1x1` |
+//!
+//! ```
+//! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();
+//! assert_eq!(valid.threads_per_block(), 256);
+//! assert!(gemm_dsl::check_str("name: k, arch: sm_80, copy: tma").is_err());
+//! ```
+
+pub mod budget;
+pub mod error;
+pub mod geometry;
+pub mod parse;
+pub mod spec;
+pub mod validate;
+
+pub use budget::{Occupancy, RegisterBudget, SmemLedger};
+pub use error::{SpecError, SpecErrors};
+pub use parse::{parse_str, parse_tokens, ParsedSpec, SpecSpans};
+pub use spec::*;
+pub use validate::{check_str, validate, Family, ValidSpec, MAX_STAGES};

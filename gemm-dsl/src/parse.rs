@@ -1,0 +1,678 @@
+//! The one parser for spec text: `key: value, ...` as tokens, shared by `gemm!` and the CLI.
+//!
+//! Values are read from the token text of everything up to the next top-level comma, so
+//! `128x256x64` (which Rust lexes as the integer `128` with suffix `x256x64`) and
+//! `128 x 256 x 64` mean the same. Defaults that depend on other keys (tile, warps, swizzle,
+//! stages, copy, dtype) are filled in after every given key is read.
+
+use crate::error::{SpecError, SpecErrors};
+use crate::spec::*;
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+/// Where each given key and its value sit in the source.
+#[derive(Clone, Debug)]
+pub struct SpecSpans {
+    /// The whole spec (the macro call site, or the whole string); used for defaulted keys.
+    pub whole: Span,
+    keys: BTreeMap<Key, (Span, Span)>,
+}
+
+impl SpecSpans {
+    /// Spans for a spec that was not parsed from text: everything points at `whole`.
+    pub fn synthetic(whole: Span) -> Self {
+        SpecSpans {
+            whole,
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// The value's span if the key was written, else the whole spec's.
+    pub fn value(&self, key: Key) -> Span {
+        self.keys.get(&key).map_or(self.whole, |&(_, value)| value)
+    }
+
+    /// Whether the key was written explicitly (not defaulted).
+    pub fn given(&self, key: Key) -> bool {
+        self.keys.contains_key(&key)
+    }
+}
+
+/// A parsed spec: values with defaults filled in, and the spans of what was written.
+#[derive(Clone, Debug)]
+pub struct ParsedSpec {
+    pub spec: GemmSpec,
+    pub spans: SpecSpans,
+}
+
+/// Parses a spec body from text, as the CLI and tests hand it over.
+pub fn parse_str(text: &str) -> Result<ParsedSpec, SpecErrors> {
+    let tokens = TokenStream::from_str(text).map_err(|error| {
+        SpecError::new(error.span(), format!("cannot tokenize the spec: {error}"))
+            .help("a spec is `key: value` pairs separated by commas, e.g. `name: k, arch: sm_80`")
+    })?;
+    let whole = whole_span(&tokens);
+    parse_tokens(tokens, whole)
+}
+
+/// Parses a spec body from tokens; `whole` locates errors about defaulted keys.
+pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, SpecErrors> {
+    let entries = split_entries(tokens)?;
+    let mut given: BTreeMap<Key, Entry> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for entry in entries {
+        let Some(key) = Key::from_name(&entry.key) else {
+            errors.push(unknown_key(&entry));
+            continue;
+        };
+        if let Some(first) = given.get(&key) {
+            errors.push(
+                SpecError::new(entry.key_span, format!("duplicate key `{}`", entry.key))
+                    .label("given again here")
+                    .note(format!(
+                        "`{}` was first given as `{}`",
+                        entry.key, first.value_text
+                    ))
+                    .help("give each key once"),
+            );
+            continue;
+        }
+        given.insert(key, entry);
+    }
+
+    let mut builder = Builder {
+        given: &given,
+        errors: &mut errors,
+    };
+    let mma = builder.value(Key::Mma, Mma::Fma, parse_mma);
+    let arch = builder.value(Key::Arch, Arch::Sm80, parse_arch);
+    let name = builder.value(Key::Name, "gemm".to_string(), parse_name);
+    let default_dtype = match mma {
+        Mma::Fma => DType::F32,
+        Mma::MmaSync | Mma::Wgmma => DType::Bf16,
+    };
+    let dtype = builder.value(Key::Dtype, default_dtype, parse_dtype);
+    let acc = builder.value(Key::Acc, DType::F32, parse_dtype);
+    let default_out = if dtype == DType::Tf32 {
+        DType::F32
+    } else {
+        dtype
+    };
+    let out = builder.value(Key::Out, default_out, parse_dtype);
+    let layout = builder.value(Key::Layout, Layout::RowRow, parse_layout);
+    let default_tile = match mma {
+        Mma::Fma => Tile {
+            m: 128,
+            n: 128,
+            k: 8,
+        },
+        Mma::MmaSync => Tile {
+            m: 128,
+            n: 128,
+            k: 32,
+        },
+        Mma::Wgmma => Tile {
+            m: 128,
+            n: 256,
+            k: 64,
+        },
+    };
+    let tile = builder.value(Key::Tile, default_tile, parse_tile);
+    let consumers = builder.value(
+        Key::Consumers,
+        if mma == Mma::Wgmma { 2 } else { 1 },
+        parse_count,
+    );
+    let default_warps = match mma {
+        // Warp tiles of 32x64: each thread then holds an 8x8 accumulator tile.
+        Mma::Fma => Grid2 {
+            rows: (tile.m / 32).max(1),
+            cols: (tile.n / 64).max(1),
+        },
+        Mma::MmaSync => Grid2 { rows: 2, cols: 2 },
+        Mma::Wgmma => Grid2 {
+            rows: consumers * 4,
+            cols: 1,
+        },
+    };
+    let warps = builder.value(Key::Warps, default_warps, parse_grid);
+    let default_stages = match mma {
+        Mma::Fma => 2,
+        Mma::MmaSync => 3,
+        Mma::Wgmma => 4,
+    };
+    let stages = builder.value(Key::Stages, default_stages, parse_count);
+    let default_swizzle = match mma {
+        Mma::Fma => Swizzle::None,
+        Mma::MmaSync | Mma::Wgmma => {
+            let row_bytes = tile.k * dtype.size_bytes();
+            if row_bytes.is_multiple_of(128) {
+                Swizzle::Xor128
+            } else if row_bytes.is_multiple_of(64) {
+                Swizzle::Xor64
+            } else if row_bytes.is_multiple_of(32) {
+                Swizzle::Xor32
+            } else {
+                Swizzle::None
+            }
+        }
+    };
+    let swizzle = builder.value(Key::Swizzle, default_swizzle, parse_swizzle);
+    let default_copy = if mma == Mma::Wgmma && arch.has_tma() {
+        Copy::Tma { multicast: 1 }
+    } else {
+        Copy::CpAsync(CacheHint::Cg)
+    };
+    let copy = builder.value(Key::Copy, default_copy, parse_copy);
+    let schedule = builder.value(Key::Schedule, Schedule::Tile, parse_schedule);
+    let cluster = builder.value(Key::Cluster, Grid2 { rows: 1, cols: 1 }, parse_grid);
+
+    if !errors.is_empty() {
+        return Err(SpecErrors(errors));
+    }
+    let keys = given
+        .iter()
+        .map(|(&key, entry)| (key, (entry.key_span, entry.value_span)))
+        .collect();
+    Ok(ParsedSpec {
+        spec: GemmSpec {
+            name,
+            arch,
+            dtype,
+            acc,
+            out,
+            layout,
+            tile,
+            warps,
+            consumers,
+            stages,
+            swizzle,
+            copy,
+            mma,
+            schedule,
+            cluster,
+        },
+        spans: SpecSpans { whole, keys },
+    })
+}
+
+/// One `key: value` pair as written.
+struct Entry {
+    key: String,
+    key_span: Span,
+    /// The value's tokens printed without spaces, e.g. `cp_async(cg)` or `128x128x8`.
+    value_text: String,
+    value_span: Span,
+}
+
+/// Splits `key: value, key: value` at top-level commas.
+fn split_entries(tokens: TokenStream) -> Result<Vec<Entry>, SpecErrors> {
+    let mut entries = Vec::new();
+    let mut errors = Vec::new();
+    let mut iter = tokens.into_iter().peekable();
+    while iter.peek().is_some() {
+        let mut part: Vec<TokenTree> = Vec::new();
+        for tree in iter.by_ref() {
+            if matches!(&tree, TokenTree::Punct(p) if p.as_char() == ',') {
+                break;
+            }
+            part.push(tree);
+        }
+        match entry_from(part) {
+            Ok(Some(entry)) => entries.push(entry),
+            Ok(None) => {}
+            Err(error) => errors.push(error),
+        }
+    }
+    if errors.is_empty() {
+        Ok(entries)
+    } else {
+        Err(SpecErrors(errors))
+    }
+}
+
+fn entry_from(part: Vec<TokenTree>) -> Result<Option<Entry>, SpecError> {
+    let Some(first) = part.first() else {
+        return Ok(None);
+    };
+    let TokenTree::Ident(key) = first else {
+        return Err(SpecError::new(first.span(), "expected a key name")
+            .help(format!("keys are: {}", key_list())));
+    };
+    let key_name = key.to_string();
+    let key_span = key.span();
+    match part.get(1) {
+        Some(TokenTree::Punct(p)) if p.as_char() == ':' => {}
+        Some(other) => {
+            return Err(
+                SpecError::new(other.span(), format!("expected `:` after `{key_name}`"))
+                    .help(format!("write `{key_name}: VALUE`")),
+            )
+        }
+        None => {
+            return Err(
+                SpecError::new(key_span, format!("`{key_name}` has no value"))
+                    .help(format!("write `{key_name}: VALUE`")),
+            )
+        }
+    }
+    let value = &part[2..];
+    if value.is_empty() {
+        return Err(
+            SpecError::new(part[1].span(), format!("`{key_name}` has no value"))
+                .help(format!("write `{key_name}: VALUE`")),
+        );
+    }
+    let value_span = join_spans(value);
+    let value_text = compact(value.iter().cloned());
+    Ok(Some(Entry {
+        key: key_name,
+        key_span,
+        value_text,
+        value_span,
+    }))
+}
+
+/// The tokens' text with no whitespace between tokens (string literals keep theirs).
+fn compact(trees: impl Iterator<Item = TokenTree>) -> String {
+    trees
+        .map(|tree| match tree {
+            TokenTree::Group(group) => {
+                let (open, close) = match group.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Brace => ("{", "}"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::None => ("", ""),
+                };
+                format!("{open}{}{close}", compact(group.stream().into_iter()))
+            }
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+fn join_spans(trees: &[TokenTree]) -> Span {
+    let first = trees[0].span();
+    let last = trees[trees.len() - 1].span();
+    first.join(last).unwrap_or(first)
+}
+
+fn whole_span(tokens: &TokenStream) -> Span {
+    let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    if trees.is_empty() {
+        Span::call_site()
+    } else {
+        join_spans(&trees)
+    }
+}
+
+fn key_list() -> String {
+    Key::ALL
+        .iter()
+        .map(|k| k.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn unknown_key(entry: &Entry) -> SpecError {
+    let closest = Key::ALL
+        .iter()
+        .map(|k| (edit_distance(&entry.key, k.name()), k.name()))
+        .min();
+    let error = SpecError::new(entry.key_span, format!("unknown key `{}`", entry.key));
+    match closest {
+        Some((distance, name)) if distance <= 2 => error.help(format!("did you mean `{name}`?")),
+        _ => error.help(format!("keys are: {}", key_list())),
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(current + 1);
+            previous = current;
+        }
+    }
+    row[b.len()]
+}
+
+/// Reads given keys with their parser, or yields the default; collects errors.
+struct Builder<'a> {
+    given: &'a BTreeMap<Key, Entry>,
+    errors: &'a mut Vec<SpecError>,
+}
+
+/// A value parser: the value text, or a message and the legal forms.
+type ValueResult<T> = Result<T, (String, String)>;
+
+impl Builder<'_> {
+    fn value<T>(&mut self, key: Key, default: T, parse: fn(&str) -> ValueResult<T>) -> T {
+        let Some(entry) = self.given.get(&key) else {
+            return default;
+        };
+        match parse(&entry.value_text) {
+            Ok(value) => value,
+            Err((message, legal)) => {
+                self.errors.push(
+                    SpecError::new(entry.value_span, message)
+                        .help(format!("`{}` takes {legal}", key.name())),
+                );
+                default
+            }
+        }
+    }
+}
+
+fn bad<T>(what: &str, text: &str, legal: &str) -> ValueResult<T> {
+    Err((format!("`{text}` is not a valid {what}"), legal.to_string()))
+}
+
+fn parse_name(text: &str) -> ValueResult<String> {
+    const LEGAL: &str = "an identifier of ASCII letters, digits and `_` (it becomes the PTX kernel name and a Rust module name)";
+    let mut chars = text.chars();
+    let starts_well = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !starts_well || !rest_ok || text == "_" {
+        return bad("kernel name", text, LEGAL);
+    }
+    if text.len() > 200 {
+        return Err((
+            format!("kernel name is {} characters long", text.len()),
+            "a name of at most 200 characters".into(),
+        ));
+    }
+    Ok(text.to_string())
+}
+
+fn parse_arch(text: &str) -> ValueResult<Arch> {
+    Arch::ALL
+        .into_iter()
+        .find(|arch| arch.name() == text)
+        .map_or_else(
+            || bad("arch", text, "one of sm_80, sm_86, sm_89, sm_90, sm_90a"),
+            Ok,
+        )
+}
+
+fn parse_dtype(text: &str) -> ValueResult<DType> {
+    match text {
+        "f16" => Ok(DType::F16),
+        "bf16" => Ok(DType::Bf16),
+        "tf32" => Ok(DType::Tf32),
+        "f32" => Ok(DType::F32),
+        _ => bad("element type", text, "one of f16, bf16, tf32, f32"),
+    }
+}
+
+fn parse_layout(text: &str) -> ValueResult<Layout> {
+    match text {
+        "rr" => Ok(Layout::RowRow),
+        "rc" => Ok(Layout::RowCol),
+        "cr" => Ok(Layout::ColRow),
+        "cc" => Ok(Layout::ColCol),
+        _ => bad(
+            "layout",
+            text,
+            "one of rr, rc, cr, cc (A then B; r = row-major, c = column-major)",
+        ),
+    }
+}
+
+fn parse_number(text: &str) -> Option<u32> {
+    if text.is_empty() || !text.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+fn parse_dims<const N: usize>(text: &str) -> Option<[u32; N]> {
+    let parts: Vec<&str> = text.split('x').collect();
+    if parts.len() != N {
+        return None;
+    }
+    let mut dims = [0; N];
+    for (dim, part) in dims.iter_mut().zip(parts) {
+        *dim = parse_number(part)?;
+    }
+    Some(dims)
+}
+
+fn parse_tile(text: &str) -> ValueResult<Tile> {
+    match parse_dims::<3>(text) {
+        Some([m, n, k]) => Ok(Tile { m, n, k }),
+        None => bad("tile", text, "`BMxBNxBK`, e.g. `128x128x8`"),
+    }
+}
+
+fn parse_grid(text: &str) -> ValueResult<Grid2> {
+    match parse_dims::<2>(text) {
+        Some([rows, cols]) => Ok(Grid2 { rows, cols }),
+        None => bad("grid", text, "`ROWSxCOLS`, e.g. `2x4`"),
+    }
+}
+
+fn parse_count(text: &str) -> ValueResult<u32> {
+    parse_number(text).map_or_else(|| bad("count", text, "a whole number, e.g. `2`"), Ok)
+}
+
+/// Splits `head(args)` into `head` and `Some(args)`; plain `head` gives `None`.
+fn call_form(text: &str) -> Option<(&str, Option<&str>)> {
+    match text.find('(') {
+        None => Some((text, None)),
+        Some(open) => {
+            let args = text[open + 1..].strip_suffix(')')?;
+            Some((&text[..open], Some(args)))
+        }
+    }
+}
+
+/// Parses `a = 1, b = x` into pairs.
+fn named_args(args: &str) -> Option<Vec<(&str, &str)>> {
+    args.split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| part.split_once('='))
+        .collect()
+}
+
+fn parse_swizzle(text: &str) -> ValueResult<Swizzle> {
+    const LEGAL: &str = "one of none, pad(BYTES), 32B, 64B, 128B";
+    match call_form(text) {
+        Some(("none", None)) => Ok(Swizzle::None),
+        Some(("32B", None)) => Ok(Swizzle::Xor32),
+        Some(("64B", None)) => Ok(Swizzle::Xor64),
+        Some(("128B", None)) => Ok(Swizzle::Xor128),
+        Some(("pad", Some(bytes))) => parse_number(bytes)
+            .map(Swizzle::Pad)
+            .map_or_else(|| bad("padding", text, "pad(BYTES), e.g. pad(16)"), Ok),
+        _ => bad("swizzle", text, LEGAL),
+    }
+}
+
+fn parse_copy(text: &str) -> ValueResult<Copy> {
+    const LEGAL: &str =
+        "one of sync, cp_async, cp_async(cg), cp_async(ca), tma, tma(multicast = N)";
+    match call_form(text) {
+        Some(("sync", None)) => Ok(Copy::Sync),
+        Some(("cp_async", None)) | Some(("cp_async", Some("cg"))) => {
+            Ok(Copy::CpAsync(CacheHint::Cg))
+        }
+        Some(("cp_async", Some("ca"))) => Ok(Copy::CpAsync(CacheHint::Ca)),
+        Some(("tma", None)) => Ok(Copy::Tma { multicast: 1 }),
+        Some(("tma", Some(args))) => match named_args(args).as_deref() {
+            Some([("multicast", n)]) => parse_number(n)
+                .map(|multicast| Copy::Tma { multicast })
+                .map_or_else(|| bad("multicast count", text, LEGAL), Ok),
+            _ => bad("copy", text, LEGAL),
+        },
+        _ => bad("copy", text, LEGAL),
+    }
+}
+
+fn parse_mma(text: &str) -> ValueResult<Mma> {
+    match text {
+        "fma" => Ok(Mma::Fma),
+        "mma_sync" => Ok(Mma::MmaSync),
+        "wgmma" => Ok(Mma::Wgmma),
+        _ => bad("mma", text, "one of fma, mma_sync, wgmma"),
+    }
+}
+
+fn parse_schedule(text: &str) -> ValueResult<Schedule> {
+    const LEGAL: &str = "one of tile, persistent, persistent(raster = m|n, group = N)";
+    let persistent = |raster, group| Schedule::Persistent { raster, group };
+    match call_form(text) {
+        Some(("tile", None)) => Ok(Schedule::Tile),
+        Some(("persistent", None)) => Ok(persistent(Raster::M, 8)),
+        Some(("persistent", Some(args))) => {
+            let Some(pairs) = named_args(args) else {
+                return bad("schedule", text, LEGAL);
+            };
+            let (mut raster, mut group) = (Raster::M, 8);
+            for (name, value) in pairs {
+                match (name, value) {
+                    ("raster", "m") => raster = Raster::M,
+                    ("raster", "n") => raster = Raster::N,
+                    ("group", n) => match parse_number(n) {
+                        Some(n) => group = n,
+                        None => return bad("schedule", text, LEGAL),
+                    },
+                    _ => return bad("schedule", text, LEGAL),
+                }
+            }
+            Ok(persistent(raster, group))
+        }
+        _ => bad("schedule", text, LEGAL),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(text: &str) -> GemmSpec {
+        parse_str(text).expect("spec parses").spec
+    }
+
+    fn first_error(text: &str) -> SpecError {
+        parse_str(text)
+            .expect_err("spec must not parse")
+            .0
+            .remove(0)
+    }
+
+    #[test]
+    fn empty_spec_is_all_defaults() {
+        let s = spec("");
+        assert_eq!(s.name, "gemm");
+        assert_eq!(s.arch, Arch::Sm80);
+        assert_eq!(s.mma, Mma::Fma);
+        assert_eq!(s.dtype, DType::F32);
+        assert_eq!(
+            s.tile,
+            Tile {
+                m: 128,
+                n: 128,
+                k: 8
+            }
+        );
+        assert_eq!(s.warps, Grid2 { rows: 4, cols: 2 });
+        assert_eq!(s.copy, Copy::CpAsync(CacheHint::Cg));
+        assert_eq!(s.stages, 2);
+    }
+
+    #[test]
+    fn tile_and_grids_parse_with_or_without_spaces() {
+        assert_eq!(
+            spec("tile: 64x128x16").tile,
+            spec("tile: 64 x 128 x 16").tile
+        );
+        assert_eq!(spec("warps: 2x4").warps, Grid2 { rows: 2, cols: 4 });
+        assert_eq!(spec("cluster: 2x1").cluster, Grid2 { rows: 2, cols: 1 });
+    }
+
+    #[test]
+    fn every_value_form_of_the_design_parses() {
+        let s = spec(
+            "name: hopper_bf16, arch: sm_90a, dtype: bf16, acc: f32, out: bf16, layout: rr, \
+             tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, \
+             copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = n, group = 16), \
+             cluster: 2x1,",
+        );
+        assert_eq!(s.copy, Copy::Tma { multicast: 2 });
+        assert_eq!(
+            s.schedule,
+            Schedule::Persistent {
+                raster: Raster::N,
+                group: 16
+            }
+        );
+        assert_eq!(spec("swizzle: pad(16)").swizzle, Swizzle::Pad(16));
+        assert_eq!(
+            spec("copy: cp_async(ca)").copy,
+            Copy::CpAsync(CacheHint::Ca)
+        );
+        assert_eq!(spec("copy: sync").copy, Copy::Sync);
+    }
+
+    #[test]
+    fn canonical_text_round_trips() {
+        for text in [
+            "",
+            "name: k, arch: sm_86, tile: 64x64x16, stages: 3, swizzle: pad(16)",
+            "arch: sm_90a, mma: wgmma, consumers: 1, copy: tma(multicast = 2), cluster: 2x1",
+        ] {
+            let s = spec(text);
+            assert_eq!(spec(&s.to_spec_text()), s, "{text}");
+        }
+        // Valid specs stay valid when written back.
+        let valid = crate::check_str("").unwrap();
+        assert!(crate::check_str(&valid.spec.to_spec_text()).is_ok());
+    }
+
+    #[test]
+    fn unknown_key_suggests_the_closest() {
+        let e = first_error("stagse: 2");
+        assert_eq!(e.message, "unknown key `stagse`");
+        assert_eq!(e.help.as_deref(), Some("did you mean `stages`?"));
+    }
+
+    #[test]
+    fn duplicate_key_is_an_error_at_the_second() {
+        let e = first_error("stages: 2, stages: 3");
+        assert_eq!(e.message, "duplicate key `stages`");
+        assert_eq!(e.span.start().column, 11);
+    }
+
+    #[test]
+    fn bad_values_point_at_the_value() {
+        let e = first_error("name: k, tile: 128x128");
+        assert_eq!(e.message, "`128x128` is not a valid tile");
+        assert_eq!(e.span.start().column, 15);
+        let e = first_error("arch: sm_75");
+        assert!(e.help.unwrap().contains("sm_80"));
+        assert!(parse_str("name: r#type").is_err());
+        let e = first_error("name: \"my kernel\"");
+        assert_eq!(e.message, "`\"my kernel\"` is not a valid kernel name");
+        assert!(parse_str("copy: tma(multicast = x)").is_err());
+        assert!(parse_str("stages").is_err());
+        assert!(parse_str("stages:").is_err());
+        assert!(parse_str("3: 4").is_err());
+        assert!(parse_str("tile: 99999999999x1x1").is_err());
+    }
+
+    #[test]
+    fn untokenizable_text_is_an_error_not_a_panic() {
+        assert!(parse_str("name: (k").is_err());
+        assert!(parse_str("name: \"k").is_err());
+    }
+}

@@ -1,0 +1,676 @@
+//! Validation: every rule the hardware (and the implemented kernel families) impose, each an
+//! error at the offending token with a `help` proposing a legal value.
+
+use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
+use crate::error::{SpecError, SpecErrors};
+use crate::geometry::{SimtGeometry, SimtGeometryError, COPY_VECTOR_BYTES};
+use crate::parse::{ParsedSpec, SpecSpans};
+use crate::spec::*;
+
+/// The most pipeline stages a spec may ask for.
+pub const MAX_STAGES: u32 = 8;
+
+/// The kernel family a valid spec belongs to, with its geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// `mma: fma`: warp-tiled SIMT FFMA.
+    Simt(SimtGeometry),
+}
+
+/// A spec that passed every rule, with the budgets computed on the way.
+#[derive(Clone, Debug)]
+pub struct ValidSpec {
+    pub spec: GemmSpec,
+    pub family: Family,
+    pub smem: SmemLedger,
+    pub registers: RegisterBudget,
+    pub occupancy: Occupancy,
+}
+
+impl ValidSpec {
+    pub fn threads_per_block(&self) -> u32 {
+        match &self.family {
+            Family::Simt(g) => g.threads,
+        }
+    }
+}
+
+impl ParsedSpec {
+    pub fn validate(&self) -> Result<ValidSpec, SpecErrors> {
+        validate(&self.spec, &self.spans)
+    }
+}
+
+impl GemmSpec {
+    /// Validates a spec built in code; errors point at the call site.
+    pub fn validate(&self) -> Result<ValidSpec, SpecErrors> {
+        validate(self, &SpecSpans::synthetic(proc_macro2::Span::call_site()))
+    }
+}
+
+/// Parses and validates spec text in one step.
+pub fn check_str(text: &str) -> Result<ValidSpec, SpecErrors> {
+    crate::parse::parse_str(text)?.validate()
+}
+
+pub fn validate(spec: &GemmSpec, spans: &SpecSpans) -> Result<ValidSpec, SpecErrors> {
+    let mut v = Validator {
+        spec,
+        spans,
+        errors: Vec::new(),
+    };
+    v.ranges();
+    v.arch_features();
+    v.tensor_dtypes();
+    if !v.errors.is_empty() {
+        return Err(SpecErrors(v.errors));
+    }
+    let valid = match spec.mma {
+        Mma::Fma => v.simt(),
+        Mma::MmaSync | Mma::Wgmma => {
+            v.errors.push(not_implemented(
+                spans.value(Key::Mma),
+                "mma",
+                spec.mma.name(),
+                "only the SIMT family, `mma: fma`, is",
+            ));
+            None
+        }
+    };
+    match valid {
+        Some(valid) if v.errors.is_empty() => Ok(valid),
+        _ => Err(SpecErrors(v.errors)),
+    }
+}
+
+fn not_implemented(span: proc_macro2::Span, key: &str, value: &str, instead: &str) -> SpecError {
+    SpecError::new(
+        span,
+        format!("`{key}: {value}` is not implemented yet for this family"),
+    )
+    .help(format!("{instead} implemented so far"))
+}
+
+struct Validator<'a> {
+    spec: &'a GemmSpec,
+    spans: &'a SpecSpans,
+    errors: Vec<SpecError>,
+}
+
+impl Validator<'_> {
+    fn error(&mut self, key: Key, message: impl Into<String>) -> &mut SpecError {
+        self.errors
+            .push(SpecError::new(self.spans.value(key), message));
+        self.errors.last_mut().expect("just pushed")
+    }
+
+    fn help(&mut self, key: Key, message: impl Into<String>, help: impl Into<String>) {
+        let error = self.error(key, message);
+        error.help = Some(help.into());
+    }
+
+    /// Numeric ranges that hold for every family.
+    fn ranges(&mut self) {
+        let s = self.spec;
+        if !(1..=MAX_STAGES).contains(&s.stages) {
+            let legal = s.stages.clamp(1, MAX_STAGES);
+            self.help(
+                Key::Stages,
+                format!(
+                    "stages must be between 1 and {MAX_STAGES}, not {}",
+                    s.stages
+                ),
+                format!("stages: {legal}"),
+            );
+        }
+        if s.tile.m == 0 || s.tile.n == 0 || s.tile.k == 0 {
+            self.help(
+                Key::Tile,
+                format!("tile dimensions must be positive, not {}", s.tile),
+                "e.g. tile: 128x128x8",
+            );
+        }
+        if s.warps.rows == 0 || s.warps.cols == 0 {
+            self.help(
+                Key::Warps,
+                "the warp grid must have at least one warp",
+                "e.g. warps: 4x2",
+            );
+        }
+        if s.consumers == 0 || s.consumers > 4 {
+            self.help(
+                Key::Consumers,
+                format!("consumers must be 1 to 4 warpgroups, not {}", s.consumers),
+                "consumers: 2",
+            );
+        }
+        if s.cluster.rows == 0 || s.cluster.cols == 0 || s.cluster.count() > 16 {
+            self.help(
+                Key::Cluster,
+                format!("a cluster holds 1 to 16 blocks, not {}", s.cluster),
+                "cluster: 1x1",
+            );
+        }
+        if let Copy::Tma { multicast } = s.copy {
+            if multicast == 0 || multicast > 16 {
+                self.help(
+                    Key::Copy,
+                    format!("TMA multicast reaches 1 to 16 blocks, not {multicast}"),
+                    "copy: tma(multicast = 2)",
+                );
+            }
+        }
+        if let Schedule::Persistent { group, .. } = s.schedule {
+            if group == 0 {
+                self.help(
+                    Key::Schedule,
+                    "a raster group must hold at least one tile",
+                    "schedule: persistent(raster = m, group = 8)",
+                );
+            }
+        }
+    }
+
+    /// What each architecture can execute.
+    fn arch_features(&mut self) {
+        let s = self.spec;
+        let arch = s.arch.name();
+        match s.copy {
+            Copy::CpAsync(_) if !s.arch.has_cp_async() => self.help(
+                Key::Copy,
+                format!("`copy: {}` needs sm_80 or newer, not {arch}", s.copy),
+                "copy: sync",
+            ),
+            Copy::Tma { .. } if !s.arch.has_tma() => self.help(
+                Key::Copy,
+                format!(
+                    "`copy: tma` needs sm_90 or newer (the Tensor Memory Accelerator), not {arch}"
+                ),
+                "use copy: cp_async, or arch: sm_90",
+            ),
+            _ => {}
+        }
+        if s.mma == Mma::Wgmma && !s.arch.has_wgmma() {
+            self.help(
+                Key::Mma,
+                format!("`mma: wgmma` needs arch sm_90a, not {arch}"),
+                "use arch: sm_90a, or mma: mma_sync",
+            );
+        }
+        if s.cluster.count() > 1 && !s.arch.has_tma() {
+            self.help(
+                Key::Cluster,
+                format!("thread block clusters need sm_90 or newer, not {arch}"),
+                "cluster: 1x1",
+            );
+        }
+        if let Copy::Tma { multicast } = s.copy {
+            if multicast > 1 && multicast > s.cluster.count() {
+                self.help(
+                    Key::Copy,
+                    format!(
+                        "TMA multicast to {multicast} blocks needs a cluster of at least {multicast} blocks, not {}",
+                        s.cluster
+                    ),
+                    format!("cluster: {multicast}x1"),
+                );
+            }
+        }
+    }
+
+    /// Element types the tensor-core paths accept.
+    fn tensor_dtypes(&mut self) {
+        let s = self.spec;
+        if s.mma != Mma::Fma && s.dtype == DType::F32 {
+            self.help(
+                Key::Dtype,
+                format!(
+                    "tensor cores (`mma: {}`) do not multiply f32 inputs",
+                    s.mma.name()
+                ),
+                "dtype: tf32 (f32 storage, tf32 multiply), or mma: fma",
+            );
+        }
+    }
+
+    /// The SIMT family: f32, row-major A and B, sync or cp.async 16-byte copies.
+    fn simt(&mut self) -> Option<ValidSpec> {
+        let s = self.spec;
+        let spans = self.spans;
+        let family_note = "only f32, layout rr, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, is";
+        for (key, value, ok) in [
+            (
+                Key::Dtype,
+                s.dtype.name().to_string(),
+                s.dtype == DType::F32,
+            ),
+            (Key::Acc, s.acc.name().to_string(), s.acc == DType::F32),
+            (Key::Out, s.out.name().to_string(), s.out == DType::F32),
+            (
+                Key::Layout,
+                s.layout.name().to_string(),
+                s.layout == Layout::RowRow,
+            ),
+            (
+                Key::Copy,
+                s.copy.to_string(),
+                !matches!(s.copy, Copy::Tma { .. }),
+            ),
+            (
+                Key::Schedule,
+                s.schedule.to_string(),
+                s.schedule == Schedule::Tile,
+            ),
+            (
+                Key::Cluster,
+                s.cluster.to_string(),
+                s.cluster == Grid2 { rows: 1, cols: 1 },
+            ),
+            (
+                Key::Consumers,
+                s.consumers.to_string(),
+                !spans.given(Key::Consumers),
+            ),
+        ] {
+            if !ok {
+                self.errors.push(
+                    not_implemented(spans.value(key), key.name(), &value, family_note)
+                        .note("this family is `mma: fma` (SIMT)"),
+                );
+            }
+        }
+
+        let row_bytes = s.tile.k * s.dtype.size_bytes();
+        match s.swizzle {
+            Swizzle::Pad(bytes) if bytes % COPY_VECTOR_BYTES != 0 => self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes breaks the 16-byte alignment of vector copies and reads"),
+                format!("swizzle: pad({})", bytes.div_ceil(COPY_VECTOR_BYTES).max(1) * COPY_VECTOR_BYTES),
+            ),
+            Swizzle::Pad(bytes) if bytes > 1024 => self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes per row wastes shared memory"),
+                "swizzle: pad(16)",
+            ),
+            Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
+                let width = s.swizzle.xor_width_bytes().unwrap_or(0);
+                if !row_bytes.is_multiple_of(width) {
+                    let error = self.error(
+                        Key::Swizzle,
+                        format!(
+                            "`swizzle: {}` permutes {width}-byte rows, but a tile row of A is {} x {} = {row_bytes} bytes",
+                            s.swizzle,
+                            s.tile.k,
+                            s.dtype.name()
+                        ),
+                    );
+                    error.help = Some(format!(
+                        "use a tile with BK·sizeof({}) a multiple of {width}, or swizzle: none",
+                        s.dtype.name()
+                    ));
+                } else {
+                    self.errors.push(not_implemented(
+                        spans.value(Key::Swizzle),
+                        "swizzle",
+                        &s.swizzle.to_string(),
+                        family_note,
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+
+        let geometry = match SimtGeometry::new(s.tile, s.warps, s.dtype) {
+            Ok(g) => g,
+            Err(error) => {
+                self.simt_geometry_error(error);
+                return None;
+            }
+        };
+        let smem = simt_smem_ledger(s);
+        let registers = simt_register_budget(s, &geometry);
+        if !registers.fits() {
+            let better = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+                .into_iter()
+                .find(|&w| {
+                    SimtGeometry::new(s.tile, w, s.dtype)
+                        .map(|g| simt_register_budget(s, &g).fits())
+                        .unwrap_or(false)
+                });
+            let key = if spans.given(Key::Warps) {
+                Key::Warps
+            } else {
+                Key::Tile
+            };
+            let error = self.error(
+                key,
+                format!(
+                    "estimated {} registers per thread, over the limit of {} for {} threads",
+                    registers.total(),
+                    registers.limit,
+                    geometry.threads
+                ),
+            );
+            error.label = Some(format!(
+                "{}x{} accumulators per thread",
+                geometry.thread_tile_m, geometry.thread_tile_n
+            ));
+            error.notes.push(budget_sentence(&registers));
+            error.help = Some(match better {
+                Some(w) => format!("warps: {w} gives each thread a smaller tile"),
+                None => "use a smaller tile".to_string(),
+            });
+        }
+        if !smem.fits() {
+            self.smem_over_budget(&smem);
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        let occupancy =
+            Occupancy::compute(s.arch, geometry.threads, registers.total(), smem.total());
+        Some(ValidSpec {
+            spec: s.clone(),
+            family: Family::Simt(geometry),
+            smem,
+            registers,
+            occupancy,
+        })
+    }
+
+    fn simt_geometry_error(&mut self, error: SimtGeometryError) {
+        let s = self.spec;
+        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+            .first()
+            .map(|w| format!("warps: {w}"));
+        let warps_key = if self.spans.given(Key::Warps) {
+            Key::Warps
+        } else {
+            Key::Tile
+        };
+        match error {
+            SimtGeometryError::WarpCount => self.help(
+                Key::Warps,
+                format!(
+                    "a block holds 1 to 32 warps (1024 threads), not {} ({})",
+                    s.warps.count(),
+                    s.warps
+                ),
+                suggestion.unwrap_or_else(|| "warps: 4x2".into()),
+            ),
+            SimtGeometryError::WarpGridDoesNotDivide => self.help(
+                warps_key,
+                format!(
+                    "warp grid {} does not divide tile {}x{} evenly",
+                    s.warps, s.tile.m, s.tile.n
+                ),
+                suggestion
+                    .unwrap_or_else(|| "use BM and BN that are multiples of the warp grid".into()),
+            ),
+            SimtGeometryError::WarpTile {
+                warp_tile_m,
+                warp_tile_n,
+            } => {
+                let error = self.error(
+                    warps_key,
+                    format!(
+                        "warp tile {warp_tile_m}x{warp_tile_n} does not fit the SIMT lane grid: \
+                         its rows must be a multiple of 4 and its columns of 32"
+                    ),
+                );
+                error.notes.push(
+                    "a warp's 32 lanes form a 4x8 grid, and each lane reads B and writes C \
+                     4 columns (16 bytes) at a time"
+                        .to_string(),
+                );
+                error.help =
+                    Some(suggestion.unwrap_or_else(|| {
+                        "use a tile with BM a multiple of 4 and BN of 32".into()
+                    }));
+            }
+            SimtGeometryError::CopyWidth => {
+                let row_bytes = s.tile.k * s.dtype.size_bytes();
+                let legal_k = s.tile.k.div_ceil(4) * 4;
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "16-byte copies need BK·sizeof({}) to be a multiple of 16, but it is {} x {} = {row_bytes} bytes",
+                        s.dtype.name(),
+                        s.tile.k,
+                        s.dtype.size_bytes()
+                    ),
+                );
+                error.help = Some(format!("tile: {}x{}x{legal_k}", s.tile.m, s.tile.n));
+            }
+            SimtGeometryError::CopySpread {
+                operand,
+                vectors,
+                threads,
+            } => {
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "the {operand} tile is {vectors} 16-byte vectors, which do not spread evenly over {threads} threads"
+                    ),
+                );
+                error.notes.push(
+                    "every thread issues the same number of copies per stage, at fixed offsets"
+                        .to_string(),
+                );
+                error.help = Some(match suggest_simt_k(s) {
+                    Some(k) => format!("tile: {}x{}x{k}", s.tile.m, s.tile.n),
+                    None => "use power-of-two tile dimensions".to_string(),
+                });
+            }
+        }
+    }
+
+    fn smem_over_budget(&mut self, smem: &SmemLedger) {
+        let s = self.spec;
+        let per_stage = smem.bytes_per_stage();
+        let error = self.error(
+            Key::Stages,
+            format!(
+                "shared memory over budget for {} ({} bytes max per block)",
+                s.arch.name(),
+                smem.limit
+            ),
+        );
+        error.label = Some(format!(
+            "{} stages x {per_stage} B = {} B",
+            s.stages,
+            u64::from(s.stages) * u64::from(per_stage)
+        ));
+        error.notes.push(smem.itemized());
+        error.notes.push(format!("total {} B", smem.total()));
+        error.help = Some(match smem.max_stages_that_fit(MAX_STAGES) {
+            Some(stages) => format!(
+                "stages: {stages} fits ({} B); or a smaller tile",
+                smem.total_for(stages)
+            ),
+            None => "even one stage does not fit: use a smaller tile".to_string(),
+        });
+    }
+}
+
+fn budget_sentence(registers: &RegisterBudget) -> String {
+    registers
+        .lines
+        .iter()
+        .map(|line| format!("{} {}", line.what, line.registers))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The BK nearest the spec's (ties: the smaller) that gives a SIMT geometry with its warps.
+fn suggest_simt_k(s: &GemmSpec) -> Option<u32> {
+    let mut candidates: Vec<u32> = (1..=256).collect();
+    candidates.sort_by_key(|&k| (k.abs_diff(s.tile.k), k));
+    candidates
+        .into_iter()
+        .find(|&k| SimtGeometry::new(Tile { k, ..s.tile }, s.warps, s.dtype).is_ok())
+}
+
+/// Shared memory of the SIMT family: A as `BM x BK` and B as `BK x BN`, each row padded.
+pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
+    let element = s.dtype.size_bytes();
+    let pad = s.swizzle.pad_bytes();
+    let pad_note = |pad: u32| {
+        if pad == 0 {
+            String::new()
+        } else {
+            format!(" + {pad} B pad/row")
+        }
+    };
+    let a_row = s.tile.k * element + pad;
+    let b_row = s.tile.n * element + pad;
+    SmemLedger {
+        per_stage: vec![
+            LedgerLine {
+                what: format!(
+                    "A tile {}x{} {}{}",
+                    s.tile.m,
+                    s.tile.k,
+                    s.dtype.name(),
+                    pad_note(pad)
+                ),
+                bytes: s.tile.m * a_row,
+            },
+            LedgerLine {
+                what: format!(
+                    "B tile {}x{} {}{}",
+                    s.tile.k,
+                    s.tile.n,
+                    s.dtype.name(),
+                    pad_note(pad)
+                ),
+                bytes: s.tile.k * b_row,
+            },
+        ],
+        stages: s.stages,
+        fixed: vec![
+            LedgerLine {
+                what: "barriers (cp.async groups and bar.sync need none)".into(),
+                bytes: 0,
+            },
+            LedgerLine {
+                what: "alignment (16-byte rows)".into(),
+                bytes: 0,
+            },
+        ],
+        limit: s.arch.max_smem_per_block(),
+        arch: s.arch,
+    }
+}
+
+/// Registers of the SIMT family: what one k-group of the inner loop keeps live.
+pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
+    let copies = g.a_copy.copies_per_thread + g.b_copy.copies_per_thread;
+    let mut lines = vec![
+        RegisterLine {
+            what: format!("accumulators {}x{}", g.thread_tile_m, g.thread_tile_n),
+            registers: g.thread_tile_m * g.thread_tile_n,
+        },
+        RegisterLine {
+            what: format!("A fragments {} rows x 4 k", g.thread_tile_m),
+            registers: g.thread_tile_m * 4,
+        },
+        RegisterLine {
+            what: format!("B fragments 2 x {} (double-buffered)", g.thread_tile_n),
+            registers: 2 * g.thread_tile_n,
+        },
+    ];
+    if s.copy == Copy::Sync && s.stages > 1 {
+        lines.push(RegisterLine {
+            what: format!("copy staging {copies} x 16 B"),
+            registers: 4 * copies,
+        });
+    }
+    lines.push(RegisterLine {
+        what: format!("addressing ({copies} global pointers, offsets, counters)"),
+        registers: 2 * copies + 12,
+    });
+    RegisterBudget {
+        lines,
+        limit: RegisterBudget::limit_for(g.threads),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(text: &str) -> Vec<SpecError> {
+        check_str(text).expect_err("spec must be invalid").0
+    }
+
+    fn message(text: &str) -> String {
+        errors(text)[0].message.clone()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let v = check_str("").unwrap();
+        assert_eq!(v.threads_per_block(), 256);
+        assert_eq!(v.smem.total(), 2 * (128 * 32 + 8 * 512));
+    }
+
+    #[test]
+    fn arch_rules() {
+        assert!(message("arch: sm_80, copy: tma").contains("needs sm_90"));
+        assert!(message("arch: sm_90, mma: wgmma").contains("needs arch sm_90a"));
+        assert!(message("arch: sm_86, cluster: 2x1").contains("clusters need sm_90"));
+    }
+
+    #[test]
+    fn unimplemented_values_parse_then_fail_validation() {
+        for spec in [
+            "arch: sm_90a, mma: wgmma",
+            "mma: mma_sync",
+            "dtype: bf16",
+            "layout: rc",
+            "arch: sm_90, copy: tma",
+            "swizzle: 32B",
+            "schedule: persistent",
+            "arch: sm_90, cluster: 2x1",
+            "consumers: 2",
+            "out: bf16",
+        ] {
+            let all = errors(spec);
+            assert!(
+                all.iter()
+                    .any(|e| e.message.contains("not implemented yet for this family")),
+                "{spec}: {all:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn smem_overflow_suggests_a_stage_count() {
+        let e = &errors("arch: sm_80, tile: 128x128x32, stages: 6")[0];
+        assert!(e.message.starts_with("shared memory over budget for sm_80"));
+        assert_eq!(e.label.as_deref(), Some("6 stages x 32768 B = 196608 B"));
+        assert_eq!(
+            e.help.as_deref(),
+            Some("stages: 5 fits (163840 B); or a smaller tile")
+        );
+    }
+
+    #[test]
+    fn geometry_rules_have_help() {
+        let e = &errors("tile: 128x128x6")[0];
+        assert_eq!(e.help.as_deref(), Some("tile: 128x128x8"));
+        let e = &errors("tile: 128x128x8, warps: 3x2")[0];
+        assert!(e.message.contains("does not divide"));
+        assert_eq!(e.help.as_deref(), Some("warps: 4x2"));
+        let e = &errors("swizzle: pad(4)")[0];
+        assert_eq!(e.help.as_deref(), Some("swizzle: pad(16)"));
+        let e = &errors("tile: 256x256x8, warps: 1x1")[0];
+        assert!(e.message.contains("registers per thread"), "{e:?}");
+        assert!(message("stages: 9").contains("between 1 and 8"));
+        assert!(message("tile: 64x64x8, warps: 1x4").contains("warp tile 64x16"));
+    }
+}

@@ -1,0 +1,6 @@
+gemm_macros::gemm! {
+    name: k,
+    arch: sm_75,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+gemm_macros::gemm! {
+    name: "my kernel",
+    arch: sm_80,
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+gemm_macros::gemm! {
+    name: k,
+    arch: sm_80,
+    mma: mma_sync,
+}
+
+fn main() {}

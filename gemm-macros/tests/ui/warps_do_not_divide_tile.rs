@@ -1,0 +1,8 @@
+gemm_macros::gemm! {
+    name: k,
+    arch: sm_80,
+    tile: 128x128x8,
+    warps: 3x2,
+}
+
+fn main() {}

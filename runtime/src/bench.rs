@@ -1,0 +1,685 @@
+//! Benchmark plumbing shared by `gemm-bench`: shapes and suites, event timing, and the
+//! JSON / markdown / SVG reports.
+
+use crate::device::DeviceInfo;
+use crate::error::{DriverContext, Error};
+use codegen::LaunchShape;
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaStream};
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// An `m x n x k` problem size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Shape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+impl Shape {
+    pub const fn new(m: u32, n: u32, k: u32) -> Shape {
+        Shape { m, n, k }
+    }
+
+    pub const fn cube(size: u32) -> Shape {
+        Shape::new(size, size, size)
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
+    }
+
+    /// Whether a kernel with this launch shape computes this size (every family so far
+    /// needs whole tiles).
+    pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
+        launch.check_dims(self.m, self.n, self.k)
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}x{}", self.m, self.n, self.k)
+    }
+}
+
+impl FromStr for Shape {
+    type Err = String;
+
+    /// `MxNxK`, e.g. `4096x4096x1024`.
+    fn from_str(text: &str) -> Result<Shape, String> {
+        let parts: Vec<&str> = text.trim().split(['x', 'X']).collect();
+        let bad = || format!("`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024");
+        let [m, n, k] = parts.as_slice() else {
+            return Err(bad());
+        };
+        let dim = |part: &str| part.trim().parse::<u32>().ok().filter(|&v| v > 0);
+        match (dim(m), dim(n), dim(k)) {
+            (Some(m), Some(n), Some(k)) => Ok(Shape::new(m, n, k)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// A comma list of shapes.
+pub fn parse_shapes(text: &str) -> Result<Vec<Shape>, String> {
+    text.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(str::parse)
+        .collect()
+}
+
+/// Square sizes where the comparison is usually quoted.
+pub fn quick_suite() -> Vec<Shape> {
+    vec![Shape::cube(1024), Shape::cube(2048), Shape::cube(4096)]
+}
+
+/// The design's shape suite: squares, LLM projection shapes, a skinny-M long-K shape, and two
+/// sizes that are no tile's multiple.
+pub fn full_suite() -> Vec<Shape> {
+    vec![
+        Shape::cube(1024),
+        Shape::cube(2048),
+        Shape::cube(4096),
+        Shape::cube(8192),
+        Shape::new(4096, 4096, 1024),
+        Shape::new(8192, 8192, 2048),
+        Shape::new(4096, 14336, 4096),
+        Shape::new(4096, 4096, 14336),
+        Shape::new(128, 7168, 16384),
+        Shape::new(3000, 5000, 1234),
+        Shape::new(777, 4099, 2048),
+    ]
+}
+
+/// TFLOP/s of one `shape` GEMM that took `ms` milliseconds.
+pub fn tflops(shape: Shape, ms: f64) -> f64 {
+    shape.flops() / (ms * 1e-3) / 1e12
+}
+
+/// The median (mean of the middle two for an even count). `None` for no samples.
+pub fn median(samples: &[f32]) -> Option<f64> {
+    let mut sorted: Vec<f64> = samples.iter().map(|&s| f64::from(s)).collect();
+    sorted.sort_by(f64::total_cmp);
+    let middle = sorted.len() / 2;
+    match sorted.len() {
+        0 => None,
+        len if len % 2 == 1 => Some(sorted[middle]),
+        _ => Some((sorted[middle - 1] + sorted[middle]) / 2.0),
+    }
+}
+
+/// How many copies of the inputs to rotate through so that consecutive launches do not find
+/// their operands in L2: enough to cover twice the cache, at most `max_sets`.
+pub fn input_sets(input_bytes: u64, l2_bytes: u64, max_sets: u32) -> u32 {
+    if input_bytes == 0 {
+        return 1;
+    }
+    let wanted = (2 * l2_bytes).div_ceil(input_bytes);
+    wanted.clamp(1, u64::from(max_sets.max(1))) as u32
+}
+
+/// Per-launch times of two competitors, measured alternately on one stream.
+#[derive(Clone, Debug, Default)]
+pub struct InterleavedTimes {
+    pub ours_ms: Vec<f32>,
+    pub theirs_ms: Vec<f32>,
+}
+
+/// Runs `warmup` launches of each, then `iters` timed launches of each, alternating ours and
+/// theirs so that clocks and temperature drift affect both alike. Each launch is bracketed by
+/// its own pair of CUDA events. The closures get a running launch index (for rotating inputs)
+/// and must enqueue exactly one GEMM on `stream`.
+pub fn time_interleaved(
+    stream: &Arc<CudaStream>,
+    warmup: usize,
+    iters: usize,
+    mut ours: impl FnMut(usize) -> Result<(), Error>,
+    mut theirs: impl FnMut(usize) -> Result<(), Error>,
+) -> Result<InterleavedTimes, Error> {
+    let ctx = stream.context();
+    for index in 0..warmup {
+        ours(index)?;
+        theirs(index)?;
+    }
+    // Timing is off for events created without flags: ask for the default (timed) kind.
+    let timed_event = || -> Result<CudaEvent, Error> {
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .during(|| "creating a timing event".to_string())
+    };
+    let mut brackets: Vec<[CudaEvent; 4]> = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        brackets.push([
+            timed_event()?,
+            timed_event()?,
+            timed_event()?,
+            timed_event()?,
+        ]);
+    }
+    let record = |event: &CudaEvent| {
+        event
+            .record(stream)
+            .during(|| "recording a timing event".to_string())
+    };
+    for (iteration, [ours_start, ours_end, theirs_start, theirs_end]) in brackets.iter().enumerate()
+    {
+        let index = warmup + iteration;
+        record(ours_start)?;
+        ours(index)?;
+        record(ours_end)?;
+        record(theirs_start)?;
+        theirs(index)?;
+        record(theirs_end)?;
+    }
+    stream
+        .synchronize()
+        .during(|| "waiting for the timed launches".to_string())?;
+    let elapsed = |start: &CudaEvent, end: &CudaEvent| {
+        start
+            .elapsed_ms(end)
+            .during(|| "reading a timing event".to_string())
+    };
+    let mut times = InterleavedTimes::default();
+    for [ours_start, ours_end, theirs_start, theirs_end] in &brackets {
+        times.ours_ms.push(elapsed(ours_start, ours_end)?);
+        times.theirs_ms.push(elapsed(theirs_start, theirs_end)?);
+    }
+    Ok(times)
+}
+
+/// One (spec, shape) measurement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchRecord {
+    pub spec: String,
+    pub shape: Shape,
+    pub ours_median_ms: f64,
+    pub cublas_median_ms: f64,
+    pub ours_tflops: f64,
+    pub cublas_tflops: f64,
+    /// ours / cuBLAS throughput.
+    pub ratio: f64,
+    /// The correctness check run before timing (`--check`), as text.
+    pub check: Option<String>,
+}
+
+impl BenchRecord {
+    pub fn new(
+        spec: &str,
+        shape: Shape,
+        times: &InterleavedTimes,
+        check: Option<String>,
+    ) -> Option<BenchRecord> {
+        let ours_median_ms = median(&times.ours_ms)?;
+        let cublas_median_ms = median(&times.theirs_ms)?;
+        let ours_tflops = tflops(shape, ours_median_ms);
+        let cublas_tflops = tflops(shape, cublas_median_ms);
+        Some(BenchRecord {
+            spec: spec.to_string(),
+            shape,
+            ours_median_ms,
+            cublas_median_ms,
+            ours_tflops,
+            cublas_tflops,
+            ratio: ours_tflops / cublas_tflops,
+            check,
+        })
+    }
+}
+
+/// A shape a spec cannot run, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub spec: String,
+    pub shape: Shape,
+    pub reason: String,
+}
+
+/// How the numbers were taken.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Method {
+    pub warmup: usize,
+    pub iters: usize,
+    pub max_input_sets: u32,
+    pub inputs: String,
+    pub baseline: String,
+    pub statistic: String,
+}
+
+/// Everything a benchmark run produced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchReport {
+    pub date: String,
+    pub device: DeviceInfo,
+    pub method: Method,
+    pub records: Vec<BenchRecord>,
+    pub skipped: Vec<Skipped>,
+}
+
+impl BenchReport {
+    /// The fixed-width table printed on stdout.
+    pub fn table(&self) -> String {
+        let mut out = format!(
+            "{:<28} {:>18} {:>12} {:>12} {:>8}\n",
+            "spec", "shape", "ours TF/s", "cuBLAS TF/s", "ratio"
+        );
+        for record in &self.records {
+            out.push_str(&format!(
+                "{:<28} {:>18} {:>12.2} {:>12.2} {:>8.3}\n",
+                record.spec,
+                record.shape.to_string(),
+                record.ours_tflops,
+                record.cublas_tflops,
+                record.ratio
+            ));
+        }
+        out
+    }
+
+    /// A dated markdown report: device, method, one table row per measurement, skipped shapes.
+    pub fn markdown(&self) -> String {
+        let device = &self.device;
+        let clock =
+            |mhz: Option<u32>| mhz.map_or("not reported".to_string(), |v| format!("{v} MHz"));
+        let mut out = format!("# gemm-bench, {}\n\n", self.date);
+        out.push_str(&format!(
+            "- Device: {} (compute capability {}, {} SMs, L2 {} MiB)\n",
+            device.name,
+            device.compute_capability,
+            device.multiprocessors,
+            device.l2_cache_bytes / (1024 * 1024)
+        ));
+        out.push_str(&format!("- Driver: CUDA {}\n", device.driver_version));
+        out.push_str(&format!(
+            "- Clocks the driver reports (peak): SM {}, memory {}\n",
+            clock(device.sm_clock_mhz),
+            clock(device.memory_clock_mhz)
+        ));
+        let method = &self.method;
+        out.push_str(&format!(
+            "- Method: {}; {} warm-up launches, then {} timed launches each, {}; baseline {}; \
+             up to {} input sets rotated so operands are not L2-resident\n\n",
+            method.inputs,
+            method.warmup,
+            method.iters,
+            method.statistic,
+            method.baseline,
+            method.max_input_sets
+        ));
+        let with_check = self.records.iter().any(|r| r.check.is_some());
+        out.push_str("| spec | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS |");
+        out.push_str(if with_check { " check |\n" } else { "\n" });
+        out.push_str("|---|---|---:|---:|---:|");
+        out.push_str(if with_check { "---|\n" } else { "\n" });
+        for record in &self.records {
+            out.push_str(&format!(
+                "| {} | {} | {:.2} | {:.2} | {:.3} |",
+                record.spec, record.shape, record.ours_tflops, record.cublas_tflops, record.ratio
+            ));
+            if with_check {
+                match &record.check {
+                    Some(check) => out.push_str(&format!(" {check} |")),
+                    None => out.push_str(" |"),
+                }
+            }
+            out.push('\n');
+        }
+        if !self.skipped.is_empty() {
+            out.push_str("\nSkipped (the kernel cannot compute the shape):\n\n");
+            for skip in &self.skipped {
+                out.push_str(&format!(
+                    "- {} at {}: {}\n",
+                    skip.spec, skip.shape, skip.reason
+                ));
+            }
+        }
+        out
+    }
+
+    /// The SVG chart: TFLOP/s per shape, one line per spec, cuBLAS as a thick black line
+    /// (median of its measurements at each shape).
+    pub fn svg(&self) -> Result<String, String> {
+        use plotters::prelude::*;
+        let mut shapes: Vec<Shape> = Vec::new();
+        for record in &self.records {
+            if !shapes.contains(&record.shape) {
+                shapes.push(record.shape);
+            }
+        }
+        let mut specs: Vec<&str> = Vec::new();
+        for record in &self.records {
+            if !specs.contains(&record.spec.as_str()) {
+                specs.push(&record.spec);
+            }
+        }
+        let cublas: Vec<(SegmentValue<usize>, f64)> = shapes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, shape)| {
+                let samples: Vec<f32> = self
+                    .records
+                    .iter()
+                    .filter(|r| r.shape == *shape)
+                    .map(|r| r.cublas_tflops as f32)
+                    .collect();
+                median(&samples).map(|value| (SegmentValue::CenterOf(index), value))
+            })
+            .collect();
+        let top = self
+            .records
+            .iter()
+            .flat_map(|r| [r.ours_tflops, r.cublas_tflops])
+            .fold(1.0f64, f64::max)
+            * 1.15;
+        let mut svg = String::new();
+        {
+            let width = 960u32.max(140 * shapes.len() as u32);
+            let root = SVGBackend::with_string(&mut svg, (width, 600)).into_drawing_area();
+            let fail = |error: &dyn fmt::Display| format!("drawing the chart: {error}");
+            root.fill(&WHITE).map_err(|e| fail(&e))?;
+            // One segment per shape, points at segment centres (plotters' categorical axis).
+            let label = |value: &SegmentValue<usize>| match value {
+                SegmentValue::CenterOf(index) | SegmentValue::Exact(index) => {
+                    shapes.get(*index).map_or(String::new(), Shape::to_string)
+                }
+                SegmentValue::Last => String::new(),
+            };
+            let mut chart = ChartBuilder::on(&root)
+                .caption(
+                    format!("f32 GEMM on {} ({}), TFLOP/s", self.device.name, self.date),
+                    ("sans-serif", 20),
+                )
+                .margin(15)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(
+                    (0usize..shapes.len().max(1) - 1).into_segmented(),
+                    0f64..top,
+                )
+                .map_err(|e| fail(&e))?;
+            chart
+                .configure_mesh()
+                .x_labels(shapes.len().max(1))
+                .disable_x_mesh()
+                .x_label_formatter(&label)
+                .x_desc("shape (M x N x K)")
+                .y_desc("TFLOP/s")
+                .draw()
+                .map_err(|e| fail(&e))?;
+            for (index, spec) in specs.iter().enumerate() {
+                let (r, g, b) = SERIES_COLORS[index % SERIES_COLORS.len()];
+                let color = RGBColor(r, g, b).to_rgba();
+                let points: Vec<(SegmentValue<usize>, f64)> = self
+                    .records
+                    .iter()
+                    .filter(|r| r.spec == *spec)
+                    .filter_map(|r| {
+                        let x = shapes.iter().position(|s| *s == r.shape)?;
+                        Some((SegmentValue::CenterOf(x), r.ours_tflops))
+                    })
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                    .map_err(|e| fail(&e))?
+                    .label(*spec)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+                chart
+                    .draw_series(PointSeries::of_element(
+                        points,
+                        4,
+                        color.filled(),
+                        &|coord, size, style| {
+                            EmptyElement::at(coord) + Circle::new((0, 0), size, style)
+                        },
+                    ))
+                    .map_err(|e| fail(&e))?;
+            }
+            chart
+                .draw_series(LineSeries::new(cublas.clone(), BLACK.stroke_width(4)))
+                .map_err(|e| fail(&e))?
+                .label("cuBLAS SGEMM")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(4))
+                });
+            chart
+                .draw_series(PointSeries::of_element(
+                    cublas,
+                    5,
+                    BLACK.filled(),
+                    &|coord, size, style| EmptyElement::at(coord) + Cross::new((0, 0), size, style),
+                ))
+                .map_err(|e| fail(&e))?;
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::LowerRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| fail(&e))?;
+            root.present().map_err(|e| fail(&e))?;
+        }
+        Ok(svg)
+    }
+}
+
+/// Line colours of the chart (Tableau 10): distinct on white, cuBLAS is black.
+const SERIES_COLORS: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+/// Today's UTC date as `YYYY-MM-DD`.
+pub fn today() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (year, month, day) = civil_date(seconds / 86_400);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's days-to-civil).
+pub fn civil_date(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let day_of_era = z % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> BenchReport {
+        let times = |ours: &[f32], theirs: &[f32]| InterleavedTimes {
+            ours_ms: ours.to_vec(),
+            theirs_ms: theirs.to_vec(),
+        };
+        let cube = Shape::cube(1024);
+        let big = Shape::cube(2048);
+        // 2·1024³ flop in 0.1 ms = 21.47 TFLOP/s.
+        let records = vec![
+            BenchRecord::new(
+                "k1",
+                cube,
+                &times(&[0.1, 0.3, 0.1], &[0.08, 0.08, 0.5]),
+                None,
+            )
+            .unwrap(),
+            BenchRecord::new(
+                "k1",
+                big,
+                &times(&[0.8], &[0.64]),
+                Some("rel 1.0e-6".to_string()),
+            )
+            .unwrap(),
+            BenchRecord::new("k2", cube, &times(&[0.2], &[0.08]), None).unwrap(),
+        ];
+        BenchReport {
+            date: "2026-11-21".to_string(),
+            device: DeviceInfo {
+                name: "Test GPU".to_string(),
+                driver_version: "13.0".to_string(),
+                compute_capability: "9.0".to_string(),
+                multiprocessors: 132,
+                sm_clock_mhz: Some(1980),
+                memory_clock_mhz: None,
+                l2_cache_bytes: 50 * 1024 * 1024,
+            },
+            method: Method {
+                warmup: 5,
+                iters: 20,
+                max_input_sets: 8,
+                inputs: "random normal f32".to_string(),
+                baseline: "cuBLAS SGEMM".to_string(),
+                statistic: "median".to_string(),
+            },
+            records,
+            skipped: vec![Skipped {
+                spec: "k2".to_string(),
+                shape: Shape::new(777, 4099, 2048),
+                reason: "M = 777 is not a positive multiple of the tile's 128".to_string(),
+            }],
+        }
+    }
+
+    #[test]
+    fn shapes_parse_and_print() {
+        assert_eq!(
+            "4096x14336x1024".parse::<Shape>().unwrap(),
+            Shape::new(4096, 14336, 1024)
+        );
+        assert_eq!(Shape::new(3, 5, 7).to_string(), "3x5x7");
+        assert!("4096x4096".parse::<Shape>().is_err());
+        assert!("0x1x1".parse::<Shape>().is_err());
+        assert!("ax1x1".parse::<Shape>().unwrap_err().contains("MxNxK"));
+        assert_eq!(
+            parse_shapes("128x128x8, 256x384x512,").unwrap(),
+            vec![Shape::new(128, 128, 8), Shape::new(256, 384, 512)]
+        );
+    }
+
+    #[test]
+    fn suites_are_filtered_by_the_tile() {
+        let launch = codegen::emit_str(codegen::catalog::CATALOG[0].spec)
+            .unwrap()
+            .launch;
+        let admitted: Vec<Shape> = full_suite()
+            .into_iter()
+            .filter(|s| s.admitted_by(&launch).is_ok())
+            .collect();
+        assert!(admitted.contains(&Shape::cube(4096)));
+        assert!(!admitted.contains(&Shape::new(3000, 5000, 1234)));
+        assert!(!admitted.contains(&Shape::new(777, 4099, 2048)));
+        assert!(quick_suite().iter().all(|s| s.admitted_by(&launch).is_ok()));
+    }
+
+    #[test]
+    fn medians_and_throughput() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        let t = tflops(Shape::cube(1024), 0.1);
+        assert!((t - 21.474_836_48).abs() < 1e-6, "{t}");
+    }
+
+    #[test]
+    fn input_sets_cover_twice_the_l2() {
+        let l2 = 50 << 20;
+        // 1024³ f32: A + B = 8 MiB, 100 MiB / 8 MiB rounds up to 13, capped at 8.
+        assert_eq!(input_sets(8 << 20, l2, 8), 8);
+        assert_eq!(input_sets(40 << 20, l2, 8), 3);
+        assert_eq!(input_sets(512 << 20, l2, 8), 1);
+        assert_eq!(input_sets(0, l2, 8), 1);
+    }
+
+    #[test]
+    fn records_use_medians_and_ratios() {
+        let report = report();
+        let first = &report.records[0];
+        assert!((first.ours_median_ms - 0.1).abs() < 1e-6);
+        assert!((first.cublas_median_ms - 0.08).abs() < 1e-6);
+        assert!((first.ratio - 0.8).abs() < 1e-6);
+    }
+
+    #[test]
+    fn markdown_has_device_method_rows_and_skips() {
+        let markdown = report().markdown();
+        assert!(markdown.starts_with("# gemm-bench, 2026-11-21\n"));
+        assert!(markdown.contains("Test GPU (compute capability 9.0, 132 SMs, L2 50 MiB)"));
+        assert!(markdown.contains("SM 1980 MHz, memory not reported"));
+        assert!(markdown
+            .contains("| spec | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS | check |"));
+        assert!(
+            markdown.contains("| k1 | 1024x1024x1024 | 21.47 | 26.84 | 0.800 | |"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("| k1 | 2048x2048x2048 |"));
+        assert!(markdown.contains("rel 1.0e-6 |"));
+        assert!(markdown.contains("- k2 at 777x4099x2048: M = 777"));
+        let table = report().table();
+        assert_eq!(table.lines().count(), 4);
+        assert!(table.lines().nth(1).unwrap().contains("21.47"));
+    }
+
+    #[test]
+    fn json_carries_every_record() {
+        let value = serde_json::to_value(report()).unwrap();
+        assert_eq!(value["records"].as_array().unwrap().len(), 3);
+        assert_eq!(value["records"][0]["shape"]["m"], 1024);
+        assert_eq!(value["device"]["driver_version"], "13.0");
+        assert_eq!(value["skipped"][0]["spec"], "k2");
+    }
+
+    #[test]
+    fn svg_draws_every_spec_and_cublas() {
+        let svg = report().svg().unwrap();
+        assert!(svg.starts_with("<svg"));
+        for text in [
+            "k1",
+            "k2",
+            "cuBLAS SGEMM",
+            "1024x1024x1024",
+            "2048x2048x2048",
+            "TFLOP/s",
+        ] {
+            assert!(svg.contains(text), "missing {text}");
+        }
+        // A single shape still makes a chart.
+        let mut single = report();
+        single.records.retain(|r| r.shape == Shape::cube(1024));
+        let svg = single.svg().unwrap();
+        assert!(svg.contains("1024x1024x1024") && svg.contains("k2"));
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(59), (1970, 3, 1));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+        // 2026-11-21 is day 20 778.
+        assert_eq!(civil_date(20_778), (2026, 11, 21));
+        assert_eq!(today().len(), 10);
+    }
+}

@@ -1,0 +1,393 @@
+//! Launch-argument rules as plain arithmetic, so they are tested without a GPU.
+
+use crate::error::{Error, Operand};
+use codegen::LaunchShape;
+
+/// One matrix argument as the launcher sees it: where it starts, how many elements the
+/// buffer holds, and its row stride in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperandArg {
+    pub address: u64,
+    pub len: usize,
+    pub ld: u32,
+}
+
+/// Every number of one `C = A·B` launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchArgs {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub a: OperandArg,
+    pub b: OperandArg,
+    pub c: OperandArg,
+}
+
+/// CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535.
+pub const MAX_GRID_X: u32 = i32::MAX as u32;
+pub const MAX_GRID_YZ: u32 = 65_535;
+
+/// Checks a launch against the kernel's rules and returns the grid to launch.
+///
+/// Order: the problem size first (nothing else is meaningful for a size the kernel cannot
+/// compute), then each operand's stride, alignment and buffer length.
+pub fn check_launch(shape: &LaunchShape, args: &LaunchArgs) -> Result<(u32, u32, u32), Error> {
+    let LaunchArgs { m, n, k, .. } = *args;
+    shape
+        .check_dims(m, n, k)
+        .map_err(|reason| Error::Dims { m, n, k, reason })?;
+    let grid = shape.grid(m, n, k);
+    for (axis, blocks, limit) in [
+        ('x', grid.0, MAX_GRID_X),
+        ('y', grid.1, MAX_GRID_YZ),
+        ('z', grid.2, MAX_GRID_YZ),
+    ] {
+        if blocks > limit {
+            return Err(Error::GridTooLarge {
+                axis,
+                blocks,
+                limit,
+            });
+        }
+    }
+    let operands = [
+        (Operand::A, args.a, m, k, shape.input_element_bytes),
+        (Operand::B, args.b, k, n, shape.input_element_bytes),
+        (Operand::C, args.c, m, n, shape.output_element_bytes),
+    ];
+    for (operand, arg, rows, cols, element_bytes) in operands {
+        check_operand(
+            operand,
+            arg,
+            rows,
+            cols,
+            element_bytes,
+            shape.operand_align_bytes,
+        )?;
+    }
+    Ok(grid)
+}
+
+/// Elements a `rows x cols` row-major matrix with row stride `ld` spans: the last row needs
+/// only its own columns, not a whole stride.
+pub fn elements_needed(rows: u32, cols: u32, ld: u32) -> u64 {
+    if rows == 0 || cols == 0 {
+        return 0;
+    }
+    u64::from(rows - 1) * u64::from(ld) + u64::from(cols)
+}
+
+fn check_operand(
+    operand: Operand,
+    arg: OperandArg,
+    rows: u32,
+    cols: u32,
+    element_bytes: u32,
+    align: u32,
+) -> Result<(), Error> {
+    if arg.ld < cols {
+        return Err(Error::LeadingDimTooSmall {
+            operand,
+            ld: arg.ld,
+            row_len: cols,
+        });
+    }
+    // Kernels load and store whole vectors of `align` bytes: every row must start aligned.
+    let align = align.max(1);
+    if !(u64::from(arg.ld) * u64::from(element_bytes)).is_multiple_of(u64::from(align)) {
+        return Err(Error::MisalignedLeadingDim {
+            operand,
+            ld: arg.ld,
+            element_bytes,
+            align,
+        });
+    }
+    if !arg.address.is_multiple_of(u64::from(align)) {
+        return Err(Error::MisalignedPointer {
+            operand,
+            address: arg.address,
+            align,
+        });
+    }
+    let needed = elements_needed(rows, cols, arg.ld);
+    if (arg.len as u64) < needed {
+        return Err(Error::BufferTooSmall {
+            operand,
+            len: arg.len,
+            needed,
+            rows,
+            cols,
+            ld: arg.ld,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a device of compute capability `device_cc` runs a kernel built for `shape`.
+/// `sm_90a`-style code runs only on exactly its capability; plain targets run on theirs and
+/// newer (the driver JIT-compiles the PTX forward).
+pub fn check_arch(kernel: &str, shape: &LaunchShape, device_cc: u32) -> Result<(), Error> {
+    let kernel_cc = shape.compute_capability;
+    let runs = if shape.arch_specific {
+        device_cc == kernel_cc
+    } else {
+        device_cc >= kernel_cc
+    };
+    if runs {
+        Ok(())
+    } else {
+        Err(Error::ArchMismatch {
+            kernel: kernel.to_string(),
+            kernel_cc,
+            arch_specific: shape.arch_specific,
+            device_cc,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 128x128x8 f32 kernel with 16-byte vectors, like the SIMT catalog entries.
+    const SHAPE: LaunchShape = LaunchShape {
+        threads_per_block: 256,
+        tile_m: 128,
+        tile_n: 128,
+        tile_k: 8,
+        dynamic_smem_bytes: 16384,
+        operand_align_bytes: 16,
+        input_element_bytes: 4,
+        output_element_bytes: 4,
+        compute_capability: 80,
+        arch_specific: false,
+    };
+
+    fn packed(m: u32, n: u32, k: u32) -> LaunchArgs {
+        let operand = |address, rows: u32, cols: u32| OperandArg {
+            address,
+            len: (rows * cols) as usize,
+            ld: cols,
+        };
+        LaunchArgs {
+            m,
+            n,
+            k,
+            a: operand(0x7f00_0000_0000, m, k),
+            b: operand(0x7f00_1000_0000, k, n),
+            c: operand(0x7f00_2000_0000, m, n),
+        }
+    }
+
+    #[test]
+    fn packed_launch_passes_and_returns_the_grid() {
+        assert_eq!(
+            check_launch(&SHAPE, &packed(256, 384, 64)).unwrap(),
+            (3, 2, 1)
+        );
+    }
+
+    #[test]
+    fn padded_leading_dims_pass_when_aligned() {
+        let mut args = packed(128, 128, 16);
+        args.a.ld = 20;
+        args.a.len = elements_needed(128, 16, 20) as usize;
+        args.c.ld = 132;
+        args.c.len = elements_needed(128, 128, 132) as usize;
+        check_launch(&SHAPE, &args).unwrap();
+    }
+
+    #[test]
+    fn dims_that_are_not_tile_multiples_are_rejected() {
+        let error = check_launch(&SHAPE, &packed(256, 200, 64)).unwrap_err();
+        assert!(matches!(error, Error::Dims { n: 200, .. }), "{error:?}");
+        let message = error.to_string();
+        assert!(message.contains("256 x 200 x 64"), "{message}");
+        assert!(message.contains("N = 200"), "{message}");
+        assert!(message.contains("128"), "{message}");
+        let zero_k = check_launch(&SHAPE, &packed(128, 128, 0)).unwrap_err();
+        assert!(matches!(zero_k, Error::Dims { k: 0, .. }), "{zero_k:?}");
+    }
+
+    #[test]
+    fn grids_over_the_hardware_limit_are_rejected() {
+        // 65536 row tiles of 128 would need grid.y = 65536 > 65535.
+        let m = 65_536 * 128;
+        let error = check_launch(&SHAPE, &packed(m, 128, 8)).unwrap_err();
+        match &error {
+            Error::GridTooLarge {
+                axis,
+                blocks,
+                limit,
+            } => assert_eq!((*axis, *blocks, *limit), ('y', 65_536, 65_535)),
+            other => panic!("expected GridTooLarge, got {other:?}"),
+        }
+        assert!(error.to_string().contains("65536 blocks along y"));
+    }
+
+    #[test]
+    fn short_buffers_are_rejected_with_the_needed_length() {
+        let mut args = packed(128, 256, 32);
+        args.b.len -= 1;
+        let error = check_launch(&SHAPE, &args).unwrap_err();
+        match &error {
+            Error::BufferTooSmall {
+                operand,
+                len,
+                needed,
+                rows,
+                cols,
+                ld,
+            } => {
+                assert_eq!(*operand, Operand::B);
+                assert_eq!((*len, *needed), (32 * 256 - 1, 32 * 256));
+                assert_eq!((*rows, *cols, *ld), (32, 256, 256));
+            }
+            other => panic!("expected BufferTooSmall, got {other:?}"),
+        }
+        let message = error.to_string();
+        assert!(message.contains("B holds 8191 elements"), "{message}");
+        assert!(message.contains("need 8192"), "{message}");
+    }
+
+    #[test]
+    fn the_last_row_needs_only_its_columns() {
+        assert_eq!(elements_needed(3, 4, 10), 24);
+        assert_eq!(elements_needed(1, 4, 10), 4);
+        let mut args = packed(128, 128, 8);
+        args.c.ld = 132;
+        args.c.len = 127 * 132 + 128;
+        check_launch(&SHAPE, &args).unwrap();
+        args.c.len -= 1;
+        assert!(matches!(
+            check_launch(&SHAPE, &args),
+            Err(Error::BufferTooSmall {
+                operand: Operand::C,
+                needed: 16892,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn leading_dims_shorter_than_a_row_are_rejected() {
+        let mut args = packed(128, 128, 16);
+        args.a.ld = 12;
+        let error = check_launch(&SHAPE, &args).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::LeadingDimTooSmall {
+                    operand: Operand::A,
+                    ld: 12,
+                    row_len: 16
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "lda = 12 is shorter than a row of A (16 elements)"
+        );
+    }
+
+    #[test]
+    fn misaligned_pointers_are_rejected() {
+        let mut args = packed(128, 128, 8);
+        args.c.address += 4;
+        let error = check_launch(&SHAPE, &args).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::MisalignedPointer {
+                    operand: Operand::C,
+                    align: 16,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(error
+            .to_string()
+            .contains("not 16-byte aligned (off by 4 B)"));
+    }
+
+    #[test]
+    fn misaligned_leading_dims_are_rejected() {
+        let mut args = packed(128, 128, 8);
+        // 130 floats = 520 B per row: the second row starts 8 B off a 16-B boundary.
+        args.b.ld = 130;
+        args.b.len = elements_needed(8, 128, 130) as usize;
+        let error = check_launch(&SHAPE, &args).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::MisalignedLeadingDim {
+                    operand: Operand::B,
+                    ld: 130,
+                    element_bytes: 4,
+                    align: 16
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(error
+            .to_string()
+            .contains("520 B is not a multiple of 16 B"));
+    }
+
+    #[test]
+    fn output_alignment_uses_the_output_element_size() {
+        // bf16 in, f32 out: ldc = 4 f32 = 16 B is fine, lda = 4 bf16 = 8 B is not.
+        let shape = LaunchShape {
+            input_element_bytes: 2,
+            tile_m: 4,
+            tile_n: 4,
+            tile_k: 4,
+            ..SHAPE
+        };
+        let mut args = packed(4, 4, 4);
+        args.b.ld = 8;
+        args.b.len = 32;
+        let error = check_launch(&shape, &args).unwrap_err();
+        assert!(matches!(
+            error,
+            Error::MisalignedLeadingDim {
+                operand: Operand::A,
+                element_bytes: 2,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn arch_rules() {
+        check_arch("k", &SHAPE, 80).unwrap();
+        check_arch("k", &SHAPE, 90).unwrap();
+        let too_old = check_arch("k", &SHAPE, 75).unwrap_err();
+        assert_eq!(
+            too_old.to_string(),
+            "`k` needs compute capability 8.0 or newer; this device is 7.5"
+        );
+        let hopper_only = LaunchShape {
+            compute_capability: 90,
+            arch_specific: true,
+            ..SHAPE
+        };
+        check_arch("h", &hopper_only, 90).unwrap();
+        let newer = check_arch("h", &hopper_only, 100).unwrap_err();
+        assert!(matches!(
+            newer,
+            Error::ArchMismatch {
+                kernel_cc: 90,
+                device_cc: 100,
+                arch_specific: true,
+                ..
+            }
+        ));
+        assert!(newer
+            .to_string()
+            .contains("9.0a, which runs only on compute capability 9.0"));
+        assert!(check_arch("h", &hopper_only, 89).is_err());
+    }
+}

@@ -1,0 +1,275 @@
+//! Everything that can go wrong between a [`KernelInfo`](crate::KernelInfo) and a finished launch.
+
+use codegen::sass::{SassError, SassMismatch};
+use cudarc::cublas::result::CublasError;
+use cudarc::driver::DriverError;
+use std::fmt;
+
+/// The three matrices of `C = A·B`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operand {
+    A,
+    B,
+    C,
+}
+
+impl fmt::Display for Operand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Operand::A => "A",
+            Operand::B => "B",
+            Operand::C => "C",
+        })
+    }
+}
+
+#[derive(Debug)]
+pub enum Error {
+    /// No CUDA driver library (`libcuda`) on this machine.
+    NoDriver,
+    /// A driver call failed; `action` says which call and on what.
+    Driver { action: String, source: DriverError },
+    /// A cuBLAS call failed.
+    Cublas { action: String, source: CublasError },
+    /// The driver rejected the PTX; `log` is the JIT compiler's error log.
+    Jit {
+        kernel: String,
+        source: DriverError,
+        log: String,
+    },
+    /// The kernel's parameter list is not the GEMM ABI this launcher knows.
+    UnsupportedParams { kernel: String, found: String },
+    /// The kernel targets a compute capability this device cannot run.
+    ArchMismatch {
+        kernel: String,
+        kernel_cc: u32,
+        arch_specific: bool,
+        device_cc: u32,
+    },
+    /// The Rust element type does not match the kernel's element type.
+    ElementType {
+        kernel: String,
+        role: &'static str,
+        kernel_type: String,
+        kernel_bytes: u32,
+        rust_type: &'static str,
+        rust_bytes: u32,
+    },
+    /// M, N or K is not a size the kernel can compute.
+    Dims {
+        m: u32,
+        n: u32,
+        k: u32,
+        reason: String,
+    },
+    /// The problem needs more blocks along a grid axis than the hardware allows.
+    GridTooLarge { axis: char, blocks: u32, limit: u32 },
+    /// A row stride shorter than the row it must hold.
+    LeadingDimTooSmall {
+        operand: Operand,
+        ld: u32,
+        row_len: u32,
+    },
+    /// A buffer shorter than `(rows - 1) * ld + cols` elements.
+    BufferTooSmall {
+        operand: Operand,
+        len: usize,
+        needed: u64,
+        rows: u32,
+        cols: u32,
+        ld: u32,
+    },
+    /// A device pointer not aligned to the kernel's vector width.
+    MisalignedPointer {
+        operand: Operand,
+        address: u64,
+        align: u32,
+    },
+    /// A row stride whose byte size is not a multiple of the kernel's vector width, so rows
+    /// after the first start misaligned.
+    MisalignedLeadingDim {
+        operand: Operand,
+        ld: u32,
+        element_bytes: u32,
+        align: u32,
+    },
+    /// A buffer or stream belongs to another CUDA context than the kernel.
+    ContextMismatch { what: String },
+    /// Getting the SASS failed (nvdisasm missing or failing).
+    Sass(SassError),
+    /// The SASS the driver produced breaks a promise of the spec.
+    SassMismatch {
+        kernel: String,
+        mismatch: SassMismatch,
+        summary: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoDriver => f.write_str(
+                "no CUDA driver found (libcuda could not be loaded); GPU work needs a machine with an NVIDIA driver",
+            ),
+            Error::Driver { action, source } => {
+                write!(f, "{action} failed: {}", describe_driver_error(source))
+            }
+            Error::Cublas { action, source } => write!(f, "{action} failed: {source:?}"),
+            Error::Jit { kernel, source, log } => write!(
+                f,
+                "the driver rejected the PTX of `{kernel}` ({}); JIT log:\n{}",
+                describe_driver_error(source),
+                if log.trim().is_empty() { "(empty)" } else { log.trim_end() }
+            ),
+            Error::UnsupportedParams { kernel, found } => write!(
+                f,
+                "`{kernel}` takes parameters ({found}); this launcher only knows (a, b, c, m, n, k, lda, ldb, ldc)"
+            ),
+            Error::ArchMismatch {
+                kernel,
+                kernel_cc,
+                arch_specific,
+                device_cc,
+            } => {
+                let (kernel_arch, device_arch) = (cc_name(*kernel_cc), cc_name(*device_cc));
+                if *arch_specific {
+                    write!(
+                        f,
+                        "`{kernel}` is built for {kernel_arch}a, which runs only on compute capability {kernel_arch}; this device is {device_arch}"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "`{kernel}` needs compute capability {kernel_arch} or newer; this device is {device_arch}"
+                    )
+                }
+            }
+            Error::ElementType {
+                kernel,
+                role,
+                kernel_type,
+                kernel_bytes,
+                rust_type,
+                rust_bytes,
+            } => write!(
+                f,
+                "`{kernel}` has {role} elements of type {kernel_type} ({kernel_bytes} B), but was loaded as {rust_type} ({rust_bytes} B)"
+            ),
+            Error::Dims { m, n, k, reason } => {
+                write!(f, "cannot compute M x N x K = {m} x {n} x {k}: {reason}")
+            }
+            Error::GridTooLarge {
+                axis,
+                blocks,
+                limit,
+            } => write!(
+                f,
+                "the grid needs {blocks} blocks along {axis}, more than the limit of {limit}"
+            ),
+            Error::LeadingDimTooSmall {
+                operand,
+                ld,
+                row_len,
+            } => write!(
+                f,
+                "ld{} = {ld} is shorter than a row of {operand} ({row_len} elements)",
+                operand.to_string().to_lowercase()
+            ),
+            Error::BufferTooSmall {
+                operand,
+                len,
+                needed,
+                rows,
+                cols,
+                ld,
+            } => write!(
+                f,
+                "{operand} holds {len} elements, but {rows} rows x {cols} columns with leading dimension {ld} need {needed} ((rows - 1) * ld + cols)"
+            ),
+            Error::MisalignedPointer {
+                operand,
+                address,
+                align,
+            } => write!(
+                f,
+                "{operand} starts at {address:#x}, which is not {align}-byte aligned (off by {} B)",
+                address % u64::from(*align)
+            ),
+            Error::MisalignedLeadingDim {
+                operand,
+                ld,
+                element_bytes,
+                align,
+            } => write!(
+                f,
+                "ld{} = {ld} elements = {} B is not a multiple of {align} B, so rows of {operand} after the first would be misaligned",
+                operand.to_string().to_lowercase(),
+                u64::from(*ld) * u64::from(*element_bytes)
+            ),
+            Error::ContextMismatch { what } => write!(
+                f,
+                "{what} belongs to another CUDA context than the kernel"
+            ),
+            Error::Sass(error) => write!(f, "SASS check: {error}"),
+            Error::SassMismatch {
+                kernel,
+                mismatch,
+                summary,
+            } => write!(
+                f,
+                "the driver's SASS for `{kernel}` breaks the spec's promises: {mismatch}\nopcode counts:\n{summary}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Driver { source, .. } | Error::Jit { source, .. } => Some(source),
+            Error::Cublas { source, .. } => Some(source),
+            Error::Sass(error) => Some(error),
+            Error::SassMismatch { mismatch, .. } => Some(mismatch),
+            _ => None,
+        }
+    }
+}
+
+impl From<SassError> for Error {
+    fn from(error: SassError) -> Self {
+        Error::Sass(error)
+    }
+}
+
+/// `"9.0"` for 90.
+fn cc_name(cc: u32) -> String {
+    format!("{}.{}", cc / 10, cc % 10)
+}
+
+/// The driver's name and description of an error code. Falls back to the enum name when the
+/// driver library cannot describe it (e.g. no driver at all).
+pub(crate) fn describe_driver_error(error: &DriverError) -> String {
+    // Asking the driver for the text loads libcuda, which panics where there is none.
+    // SAFETY: `is_culib_present` only tries to open the library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return format!("{:?}", error.0);
+    }
+    match (error.error_name(), error.error_string()) {
+        (Ok(name), Ok(text)) => format!("{}: {}", name.to_string_lossy(), text.to_string_lossy()),
+        _ => format!("{:?}", error.0),
+    }
+}
+
+/// Wraps a driver result with what was being attempted.
+pub(crate) trait DriverContext<T> {
+    fn during(self, action: impl FnOnce() -> String) -> Result<T, Error>;
+}
+
+impl<T> DriverContext<T> for Result<T, DriverError> {
+    fn during(self, action: impl FnOnce() -> String) -> Result<T, Error> {
+        self.map_err(|source| Error::Driver {
+            action: action(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,212 @@
+//! The driver's PTX compiler, called directly: loading a module with the JIT log captured, and
+//! compiling to a cubin that can be disassembled.
+
+use crate::error::{DriverContext, Error};
+use cudarc::driver::sys::{self, CUjitInputType, CUjit_option};
+use cudarc::driver::CudaContext;
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+/// Bytes kept of each JIT log; driver messages for one kernel are far shorter.
+const LOG_BYTES: usize = 64 * 1024;
+
+/// Error and info log buffers handed to the driver as JIT options.
+struct JitLogs {
+    error: Vec<u8>,
+    info: Vec<u8>,
+    options: [CUjit_option; 4],
+    values: [*mut c_void; 4],
+}
+
+impl JitLogs {
+    fn new() -> JitLogs {
+        // The option values point into the vectors' heap buffers, which stay put however the
+        // struct moves.
+        let mut logs = JitLogs {
+            error: vec![0; LOG_BYTES],
+            info: vec![0; LOG_BYTES],
+            options: [
+                CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+                CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                CUjit_option::CU_JIT_INFO_LOG_BUFFER,
+                CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            ],
+            values: [std::ptr::null_mut(); 4],
+        };
+        // Size options travel as integers cast to pointers (the driver's convention).
+        logs.values = [
+            logs.error.as_mut_ptr().cast(),
+            LOG_BYTES as *mut c_void,
+            logs.info.as_mut_ptr().cast(),
+            LOG_BYTES as *mut c_void,
+        ];
+        logs
+    }
+
+    fn count(&self) -> u32 {
+        self.options.len() as u32
+    }
+
+    /// The error log, then the info log, as text (each up to its first NUL).
+    fn text(&self) -> String {
+        let as_text = |buffer: &[u8]| {
+            let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
+            String::from_utf8_lossy(&buffer[..end])
+                .trim_end()
+                .to_string()
+        };
+        let (error, info) = (as_text(&self.error), as_text(&self.info));
+        match (error.is_empty(), info.is_empty()) {
+            (false, false) => format!("{error}\n{info}"),
+            (false, true) => error,
+            (true, _) => info,
+        }
+    }
+}
+
+fn ptx_cstring(ptx: &str, kernel: &str) -> Result<CString, Error> {
+    CString::new(ptx).map_err(|_| Error::Jit {
+        kernel: kernel.to_string(),
+        source: cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_INVALID_PTX),
+        log: "the PTX text contains a NUL byte".to_string(),
+    })
+}
+
+/// A module the driver compiled from PTX, unloaded on drop.
+#[derive(Debug)]
+pub(crate) struct Module {
+    ctx: Arc<CudaContext>,
+    handle: sys::CUmodule,
+}
+
+// SAFETY: a CUmodule is a driver handle valid in every thread that binds its context, which
+// every use here does first; the driver serializes module operations itself.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+impl Module {
+    /// Compiles and loads PTX with `cuModuleLoadDataEx`, so a rejection carries the JIT log.
+    pub(crate) fn load(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<Module, Error> {
+        ctx.bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        let source = ptx_cstring(ptx, kernel)?;
+        let mut logs = JitLogs::new();
+        let mut handle: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: `source` is NUL-terminated; the option arrays and the buffers they point to
+        // live in `logs` until after the call.
+        let status = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut handle,
+                source.as_ptr().cast(),
+                logs.count(),
+                logs.options.as_mut_ptr(),
+                logs.values.as_mut_ptr(),
+            )
+        };
+        status.result().map_err(|error| Error::Jit {
+            kernel: kernel.to_string(),
+            source: error,
+            log: logs.text(),
+        })?;
+        Ok(Module {
+            ctx: ctx.clone(),
+            handle,
+        })
+    }
+
+    /// The kernel entry `name`.
+    pub(crate) fn function(&self, name: &str) -> Result<sys::CUfunction, Error> {
+        let name_c = CString::new(name).map_err(|_| Error::Jit {
+            kernel: name.to_string(),
+            source: cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND),
+            log: "the kernel name contains a NUL byte".to_string(),
+        })?;
+        let mut function: sys::CUfunction = std::ptr::null_mut();
+        self.ctx
+            .bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        // SAFETY: the module handle is live (owned by self); `name_c` is NUL-terminated.
+        unsafe { sys::cuModuleGetFunction(&mut function, self.handle, name_c.as_ptr()) }
+            .result()
+            .during(|| format!("looking up the entry `{name}` in its module"))?;
+        Ok(function)
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // Errors here have no caller to go to; the context records them for the next call.
+        self.ctx.record_err(self.ctx.bind_to_thread());
+        // SAFETY: the handle came from cuModuleLoadDataEx and is unloaded exactly once.
+        self.ctx
+            .record_err(unsafe { sys::cuModuleUnload(self.handle) }.result());
+    }
+}
+
+/// Destroys a link state on every exit path.
+struct LinkState(sys::CUlinkState);
+
+impl Drop for LinkState {
+    fn drop(&mut self) {
+        // SAFETY: created by cuLinkCreate_v2 and destroyed exactly once; nothing borrowed
+        // from it (the cubin) outlives this guard.
+        let _ = unsafe { sys::cuLinkDestroy(self.0) };
+    }
+}
+
+/// Compiles PTX with the driver's JIT for the context's device and returns the cubin: exactly
+/// the machine code `cuModuleLoadDataEx` would run.
+pub fn jit_cubin(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<Vec<u8>, Error> {
+    ctx.bind_to_thread()
+        .during(|| "binding the CUDA context".to_string())?;
+    let source = ptx_cstring(ptx, kernel)?;
+    let mut logs = JitLogs::new();
+    let mut state: sys::CUlinkState = std::ptr::null_mut();
+    let jit_error = |logs: &JitLogs, error| Error::Jit {
+        kernel: kernel.to_string(),
+        source: error,
+        log: logs.text(),
+    };
+    // SAFETY: the option arrays and log buffers live in `logs`, which outlives the link state
+    // (declared before the guard, so dropped after it).
+    unsafe {
+        sys::cuLinkCreate_v2(
+            logs.count(),
+            logs.options.as_mut_ptr(),
+            logs.values.as_mut_ptr(),
+            &mut state,
+        )
+    }
+    .result()
+    .during(|| format!("creating a JIT link state for `{kernel}`"))?;
+    let state = LinkState(state);
+    let name = CString::new(format!("{kernel}.ptx")).expect("kernel names hold no NUL");
+    let bytes = source.as_bytes_with_nul();
+    // SAFETY: `bytes` is NUL-terminated PTX of the given size; the driver copies it.
+    unsafe {
+        sys::cuLinkAddData_v2(
+            state.0,
+            CUjitInputType::CU_JIT_INPUT_PTX,
+            bytes.as_ptr() as *mut c_void,
+            bytes.len(),
+            name.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+    .map_err(|error| jit_error(&logs, error))?;
+    let mut cubin: *mut c_void = std::ptr::null_mut();
+    let mut cubin_bytes: usize = 0;
+    // SAFETY: out-pointers are valid locals.
+    unsafe { sys::cuLinkComplete(state.0, &mut cubin, &mut cubin_bytes) }
+        .result()
+        .map_err(|error| jit_error(&logs, error))?;
+    // SAFETY: the driver owns `cubin_bytes` bytes at `cubin` until cuLinkDestroy; they are
+    // copied out before the guard drops.
+    let copy = unsafe { std::slice::from_raw_parts(cubin.cast::<u8>(), cubin_bytes) }.to_vec();
+    drop(state);
+    drop(logs);
+    Ok(copy)
+}

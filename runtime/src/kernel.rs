@@ -1,0 +1,463 @@
+//! A generated kernel loaded on a device, with checked launches.
+
+use crate::check::{check_arch, check_launch, LaunchArgs, OperandArg};
+use crate::element::{stores, Element};
+use crate::error::{DriverContext, Error};
+use crate::jit::{jit_cubin, Module};
+use codegen::sass::{self, SassReport};
+use codegen::{Emitted, KernelInfo, GEMM_PARAMS};
+use cudarc::driver::sys::{self, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, Once, OnceLock};
+
+/// Dynamic shared memory a kernel may use without opting in.
+const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
+
+/// A GEMM kernel compiled by the driver for one context, launched with checked arguments.
+///
+/// `In` is the element type of A and B, `Out` of C; both must match the kernel's spec.
+pub struct GemmKernel<In, Out> {
+    info: KernelInfo<'static>,
+    ctx: Arc<CudaContext>,
+    function: sys::CUfunction,
+    /// Owns the code `function` points into; unloaded after the kernel is dropped.
+    module: Module,
+    elements: PhantomData<fn(In) -> Out>,
+}
+
+// SAFETY: `function` is a handle into `module`, which lives as long as the kernel; driver
+// handles may be used from any thread that binds the context, which every call does.
+unsafe impl<In, Out> Send for GemmKernel<In, Out> {}
+unsafe impl<In, Out> Sync for GemmKernel<In, Out> {}
+
+impl<In, Out> std::fmt::Debug for GemmKernel<In, Out> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GemmKernel")
+            .field("name", &self.info.name)
+            .field("launch", &self.info.launch)
+            .field("module", &self.module)
+            .finish()
+    }
+}
+
+impl<In: Element, Out: Element> GemmKernel<In, Out> {
+    /// Compiles the kernel's PTX for the context's device and prepares it for launches.
+    ///
+    /// Checks the element types, the parameter list and the device's compute capability
+    /// first. In debug builds, also checks the driver's SASS against the spec's promises
+    /// (once per kernel and device per process; see [`GemmKernel::sass`]).
+    pub fn load(ctx: &Arc<CudaContext>, info: &KernelInfo<'static>) -> Result<Self, Error> {
+        check_params(info)?;
+        check_element::<In>(info, "input", "dtype", info.launch.input_element_bytes)?;
+        check_element::<Out>(info, "output", "out", info.launch.output_element_bytes)?;
+        let device_cc = device_compute_capability(ctx)?;
+        check_arch(info.name, &info.launch, device_cc)?;
+
+        let module = Module::load(ctx, info.ptx, info.name)?;
+        let function = module.function(info.name)?;
+        let smem = info.launch.dynamic_smem_bytes;
+        if smem > DEFAULT_DYNAMIC_SMEM_LIMIT {
+            // Above 48 KB the kernel must opt in. Module::function bound the context.
+            // SAFETY: `function` is a live handle of `module`.
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    function,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+            }
+            .result()
+            .during(|| format!("allowing `{}` {smem} B of dynamic shared memory", info.name))?;
+        }
+        let kernel = GemmKernel {
+            info: *info,
+            ctx: ctx.clone(),
+            function,
+            module,
+            elements: PhantomData,
+        };
+        if cfg!(debug_assertions) {
+            kernel.check_sass_once(device_cc)?;
+        }
+        Ok(kernel)
+    }
+
+    /// Loads a kernel emitted at run time (tests, benchmarks). The emitted text is interned
+    /// for the life of the process, so loading the same kernel again costs no memory.
+    pub fn from_emitted(ctx: &Arc<CudaContext>, emitted: &Emitted) -> Result<Self, Error> {
+        Self::load(ctx, intern(emitted))
+    }
+
+    pub fn info(&self) -> &KernelInfo<'static> {
+        &self.info
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// `C = A·B` with packed row-major operands (`lda = k`, `ldb = n`, `ldc = n`).
+    ///
+    /// Operands are [`CudaSlice`](cudarc::driver::CudaSlice)s or views of them (`slice.slice(..)`), whose start need
+    /// not be the allocation's, so alignment is checked too.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        m: u32,
+        n: u32,
+        k: u32,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        self.launch_with_ld(stream, a, b, c, m, n, k, k, n, n)
+    }
+
+    /// `C = A·B` with row strides in elements. Sizes, strides, buffer lengths and alignment are
+    /// checked before anything reaches the GPU.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_with_ld<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        m: u32,
+        n: u32,
+        k: u32,
+        lda: u32,
+        ldb: u32,
+        ldc: u32,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        let own = self.ctx.cu_ctx();
+        for (what, ctx) in [
+            ("the stream", stream.context()),
+            ("A", a.stream().context()),
+            ("B", b.stream().context()),
+            ("C", c.stream().context()),
+        ] {
+            if ctx.cu_ctx() != own {
+                return Err(Error::ContextMismatch {
+                    what: what.to_string(),
+                });
+            }
+        }
+        let (a_len, b_len, c_len) = (a.len(), b.len(), c.len());
+        // The guards make later work on other streams wait for this launch; they drop after it.
+        let (a_ptr, _a_done) = a.device_ptr(stream);
+        let (b_ptr, _b_done) = b.device_ptr(stream);
+        let (c_ptr, _c_done) = c.device_ptr_mut(stream);
+        let args = LaunchArgs {
+            m,
+            n,
+            k,
+            a: OperandArg {
+                address: a_ptr,
+                len: a_len,
+                ld: lda,
+            },
+            b: OperandArg {
+                address: b_ptr,
+                len: b_len,
+                ld: ldb,
+            },
+            c: OperandArg {
+                address: c_ptr,
+                len: c_len,
+                ld: ldc,
+            },
+        };
+        let grid = check_launch(&self.info.launch, &args)?;
+        let (mut a_arg, mut b_arg, mut c_arg) = (a_ptr, b_ptr, c_ptr);
+        let (mut m_arg, mut n_arg, mut k_arg) = (m, n, k);
+        let (mut lda_arg, mut ldb_arg, mut ldc_arg) = (lda, ldb, ldc);
+        // In GEMM_PARAMS order: a, b, c, m, n, k, lda, ldb, ldc.
+        let mut params: [*mut c_void; 9] = [
+            (&mut a_arg as *mut u64).cast(),
+            (&mut b_arg as *mut u64).cast(),
+            (&mut c_arg as *mut u64).cast(),
+            (&mut m_arg as *mut u32).cast(),
+            (&mut n_arg as *mut u32).cast(),
+            (&mut k_arg as *mut u32).cast(),
+            (&mut lda_arg as *mut u32).cast(),
+            (&mut ldb_arg as *mut u32).cast(),
+            (&mut ldc_arg as *mut u32).cast(),
+        ];
+        let launch = &self.info.launch;
+        self.ctx
+            .bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        // SAFETY: the parameter list was checked against the kernel's ABI at load; every
+        // buffer was checked to hold what the kernel touches for these sizes and strides,
+        // and the slices stay borrowed until the guards above record the launch.
+        unsafe {
+            sys::cuLaunchKernel(
+                self.function,
+                grid.0,
+                grid.1,
+                grid.2,
+                launch.threads_per_block,
+                1,
+                1,
+                launch.dynamic_smem_bytes,
+                stream.cu_stream(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .during(|| {
+            format!(
+                "launching `{}` for {m} x {n} x {k} (grid {grid:?})",
+                self.info.name
+            )
+        })
+    }
+
+    /// The SASS the driver runs for this kernel on this device: its JIT compiles the PTX to a
+    /// cubin (`cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`), nvdisasm reads it.
+    pub fn sass(&self) -> Result<SassReport, Error> {
+        let cubin = jit_cubin(&self.ctx, self.info.ptx, self.info.name)?;
+        Ok(SassReport::parse(&sass::disassemble(&cubin)?))
+    }
+
+    /// The debug-build SASS check: once per kernel text and device per process. Without
+    /// nvdisasm it warns once on stderr instead of failing, since the kernel itself runs fine.
+    fn check_sass_once(&self, device_cc: u32) -> Result<(), Error> {
+        static CHECKED: OnceLock<Mutex<HashSet<(String, usize, u32)>>> = OnceLock::new();
+        static MISSING_TOOL: Once = Once::new();
+        if sass::find_tool("nvdisasm").is_err() {
+            MISSING_TOOL.call_once(|| {
+                eprintln!(
+                    "warning: gemm-dsl runtime: nvdisasm not found, so loaded kernels' SASS is not checked in this debug build; {}",
+                    sass::INSTALL_HINT
+                );
+            });
+            return Ok(());
+        }
+        let key = (
+            self.info.name.to_string(),
+            self.info.ptx.as_ptr() as usize,
+            device_cc,
+        );
+        let checked = CHECKED.get_or_init(Default::default);
+        if checked.lock().expect("no panics while held").contains(&key) {
+            return Ok(());
+        }
+        let report = self.sass()?;
+        report
+            .require(self.info.expected_sass)
+            .map_err(|mismatch| Error::SassMismatch {
+                kernel: self.info.name.to_string(),
+                mismatch,
+                summary: report.summary(),
+            })?;
+        checked.lock().expect("no panics while held").insert(key);
+        Ok(())
+    }
+}
+
+fn device_compute_capability(ctx: &CudaContext) -> Result<u32, Error> {
+    let (major, minor) = ctx
+        .compute_capability()
+        .during(|| "reading the device's compute capability".to_string())?;
+    Ok((major * 10 + minor) as u32)
+}
+
+/// The launcher writes exactly the GEMM parameter list; anything else would be a wrong call.
+fn check_params(info: &KernelInfo<'_>) -> Result<(), Error> {
+    let same = info.params.len() == GEMM_PARAMS.len()
+        && info
+            .params
+            .iter()
+            .zip(GEMM_PARAMS)
+            .all(|(have, want)| have.name == want.name && have.ptx_type == want.ptx_type);
+    if same {
+        return Ok(());
+    }
+    let found: Vec<String> = info
+        .params
+        .iter()
+        .map(|p| format!("{} {}", p.ptx_type, p.name))
+        .collect();
+    Err(Error::UnsupportedParams {
+        kernel: info.name.to_string(),
+        found: found.join(", "),
+    })
+}
+
+/// The value of `key` in a spec's text (`dtype: bf16, out: f32, ...`).
+fn spec_value<'s>(spec: &'s str, key: &str) -> Option<&'s str> {
+    spec.split(',').find_map(|entry| {
+        let (name, value) = entry.split_once(':')?;
+        (name.trim() == key).then(|| value.trim())
+    })
+}
+
+/// Sizes must agree; where the spec text names the type, the name must agree too (f16 and
+/// bf16 have the same size).
+fn check_element<E: Element>(
+    info: &KernelInfo<'_>,
+    role: &'static str,
+    spec_key: &str,
+    kernel_bytes: u32,
+) -> Result<(), Error> {
+    let named = spec_value(info.spec, spec_key);
+    let name_ok = named.is_none_or(stores::<E>);
+    if kernel_bytes == E::BYTES && name_ok {
+        return Ok(());
+    }
+    Err(Error::ElementType {
+        kernel: info.name.to_string(),
+        role,
+        kernel_type: named.unwrap_or("(unnamed)").to_string(),
+        kernel_bytes,
+        rust_type: E::NAME,
+        rust_bytes: E::BYTES,
+    })
+}
+
+/// A `'static` view of an emitted kernel: the text is leaked once per distinct kernel and
+/// shared by every later load of it.
+fn intern(emitted: &Emitted) -> &'static KernelInfo<'static> {
+    type Key = (String, String, String);
+    // Keyed by the text; the launch shape and SASS promises are compared within a key, since
+    // a caller may load the same text with other geometry.
+    static INTERNED: OnceLock<Mutex<HashMap<Key, Vec<&'static KernelInfo<'static>>>>> =
+        OnceLock::new();
+    let key = (
+        emitted.kernel_name.clone(),
+        emitted.spec_text.clone(),
+        emitted.ptx.clone(),
+    );
+    let mut table = INTERNED
+        .get_or_init(Default::default)
+        .lock()
+        .expect("no panics while held");
+    let variants = table.entry(key).or_default();
+    let same = |info: &&&'static KernelInfo<'static>| {
+        info.launch == emitted.launch
+            && info.params == emitted.params
+            && info.expected_sass == emitted.expected_sass.as_slice()
+    };
+    if let Some(info) = variants.iter().find(same) {
+        return info;
+    }
+    // Later variants of the same text share the first one's strings.
+    let leak = |text: &str| -> &'static str { Box::leak(text.to_owned().into_boxed_str()) };
+    let (name, ptx, spec) = match variants.first() {
+        Some(first) => (first.name, first.ptx, first.spec),
+        None => (
+            leak(&emitted.kernel_name),
+            leak(&emitted.ptx),
+            leak(&emitted.spec_text),
+        ),
+    };
+    let info: &'static KernelInfo<'static> = Box::leak(Box::new(KernelInfo {
+        name,
+        ptx,
+        spec,
+        launch: emitted.launch,
+        params: emitted.params,
+        expected_sass: Box::leak(emitted.expected_sass.clone().into_boxed_slice()),
+    }));
+    variants.push(info);
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codegen::catalog::CATALOG;
+
+    fn emitted(name: &str) -> Emitted {
+        let entry = CATALOG.iter().find(|e| e.name == name).unwrap();
+        codegen::emit_str(entry.spec).unwrap()
+    }
+
+    #[test]
+    fn spec_values_are_read_from_the_spec_text() {
+        let spec = "name: g, arch: sm_90a, dtype: bf16, acc: f32, out: f32, tile: 128x128x64";
+        assert_eq!(spec_value(spec, "dtype"), Some("bf16"));
+        assert_eq!(spec_value(spec, "out"), Some("f32"));
+        assert_eq!(spec_value(spec, "arch"), Some("sm_90a"));
+        assert_eq!(spec_value(spec, "swizzle"), None);
+    }
+
+    #[test]
+    fn element_types_are_checked_by_size_and_name() {
+        let emitted = emitted("simt_128x128x8_cp2");
+        let info = emitted.info();
+        check_element::<f32>(&info, "input", "dtype", info.launch.input_element_bytes).unwrap();
+        let error =
+            check_element::<half::bf16>(&info, "input", "dtype", info.launch.input_element_bytes)
+                .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`simt_128x128x8_cp2` has input elements of type f32 (4 B), but was loaded as bf16 (2 B)"
+        );
+        // Same size, other name: f16 where the spec says bf16.
+        let bf16_info = KernelInfo {
+            spec: "name: h, dtype: bf16, out: bf16",
+            launch: codegen::LaunchShape {
+                input_element_bytes: 2,
+                output_element_bytes: 2,
+                ..info.launch
+            },
+            ..info
+        };
+        check_element::<half::bf16>(&bf16_info, "output", "out", 2).unwrap();
+        assert!(matches!(
+            check_element::<half::f16>(&bf16_info, "output", "out", 2),
+            Err(Error::ElementType { role: "output", .. })
+        ));
+    }
+
+    #[test]
+    fn catalog_kernels_have_the_gemm_abi_and_others_are_refused() {
+        for entry in CATALOG {
+            check_params(&codegen::emit_str(entry.spec).unwrap().info()).unwrap();
+        }
+        let emitted = emitted("simt_64x64x16_ca2");
+        let info = KernelInfo {
+            params: &GEMM_PARAMS[..8],
+            ..emitted.info()
+        };
+        let error = check_params(&info).unwrap_err();
+        assert!(matches!(error, Error::UnsupportedParams { .. }));
+        assert!(error.to_string().contains(".u32 ldb)"), "{error}");
+    }
+
+    #[test]
+    fn interning_shares_one_copy_per_kernel() {
+        let first = intern(&emitted("simt_128x128x16_cp3"));
+        let second = intern(&emitted("simt_128x128x16_cp3"));
+        assert!(std::ptr::eq(first, second));
+        assert_eq!(first.name, "simt_128x128x16_cp3");
+        let other = intern(&emitted("simt_128x128x16_cp4_pad"));
+        assert!(!std::ptr::eq(first, other));
+        assert_eq!(other.ptx, emitted("simt_128x128x16_cp4_pad").ptx);
+        // Same text, other geometry: a variant of its own that shares the text.
+        let mut reshaped = emitted("simt_128x128x16_cp3");
+        reshaped.launch.compute_capability = 90;
+        let variant = intern(&reshaped);
+        assert!(!std::ptr::eq(first, variant));
+        assert_eq!(variant.launch.compute_capability, 90);
+        assert!(std::ptr::eq(variant.ptx, first.ptx));
+        assert!(std::ptr::eq(intern(&emitted("simt_128x128x16_cp3")), first));
+    }
+}

@@ -1,0 +1,500 @@
+//! Correctness of a kernel against a reference: fresh random normal inputs from a seed, a
+//! poisoned output, and the error measured in float64.
+
+use crate::element::Element;
+use crate::error::{DriverContext, Error};
+use crate::kernel::GemmKernel;
+use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaSlice, CudaStream};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+use std::sync::Arc;
+
+/// One GEMM problem: row-major, packed `A` (m x k) and `B` (k x n).
+#[derive(Clone, Debug)]
+pub struct Problem<In> {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub a: Vec<In>,
+    pub b: Vec<In>,
+}
+
+impl<In: Element> Problem<In> {
+    /// Standard normal entries (rounded to `In`), reproducible from `seed`.
+    pub fn random(m: u32, n: u32, k: u32, seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut fill = |len: usize| -> Vec<In> {
+            (0..len)
+                .map(|_| In::from_f32(StandardNormal.sample(&mut rng)))
+                .collect()
+        };
+        let a = fill(m as usize * k as usize);
+        let b = fill(k as usize * n as usize);
+        Problem { m, n, k, a, b }
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
+    }
+}
+
+/// Which reference an [`ErrorReport`] was measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reference {
+    /// Float64 GEMM on the CPU (exact to far below f32 rounding).
+    CpuF64,
+    /// cuBLAS SGEMM: f32 with f32 accumulation, no TF32.
+    Cublas,
+}
+
+/// Picks the reference by size: the CPU's float64 GEMM up to 2^31 multiply-adds (1290³; a
+/// second or so on a many-core host), cuBLAS beyond.
+pub fn reference_for(m: u32, n: u32, k: u32) -> Reference {
+    let multiply_adds = u64::from(m) * u64::from(n) * u64::from(k);
+    if multiply_adds <= 1 << 31 {
+        Reference::CpuF64
+    } else {
+        Reference::Cublas
+    }
+}
+
+/// How far a kernel's output is from the reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ErrorReport {
+    /// Largest |C - R| over written elements (NaN if the kernel wrote a NaN).
+    pub max_abs: f64,
+    /// ||C - R||_F / ||R||_F over written elements.
+    pub rel_frobenius: f64,
+    /// Elements of C still holding the poison pattern: never written.
+    pub unwritten: usize,
+    pub reference: Reference,
+}
+
+/// Bounds an [`ErrorReport`] must stay within.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    pub rel_frobenius: f64,
+    pub max_abs: f64,
+}
+
+impl Tolerance {
+    /// For f32 inputs with f32 accumulation over `k` products of standard normals.
+    ///
+    /// Rounding in a length-k f32 sum grows like sqrt(k) relative to the result: about 1e-6
+    /// against float64 at k = 2048 for sequential FFMA chains. The bound is
+    /// 1e-5 up to k = 2048 and grows as sqrt(k) after it, so it stays about 10x above the
+    /// expected error, and also covers the error of an f32 reference such as cuBLAS. The
+    /// absolute error of one element has a standard deviation near 3e-8·k; 1e-6·k is over
+    /// 5 sigma at every size.
+    pub fn f32_accumulation(k: u32) -> Tolerance {
+        let k = f64::from(k);
+        Tolerance {
+            rel_frobenius: 1e-5 * (k / 2048.0).sqrt().max(1.0),
+            max_abs: 1e-6 * k,
+        }
+    }
+}
+
+impl ErrorReport {
+    /// `Err` with every broken bound, or `Ok` if all hold. NaNs break every bound.
+    pub fn check(&self, tolerance: &Tolerance) -> Result<(), String> {
+        let mut broken = Vec::new();
+        if self.unwritten > 0 {
+            broken.push(format!("{} elements of C never written", self.unwritten));
+        }
+        if !within(self.rel_frobenius, tolerance.rel_frobenius) {
+            broken.push(format!(
+                "relative Frobenius error {:.3e} > {:.1e}",
+                self.rel_frobenius, tolerance.rel_frobenius
+            ));
+        }
+        if !within(self.max_abs, tolerance.max_abs) {
+            broken.push(format!(
+                "max abs error {:.3e} > {:.1e}",
+                self.max_abs, tolerance.max_abs
+            ));
+        }
+        if broken.is_empty() {
+            Ok(())
+        } else {
+            Err(broken.join("; "))
+        }
+    }
+}
+
+/// `value <= bound`, false for NaN.
+fn within(value: f64, bound: f64) -> bool {
+    value <= bound
+}
+
+impl std::fmt::Display for ErrorReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rel Frobenius {:.3e}, max abs {:.3e}, unwritten {} (vs {})",
+            self.rel_frobenius,
+            self.max_abs,
+            self.unwritten,
+            match self.reference {
+                Reference::CpuF64 => "CPU float64",
+                Reference::Cublas => "cuBLAS SGEMM",
+            }
+        )
+    }
+}
+
+/// Compares an `m x n` result with row stride `ldc` to a packed reference.
+pub fn compare<Out: Element>(
+    c: &[Out],
+    reference: &[f64],
+    m: u32,
+    n: u32,
+    ldc: u32,
+    kind: Reference,
+) -> ErrorReport {
+    let (m, n, ldc) = (m as usize, n as usize, ldc as usize);
+    assert_eq!(reference.len(), m * n, "reference must be packed m x n");
+    let (mut max_abs, mut error_sq, mut reference_sq, mut unwritten) = (0.0f64, 0.0, 0.0, 0);
+    for row in 0..m {
+        let computed = &c[row * ldc..row * ldc + n];
+        let expected = &reference[row * n..row * n + n];
+        for (&value, &want) in computed.iter().zip(expected) {
+            reference_sq += want * want;
+            if value.is_poison() {
+                unwritten += 1;
+                continue;
+            }
+            let diff = (value.to_f64() - want).abs();
+            // A NaN difference must land in max_abs, not be skipped by the comparison.
+            if diff.is_nan() || diff > max_abs {
+                max_abs = diff;
+            }
+            error_sq += diff * diff;
+        }
+    }
+    ErrorReport {
+        max_abs,
+        rel_frobenius: (error_sq / reference_sq).sqrt(),
+        unwritten,
+        reference: kind,
+    }
+}
+
+/// `A·B` in float64 on all CPU cores: packed `m x n`.
+pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Vec<f64> {
+    let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
+    let a: Vec<f64> = problem.a.iter().map(|x| x.to_f64()).collect();
+    let b: Vec<f64> = problem.b.iter().map(|x| x.to_f64()).collect();
+    let mut c = vec![0.0f64; m * n];
+    if m == 0 || n == 0 {
+        return c;
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
+    let rows_per_thread = m.div_ceil(threads);
+    std::thread::scope(|scope| {
+        for (chunk, c_rows) in c.chunks_mut(rows_per_thread * n).enumerate() {
+            let first_row = chunk * rows_per_thread;
+            let a_rows = &a[first_row * k..(first_row + c_rows.len() / n) * k];
+            let b = &b;
+            scope.spawn(move || gemm_f64_rows(a_rows, b, c_rows, n, k));
+        }
+    });
+    c
+}
+
+/// `c += a·b` for a band of rows: `a` is rows x k, `b` is k x n, `c` is rows x n, packed.
+///
+/// Cache blocking keeps a K_BLOCK x N_BLOCK block of B (128 KB) hot while the band's rows pass
+/// over it; inside, a 4 x 8 block of C stays in registers for the whole K_BLOCK run, so each
+/// B value loaded serves four rows and each A value eight columns.
+fn gemm_f64_rows(a: &[f64], b: &[f64], c: &mut [f64], n: usize, k: usize) {
+    const N_BLOCK: usize = 128;
+    const K_BLOCK: usize = 128;
+    const MR: usize = 4;
+    const NR: usize = 8;
+    let rows = c.len() / n;
+    for j0 in (0..n).step_by(N_BLOCK) {
+        let j1 = (j0 + N_BLOCK).min(n);
+        for p0 in (0..k).step_by(K_BLOCK) {
+            let p1 = (p0 + K_BLOCK).min(k);
+            for r0 in (0..rows).step_by(MR) {
+                let mr = MR.min(rows - r0);
+                for j in (j0..j1).step_by(NR) {
+                    let nr = NR.min(j1 - j);
+                    if mr == MR && nr == NR {
+                        let mut acc = [[0.0f64; NR]; MR];
+                        for (r, acc_row) in acc.iter_mut().enumerate() {
+                            acc_row.copy_from_slice(&c[(r0 + r) * n + j..][..NR]);
+                        }
+                        for p in p0..p1 {
+                            let b_values: &[f64; NR] =
+                                b[p * n + j..][..NR].try_into().expect("NR values");
+                            for (r, acc_row) in acc.iter_mut().enumerate() {
+                                let a_value = a[(r0 + r) * k + p];
+                                for (out, &b_value) in acc_row.iter_mut().zip(b_values) {
+                                    *out += a_value * b_value;
+                                }
+                            }
+                        }
+                        for (r, acc_row) in acc.iter().enumerate() {
+                            c[(r0 + r) * n + j..][..NR].copy_from_slice(acc_row);
+                        }
+                    } else {
+                        // Edges of the matrix: the same sums, one element at a time.
+                        for r in r0..r0 + mr {
+                            for q in j..j + nr {
+                                let mut sum = c[r * n + q];
+                                for p in p0..p1 {
+                                    sum += a[r * k + p] * b[p * n + q];
+                                }
+                                c[r * n + q] = sum;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A cuBLAS handle set up as the reference and the baseline: default math mode, which for
+/// SGEMM means f32 FMA without TF32 tensor cores.
+pub fn sgemm_handle(stream: &Arc<CudaStream>) -> Result<CudaBlas, Error> {
+    let blas = CudaBlas::new(stream.clone()).map_err(|source| Error::Cublas {
+        action: "creating a cuBLAS handle".to_string(),
+        source,
+    })?;
+    // SAFETY: the handle is live; setting the math mode has no other preconditions.
+    unsafe {
+        cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), cublasMath_t::CUBLAS_DEFAULT_MATH)
+    }
+    .result()
+    .map_err(|source| Error::Cublas {
+        action: "setting cuBLAS's math mode".to_string(),
+        source,
+    })?;
+    Ok(blas)
+}
+
+/// Row-major `C = A·B` through column-major cuBLAS: a row-major matrix is its transpose in
+/// column-major, so compute `Cᵀ = Bᵀ·Aᵀ`, i.e. swap the operands and exchange m and n.
+pub fn sgemm_row_major(
+    blas: &CudaBlas,
+    a: &CudaSlice<f32>,
+    b: &CudaSlice<f32>,
+    c: &mut CudaSlice<f32>,
+    m: u32,
+    n: u32,
+    k: u32,
+) -> Result<(), Error> {
+    let needed = |rows: u32, cols: u32| rows as usize * cols as usize;
+    assert!(
+        a.len() >= needed(m, k) && b.len() >= needed(k, n) && c.len() >= needed(m, n),
+        "sgemm_row_major: buffers shorter than the packed matrices"
+    );
+    let config = GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_N,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha: 1.0f32,
+        lda: n as i32,
+        ldb: k as i32,
+        beta: 0.0f32,
+        ldc: n as i32,
+    };
+    // SAFETY: the buffers hold the packed matrices the configuration describes (asserted).
+    unsafe { blas.gemm(config, b, a, c) }.map_err(|source| Error::Cublas {
+        action: format!("cuBLAS SGEMM {m} x {n} x {k}"),
+        source,
+    })
+}
+
+/// `A·B` by cuBLAS SGEMM on the inputs widened to f32 (exact for every `Element`).
+pub fn cublas_reference<In: Element>(
+    stream: &Arc<CudaStream>,
+    problem: &Problem<In>,
+) -> Result<Vec<f64>, Error> {
+    let widen = |values: &[In]| -> Vec<f32> { values.iter().map(|x| x.to_f32()).collect() };
+    let a = stream
+        .clone_htod(&widen(&problem.a))
+        .during(|| "copying A to the device".to_string())?;
+    let b = stream
+        .clone_htod(&widen(&problem.b))
+        .during(|| "copying B to the device".to_string())?;
+    let mut c = stream
+        .alloc_zeros::<f32>(problem.m as usize * problem.n as usize)
+        .during(|| "allocating C".to_string())?;
+    let blas = sgemm_handle(stream)?;
+    sgemm_row_major(&blas, &a, &b, &mut c, problem.m, problem.n, problem.k)?;
+    let c = stream
+        .clone_dtoh(&c)
+        .during(|| "copying the cuBLAS result back".to_string())?;
+    Ok(c.into_iter().map(f64::from).collect())
+}
+
+/// Runs the kernel once on the problem with C (row stride `ldc`) poisoned first; returns all
+/// of C, gaps between rows included.
+pub fn run_poisoned<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    problem: &Problem<In>,
+    ldc: u32,
+) -> Result<Vec<Out>, Error> {
+    let Problem { m, n, k, .. } = *problem;
+    let a = stream
+        .clone_htod(&problem.a)
+        .during(|| "copying A to the device".to_string())?;
+    let b = stream
+        .clone_htod(&problem.b)
+        .during(|| "copying B to the device".to_string())?;
+    let c_len = m as usize * ldc as usize;
+    let mut c = stream
+        .clone_htod(&vec![Out::poison(); c_len])
+        .during(|| "writing the poisoned C".to_string())?;
+    kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, k, n, ldc)?;
+    stream
+        .clone_dtoh(&c)
+        .during(|| format!("copying C of `{}` back", kernel.info().name))
+}
+
+/// Runs the kernel on `problem` and measures it against a precomputed reference.
+pub fn check_against<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    problem: &Problem<In>,
+    reference: &[f64],
+    kind: Reference,
+) -> Result<ErrorReport, Error> {
+    let c = run_poisoned(kernel, stream, problem, problem.n)?;
+    Ok(compare(
+        &c, reference, problem.m, problem.n, problem.n, kind,
+    ))
+}
+
+/// One verification: fresh inputs from `seed`, poisoned C, and the reference `reference_for`
+/// picks for the size.
+pub fn verify<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    m: u32,
+    n: u32,
+    k: u32,
+    seed: u64,
+) -> Result<ErrorReport, Error> {
+    let problem = Problem::<In>::random(m, n, k, seed);
+    let kind = reference_for(m, n, k);
+    let reference = match kind {
+        Reference::CpuF64 => cpu_reference(&problem),
+        Reference::Cublas => cublas_reference(stream, &problem)?,
+    };
+    check_against(kernel, stream, &problem, &reference, kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::bf16;
+
+    fn naive(problem: &Problem<f32>) -> Vec<f64> {
+        let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k)
+                    .map(|p| f64::from(problem.a[i * k + p]) * f64::from(problem.b[p * n + j]))
+                    .sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn random_problems_are_reproducible_and_normal() {
+        let one = Problem::<f32>::random(64, 48, 32, 7);
+        let again = Problem::<f32>::random(64, 48, 32, 7);
+        let other = Problem::<f32>::random(64, 48, 32, 8);
+        assert_eq!(one.a, again.a);
+        assert_eq!(one.b, again.b);
+        assert_ne!(one.a, other.a);
+        assert_eq!((one.a.len(), one.b.len()), (64 * 32, 32 * 48));
+        let all: Vec<f64> = one.a.iter().chain(&one.b).map(|&x| f64::from(x)).collect();
+        let mean = all.iter().sum::<f64>() / all.len() as f64;
+        let variance = all.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / all.len() as f64;
+        assert!(mean.abs() < 0.05, "mean {mean}");
+        assert!((variance - 1.0).abs() < 0.1, "variance {variance}");
+    }
+
+    #[test]
+    fn cpu_reference_matches_the_definition_across_blocks() {
+        // Sizes that cut the 256-column and 128-deep blocks unevenly and split rows unevenly
+        // between threads.
+        for (m, n, k) in [(1, 1, 1), (3, 5, 7), (37, 300, 130), (64, 257, 129)] {
+            let problem = Problem::<f32>::random(m, n, k, u64::from(m * n * k));
+            let fast = cpu_reference(&problem);
+            let slow = naive(&problem);
+            for (x, y) in fast.iter().zip(&slow) {
+                assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{x} vs {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn compare_measures_error_and_counts_unwritten() {
+        let reference = vec![3.0, 4.0, 0.0, 0.0];
+        let exact = [3.0f32, 4.0, 0.0, 0.0];
+        let report = compare(&exact, &reference, 2, 2, 2, Reference::CpuF64);
+        assert_eq!(
+            (report.max_abs, report.rel_frobenius, report.unwritten),
+            (0.0, 0.0, 0)
+        );
+
+        let off = [3.0f32, 4.5, f32::poison(), 0.0];
+        let report = compare(&off, &reference, 2, 2, 2, Reference::CpuF64);
+        assert_eq!(report.unwritten, 1);
+        assert_eq!(report.max_abs, 0.5);
+        assert!((report.rel_frobenius - 0.1).abs() < 1e-12);
+        let broken = report.check(&Tolerance::f32_accumulation(128)).unwrap_err();
+        assert!(broken.contains("1 elements of C never written"), "{broken}");
+        assert!(
+            broken.contains("relative Frobenius error 1.000e-1"),
+            "{broken}"
+        );
+    }
+
+    #[test]
+    fn compare_skips_the_gap_between_rows_and_flags_nans() {
+        // ldc = 3: the third column of each row is padding the kernel must not touch.
+        let c = [1.0f32, 2.0, f32::poison(), 3.0, f32::NAN, f32::poison()];
+        let report = compare(&c, &[1.0, 2.0, 3.0, 4.0], 2, 2, 3, Reference::Cublas);
+        assert_eq!(report.unwritten, 0);
+        assert!(report.max_abs.is_nan());
+        assert!(report.check(&Tolerance::f32_accumulation(8)).is_err());
+    }
+
+    #[test]
+    fn compare_reads_narrow_outputs() {
+        let c = [bf16::from_f32(1.0), bf16::from_f32(-2.0)];
+        let report = compare(&c, &[1.0, -2.0], 1, 2, 2, Reference::CpuF64);
+        assert_eq!((report.max_abs, report.unwritten), (0.0, 0));
+    }
+
+    #[test]
+    fn tolerance_grows_past_k_2048_only() {
+        assert_eq!(Tolerance::f32_accumulation(128).rel_frobenius, 1e-5);
+        assert_eq!(Tolerance::f32_accumulation(2048).rel_frobenius, 1e-5);
+        let deep = Tolerance::f32_accumulation(8192);
+        assert!((deep.rel_frobenius - 2e-5).abs() < 1e-15);
+        assert_eq!(deep.max_abs, 8192e-6);
+    }
+
+    #[test]
+    fn small_problems_use_the_cpu_reference() {
+        assert_eq!(reference_for(1024, 1024, 1024), Reference::CpuF64);
+        assert_eq!(reference_for(2048, 2048, 2048), Reference::Cublas);
+    }
+}
