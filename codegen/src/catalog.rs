@@ -53,6 +53,61 @@ pub const CATALOG: &[CatalogSpec] = &[
         spec: "name: simt_128x128x32_cp3_h100, arch: sm_90, tile: 128x128x32, warps: 4x2, stages: 3, copy: cp_async, mma: fma",
         summary: "SIMT f32 for Hopper, deep k tile",
     },
+    CatalogSpec {
+        name: "simt_64x128x32_cp3_h100",
+        spec: "name: simt_64x128x32_cp3_h100, arch: sm_90, tile: 64x128x32, warps: 2x2, stages: 3, copy: cp_async, mma: fma",
+        summary: "SIMT f32 for Hopper, tuned: 4 warps, 3 blocks/SM, best at 8192^3",
+    },
+    CatalogSpec {
+        name: "simt_64x64x16_cp4_h100",
+        spec: "name: simt_64x64x16_cp4_h100, arch: sm_90, tile: 64x64x16, warps: 2x1, stages: 4, copy: cp_async, mma: fma",
+        summary: "SIMT f32 for Hopper, tuned: 2 warps, 6 blocks/SM, best at 4096^3",
+    },
+    CatalogSpec {
+        name: "mma_bf16_128x128x32_s3",
+        spec: "name: mma_bf16_128x128x32_s3, arch: sm_80, dtype: bf16, tile: 128x128x32, warps: 2x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, 64x64 warp tiles, cp.async three-stage ring, 128B swizzle",
+    },
+    CatalogSpec {
+        name: "mma_bf16_128x256x32_s4",
+        spec: "name: mma_bf16_128x256x32_s4, arch: sm_80, dtype: bf16, tile: 128x256x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, wide tile, 8 warps of 64x64, four stages",
+    },
+    CatalogSpec {
+        name: "mma_bf16_256x128x32_s3",
+        spec: "name: mma_bf16_256x128x32_s3, arch: sm_80, dtype: bf16, tile: 256x128x32, warps: 4x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, tall tile, 8 warps of 64x64, three stages",
+    },
+    CatalogSpec {
+        name: "mma_bf16_64x64x64_s2",
+        spec: "name: mma_bf16_64x64x64_s2, arch: sm_86, dtype: bf16, tile: 64x64x64, warps: 2x2, stages: 2, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, small tile for small problems, double buffer",
+    },
+    CatalogSpec {
+        name: "mma_tf32_128x128x16_s4",
+        spec: "name: mma_tf32_128x128x16_s4, arch: sm_80, dtype: tf32, out: f32, tile: 128x128x16, warps: 2x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores tf32 (m16n8k8, inputs rounded to tf32), f32 out, four stages",
+    },
+    CatalogSpec {
+        name: "mma_bf16_128x128x32_sync2",
+        spec: "name: mma_bf16_128x128x32_sync2, arch: sm_80, dtype: bf16, tile: 128x128x32, warps: 2x4, stages: 2, swizzle: 128B, copy: sync, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, LDG to registers to STS, double buffer (for comparison)",
+    },
+    CatalogSpec {
+        name: "mma_f16_128x128x64_s3",
+        spec: "name: mma_f16_128x128x64_s3, arch: sm_80, dtype: f16, out: f16, tile: 128x128x64, warps: 2x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores f16, 128-byte K rows, three stages",
+    },
+    CatalogSpec {
+        name: "mma_bf16_128x128x32_s3_pad",
+        spec: "name: mma_bf16_128x128x32_s3_pad, arch: sm_80, dtype: bf16, out: f32, tile: 128x128x32, warps: 2x2, stages: 3, swizzle: pad(16), copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, rows padded by 16 B instead of swizzled, f32 out",
+    },
+    CatalogSpec {
+        name: "mma_bf16_128x256x64_s4_h100",
+        spec: "name: mma_bf16_128x256x64_s4_h100, arch: sm_90, dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "mma.sync bf16 on Hopper: deep k tile, four stages in 192 KB of shared memory",
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {

@@ -2,7 +2,7 @@
 
 use crate::plan::{self, FamilyPlan};
 use crate::ptx;
-use gemm_dsl::{Copy as CopyKind, GemmSpec, Mma, ValidSpec};
+use gemm_dsl::{Copy as CopyKind, DType, GemmSpec, Mma, ValidSpec};
 
 /// A SASS opcode that proves (or disproves) which hardware path a kernel takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -60,6 +60,9 @@ impl Opcode {
 pub enum SassCheck {
     Present(Opcode),
     Absent(Opcode),
+    /// An instruction whose opcode with modifiers is this text or starts with it followed by
+    /// `.`, e.g. `HMMA.16816.F32.BF16` or `LDSM.16.MT88.4`: proves the exact variant.
+    PresentVariant(&'static str),
 }
 
 /// Launch geometry and argument rules of an emitted kernel. Plain data, so `gemm!` can write
@@ -221,7 +224,22 @@ pub fn expected_sass(spec: &GemmSpec) -> Vec<SassCheck> {
     }
     match spec.mma {
         Mma::Fma => checks.extend([Present(Opcode::Ffma), Present(Opcode::Lds)]),
-        Mma::MmaSync => checks.extend([Present(Opcode::Hmma), Present(Opcode::Ldsm)]),
+        Mma::MmaSync => {
+            checks.extend([Present(Opcode::Hmma), Present(Opcode::Ldsm)]);
+            // The instruction shape and input type, and the ldmatrix forms of A and B.
+            checks.push(SassCheck::PresentVariant(match spec.dtype {
+                DType::Tf32 => "HMMA.1688.F32.TF32",
+                DType::F16 => "HMMA.16816.F32",
+                _ => "HMMA.16816.F32.BF16",
+            }));
+            checks.push(SassCheck::PresentVariant("LDSM.16.M88.4"));
+            if spec.dtype != DType::Tf32 {
+                checks.push(SassCheck::PresentVariant("LDSM.16.MT88.4"));
+            }
+            if let CopyKind::CpAsync(_) = spec.copy {
+                checks.push(Present(Opcode::Depbar));
+            }
+        }
         Mma::Wgmma => checks.push(Present(Opcode::Hgmma)),
     }
     checks.extend([Absent(Opcode::Ldl), Absent(Opcode::Stl)]);
@@ -235,6 +253,7 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
     let spec = &valid.spec;
     let (tile_k, operand_align_bytes) = match &plan.family {
         FamilyPlan::Simt(p) => (p.block_k, p.vector_bytes),
+        FamilyPlan::MmaSync(p) => (p.block_k, p.vector_bytes),
     };
     Emitted {
         spec: spec.clone(),

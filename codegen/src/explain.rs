@@ -57,16 +57,153 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 "shared-memory bank conflicts (bank = (addr >> 2) & 31; 16-byte accesses are served 8 lanes per phase):"
             );
             for report in p.bank_conflicts() {
-                let verdict = if report.degree <= 1 {
-                    "conflict-free".to_string()
-                } else {
-                    format!("{}-way conflict", report.degree)
-                };
-                let _ = writeln!(out, "  {:<36} {verdict}", report.access);
+                let _ = writeln!(out, "  {:<36} {}", report.access, verdict(report.degree));
             }
         }
+        (Family::MmaSync(g), FamilyPlan::MmaSync(p)) => {
+            let _ = writeln!(
+                out,
+                "family: Ampere tensor cores (mma: mma_sync), {} in, f32 accumulate, {} out",
+                spec.dtype.name(),
+                spec.out.name()
+            );
+            let _ = writeln!(out, "  {}", p.mma_instruction);
+            let _ = writeln!(
+                out,
+                "  block tile {}, {} threads = {} warps as {}",
+                spec.tile,
+                g.threads,
+                g.warps.count(),
+                g.warps
+            );
+            let _ = writeln!(
+                out,
+                "  warp tile {}x{} = {}x{} mma tiles of m{}n{}k{}, {} k steps per block tile, {} f32 accumulators per thread",
+                g.warp_tile_m,
+                g.warp_tile_n,
+                g.m_frags,
+                g.n_frags,
+                g.shape.m,
+                g.shape.n,
+                g.shape.k,
+                g.k_steps,
+                g.accumulators()
+            );
+            let b_load = if p.b_ldmatrix {
+                format!("{} ldmatrix.x4.trans", g.n_frags / 2)
+            } else {
+                format!(
+                    "{} ld.shared.b32 (tf32 has no 32-bit ldmatrix.trans)",
+                    2 * g.n_frags
+                )
+            };
+            let _ = writeln!(
+                out,
+                "  per k step and warp: {} ldmatrix.x4 (A), {b_load} (B), {} mma.sync",
+                g.m_frags,
+                g.m_frags * g.n_frags
+            );
+            let _ = writeln!(
+                out,
+                "  per stage each thread copies A {} x 16 B and B {} x 16 B ({})",
+                g.a_copy.copies_per_thread, g.b_copy.copies_per_thread, spec.copy
+            );
+            let layout = |s: &crate::plan::swizzle::SmemSwizzle| {
+                if s.xor_bits > 0 && s.line_shift > 0 {
+                    format!(
+                        "rows of {} B, 16-byte chunk ^= (row >> {}) & {}",
+                        s.row_bytes, s.line_shift, s.xor_mask
+                    )
+                } else if s.xor_bits > 0 {
+                    format!(
+                        "rows of {} B, 16-byte chunk ^= row & {} per 128-byte line",
+                        s.row_bytes, s.xor_mask
+                    )
+                } else if s.pitch > s.row_bytes {
+                    format!("rows of {} B padded to {} B", s.row_bytes, s.pitch)
+                } else {
+                    format!("rows of {} B, no swizzle", s.row_bytes)
+                }
+            };
+            let _ = writeln!(
+                out,
+                "  shared layout (swizzle: {}): A {}; B {}",
+                spec.swizzle,
+                layout(&p.a_copy.swizzle),
+                layout(&p.b_copy.swizzle)
+            );
+            let _ = writeln!(
+                out,
+                "  epilogue: {}",
+                if p.pack_instruction.is_empty() {
+                    "f32 pairs, st.global.v2.f32 (8 B)".to_string()
+                } else {
+                    format!(
+                        "{} (round to nearest even), st.global.b32 (4 B)",
+                        p.pack_instruction
+                    )
+                }
+            );
+            let _ = writeln!(out);
+            let _ = writeln!(out, "{}", valid.smem);
+            let _ = writeln!(out);
+            let _ = writeln!(out, "{}", valid.registers);
+            match ptxas {
+                Ok(resources) => {
+                    let _ = writeln!(out, "  ptxas: {resources}");
+                }
+                Err(reason) => {
+                    let _ = writeln!(out, "  ptxas: not run ({reason})");
+                }
+            }
+            let _ = writeln!(out);
+            let _ = writeln!(out, "{}", valid.occupancy);
+            let _ = writeln!(out);
+            out.push_str(&timeline(&p.smem, p.copy));
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "shared-memory bank conflicts (bank = (addr >> 2) & 31; worst over all warps and instructions;"
+            );
+            let _ = writeln!(
+                out,
+                "16-byte accesses and each ldmatrix 8x8 matrix are served 8 lanes per phase, 4-byte accesses 32):"
+            );
+            for report in p.bank_conflicts() {
+                let _ = writeln!(out, "  {:<36} {}", report.access, verdict(report.degree));
+            }
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "first bank of each lane, warp 0, first instruction (tile offset -> bank; | separates phases):"
+            );
+            for (access, bytes, addresses) in p.first_phases() {
+                let lanes_per_phase = (128 / bytes) as usize;
+                let phases: Vec<String> = addresses
+                    .chunks(lanes_per_phase)
+                    .map(|phase| {
+                        phase
+                            .iter()
+                            .map(|&a| crate::plan::bank(a).to_string())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect();
+                let _ = writeln!(out, "  {access}:");
+                let _ = writeln!(out, "    {}", phases.join(" | "));
+            }
+        }
+        _ => unreachable!("the plan's family is the spec's family"),
     }
     out
+}
+
+fn verdict(degree: u32) -> String {
+    if degree <= 1 {
+        "conflict-free".to_string()
+    } else {
+        format!("{degree}-way conflict")
+    }
 }
 
 /// The main loop as a table: which tile each step loads into which stage, which stage it
@@ -149,5 +286,25 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ptxas: not run (tools not installed)"));
+    }
+
+    #[test]
+    fn explains_the_tensor_core_family() {
+        let valid =
+            gemm_dsl::check_str("name: k, mma: mma_sync, tile: 128x128x32, stages: 3").unwrap();
+        let text = explain(&valid, Err("tools not installed"));
+        assert!(text.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        assert!(text.contains("3 stages x 16384 B"), "{text}");
+        assert!(text.contains("wait_group 1; bar.sync; tile 2 -> stage 2"));
+        for access in [
+            "A fragment read (ldmatrix.x4)",
+            "B fragment read (ldmatrix.x4.trans)",
+        ] {
+            assert!(
+                text.lines()
+                    .any(|line| line.contains(access) && line.ends_with("conflict-free")),
+                "{text}"
+            );
+        }
     }
 }

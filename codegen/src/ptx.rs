@@ -20,6 +20,14 @@ const TEMPLATES: &[(&str, &str)] = &[
         "simt/kernel.ptx.tera",
         include_str!("../templates/simt/kernel.ptx.tera"),
     ),
+    (
+        "mma_sync/partials.ptx.tera",
+        include_str!("../templates/mma_sync/partials.ptx.tera"),
+    ),
+    (
+        "mma_sync/kernel.ptx.tera",
+        include_str!("../templates/mma_sync/kernel.ptx.tera"),
+    ),
 ];
 
 fn templates() -> &'static Tera {
@@ -42,6 +50,11 @@ pub fn write(plan: &KernelPlan) -> String {
             context.insert("consumer", &simt.consumer);
             context.insert("epilogue", &simt.epilogue);
             "simt/kernel.ptx.tera"
+        }
+        FamilyPlan::MmaSync(mma) => {
+            context.insert("k_steps", &mma.k_steps_plan);
+            context.insert("epilogue", &mma.epilogue);
+            "mma_sync/kernel.ptx.tera"
         }
     };
     context.insert("plan", plan);

@@ -248,6 +248,9 @@ impl fmt::Display for SassViolation {
                 op.mnemonic(),
                 self.count
             ),
+            SassCheck::PresentVariant(variant) => {
+                write!(f, "expected {variant} in the SASS, found none")
+            }
         }
     }
 }
@@ -319,16 +322,30 @@ impl SassReport {
         self.counts.get(opcode.mnemonic()).copied().unwrap_or(0)
     }
 
+    /// Instructions whose opcode with modifiers is `variant` or starts with `variant.`, e.g.
+    /// `HMMA.16816.F32` counts `HMMA.16816.F32` and `HMMA.16816.F32.BF16`.
+    pub fn count_variant(&self, variant: &str) -> usize {
+        self.instructions
+            .iter()
+            .filter(|i| {
+                i.opcode == variant
+                    || i.opcode
+                        .strip_prefix(variant)
+                        .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .count()
+    }
+
     /// Checks every promise; all violations are reported together.
     pub fn require(&self, checks: &[SassCheck]) -> Result<(), SassMismatch> {
         let violations: Vec<SassViolation> = checks
             .iter()
             .filter_map(|&check| {
-                let (opcode, want_present) = match check {
-                    SassCheck::Present(op) => (op, true),
-                    SassCheck::Absent(op) => (op, false),
+                let (count, want_present) = match check {
+                    SassCheck::Present(op) => (self.count(op), true),
+                    SassCheck::Absent(op) => (self.count(op), false),
+                    SassCheck::PresentVariant(variant) => (self.count_variant(variant), true),
                 };
-                let count = self.count(opcode);
                 ((count > 0) != want_present).then_some(SassViolation { check, count })
             })
             .collect();
@@ -397,6 +414,27 @@ mod tests {
         /*0040*/                   FFMA R4, R5, R6, R4 ;
         /*0050*/                   EXIT ;
     ";
+
+    #[test]
+    fn checks_opcode_variants() {
+        let report = SassReport::parse(
+            "/*0000*/  HMMA.16816.F32.BF16 R4, R8, R12, R4 ;\n/*0010*/  LDSM.16.MT88.4 R8, [R2] ;",
+        );
+        assert_eq!(report.count_variant("HMMA.16816.F32"), 1);
+        assert_eq!(report.count_variant("HMMA.16816.F32.BF16"), 1);
+        assert_eq!(report.count_variant("HMMA.16816.F32.BF1"), 0);
+        assert_eq!(report.count_variant("LDSM.16.M88.4"), 0);
+        let mismatch = report
+            .require(&[
+                SassCheck::PresentVariant("LDSM.16.MT88.4"),
+                SassCheck::PresentVariant("HMMA.1688.F32.TF32"),
+            ])
+            .unwrap_err();
+        assert_eq!(
+            mismatch.to_string(),
+            "expected HMMA.1688.F32.TF32 in the SASS, found none"
+        );
+    }
 
     #[test]
     fn parses_and_checks_opcodes() {

@@ -73,3 +73,80 @@ fn simt_kernels_assemble_for_every_arch() {
         assemble_and_check(&format!("k_{arch}"), &spec);
     }
 }
+
+/// The tensor-core family's PTX is the same for every target but the `.target` line: every
+/// mma.sync catalog kernel is assembled for sm_80 and for sm_90, and must show the copy path
+/// (LDGSTS + DEPBAR, or LDG + STS), ldmatrix (LDSM, .MT88 for B), the HMMA shape of its type,
+/// and no local memory or spills.
+#[test]
+fn tensor_core_kernels_assemble_for_sm80_and_sm90() {
+    let mut count = 0;
+    for entry in CATALOG.iter().filter(|e| e.spec.contains("mma: mma_sync")) {
+        let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
+        let own = format!(".target {}\n", emitted.spec.arch.name());
+        for arch in ["sm_80", "sm_90"] {
+            let ptx = emitted.ptx.replace(&own, &format!(".target {arch}\n"));
+            let report = SassReport::from_ptx(&ptx, arch)
+                .unwrap_or_else(|error| panic!("{}: {error}\n(tools: {INSTALL_HINT})", entry.name));
+            let resources = report.resources.as_ref().unwrap();
+            let name = entry.name;
+            assert!(!resources.spills(), "{name} {arch}: {resources}");
+            assert_eq!(resources.stack_frame_bytes, 0, "{name} {arch}: {resources}");
+            assert!(resources.warnings.is_empty(), "{name} {arch}: {resources}");
+            assert!(resources.registers <= 255, "{name} {arch}: {resources}");
+            if let Err(mismatch) = report.require(&emitted.expected_sass) {
+                panic!("{name} ({arch}): {mismatch}");
+            }
+            let tf32 = entry.spec.contains("dtype: tf32");
+            let hmma = if tf32 {
+                "HMMA.1688.F32.TF32"
+            } else {
+                "HMMA.16816.F32"
+            };
+            assert!(report.count_variant(hmma) > 0, "{name} {arch}: no {hmma}");
+            assert!(report.count_variant("LDSM.16.M88.4") > 0, "{name} {arch}");
+            assert_eq!(
+                report.count_variant("LDSM.16.MT88.4") > 0,
+                !tf32,
+                "{name} {arch}: B is ldmatrix.trans exactly for 16-bit types"
+            );
+            if entry.spec.contains("copy: sync") {
+                assert_eq!(report.count(Opcode::Ldgsts), 0, "{name} {arch}");
+                assert!(report.count(Opcode::Ldg) > 0 && report.count(Opcode::Sts) > 0);
+            } else {
+                assert!(
+                    report.count_variant("LDGSTS.E.BYPASS.128") > 0,
+                    "{name} {arch}"
+                );
+                assert!(report.count(Opcode::Depbar) > 0, "{name} {arch}: no DEPBAR");
+                assert_eq!(report.count(Opcode::Ldg), 0, "{name} {arch}: operand LDG");
+            }
+            assert_eq!(report.count(Opcode::Ldl) + report.count(Opcode::Stl), 0);
+            // Every mma of the main loop is in the SASS (nothing was optimized away).
+            let p = codegen::plan::plan(&gemm_dsl::check_str(entry.spec).unwrap());
+            if let codegen::plan::FamilyPlan::MmaSync(p) = &p.family {
+                let mmas: usize = p.k_steps_plan.iter().map(|s| s.mmas.len()).sum();
+                let hmmas = report.count(Opcode::Hmma);
+                assert!(
+                    hmmas >= mmas,
+                    "{name} {arch}: {hmmas} HMMA < {mmas} mma.sync"
+                );
+            }
+            println!("{name:<28} {arch:<7} {resources}");
+            count += 1;
+        }
+    }
+    assert!(count >= 12, "at least 6 mma.sync catalog kernels, twice");
+}
+
+#[test]
+fn tensor_core_kernels_assemble_for_every_arch() {
+    for arch in ["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"] {
+        for dtype in ["bf16", "f16", "tf32"] {
+            let spec = format!(
+                "name: k_{arch}_{dtype}, arch: {arch}, mma: mma_sync, dtype: {dtype}, tile: 64x64x32, stages: 3"
+            );
+            assemble_and_check(&format!("k_{arch}_{dtype}"), &spec);
+        }
+    }
+}

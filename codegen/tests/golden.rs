@@ -1,4 +1,4 @@
-//! Golden files: the PTX of every catalog spec and two `explain` outputs. A changed snapshot
+//! Golden files: the PTX of every catalog spec and three `explain` outputs. A changed snapshot
 //! is a changed kernel: review the PTX diff like code (`cargo insta review`).
 
 use codegen::catalog::{CATALOG, DEFAULT_SPEC};
@@ -29,7 +29,11 @@ fn emit_is_deterministic() {
 
 #[test]
 fn explain_output() {
-    for name in ["simt_128x128x16_cp3", "simt_128x128x8_sync2"] {
+    for name in [
+        "simt_128x128x16_cp3",
+        "simt_128x128x8_sync2",
+        "mma_bf16_128x128x32_s3",
+    ] {
         let entry = codegen::catalog::find(name).unwrap();
         let valid = gemm_dsl::check_str(entry.spec).unwrap();
         // ptxas's line depends on the installed tools; the golden file covers the rest.

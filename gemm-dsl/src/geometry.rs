@@ -151,11 +151,212 @@ impl SimtGeometry {
     }
 }
 
+/// Whether an XOR swizzle (`32B`, `64B`, `128B`) can permute shared-memory rows of this many
+/// bytes: rows of 16, 32, 64 or 128 bytes share 128-byte lines evenly, and rows of a multiple
+/// of 128 bytes split into whole lines. (The tensor-core family's swizzle XORs the 16-byte
+/// chunk index within a 128-byte line with the line's index.)
+pub fn xor_swizzle_fits_row(row_bytes: u32) -> bool {
+    (row_bytes.is_power_of_two() && (16..=128).contains(&row_bytes))
+        || (row_bytes > 0 && row_bytes.is_multiple_of(128))
+}
+
+/// One `mma.sync` instruction's `m x n x k`: `m16n8k16` for f16/bf16, `m16n8k8` for tf32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+impl MmaShape {
+    /// The shape of the tensor-core instruction for an input type; `None` for f32, which the
+    /// tensor cores do not multiply.
+    pub fn for_dtype(dtype: DType) -> Option<MmaShape> {
+        match dtype {
+            DType::F16 | DType::Bf16 => Some(MmaShape { m: 16, n: 8, k: 16 }),
+            DType::Tf32 => Some(MmaShape { m: 16, n: 8, k: 8 }),
+            DType::F32 => None,
+        }
+    }
+
+    /// Columns of B one warp-wide load covers: `ldmatrix.x4.trans` gives the fragments of two
+    /// n8 tiles for 16-bit types; tf32 B is read per n8 fragment with 32-bit shared loads.
+    pub fn b_load_cols(self, dtype: DType) -> u32 {
+        match dtype {
+            DType::F16 | DType::Bf16 => 2 * self.n,
+            DType::Tf32 | DType::F32 => self.n,
+        }
+    }
+}
+
+/// The Ampere tensor-core (`mma: mma_sync`) family's split of the block tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmaSyncGeometry {
+    pub tile: Tile,
+    pub warps: Grid2,
+    pub threads: u32,
+    pub warp_tile_m: u32,
+    pub warp_tile_n: u32,
+    pub shape: MmaShape,
+    /// mma tiles per warp: `warp_tile_m / 16` rows of `warp_tile_n / 8` columns.
+    pub m_frags: u32,
+    pub n_frags: u32,
+    /// mma k steps per block tile (`BK / shape.k`).
+    pub k_steps: u32,
+    /// A is stored `BM x BK` (K contiguous), B `BK x BN` (N contiguous), as in global memory.
+    pub a_copy: CopyGeometry,
+    pub b_copy: CopyGeometry,
+}
+
+/// Why a tile/warp combination has no mma.sync geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MmaSyncGeometryError {
+    /// The input type has no tensor-core shape (f32).
+    Dtype,
+    WarpCount,
+    WarpGridDoesNotDivide,
+    WarpTile {
+        warp_tile_m: u32,
+        warp_tile_n: u32,
+        /// Required multiples of the warp tile's rows and columns.
+        m_step: u32,
+        n_step: u32,
+    },
+    TileK {
+        k_step: u32,
+    },
+    CopySpread {
+        operand: char,
+        vectors: u32,
+        threads: u32,
+    },
+}
+
+impl MmaSyncGeometry {
+    pub fn new(
+        tile: Tile,
+        warps: Grid2,
+        dtype: DType,
+    ) -> Result<MmaSyncGeometry, MmaSyncGeometryError> {
+        let shape = MmaShape::for_dtype(dtype).ok_or(MmaSyncGeometryError::Dtype)?;
+        if warps.count() == 0 || warps.count() > MAX_WARPS {
+            return Err(MmaSyncGeometryError::WarpCount);
+        }
+        if !tile.m.is_multiple_of(warps.rows) || !tile.n.is_multiple_of(warps.cols) {
+            return Err(MmaSyncGeometryError::WarpGridDoesNotDivide);
+        }
+        let warp_tile_m = tile.m / warps.rows;
+        let warp_tile_n = tile.n / warps.cols;
+        let n_step = shape.b_load_cols(dtype);
+        if warp_tile_m == 0
+            || warp_tile_n == 0
+            || !warp_tile_m.is_multiple_of(shape.m)
+            || !warp_tile_n.is_multiple_of(n_step)
+        {
+            return Err(MmaSyncGeometryError::WarpTile {
+                warp_tile_m,
+                warp_tile_n,
+                m_step: shape.m,
+                n_step,
+            });
+        }
+        if !tile.k.is_multiple_of(shape.k) {
+            return Err(MmaSyncGeometryError::TileK { k_step: shape.k });
+        }
+        let element = dtype.size_bytes();
+        let threads = warps.count() * 32;
+        let a_copy = CopyGeometry::new(tile.m, tile.k * element, threads).ok_or(
+            MmaSyncGeometryError::CopySpread {
+                operand: 'A',
+                vectors: tile.m * tile.k * element / COPY_VECTOR_BYTES,
+                threads,
+            },
+        )?;
+        let b_copy = CopyGeometry::new(tile.k, tile.n * element, threads).ok_or(
+            MmaSyncGeometryError::CopySpread {
+                operand: 'B',
+                vectors: tile.k * tile.n * element / COPY_VECTOR_BYTES,
+                threads,
+            },
+        )?;
+        Ok(MmaSyncGeometry {
+            tile,
+            warps,
+            threads,
+            warp_tile_m,
+            warp_tile_n,
+            shape,
+            m_frags: warp_tile_m / shape.m,
+            n_frags: warp_tile_n / shape.n,
+            k_steps: tile.k / shape.k,
+            a_copy,
+            b_copy,
+        })
+    }
+
+    /// f32 accumulator registers per thread: four per m16n8 tile.
+    pub fn accumulators(&self) -> u32 {
+        self.m_frags * self.n_frags * 4
+    }
+
+    /// Legal warp grids for a tile, best first: warp tiles closest to 64x64 (128 accumulators
+    /// per thread), then square ones, then fewer warps.
+    pub fn legal_warp_grids(tile: Tile, dtype: DType) -> Vec<Grid2> {
+        let mut grids: Vec<(u32, Grid2)> = Vec::new();
+        for rows in 1..=MAX_WARPS {
+            for cols in 1..=MAX_WARPS / rows {
+                let warps = Grid2 { rows, cols };
+                if let Ok(g) = MmaSyncGeometry::new(tile, warps, dtype) {
+                    let area = g.warp_tile_m * g.warp_tile_n;
+                    let score = area.abs_diff(64 * 64) + g.warp_tile_m.abs_diff(g.warp_tile_n);
+                    grids.push((score, warps));
+                }
+            }
+        }
+        grids.sort_by_key(|&(score, warps)| (score, warps.count(), warps.rows));
+        grids.into_iter().map(|(_, warps)| warps).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const F32: DType = DType::F32;
+
+    #[test]
+    fn mma_sync_geometry_of_the_default_tile() {
+        let tile = Tile {
+            m: 128,
+            n: 128,
+            k: 32,
+        };
+        let g = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Bf16).unwrap();
+        assert_eq!((g.warp_tile_m, g.warp_tile_n), (64, 64));
+        assert_eq!((g.m_frags, g.n_frags, g.k_steps), (4, 8, 2));
+        assert_eq!(g.accumulators(), 128);
+        // A: 128 rows x 4 vectors = 512 copies over 128 threads.
+        assert_eq!(g.a_copy.copies_per_thread, 4);
+        assert_eq!(g.b_copy.copies_per_thread, 4);
+        let tf32 = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Tf32).unwrap();
+        assert_eq!(tf32.k_steps, 4);
+        assert_eq!(tf32.a_copy.copies_per_thread, 8);
+        assert_eq!(
+            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, F32),
+            Err(MmaSyncGeometryError::Dtype)
+        );
+        // 16-bit B is loaded 16 columns at a time, tf32 B 8 at a time.
+        let narrow = Grid2 { rows: 1, cols: 16 };
+        assert!(matches!(
+            MmaSyncGeometry::new(tile, narrow, DType::Bf16),
+            Err(MmaSyncGeometryError::WarpTile { n_step: 16, .. })
+        ));
+        assert!(MmaSyncGeometry::new(tile, narrow, DType::Tf32).is_ok());
+        assert_eq!(
+            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16)[0],
+            Grid2 { rows: 2, cols: 2 }
+        );
+    }
 
     #[test]
     fn default_tile_gives_8x8_per_thread() {

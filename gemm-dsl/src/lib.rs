@@ -16,7 +16,7 @@
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
 //! | `consumers` | consumer warpgroups (wgmma) | `2` for wgmma, else `1` |
 //! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |
-//! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); the widest XOR that divides a K row otherwise |
+//! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); `128B` (mma_sync; `pad(16)` where rows don't fit an XOR); the widest XOR that divides a K row (wgmma) |
 //! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)` | `tma` for wgmma on sm_90+, else `cp_async` |
 //! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
 //! | `schedule` | `tile`, `persistent`, `persistent(raster = m\|n, group = N)` | `tile` |

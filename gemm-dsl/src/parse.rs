@@ -145,7 +145,17 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let stages = builder.value(Key::Stages, default_stages, parse_count);
     let default_swizzle = match mma {
         Mma::Fma => Swizzle::None,
-        Mma::MmaSync | Mma::Wgmma => {
+        // The 128-byte XOR keeps ldmatrix conflict-free for A (K rows) and B (N rows) alike.
+        Mma::MmaSync => {
+            let element = dtype.size_bytes();
+            let fits = |elements: u32| crate::geometry::xor_swizzle_fits_row(elements * element);
+            if fits(tile.k) && fits(tile.n) {
+                Swizzle::Xor128
+            } else {
+                Swizzle::Pad(16)
+            }
+        }
+        Mma::Wgmma => {
             let row_bytes = tile.k * dtype.size_bytes();
             if row_bytes.is_multiple_of(128) {
                 Swizzle::Xor128
@@ -630,13 +640,23 @@ mod tests {
             "",
             "name: k, arch: sm_86, tile: 64x64x16, stages: 3, swizzle: pad(16)",
             "arch: sm_90a, mma: wgmma, consumers: 1, copy: tma(multicast = 2), cluster: 2x1",
+            "mma: mma_sync, dtype: tf32, tile: 128x128x16, stages: 4",
         ] {
             let s = spec(text);
             assert_eq!(spec(&s.to_spec_text()), s, "{text}");
         }
         // Valid specs stay valid when written back.
-        let valid = crate::check_str("").unwrap();
-        assert!(crate::check_str(&valid.spec.to_spec_text()).is_ok());
+        for text in [
+            "",
+            "mma: mma_sync",
+            "mma: mma_sync, tile: 96x96x32, warps: 3x2",
+        ] {
+            let valid = crate::check_str(text).unwrap();
+            assert!(
+                crate::check_str(&valid.spec.to_spec_text()).is_ok(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,10 @@
 
 use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
 use crate::error::{SpecError, SpecErrors};
-use crate::geometry::{SimtGeometry, SimtGeometryError, COPY_VECTOR_BYTES};
+use crate::geometry::{
+    xor_swizzle_fits_row, MmaSyncGeometry, MmaSyncGeometryError, SimtGeometry, SimtGeometryError,
+    COPY_VECTOR_BYTES,
+};
 use crate::parse::{ParsedSpec, SpecSpans};
 use crate::spec::*;
 
@@ -15,6 +18,8 @@ pub const MAX_STAGES: u32 = 8;
 pub enum Family {
     /// `mma: fma`: warp-tiled SIMT FFMA.
     Simt(SimtGeometry),
+    /// `mma: mma_sync`: Ampere tensor cores, ldmatrix from swizzled shared memory.
+    MmaSync(MmaSyncGeometry),
 }
 
 /// A spec that passed every rule, with the budgets computed on the way.
@@ -31,6 +36,7 @@ impl ValidSpec {
     pub fn threads_per_block(&self) -> u32 {
         match &self.family {
             Family::Simt(g) => g.threads,
+            Family::MmaSync(g) => g.threads,
         }
     }
 }
@@ -67,12 +73,13 @@ pub fn validate(spec: &GemmSpec, spans: &SpecSpans) -> Result<ValidSpec, SpecErr
     }
     let valid = match spec.mma {
         Mma::Fma => v.simt(),
-        Mma::MmaSync | Mma::Wgmma => {
+        Mma::MmaSync => v.mma_sync(),
+        Mma::Wgmma => {
             v.errors.push(not_implemented(
                 spans.value(Key::Mma),
                 "mma",
                 spec.mma.name(),
-                "only the SIMT family, `mma: fma`, is",
+                "only `mma: fma` (SIMT) and `mma: mma_sync` (Ampere tensor cores) are",
             ));
             None
         }
@@ -468,6 +475,249 @@ impl Validator<'_> {
         }
     }
 
+    /// The Ampere tensor-core family: f16/bf16 (`m16n8k16`) or tf32 (`m16n8k8`) with f32
+    /// accumulators, layout rr, cp.async or sync copies into swizzled or padded shared memory.
+    fn mma_sync(&mut self) -> Option<ValidSpec> {
+        let s = self.spec;
+        let spans = self.spans;
+        let family_note =
+            "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
+             layout rr, copy sync or cp_async, one tile per block, no cluster, is";
+        let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
+        for (key, value, ok) in [
+            (Key::Acc, s.acc.name().to_string(), s.acc == DType::F32),
+            (Key::Out, s.out.name().to_string(), out_ok),
+            (
+                Key::Layout,
+                s.layout.name().to_string(),
+                s.layout == Layout::RowRow,
+            ),
+            (
+                Key::Copy,
+                s.copy.to_string(),
+                !matches!(s.copy, Copy::Tma { .. }),
+            ),
+            (
+                Key::Schedule,
+                s.schedule.to_string(),
+                s.schedule == Schedule::Tile,
+            ),
+            (
+                Key::Cluster,
+                s.cluster.to_string(),
+                s.cluster == Grid2 { rows: 1, cols: 1 },
+            ),
+            (
+                Key::Consumers,
+                s.consumers.to_string(),
+                !spans.given(Key::Consumers),
+            ),
+        ] {
+            if !ok {
+                self.errors.push(
+                    not_implemented(spans.value(key), key.name(), &value, family_note)
+                        .note("this family is `mma: mma_sync` (Ampere tensor cores)"),
+                );
+            }
+        }
+
+        let element = s.dtype.size_bytes();
+        match s.swizzle {
+            Swizzle::Pad(bytes) if bytes % COPY_VECTOR_BYTES != 0 => self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes breaks the 16-byte alignment of cp.async copies and ldmatrix rows"),
+                format!("swizzle: pad({})", bytes.div_ceil(COPY_VECTOR_BYTES).max(1) * COPY_VECTOR_BYTES),
+            ),
+            Swizzle::Pad(bytes) if bytes > 1024 => self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes per row wastes shared memory"),
+                "swizzle: pad(16)",
+            ),
+            Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
+                for (operand, dim, row_elements) in [('A', "BK", s.tile.k), ('B', "BN", s.tile.n)] {
+                    let row_bytes = row_elements * element;
+                    if !xor_swizzle_fits_row(row_bytes) {
+                        let error = self.error(
+                            Key::Swizzle,
+                            format!(
+                                "`swizzle: {}` permutes 16-byte chunks within 128-byte lines, but a shared-memory row of {operand} is {row_elements} x {} = {row_bytes} bytes",
+                                s.swizzle,
+                                s.dtype.name()
+                            ),
+                        );
+                        error.notes.push(
+                            "XOR swizzles need rows of 16, 32, 64, 128 bytes or a multiple of 128 bytes"
+                                .to_string(),
+                        );
+                        error.help = Some(format!(
+                            "swizzle: pad(16), or a tile whose {dim}·sizeof({}) is a power of two or a multiple of 128",
+                            s.dtype.name()
+                        ));
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+
+        let geometry = match MmaSyncGeometry::new(s.tile, s.warps, s.dtype) {
+            Ok(g) => g,
+            Err(error) => {
+                self.mma_sync_geometry_error(error);
+                return None;
+            }
+        };
+        let smem = mma_sync_smem_ledger(s);
+        let registers = mma_sync_register_budget(s, &geometry);
+        if !registers.fits() {
+            let better = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
+                .into_iter()
+                .find(|&w| {
+                    MmaSyncGeometry::new(s.tile, w, s.dtype)
+                        .map(|g| mma_sync_register_budget(s, &g).fits())
+                        .unwrap_or(false)
+                });
+            let key = if spans.given(Key::Warps) {
+                Key::Warps
+            } else {
+                Key::Tile
+            };
+            let error = self.error(
+                key,
+                format!(
+                    "estimated {} registers per thread, over the limit of {} for {} threads",
+                    registers.total(),
+                    registers.limit,
+                    geometry.threads
+                ),
+            );
+            error.label = Some(format!(
+                "{}x{} warp tile = {} f32 accumulators per thread",
+                geometry.warp_tile_m,
+                geometry.warp_tile_n,
+                geometry.accumulators()
+            ));
+            error.notes.push(budget_sentence(&registers));
+            error.help = Some(match better {
+                Some(w) => format!("warps: {w} gives each warp a smaller tile"),
+                None => "use a smaller tile".to_string(),
+            });
+        }
+        if !smem.fits() {
+            self.smem_over_budget(&smem);
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        let occupancy =
+            Occupancy::compute(s.arch, geometry.threads, registers.total(), smem.total());
+        Some(ValidSpec {
+            spec: s.clone(),
+            family: Family::MmaSync(geometry),
+            smem,
+            registers,
+            occupancy,
+        })
+    }
+
+    fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
+        let s = self.spec;
+        let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
+            .first()
+            .map(|w| format!("warps: {w}"));
+        let warps_key = if self.spans.given(Key::Warps) {
+            Key::Warps
+        } else {
+            Key::Tile
+        };
+        match error {
+            MmaSyncGeometryError::Dtype => self.help(
+                Key::Dtype,
+                format!(
+                    "tensor cores (`mma: mma_sync`) do not multiply {} inputs",
+                    s.dtype.name()
+                ),
+                "dtype: bf16, f16 or tf32",
+            ),
+            MmaSyncGeometryError::WarpCount => self.help(
+                Key::Warps,
+                format!(
+                    "a block holds 1 to 32 warps (1024 threads), not {} ({})",
+                    s.warps.count(),
+                    s.warps
+                ),
+                suggestion.unwrap_or_else(|| "warps: 2x2".into()),
+            ),
+            MmaSyncGeometryError::WarpGridDoesNotDivide => self.help(
+                warps_key,
+                format!(
+                    "warp grid {} does not divide tile {}x{} evenly",
+                    s.warps, s.tile.m, s.tile.n
+                ),
+                suggestion
+                    .unwrap_or_else(|| "use BM and BN that are multiples of the warp grid".into()),
+            ),
+            MmaSyncGeometryError::WarpTile {
+                warp_tile_m,
+                warp_tile_n,
+                m_step,
+                n_step,
+            } => {
+                let error = self.error(
+                    warps_key,
+                    format!(
+                        "warp tile {warp_tile_m}x{warp_tile_n} does not fit the {} tensor-core fragments: \
+                         its rows must be a multiple of {m_step} and its columns of {n_step}",
+                        s.dtype.name()
+                    ),
+                );
+                error.notes.push(if n_step == 16 {
+                    "one ldmatrix.x4 loads A for 16 rows, one ldmatrix.x4.trans loads B for 16 columns (two m16n8 tiles)".to_string()
+                } else {
+                    "one ldmatrix.x4 loads A for 16 rows; B is read per 8-column mma tile".to_string()
+                });
+                error.help = Some(suggestion.unwrap_or_else(|| {
+                    format!("use a tile with BM a multiple of {m_step} and BN of {n_step}")
+                }));
+            }
+            MmaSyncGeometryError::TileK { k_step } => {
+                let legal_k = s.tile.k.div_ceil(k_step).max(1) * k_step;
+                self.help(
+                    Key::Tile,
+                    format!(
+                        "BK = {} is not a multiple of the {} mma's k = {k_step}",
+                        s.tile.k,
+                        s.dtype.name()
+                    ),
+                    format!("tile: {}x{}x{legal_k}", s.tile.m, s.tile.n),
+                );
+            }
+            MmaSyncGeometryError::CopySpread {
+                operand,
+                vectors,
+                threads,
+            } => {
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "the {operand} tile is {vectors} 16-byte vectors, which do not spread evenly over {threads} threads"
+                    ),
+                );
+                error.notes.push(
+                    "every thread issues the same number of copies per stage, at fixed offsets"
+                        .to_string(),
+                );
+                error.help = Some(match suggestion {
+                    Some(w) if w != format!("warps: {}", s.warps) => w,
+                    _ => "use power-of-two tile dimensions".to_string(),
+                });
+            }
+        }
+    }
+
     fn smem_over_budget(&mut self, smem: &SmemLedger) {
         let s = self.spec;
         let per_stage = smem.bytes_per_stage();
@@ -566,7 +816,9 @@ pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
     }
 }
 
-/// Registers of the SIMT family: what one k-group of the inner loop keeps live.
+/// Registers of the SIMT family: what one k group of the inner loop keeps live. Calibrated
+/// against ptxas 13.0 (sm_80/sm_90): the B fragments of all four k steps of a group are
+/// loaded ahead of their FFMAs, and each 16-byte copy keeps a 64-bit pointer.
 pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
     let copies = g.a_copy.copies_per_thread + g.b_copy.copies_per_thread;
     let mut lines = vec![
@@ -579,8 +831,8 @@ pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
             registers: g.thread_tile_m * 4,
         },
         RegisterLine {
-            what: format!("B fragments 2 x {} (double-buffered)", g.thread_tile_n),
-            registers: 2 * g.thread_tile_n,
+            what: format!("B fragments 4 k x {}", g.thread_tile_n),
+            registers: 4 * g.thread_tile_n,
         },
     ];
     if s.copy == Copy::Sync && s.stages > 1 {
@@ -591,7 +843,102 @@ pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
     }
     lines.push(RegisterLine {
         what: format!("addressing ({copies} global pointers, offsets, counters)"),
-        registers: 2 * copies + 12,
+        registers: 2 * copies + 16,
+    });
+    RegisterBudget {
+        lines,
+        limit: RegisterBudget::limit_for(g.threads),
+    }
+}
+
+/// Shared memory of the tensor-core family: A as `BM x BK` and B as `BK x BN` per stage, each
+/// row padded or XOR-swizzled in place (a swizzle costs no bytes).
+pub fn mma_sync_smem_ledger(s: &GemmSpec) -> SmemLedger {
+    let element = s.dtype.size_bytes();
+    let pad = s.swizzle.pad_bytes();
+    let layout_note = match s.swizzle {
+        Swizzle::None => String::new(),
+        Swizzle::Pad(bytes) => format!(" + {bytes} B pad/row"),
+        xor => format!(", {xor} XOR swizzle"),
+    };
+    let a_row = s.tile.k * element + pad;
+    let b_row = s.tile.n * element + pad;
+    SmemLedger {
+        per_stage: vec![
+            LedgerLine {
+                what: format!(
+                    "A tile {}x{} {}{layout_note}",
+                    s.tile.m,
+                    s.tile.k,
+                    s.dtype.name()
+                ),
+                bytes: s.tile.m * a_row,
+            },
+            LedgerLine {
+                what: format!(
+                    "B tile {}x{} {}{layout_note}",
+                    s.tile.k,
+                    s.tile.n,
+                    s.dtype.name()
+                ),
+                bytes: s.tile.k * b_row,
+            },
+        ],
+        stages: s.stages,
+        fixed: vec![
+            LedgerLine {
+                what: "barriers (cp.async groups and bar.sync need none)".into(),
+                bytes: 0,
+            },
+            LedgerLine {
+                what: "alignment (tiles are whole 128-byte lines)".into(),
+                bytes: 0,
+            },
+        ],
+        limit: s.arch.max_smem_per_block(),
+        arch: s.arch,
+    }
+}
+
+/// Registers of the tensor-core family: accumulators, A fragments of two k steps in flight,
+/// B fragments of up to two, copy staging for `copy: sync`, and addressing (shared-memory
+/// bases, global pointers, counters). Calibrated against ptxas 13.0 with `.maxnreg` over some
+/// 800 valid specs for sm_80 and sm_90: it stays within 3 registers under what ptxas
+/// allocates (and only far from the limit), and is usually 10 to 40 over.
+pub fn mma_sync_register_budget(s: &GemmSpec, g: &MmaSyncGeometry) -> RegisterBudget {
+    let copies = g.a_copy.copies_per_thread + g.b_copy.copies_per_thread;
+    let b_sets = g.k_steps.min(2);
+    let mut lines = vec![
+        RegisterLine {
+            what: format!("accumulators {}x{} mma tiles x 4 f32", g.m_frags, g.n_frags),
+            registers: g.accumulators(),
+        },
+        RegisterLine {
+            what: format!("A fragments {} x 4 b32, two k steps", g.m_frags),
+            registers: 2 * g.m_frags * 4,
+        },
+        RegisterLine {
+            what: format!("B fragments {} x 2 b32, {b_sets} k step(s)", g.n_frags),
+            registers: b_sets * g.n_frags * 2,
+        },
+    ];
+    if s.copy == Copy::Sync && s.stages > 1 {
+        lines.push(RegisterLine {
+            what: format!("copy staging {copies} x 16 B, and their addresses"),
+            registers: 6 * copies,
+        });
+    }
+    let per_copy = if s.copy == Copy::Sync && s.stages > 1 {
+        0
+    } else if s.dtype == DType::Tf32 {
+        // Half-width tiles per copy: twice the copies, and the scalar B reads' bases.
+        copies.div_ceil(2) * 3
+    } else {
+        copies
+    };
+    lines.push(RegisterLine {
+        what: format!("addressing ({copies} copies, shared-memory bases, counters)"),
+        registers: 32 + per_copy,
     });
     RegisterBudget {
         lines,
@@ -629,7 +976,13 @@ mod tests {
     fn unimplemented_values_parse_then_fail_validation() {
         for spec in [
             "arch: sm_90a, mma: wgmma",
-            "mma: mma_sync",
+            "mma: mma_sync, layout: rc",
+            "mma: mma_sync, arch: sm_90, copy: tma",
+            "mma: mma_sync, out: f16",
+            "mma: mma_sync, dtype: tf32, out: tf32",
+            "mma: mma_sync, acc: f16",
+            "mma: mma_sync, schedule: persistent",
+            "mma: mma_sync, arch: sm_90, cluster: 2x1",
             "dtype: bf16",
             "layout: rc",
             "arch: sm_90, copy: tma",
@@ -646,6 +999,61 @@ mod tests {
                 "{spec}: {all:?}"
             );
         }
+    }
+
+    #[test]
+    fn tensor_core_family() {
+        let v = check_str("mma: mma_sync").unwrap();
+        let Family::MmaSync(g) = v.family else {
+            panic!("not the mma_sync family")
+        };
+        assert_eq!(v.threads_per_block(), 128);
+        assert_eq!((g.warp_tile_m, g.warp_tile_n), (64, 64));
+        assert_eq!(v.spec.swizzle, Swizzle::Xor128);
+        assert_eq!(v.spec.out, DType::Bf16);
+        // 3 stages of A 128x32 and B 32x128 bf16.
+        assert_eq!(v.smem.total(), 3 * (8192 + 8192));
+        for text in [
+            "mma: mma_sync, dtype: tf32, tile: 128x128x16, stages: 4",
+            "mma: mma_sync, dtype: f16, out: f32, tile: 64x64x64, warps: 2x2, stages: 2",
+            "mma: mma_sync, copy: sync, tile: 128x128x32, warps: 2x4, stages: 2",
+            "mma: mma_sync, arch: sm_90a, tile: 128x256x32, warps: 2x4, stages: 4",
+            "mma: mma_sync, swizzle: pad(16), stages: 1",
+            "mma: mma_sync, copy: cp_async(ca), swizzle: 32B",
+        ] {
+            check_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+        assert!(message("mma: mma_sync, dtype: f32").contains("do not multiply f32"));
+        let e = &errors("mma: mma_sync, tile: 128x128x24")[0];
+        assert!(
+            e.message
+                .contains("not a multiple of the bf16 mma's k = 16"),
+            "{e:?}"
+        );
+        assert_eq!(e.help.as_deref(), Some("tile: 128x128x32"));
+        let e = &errors("mma: mma_sync, tile: 128x128x32, warps: 1x16")[0];
+        assert!(e.message.contains("warp tile 128x8"), "{e:?}");
+        assert_eq!(e.help.as_deref(), Some("warps: 2x2"));
+        let e = &errors("mma: mma_sync, tile: 96x96x32, warps: 3x2, swizzle: 128B")[0];
+        assert!(e
+            .message
+            .contains("a shared-memory row of B is 96 x bf16 = 192 bytes"));
+        assert!(e.help.as_deref().unwrap().starts_with("swizzle: pad(16)"));
+        // Rows that fit no XOR default to padding.
+        let v = check_str("mma: mma_sync, tile: 96x96x32, warps: 3x2").unwrap();
+        assert_eq!(v.spec.swizzle, Swizzle::Pad(16));
+        let e = &errors("mma: mma_sync, swizzle: pad(8)")[0];
+        assert_eq!(e.help.as_deref(), Some("swizzle: pad(16)"));
+        // 256 accumulators per thread do not fit.
+        let e = &errors("mma: mma_sync, tile: 256x128x32, warps: 2x2")[0];
+        assert!(e.message.contains("registers per thread"), "{e:?}");
+        assert_eq!(
+            e.help.as_deref(),
+            Some("warps: 4x2 gives each warp a smaller tile")
+        );
+        let e = &errors("mma: mma_sync, tile: 256x128x64, warps: 4x2, stages: 6")[0];
+        assert!(e.message.starts_with("shared memory over budget for sm_80"));
+        assert!(message("mma: mma_sync, consumers: 2").contains("not implemented yet"));
     }
 
     #[test]

@@ -52,6 +52,9 @@ fn check_tokens(check: &SassCheck) -> TokenStream2 {
             let op = opcode_tokens(op);
             quote!(::runtime::SassCheck::Absent(#op))
         }
+        SassCheck::PresentVariant(variant) => {
+            quote!(::runtime::SassCheck::PresentVariant(#variant))
+        }
     }
 }
 

@@ -6,13 +6,13 @@ use crate::error::{DriverContext, Error};
 use codegen::LaunchShape;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
 /// An `m x n x k` problem size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Shape {
     pub m: u32,
     pub n: u32,
@@ -76,7 +76,7 @@ pub fn quick_suite() -> Vec<Shape> {
     vec![Shape::cube(1024), Shape::cube(2048), Shape::cube(4096)]
 }
 
-/// The design's shape suite: squares, LLM projection shapes, a skinny-M long-K shape, and two
+/// The design's shape suite: squares, transformer projection shapes, a skinny-M long-K shape, and two
 /// sizes that are no tile's multiple.
 pub fn full_suite() -> Vec<Shape> {
     vec![
@@ -190,9 +190,17 @@ pub fn time_interleaved(
 }
 
 /// One (spec, shape) measurement.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchRecord {
     pub spec: String,
+    /// The kernel's element types, `dtype->out` (e.g. `bf16->bf16`); reports written before
+    /// other types existed read back as `f32->f32`.
+    #[serde(default = "f32_types")]
+    pub types: String,
+    /// The cuBLAS call timed against it, by [`CublasGemm::short_name`](crate::blas::CublasGemm::short_name)
+    /// (`SGEMM`, `GemmEx bf16->bf16`, ...); older reports read back as `SGEMM`.
+    #[serde(default = "sgemm_baseline")]
+    pub baseline: String,
     pub shape: Shape,
     pub ours_median_ms: f64,
     pub cublas_median_ms: f64,
@@ -204,9 +212,20 @@ pub struct BenchRecord {
     pub check: Option<String>,
 }
 
+fn f32_types() -> String {
+    "f32->f32".to_string()
+}
+
+fn sgemm_baseline() -> String {
+    "SGEMM".to_string()
+}
+
 impl BenchRecord {
+    /// `None` when either side has no timed launch.
     pub fn new(
         spec: &str,
+        types: &str,
+        baseline: &str,
         shape: Shape,
         times: &InterleavedTimes,
         check: Option<String>,
@@ -217,6 +236,8 @@ impl BenchRecord {
         let cublas_tflops = tflops(shape, cublas_median_ms);
         Some(BenchRecord {
             spec: spec.to_string(),
+            types: types.to_string(),
+            baseline: baseline.to_string(),
             shape,
             ours_median_ms,
             cublas_median_ms,
@@ -229,7 +250,7 @@ impl BenchRecord {
 }
 
 /// A shape a spec cannot run, and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {
     pub spec: String,
     pub shape: Shape,
@@ -237,7 +258,7 @@ pub struct Skipped {
 }
 
 /// How the numbers were taken.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Method {
     pub warmup: usize,
     pub iters: usize,
@@ -248,7 +269,7 @@ pub struct Method {
 }
 
 /// Everything a benchmark run produced.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
     pub date: String,
     pub device: DeviceInfo,
@@ -261,17 +282,19 @@ impl BenchReport {
     /// The fixed-width table printed on stdout.
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<28} {:>18} {:>12} {:>12} {:>8}\n",
-            "spec", "shape", "ours TF/s", "cuBLAS TF/s", "ratio"
+            "{:<28} {:<10} {:>18} {:>12} {:>12} {:>8}  {}\n",
+            "spec", "types", "shape", "ours TF/s", "cuBLAS TF/s", "ratio", "cuBLAS baseline"
         );
         for record in &self.records {
             out.push_str(&format!(
-                "{:<28} {:>18} {:>12.2} {:>12.2} {:>8.3}\n",
+                "{:<28} {:<10} {:>18} {:>12.2} {:>12.2} {:>8.3}  {}\n",
                 record.spec,
+                record.types,
                 record.shape.to_string(),
                 record.ours_tflops,
                 record.cublas_tflops,
-                record.ratio
+                record.ratio,
+                record.baseline
             ));
         }
         out
@@ -308,14 +331,22 @@ impl BenchReport {
             method.max_input_sets
         ));
         let with_check = self.records.iter().any(|r| r.check.is_some());
-        out.push_str("| spec | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS |");
+        out.push_str(
+            "| spec | types | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS | cuBLAS baseline |",
+        );
         out.push_str(if with_check { " check |\n" } else { "\n" });
-        out.push_str("|---|---|---:|---:|---:|");
+        out.push_str("|---|---|---|---:|---:|---:|---|");
         out.push_str(if with_check { "---|\n" } else { "\n" });
         for record in &self.records {
             out.push_str(&format!(
-                "| {} | {} | {:.2} | {:.2} | {:.3} |",
-                record.spec, record.shape, record.ours_tflops, record.cublas_tflops, record.ratio
+                "| {} | {} | {} | {:.2} | {:.2} | {:.3} | {} |",
+                record.spec,
+                record.types,
+                record.shape,
+                record.ours_tflops,
+                record.cublas_tflops,
+                record.ratio,
+                record.baseline
             ));
             if with_check {
                 match &record.check {
@@ -326,7 +357,7 @@ impl BenchReport {
             out.push('\n');
         }
         if !self.skipped.is_empty() {
-            out.push_str("\nSkipped (the kernel cannot compute the shape):\n\n");
+            out.push_str("\nNot run:\n\n");
             for skip in &self.skipped {
                 out.push_str(&format!(
                     "- {} at {}: {}\n",
@@ -338,27 +369,79 @@ impl BenchReport {
     }
 
     /// The SVG chart: TFLOP/s per shape, one line per spec, cuBLAS as a thick black line
-    /// (median of its measurements at each shape).
+    /// (median of its measurements at each shape). One panel per cuBLAS baseline, so f32 SIMT
+    /// kernels and tensor-core kernels each get a scale of their own.
     pub fn svg(&self) -> Result<String, String> {
         use plotters::prelude::*;
-        let mut shapes: Vec<Shape> = Vec::new();
+        let mut baselines: Vec<&str> = Vec::new();
         for record in &self.records {
-            if !shapes.contains(&record.shape) {
-                shapes.push(record.shape);
+            if !baselines.contains(&record.baseline.as_str()) {
+                baselines.push(&record.baseline);
             }
         }
+        let panels: Vec<Vec<&BenchRecord>> = if baselines.is_empty() {
+            vec![Vec::new()]
+        } else {
+            baselines
+                .iter()
+                .map(|baseline| {
+                    self.records
+                        .iter()
+                        .filter(|r| r.baseline == *baseline)
+                        .collect()
+                })
+                .collect()
+        };
+        let most_shapes = panels
+            .iter()
+            .map(|records| distinct_shapes(records).len())
+            .max()
+            .unwrap_or(0);
+        let width = 960u32.max(140 * most_shapes as u32);
+        let height = if panels.len() == 1 {
+            640
+        } else {
+            520 * panels.len() as u32
+        };
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+            root.fill(&WHITE).map_err(|e| chart_error(&e))?;
+            for (area, records) in root.split_evenly((panels.len(), 1)).iter().zip(&panels) {
+                self.draw_panel(area, records)?;
+            }
+            root.present().map_err(|e| chart_error(&e))?;
+        }
+        Ok(svg)
+    }
+
+    /// One chart: the records of one cuBLAS baseline.
+    fn draw_panel(
+        &self,
+        area: &plotters::drawing::DrawingArea<
+            plotters::prelude::SVGBackend<'_>,
+            plotters::coord::Shift,
+        >,
+        records: &[&BenchRecord],
+    ) -> Result<(), String> {
+        use plotters::prelude::*;
+        let shapes = distinct_shapes(records);
         let mut specs: Vec<&str> = Vec::new();
-        for record in &self.records {
+        let mut types: Vec<&str> = Vec::new();
+        for record in records {
             if !specs.contains(&record.spec.as_str()) {
                 specs.push(&record.spec);
             }
+            if !types.contains(&record.types.as_str()) {
+                types.push(&record.types);
+            }
         }
+        let baseline = records.first().map_or("", |r| r.baseline.as_str());
         let cublas: Vec<(SegmentValue<usize>, f64)> = shapes
             .iter()
             .enumerate()
             .filter_map(|(index, shape)| {
-                let samples: Vec<f32> = self
-                    .records
+                let samples: Vec<f32> = records
                     .iter()
                     .filter(|r| r.shape == *shape)
                     .map(|r| r.cublas_tflops as f32)
@@ -366,103 +449,118 @@ impl BenchReport {
                 median(&samples).map(|value| (SegmentValue::CenterOf(index), value))
             })
             .collect();
-        let top = self
-            .records
+        let highest = records
             .iter()
             .flat_map(|r| [r.ours_tflops, r.cublas_tflops])
-            .fold(1.0f64, f64::max)
-            * 1.15;
-        let mut svg = String::new();
-        {
-            let width = 960u32.max(140 * shapes.len() as u32);
-            let root = SVGBackend::with_string(&mut svg, (width, 600)).into_drawing_area();
-            let fail = |error: &dyn fmt::Display| format!("drawing the chart: {error}");
-            root.fill(&WHITE).map_err(|e| fail(&e))?;
-            // One segment per shape, points at segment centres (plotters' categorical axis).
-            let label = |value: &SegmentValue<usize>| match value {
-                SegmentValue::CenterOf(index) | SegmentValue::Exact(index) => {
-                    shapes.get(*index).map_or(String::new(), Shape::to_string)
-                }
-                SegmentValue::Last => String::new(),
-            };
-            let mut chart = ChartBuilder::on(&root)
-                .caption(
-                    format!("f32 GEMM on {} ({}), TFLOP/s", self.device.name, self.date),
-                    ("sans-serif", 20),
-                )
-                .margin(15)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(
-                    (0usize..shapes.len().max(1) - 1).into_segmented(),
-                    0f64..top,
-                )
-                .map_err(|e| fail(&e))?;
-            chart
-                .configure_mesh()
-                .x_labels(shapes.len().max(1))
-                .disable_x_mesh()
-                .x_label_formatter(&label)
-                .x_desc("shape (M x N x K)")
-                .y_desc("TFLOP/s")
-                .draw()
-                .map_err(|e| fail(&e))?;
-            for (index, spec) in specs.iter().enumerate() {
-                let (r, g, b) = SERIES_COLORS[index % SERIES_COLORS.len()];
-                let color = RGBColor(r, g, b).to_rgba();
-                let points: Vec<(SegmentValue<usize>, f64)> = self
-                    .records
-                    .iter()
-                    .filter(|r| r.spec == *spec)
-                    .filter_map(|r| {
-                        let x = shapes.iter().position(|s| *s == r.shape)?;
-                        Some((SegmentValue::CenterOf(x), r.ours_tflops))
-                    })
-                    .collect();
-                chart
-                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                    .map_err(|e| fail(&e))?
-                    .label(*spec)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
-                chart
-                    .draw_series(PointSeries::of_element(
-                        points,
-                        4,
-                        color.filled(),
-                        &|coord, size, style| {
-                            EmptyElement::at(coord) + Circle::new((0, 0), size, style)
-                        },
-                    ))
-                    .map_err(|e| fail(&e))?;
+            .fold(1.0f64, f64::max);
+        // Headroom above the data for the legend in the upper right: about 16 px per entry
+        // of a ~500 px plot, plus a margin.
+        let legend_fraction = (16.0 * (specs.len() + 1) as f64 / 500.0).min(0.6);
+        let top = highest / (0.92 - legend_fraction).max(0.3);
+        let fail = |error: &dyn fmt::Display| chart_error(error);
+        // One segment per shape, points at segment centres (plotters' categorical axis).
+        let label = |value: &SegmentValue<usize>| match value {
+            SegmentValue::CenterOf(index) | SegmentValue::Exact(index) => {
+                shapes.get(*index).map_or(String::new(), Shape::to_string)
             }
+            SegmentValue::Last => String::new(),
+        };
+        let title_types = if types.is_empty() {
+            "f32".to_string()
+        } else {
+            types.join(", ")
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!(
+                    "{title_types} GEMM on {} ({}), TFLOP/s",
+                    self.device.name, self.date
+                ),
+                ("sans-serif", 20),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(
+                (0usize..shapes.len().max(1) - 1).into_segmented(),
+                0f64..top,
+            )
+            .map_err(|e| fail(&e))?;
+        chart
+            .configure_mesh()
+            .x_labels(shapes.len().max(1))
+            .disable_x_mesh()
+            .x_label_formatter(&label)
+            .x_desc("shape (M x N x K)")
+            .y_desc("TFLOP/s")
+            .draw()
+            .map_err(|e| fail(&e))?;
+        for (index, spec) in specs.iter().enumerate() {
+            let (r, g, b) = SERIES_COLORS[index % SERIES_COLORS.len()];
+            let color = RGBColor(r, g, b).to_rgba();
+            let points: Vec<(SegmentValue<usize>, f64)> = records
+                .iter()
+                .filter(|r| r.spec == *spec)
+                .filter_map(|r| {
+                    let x = shapes.iter().position(|s| *s == r.shape)?;
+                    Some((SegmentValue::CenterOf(x), r.ours_tflops))
+                })
+                .collect();
             chart
-                .draw_series(LineSeries::new(cublas.clone(), BLACK.stroke_width(4)))
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
                 .map_err(|e| fail(&e))?
-                .label("cuBLAS SGEMM")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(4))
+                .label(*spec)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
             chart
                 .draw_series(PointSeries::of_element(
-                    cublas,
-                    5,
-                    BLACK.filled(),
-                    &|coord, size, style| EmptyElement::at(coord) + Cross::new((0, 0), size, style),
+                    points,
+                    4,
+                    color.filled(),
+                    &|coord, size, style| {
+                        EmptyElement::at(coord) + Circle::new((0, 0), size, style)
+                    },
                 ))
                 .map_err(|e| fail(&e))?;
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::LowerRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| fail(&e))?;
-            root.present().map_err(|e| fail(&e))?;
         }
-        Ok(svg)
+        chart
+            .draw_series(LineSeries::new(cublas.clone(), BLACK.stroke_width(4)))
+            .map_err(|e| fail(&e))?
+            .label(format!("cuBLAS {baseline}"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(4)));
+        chart
+            .draw_series(PointSeries::of_element(
+                cublas,
+                5,
+                BLACK.filled(),
+                &|coord, size, style| EmptyElement::at(coord) + Cross::new((0, 0), size, style),
+            ))
+            .map_err(|e| fail(&e))?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| fail(&e))?;
+        Ok(())
     }
+}
+
+/// The shapes of `records`, in order of first appearance.
+fn distinct_shapes(records: &[&BenchRecord]) -> Vec<Shape> {
+    let mut shapes: Vec<Shape> = Vec::new();
+    for record in records {
+        if !shapes.contains(&record.shape) {
+            shapes.push(record.shape);
+        }
+    }
+    shapes
+}
+
+fn chart_error(error: &dyn fmt::Display) -> String {
+    format!("drawing the chart: {error}")
 }
 
 /// Line colours of the chart (Tableau 10): distinct on white, cuBLAS is black.
@@ -519,22 +617,32 @@ mod tests {
         let cube = Shape::cube(1024);
         let big = Shape::cube(2048);
         // 2·1024³ flop in 0.1 ms = 21.47 TFLOP/s.
+        let sgemm = |spec, shape, times: &InterleavedTimes, check| {
+            BenchRecord::new(spec, "f32->f32", "SGEMM", shape, times, check).unwrap()
+        };
         let records = vec![
-            BenchRecord::new(
+            sgemm(
                 "k1",
                 cube,
                 &times(&[0.1, 0.3, 0.1], &[0.08, 0.08, 0.5]),
                 None,
-            )
-            .unwrap(),
-            BenchRecord::new(
+            ),
+            sgemm(
                 "k1",
                 big,
                 &times(&[0.8], &[0.64]),
                 Some("rel 1.0e-6".to_string()),
+            ),
+            sgemm("k2", cube, &times(&[0.2], &[0.08]), None),
+            BenchRecord::new(
+                "mma_k3",
+                "bf16->bf16",
+                "GemmEx bf16->bf16",
+                cube,
+                &times(&[0.01], &[0.008]),
+                None,
             )
             .unwrap(),
-            BenchRecord::new("k2", cube, &times(&[0.2], &[0.08]), None).unwrap(),
         ];
         BenchReport {
             date: "2026-11-21".to_string(),
@@ -552,7 +660,7 @@ mod tests {
                 iters: 20,
                 max_input_sets: 8,
                 inputs: "random normal f32".to_string(),
-                baseline: "cuBLAS SGEMM".to_string(),
+                baseline: "SGEMM = cublasSgemm; GemmEx bf16->bf16 = cublasGemmEx".to_string(),
                 statistic: "median".to_string(),
             },
             records,
@@ -629,27 +737,87 @@ mod tests {
         assert!(markdown.starts_with("# gemm-bench, 2026-11-21\n"));
         assert!(markdown.contains("Test GPU (compute capability 9.0, 132 SMs, L2 50 MiB)"));
         assert!(markdown.contains("SM 1980 MHz, memory not reported"));
-        assert!(markdown
-            .contains("| spec | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS | check |"));
+        assert!(markdown.contains(
+            "| spec | types | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS | cuBLAS baseline | check |"
+        ));
         assert!(
-            markdown.contains("| k1 | 1024x1024x1024 | 21.47 | 26.84 | 0.800 | |"),
+            markdown
+                .contains("| k1 | f32->f32 | 1024x1024x1024 | 21.47 | 26.84 | 0.800 | SGEMM | |"),
             "{markdown}"
         );
-        assert!(markdown.contains("| k1 | 2048x2048x2048 |"));
+        assert!(markdown.contains("| k1 | f32->f32 | 2048x2048x2048 |"));
         assert!(markdown.contains("rel 1.0e-6 |"));
+        assert!(markdown.contains(
+            "| mma_k3 | bf16->bf16 | 1024x1024x1024 | 214.75 | 268.44 | 0.800 | GemmEx bf16->bf16 | |"
+        ), "{markdown}");
+        assert!(
+            markdown.contains("baseline SGEMM = cublasSgemm; GemmEx bf16->bf16 = cublasGemmEx;")
+        );
         assert!(markdown.contains("- k2 at 777x4099x2048: M = 777"));
         let table = report().table();
-        assert_eq!(table.lines().count(), 4);
+        assert_eq!(table.lines().count(), 5);
         assert!(table.lines().nth(1).unwrap().contains("21.47"));
+        assert!(table.lines().nth(4).unwrap().ends_with("GemmEx bf16->bf16"));
     }
 
     #[test]
-    fn json_carries_every_record() {
+    fn json_carries_every_record_and_reads_back() {
+        let text = serde_json::to_string_pretty(&report()).unwrap();
+        let back: BenchReport = serde_json::from_str(&text).unwrap();
+        // serde_json's float parsing may land one ulp off, so numbers compare approximately.
+        let original = report();
+        assert_eq!(
+            (&back.date, &back.device, &back.method, &back.skipped),
+            (
+                &original.date,
+                &original.device,
+                &original.method,
+                &original.skipped
+            )
+        );
+        assert_eq!(back.records.len(), original.records.len());
+        for (read, written) in back.records.iter().zip(&original.records) {
+            assert_eq!(
+                (
+                    &read.spec,
+                    &read.types,
+                    &read.baseline,
+                    read.shape,
+                    &read.check
+                ),
+                (
+                    &written.spec,
+                    &written.types,
+                    &written.baseline,
+                    written.shape,
+                    &written.check
+                )
+            );
+            assert!((read.ratio - written.ratio).abs() < 1e-12);
+            assert!((read.ours_tflops - written.ours_tflops).abs() < 1e-9);
+        }
         let value = serde_json::to_value(report()).unwrap();
-        assert_eq!(value["records"].as_array().unwrap().len(), 3);
+        assert_eq!(value["records"].as_array().unwrap().len(), 4);
+        assert_eq!(value["records"][3]["types"], "bf16->bf16");
+        assert_eq!(value["records"][3]["baseline"], "GemmEx bf16->bf16");
         assert_eq!(value["records"][0]["shape"]["m"], 1024);
         assert_eq!(value["device"]["driver_version"], "13.0");
         assert_eq!(value["skipped"][0]["spec"], "k2");
+    }
+
+    #[test]
+    fn reports_from_before_other_types_read_as_f32_sgemm() {
+        let mut value = serde_json::to_value(report()).unwrap();
+        for record in value["records"].as_array_mut().unwrap() {
+            let record = record.as_object_mut().unwrap();
+            record.remove("types");
+            record.remove("baseline");
+        }
+        let back: BenchReport = serde_json::from_value(value).unwrap();
+        assert!(back
+            .records
+            .iter()
+            .all(|r| r.types == "f32->f32" && r.baseline == "SGEMM"));
     }
 
     #[test]
@@ -659,7 +827,11 @@ mod tests {
         for text in [
             "k1",
             "k2",
+            "mma_k3",
             "cuBLAS SGEMM",
+            "cuBLAS GemmEx bf16-&gt;bf16",
+            "bf16-&gt;bf16 GEMM on Test GPU",
+            "f32-&gt;f32 GEMM on Test GPU",
             "1024x1024x1024",
             "2048x2048x2048",
             "TFLOP/s",

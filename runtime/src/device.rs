@@ -21,7 +21,7 @@ pub fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
 }
 
 /// What a benchmark report says about the machine.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     pub name: String,
     /// `major.minor` of the CUDA version the driver supports, e.g. `13.0`.

@@ -1,5 +1,7 @@
 //! The element types a kernel's operands may have on the Rust side.
 
+use crate::dispatch::Storage;
+use cudarc::cublas::sys::cudaDataType;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
 use std::fmt::Debug;
@@ -23,6 +25,10 @@ pub trait Element:
     const BYTES: u32;
     /// Other spec type names stored in this Rust type (tf32 operands live in f32 words).
     const ALSO_STORES: &'static [&'static str];
+    /// The same type as a value, for code that picks types at run time.
+    const STORAGE: Storage;
+    /// cuBLAS's name for the type (the A/B/C types of `cublasGemmEx`).
+    const CUBLAS_TYPE: cudaDataType;
 
     /// A quiet NaN with a payload no arithmetic produces: outputs are filled with it before a
     /// launch, so an element that still holds it afterwards was never written.
@@ -42,6 +48,8 @@ pub trait Element:
 impl Element for f32 {
     const NAME: &'static str = "f32";
     const BYTES: u32 = 4;
+    const STORAGE: Storage = Storage::F32;
+    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_32F;
     const ALSO_STORES: &'static [&'static str] = &["tf32"];
 
     fn poison() -> Self {
@@ -61,6 +69,8 @@ impl Element for f32 {
 impl Element for bf16 {
     const NAME: &'static str = "bf16";
     const BYTES: u32 = 2;
+    const STORAGE: Storage = Storage::Bf16;
+    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_16BF;
     const ALSO_STORES: &'static [&'static str] = &[];
 
     fn poison() -> Self {
@@ -80,6 +90,8 @@ impl Element for bf16 {
 impl Element for f16 {
     const NAME: &'static str = "f16";
     const BYTES: u32 = 2;
+    const STORAGE: Storage = Storage::F16;
+    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_16F;
     const ALSO_STORES: &'static [&'static str] = &[];
 
     fn poison() -> Self {

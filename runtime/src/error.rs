@@ -55,6 +55,12 @@ pub enum Error {
         rust_type: &'static str,
         rust_bytes: u32,
     },
+    /// The spec's element types are a pair no launcher takes.
+    UnsupportedTypes {
+        kernel: String,
+        dtype: String,
+        out: String,
+    },
     /// M, N or K is not a size the kernel can compute.
     Dims {
         m: u32,
@@ -154,6 +160,10 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "`{kernel}` has {role} elements of type {kernel_type} ({kernel_bytes} B), but was loaded as {rust_type} ({rust_bytes} B)"
+            ),
+            Error::UnsupportedTypes { kernel, dtype, out } => write!(
+                f,
+                "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32"
             ),
             Error::Dims { m, n, k, reason } => {
                 write!(f, "cannot compute M x N x K = {m} x {n} x {k}: {reason}")

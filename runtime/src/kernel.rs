@@ -1,11 +1,12 @@
 //! A generated kernel loaded on a device, with checked launches.
 
 use crate::check::{check_arch, check_launch, LaunchArgs, OperandArg};
+use crate::dispatch::spec_value;
 use crate::element::{stores, Element};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin, Module};
 use codegen::sass::{self, SassReport};
-use codegen::{Emitted, KernelInfo, GEMM_PARAMS};
+use codegen::{Emitted, KernelInfo, SassCheck, GEMM_PARAMS};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use std::collections::{HashMap, HashSet};
@@ -238,7 +239,9 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// The debug-build SASS check: once per kernel text and device per process. Without
     /// nvdisasm it warns once on stderr instead of failing, since the kernel itself runs fine.
     fn check_sass_once(&self, device_cc: u32) -> Result<(), Error> {
-        static CHECKED: OnceLock<Mutex<HashSet<(String, usize, u32)>>> = OnceLock::new();
+        // Keyed by the PTX text's address (kernels are 'static), the promises and the device.
+        type Key = (usize, Vec<SassCheck>, u32);
+        static CHECKED: OnceLock<Mutex<HashSet<Key>>> = OnceLock::new();
         static MISSING_TOOL: Once = Once::new();
         if sass::find_tool("nvdisasm").is_err() {
             MISSING_TOOL.call_once(|| {
@@ -250,8 +253,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             return Ok(());
         }
         let key = (
-            self.info.name.to_string(),
             self.info.ptx.as_ptr() as usize,
+            self.info.expected_sass.to_vec(),
             device_cc,
         );
         let checked = CHECKED.get_or_init(Default::default);
@@ -300,14 +303,6 @@ fn check_params(info: &KernelInfo<'_>) -> Result<(), Error> {
     })
 }
 
-/// The value of `key` in a spec's text (`dtype: bf16, out: f32, ...`).
-fn spec_value<'s>(spec: &'s str, key: &str) -> Option<&'s str> {
-    spec.split(',').find_map(|entry| {
-        let (name, value) = entry.split_once(':')?;
-        (name.trim() == key).then(|| value.trim())
-    })
-}
-
 /// Sizes must agree; where the spec text names the type, the name must agree too (f16 and
 /// bf16 have the same size).
 fn check_element<E: Element>(
@@ -333,7 +328,7 @@ fn check_element<E: Element>(
 
 /// A `'static` view of an emitted kernel: the text is leaked once per distinct kernel and
 /// shared by every later load of it.
-fn intern(emitted: &Emitted) -> &'static KernelInfo<'static> {
+pub(crate) fn intern(emitted: &Emitted) -> &'static KernelInfo<'static> {
     type Key = (String, String, String);
     // Keyed by the text; the launch shape and SASS promises are compared within a key, since
     // a caller may load the same text with other geometry.

@@ -6,12 +6,16 @@
 //! - [`GemmKernel::launch`] checks sizes, strides, buffer lengths and alignment against the
 //!   kernel's [`LaunchShape`] (the arithmetic lives in [`check`], testable without a GPU).
 //! - [`GemmKernel::sass`] disassembles exactly what the driver runs.
-//! - [`verify`] measures a kernel against a float64 or cuBLAS reference; [`bench`] times it
-//!   against cuBLAS (the `gemm-bench` binary).
+//! - [`AnyKernel`] loads a kernel with the Rust element types its spec names (f32 for f32 and
+//!   tf32, `half::bf16`, `half::f16`); [`with_kernel!`] runs generic code on it.
+//! - [`verify`] measures a kernel against a float64 or cuBLAS reference; [`bench`](mod@bench) times it
+//!   against cuBLAS (the `gemm-bench` binary); [`blas`] is cuBLAS for every element type.
 
 pub mod bench;
+pub mod blas;
 pub mod check;
 mod device;
+mod dispatch;
 mod element;
 mod error;
 mod jit;
@@ -19,10 +23,15 @@ mod kernel;
 pub mod verify;
 
 pub use device::{driver_present, open_context, DeviceInfo};
+pub use dispatch::{AnyKernel, KernelTypes, Storage, TypedKernel};
 pub use element::Element;
 pub use error::{Error, Operand};
 pub use jit::jit_cubin;
 pub use kernel::GemmKernel;
+
+// Crates the `gemm!` expansion and users name through the runtime, so versions always match.
+pub use cudarc;
+pub use half;
 
 pub use codegen::sass::SassReport;
 pub use codegen::{KernelInfo, KernelParam, LaunchShape, Opcode, SassCheck, GEMM_PARAMS};

@@ -1,12 +1,12 @@
 //! Correctness of a kernel against a reference: fresh random normal inputs from a seed, a
 //! poisoned output, and the error measured in float64.
 
+use crate::blas::{Cublas, CublasGemm};
 use crate::element::Element;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
-use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaSlice, CudaStream};
+use codegen::gemm_dsl::DType;
+use cudarc::driver::CudaStream;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -46,7 +46,8 @@ impl<In: Element> Problem<In> {
 pub enum Reference {
     /// Float64 GEMM on the CPU (exact to far below f32 rounding).
     CpuF64,
-    /// cuBLAS SGEMM: f32 with f32 accumulation, no TF32.
+    /// cuBLAS on the exact inputs with f32 accumulation and an f32 result, no TF32
+    /// ([`CublasGemm::reference`]): SGEMM for f32 inputs, GemmEx for bf16 and f16.
     Cublas,
 }
 
@@ -96,6 +97,30 @@ impl Tolerance {
             max_abs: 1e-6 * k,
         }
     }
+
+    /// For a kernel whose inputs have type `dtype`, against float64 at depth `k`.
+    ///
+    /// - f32 (SIMT): [`Tolerance::f32_accumulation`].
+    /// - bf16 and f16: relative Frobenius error 1e-2. The reference uses the rounded inputs,
+    ///   so what remains is f32 accumulation (~1e-6) and rounding C to the output type
+    ///   (~1.5e-3 for bf16, ~2e-4 for f16).
+    /// - tf32: 5e-3. The tensor cores round the f32 inputs to tf32 (10 mantissa bits), the
+    ///   reference does not: ~5e-4 with round-to-nearest, ~1e-3 if the low bits are cut.
+    ///
+    /// For these, `max_abs` is `8 · rel · sqrt(k)`: the largest |C| of a big matrix is about
+    /// 6·sqrt(k), and its rounding to bf16 is off by at most 2^-8 of that (0.023·sqrt(k)),
+    /// so one element far off is caught even where the relative error hides it.
+    pub fn for_dtype(dtype: DType, k: u32) -> Tolerance {
+        let rounded_inputs = |rel_frobenius: f64| Tolerance {
+            rel_frobenius,
+            max_abs: 8.0 * rel_frobenius * f64::from(k).sqrt(),
+        };
+        match dtype {
+            DType::F32 => Tolerance::f32_accumulation(k),
+            DType::Bf16 | DType::F16 => rounded_inputs(1e-2),
+            DType::Tf32 => rounded_inputs(5e-3),
+        }
+    }
 }
 
 impl ErrorReport {
@@ -140,7 +165,7 @@ impl std::fmt::Display for ErrorReport {
             self.unwritten,
             match self.reference {
                 Reference::CpuF64 => "CPU float64",
-                Reference::Cublas => "cuBLAS SGEMM",
+                Reference::Cublas => "cuBLAS, f32 accumulation",
             }
         )
     }
@@ -260,77 +285,30 @@ fn gemm_f64_rows(a: &[f64], b: &[f64], c: &mut [f64], n: usize, k: usize) {
     }
 }
 
-/// A cuBLAS handle set up as the reference and the baseline: default math mode, which for
-/// SGEMM means f32 FMA without TF32 tensor cores.
-pub fn sgemm_handle(stream: &Arc<CudaStream>) -> Result<CudaBlas, Error> {
-    let blas = CudaBlas::new(stream.clone()).map_err(|source| Error::Cublas {
-        action: "creating a cuBLAS handle".to_string(),
-        source,
-    })?;
-    // SAFETY: the handle is live; setting the math mode has no other preconditions.
-    unsafe {
-        cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), cublasMath_t::CUBLAS_DEFAULT_MATH)
-    }
-    .result()
-    .map_err(|source| Error::Cublas {
-        action: "setting cuBLAS's math mode".to_string(),
-        source,
-    })?;
-    Ok(blas)
-}
-
-/// Row-major `C = A·B` through column-major cuBLAS: a row-major matrix is its transpose in
-/// column-major, so compute `Cᵀ = Bᵀ·Aᵀ`, i.e. swap the operands and exchange m and n.
-pub fn sgemm_row_major(
-    blas: &CudaBlas,
-    a: &CudaSlice<f32>,
-    b: &CudaSlice<f32>,
-    c: &mut CudaSlice<f32>,
-    m: u32,
-    n: u32,
-    k: u32,
-) -> Result<(), Error> {
-    let needed = |rows: u32, cols: u32| rows as usize * cols as usize;
-    assert!(
-        a.len() >= needed(m, k) && b.len() >= needed(k, n) && c.len() >= needed(m, n),
-        "sgemm_row_major: buffers shorter than the packed matrices"
-    );
-    let config = GemmConfig {
-        transa: cublasOperation_t::CUBLAS_OP_N,
-        transb: cublasOperation_t::CUBLAS_OP_N,
-        m: n as i32,
-        n: m as i32,
-        k: k as i32,
-        alpha: 1.0f32,
-        lda: n as i32,
-        ldb: k as i32,
-        beta: 0.0f32,
-        ldc: n as i32,
-    };
-    // SAFETY: the buffers hold the packed matrices the configuration describes (asserted).
-    unsafe { blas.gemm(config, b, a, c) }.map_err(|source| Error::Cublas {
-        action: format!("cuBLAS SGEMM {m} x {n} x {k}"),
-        source,
-    })
-}
-
-/// `A·B` by cuBLAS SGEMM on the inputs widened to f32 (exact for every `Element`).
+/// `A·B` by cuBLAS on the exact inputs with f32 accumulation ([`CublasGemm::reference`]).
 pub fn cublas_reference<In: Element>(
     stream: &Arc<CudaStream>,
     problem: &Problem<In>,
 ) -> Result<Vec<f64>, Error> {
-    let widen = |values: &[In]| -> Vec<f32> { values.iter().map(|x| x.to_f32()).collect() };
     let a = stream
-        .clone_htod(&widen(&problem.a))
+        .clone_htod(&problem.a)
         .during(|| "copying A to the device".to_string())?;
     let b = stream
-        .clone_htod(&widen(&problem.b))
+        .clone_htod(&problem.b)
         .during(|| "copying B to the device".to_string())?;
     let mut c = stream
         .alloc_zeros::<f32>(problem.m as usize * problem.n as usize)
         .during(|| "allocating C".to_string())?;
-    let blas = sgemm_handle(stream)?;
-    sgemm_row_major(&blas, &a, &b, &mut c, problem.m, problem.n, problem.k)?;
+    let blas = Cublas::new(stream)?;
+    blas.gemm(
+        CublasGemm::reference(In::STORAGE),
+        &a,
+        &b,
+        &mut c,
+        problem.m,
+        problem.n,
+        problem.k,
+    )?;
     let c = stream
         .clone_dtoh(&c)
         .during(|| "copying the cuBLAS result back".to_string())?;
@@ -490,6 +468,71 @@ mod tests {
         let deep = Tolerance::f32_accumulation(8192);
         assert!((deep.rel_frobenius - 2e-5).abs() < 1e-15);
         assert_eq!(deep.max_abs, 8192e-6);
+    }
+
+    #[test]
+    fn tolerances_per_input_type() {
+        assert_eq!(
+            Tolerance::for_dtype(DType::F32, 4096),
+            Tolerance::f32_accumulation(4096)
+        );
+        let bf16 = Tolerance::for_dtype(DType::Bf16, 1024);
+        assert_eq!(bf16.rel_frobenius, 1e-2);
+        assert!((bf16.max_abs - 8.0 * 1e-2 * 32.0).abs() < 1e-12);
+        assert_eq!(Tolerance::for_dtype(DType::F16, 64).rel_frobenius, 1e-2);
+        let tf32 = Tolerance::for_dtype(DType::Tf32, 4096);
+        assert_eq!(tf32.rel_frobenius, 5e-3);
+        assert!((tf32.max_abs - 8.0 * 5e-3 * 64.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rounding_c_to_16_bits_stays_within_the_tolerance() {
+        // Only the output rounding differs from float64 here: the bound must leave room for it.
+        let problem = Problem::<bf16>::random(96, 160, 512, 5);
+        let exact = cpu_reference(&problem);
+        let as_bf16: Vec<bf16> = exact.iter().map(|&v| bf16::from_f64(v)).collect();
+        let report = compare(&as_bf16, &exact, 96, 160, 160, Reference::CpuF64);
+        assert!(report.rel_frobenius > 5e-4, "{report}");
+        report
+            .check(&Tolerance::for_dtype(DType::Bf16, 512))
+            .unwrap();
+        let as_f16: Vec<half::f16> = exact.iter().map(|&v| half::f16::from_f64(v)).collect();
+        let report = compare(&as_f16, &exact, 96, 160, 160, Reference::CpuF64);
+        report
+            .check(&Tolerance::for_dtype(DType::F16, 512))
+            .unwrap();
+        // f32 inputs rounded to tf32 (10 mantissa bits) by truncation, the worst a tensor core
+        // does, against the f32 values.
+        let problem = Problem::<f32>::random(96, 160, 512, 6);
+        let truncated = Problem {
+            a: problem
+                .a
+                .iter()
+                .map(|x| f32::from_bits(x.to_bits() & !0x1FFF))
+                .collect(),
+            b: problem
+                .b
+                .iter()
+                .map(|x| f32::from_bits(x.to_bits() & !0x1FFF))
+                .collect(),
+            ..problem.clone()
+        };
+        let from_tf32: Vec<f32> = cpu_reference(&truncated)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let report = compare(
+            &from_tf32,
+            &cpu_reference(&problem),
+            96,
+            160,
+            160,
+            Reference::CpuF64,
+        );
+        assert!(report.rel_frobenius > 1e-4, "{report}");
+        report
+            .check(&Tolerance::for_dtype(DType::Tf32, 512))
+            .unwrap();
     }
 
     #[test]

@@ -1,13 +1,23 @@
-//! GPU tests: every catalog kernel on the device. Run with `cargo test -p runtime -- --ignored`
-//! on a machine with an NVIDIA GPU (or `.gpu/run-gpu-tests` on the lent device).
+//! GPU tests: every catalog kernel on the device, each with the element types its spec names.
+//! Run with `cargo test -p runtime -- --ignored` on a machine with an NVIDIA GPU (or
+//! `.gpu/run-gpu-tests` on the lent device).
 
 use codegen::catalog::{CatalogSpec, CATALOG};
+use codegen::gemm_dsl::{DType, Mma};
 use codegen::{Emitted, KernelInfo, LaunchShape, SassCheck, GEMM_PARAMS};
+use half::{bf16, f16};
 use runtime::bench::Shape;
+use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
-    check_against, compare, cpu_reference, cublas_reference, verify, Problem, Reference, Tolerance,
+    check_against, compare, cpu_reference, cublas_reference, verify, ErrorReport, Problem,
+    Reference, Tolerance,
 };
-use runtime::{open_context, CudaContext, CudaStream, Element, Error, GemmKernel, Opcode, Operand};
+use runtime::{
+    open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
+    KernelTypes, Opcode, Operand,
+};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Problem sizes: small, non-square, the usual squares, and one that is a multiple of some
@@ -33,36 +43,107 @@ fn emit(entry: &CatalogSpec) -> Emitted {
     codegen::emit_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name))
 }
 
-fn load(ctx: &Arc<CudaContext>, entry: &CatalogSpec) -> GemmKernel<f32, f32> {
+/// A catalog kernel with its own element types.
+fn load(ctx: &Arc<CudaContext>, entry: &CatalogSpec) -> AnyKernel {
+    AnyKernel::from_emitted(ctx, &emit(entry)).unwrap_or_else(|e| panic!("{}: {e}", entry.name))
+}
+
+/// The first f32 SIMT kernel of the catalog, for the tests of launch mechanics.
+fn simt_entry() -> &'static CatalogSpec {
+    CATALOG
+        .iter()
+        .find(|entry| emit(entry).spec.mma == Mma::Fma)
+        .expect("the catalog has a SIMT kernel")
+}
+
+fn load_simt(ctx: &Arc<CudaContext>) -> GemmKernel<f32, f32> {
+    let entry = simt_entry();
     GemmKernel::from_emitted(ctx, &emit(entry)).unwrap_or_else(|e| panic!("{}: {e}", entry.name))
+}
+
+/// One catalog entry per pair of element types, the first of each.
+fn one_entry_per_types() -> Vec<(&'static CatalogSpec, KernelTypes)> {
+    let mut seen: Vec<(&CatalogSpec, KernelTypes)> = Vec::new();
+    for entry in CATALOG {
+        let types = KernelTypes::of_spec(&emit(entry).spec).unwrap();
+        if !seen.iter().any(|(_, t)| *t == types) {
+            seen.push((entry, types));
+        }
+    }
+    seen
+}
+
+/// One shape and seed's random problems, one per input type (the f32 normals rounded to it),
+/// each with its float64 reference: made on first use, shared by every kernel of the type.
+struct Problems {
+    shape: Shape,
+    seed: u64,
+    /// `(Problem<In>, reference)` by `TypeId::of::<In>()`.
+    by_type: HashMap<TypeId, Box<dyn Any>>,
+}
+
+impl Problems {
+    fn new(shape: Shape, seed: u64) -> Problems {
+        Problems {
+            shape,
+            seed,
+            by_type: HashMap::new(),
+        }
+    }
+
+    fn get<In: Element>(&mut self) -> &(Problem<In>, Vec<f64>) {
+        let Shape { m, n, k } = self.shape;
+        let seed = self.seed;
+        self.by_type
+            .entry(TypeId::of::<In>())
+            .or_insert_with(|| {
+                let problem = Problem::<In>::random(m, n, k, seed);
+                let reference = cpu_reference(&problem);
+                Box::new((problem, reference))
+            })
+            .downcast_ref()
+            .expect("entries are keyed by their type")
+    }
+
+    /// One poisoned launch of `kernel` on the problem of its input type.
+    fn check<In: Element, Out: Element>(
+        &mut self,
+        kernel: &GemmKernel<In, Out>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<ErrorReport, Error> {
+        let (problem, reference) = self.get::<In>();
+        check_against(kernel, stream, problem, reference, Reference::CpuF64)
+    }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_catalog_kernel_matches_float64_on_the_shape_suite() {
     let (ctx, stream) = gpu();
-    let kernels: Vec<GemmKernel<f32, f32>> = CATALOG.iter().map(|e| load(&ctx, e)).collect();
+    let kernels: Vec<AnyKernel> = CATALOG.iter().map(|e| load(&ctx, e)).collect();
     let mut failures = Vec::new();
     let mut checked = vec![0usize; kernels.len()];
     for shape in SUITE {
-        // K <= 2048 throughout: 1e-5 relative, about 10x the expected f32 rounding error.
-        let tolerance = Tolerance::f32_accumulation(shape.k);
         for seed in SEEDS {
-            // One reference per (shape, seed), shared by every kernel that admits the shape.
-            let problem = Problem::<f32>::random(shape.m, shape.n, shape.k, seed);
-            let reference = cpu_reference(&problem);
+            // One problem and reference per (shape, seed, input type), shared by every kernel
+            // of that input type that admits the shape.
+            let mut problems = Problems::new(shape, seed);
             for (index, kernel) in kernels.iter().enumerate() {
                 let name = kernel.info().name;
                 if shape.admitted_by(&kernel.info().launch).is_err() {
                     continue;
                 }
-                let report =
-                    check_against(kernel, &stream, &problem, &reference, Reference::CpuF64)
-                        .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
-                eprintln!("{name:<28} {shape:>15} seed {seed:#x}: {report}");
+                let types = kernel.types();
+                // f32: 1e-5 relative (K <= 2048); bf16/f16 1e-2; tf32 5e-3.
+                let tolerance = types.tolerance(shape.k);
+                let report = with_kernel!(kernel, typed => problems.check(typed, &stream))
+                    .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
+                eprintln!("{name:<28} {types:<10} {shape:>15} seed {seed:#x}: {report}");
                 checked[index] += 1;
                 if let Err(broken) = report.check(&tolerance) {
-                    failures.push(format!("{name} at {shape}, seed {seed:#x}: {broken}"));
+                    failures.push(format!(
+                        "{name} ({types}) at {shape}, seed {seed:#x}: {broken}"
+                    ));
                 }
             }
         }
@@ -88,44 +169,58 @@ fn padded_leading_dimensions_compute_and_leave_the_gaps_alone() {
     let (ctx, stream) = gpu();
     for entry in CATALOG {
         let kernel = load(&ctx, entry);
-        let launch = kernel.info().launch;
-        let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
-        // Strides padded by whole 16-byte vectors, so they stay aligned.
-        let (lda, ldb, ldc) = (k + 4, n + 8, n + 12);
-        let problem = Problem::<f32>::random(m, n, k, 7);
-        let reference = cpu_reference(&problem);
-        // NaN in the padding of A and B: a kernel that reads past a row's end computes NaNs.
-        let pad = |values: &[f32], rows: u32, cols: u32, ld: u32| -> Vec<f32> {
-            let mut padded = vec![f32::NAN; (rows * ld) as usize];
-            for row in 0..rows as usize {
-                let cols = cols as usize;
-                padded[row * ld as usize..][..cols].copy_from_slice(&values[row * cols..][..cols]);
-            }
-            padded
-        };
-        let a = stream.clone_htod(&pad(&problem.a, m, k, lda)).unwrap();
-        let b = stream.clone_htod(&pad(&problem.b, k, n, ldb)).unwrap();
-        let mut c = stream
-            .clone_htod(&vec![f32::poison(); (m * ldc) as usize])
-            .unwrap();
-        kernel
-            .launch_with_ld(&stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
-            .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
-        let c = stream.clone_dtoh(&c).unwrap();
-        let report = compare(&c, &reference, m, n, ldc, Reference::CpuF64);
-        eprintln!(
-            "{:<28} {m}x{n}x{k} lda {lda} ldb {ldb} ldc {ldc}: {report}",
-            entry.name
-        );
-        report
-            .check(&Tolerance::f32_accumulation(k))
-            .unwrap_or_else(|broken| panic!("{} with padded strides: {broken}", entry.name));
-        let gap_writes = (0..m as usize)
-            .flat_map(|row| &c[row * ldc as usize + n as usize..(row + 1) * ldc as usize])
-            .filter(|value| !value.is_poison())
-            .count();
-        assert_eq!(gap_writes, 0, "{} wrote into the padding of C", entry.name);
+        let types = kernel.types();
+        with_kernel!(&kernel, typed => check_padded(typed, types, &stream));
     }
+}
+
+/// A launch with every leading dimension longer than its row: the result must be right, and
+/// the padding of C untouched.
+fn check_padded<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    types: KernelTypes,
+    stream: &Arc<CudaStream>,
+) {
+    let name = kernel.info().name;
+    let launch = kernel.info().launch;
+    let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
+    // Strides padded by whole vectors of the kernel's alignment, so they stay aligned.
+    let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
+    let (lda, ldb, ldc) = (
+        k + vector(In::BYTES),
+        n + 2 * vector(In::BYTES),
+        n + 3 * vector(Out::BYTES),
+    );
+    let problem = Problem::<In>::random(m, n, k, 7);
+    let reference = cpu_reference(&problem);
+    // NaN in the padding of A and B: a kernel that reads past a row's end computes NaNs.
+    let pad = |values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
+        let mut padded = vec![In::from_f32(f32::NAN); (rows * ld) as usize];
+        for row in 0..rows as usize {
+            let cols = cols as usize;
+            padded[row * ld as usize..][..cols].copy_from_slice(&values[row * cols..][..cols]);
+        }
+        padded
+    };
+    let a = stream.clone_htod(&pad(&problem.a, m, k, lda)).unwrap();
+    let b = stream.clone_htod(&pad(&problem.b, k, n, ldb)).unwrap();
+    let mut c = stream
+        .clone_htod(&vec![Out::poison(); (m * ldc) as usize])
+        .unwrap();
+    kernel
+        .launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let c = stream.clone_dtoh(&c).unwrap();
+    let report = compare(&c, &reference, m, n, ldc, Reference::CpuF64);
+    eprintln!("{name:<28} {types:<10} {m}x{n}x{k} lda {lda} ldb {ldb} ldc {ldc}: {report}");
+    report
+        .check(&types.tolerance(k))
+        .unwrap_or_else(|broken| panic!("{name} with padded strides: {broken}"));
+    let gap_writes = (0..m as usize)
+        .flat_map(|row| &c[row * ldc as usize + n as usize..(row + 1) * ldc as usize])
+        .filter(|value| !value.is_poison())
+        .count();
+    assert_eq!(gap_writes, 0, "{name} wrote into the padding of C");
 }
 
 #[test]
@@ -134,19 +229,23 @@ fn driver_sass_keeps_the_specs_promises() {
     let (ctx, _stream) = gpu();
     let mut failures = Vec::new();
     for entry in CATALOG {
+        let emitted = emit(entry);
         let kernel = load(&ctx, entry);
         let info = kernel.info();
         let report = kernel
             .sass()
             .unwrap_or_else(|e| panic!("{}: driver SASS: {e}", entry.name));
         eprintln!(
-            "{:<28} LDGSTS {:>3}  LDG {:>3}  STS {:>3}  LDS {:>3}  FFMA {:>5}  LDL {}  STL {}  ({} instructions)",
+            "{:<28} {:<10} LDGSTS {:>3}  LDG {:>3}  STS {:>3}  LDS {:>3}  LDSM {:>3}  FFMA {:>5}  HMMA {:>4}  LDL {}  STL {}  ({} instructions)",
             entry.name,
+            kernel.types().to_string(),
             report.count(Opcode::Ldgsts),
             report.count(Opcode::Ldg),
             report.count(Opcode::Sts),
             report.count(Opcode::Lds),
+            report.count(Opcode::Ldsm),
             report.count(Opcode::Ffma),
+            report.count(Opcode::Hmma),
             report.count(Opcode::Ldl),
             report.count(Opcode::Stl),
             report.instructions.len()
@@ -159,12 +258,21 @@ fn driver_sass_keeps_the_specs_promises() {
         if let Err(mismatch) = report.require(info.expected_sass) {
             failures.push(format!("{}: {mismatch}", entry.name));
         }
-        // The copy path stated outright: cp.async specs must show LDGSTS.
-        if entry.spec.contains("cp_async") {
+        // The copy and math paths stated outright: cp.async specs must show LDGSTS, mma.sync
+        // specs HMMA.
+        if emitted.spec_text.contains("copy: cp_async") {
             assert!(
                 info.expected_sass
                     .contains(&SassCheck::Present(Opcode::Ldgsts)),
                 "{} is cp_async but does not promise LDGSTS",
+                entry.name
+            );
+        }
+        if emitted.spec.mma == Mma::MmaSync {
+            assert!(
+                info.expected_sass
+                    .contains(&SassCheck::Present(Opcode::Hmma)),
+                "{} is mma_sync but does not promise HMMA",
                 entry.name
             );
         }
@@ -174,6 +282,36 @@ fn driver_sass_keeps_the_specs_promises() {
         "SASS mismatches:\n{}",
         failures.join("\n")
     );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn load_checks_sass_promises_in_debug_builds() {
+    let (ctx, _stream) = gpu();
+    // The first kernel of each pair of element types.
+    for (entry, types) in one_entry_per_types() {
+        let mut emitted = emit(entry);
+        // A promise neither SIMT nor mma.sync kernels keep.
+        emitted
+            .expected_sass
+            .push(SassCheck::Present(Opcode::Hgmma));
+        let result = AnyKernel::from_emitted(&ctx, &emitted);
+        if cfg!(debug_assertions) {
+            let error = result.expect_err("a debug build checks the SASS at load");
+            eprintln!("{} ({types}): {error}", entry.name);
+            assert!(matches!(error, Error::SassMismatch { .. }), "{error:?}");
+            assert!(
+                error
+                    .to_string()
+                    .contains("expected HGMMA in the SASS, found none"),
+                "{error}"
+            );
+            // The kernel's true promises pass the same check.
+            load(&ctx, entry);
+        } else {
+            result.expect("release builds do not check the SASS at load");
+        }
+    }
 }
 
 /// A kernel with the GEMM ABI whose body uses an undeclared register.
@@ -209,7 +347,7 @@ fn broken_info(launch: LaunchShape) -> KernelInfo<'static> {
 #[ignore = "needs a CUDA GPU"]
 fn bad_ptx_reports_the_driver_jit_log() {
     let (ctx, _stream) = gpu();
-    let launch = emit(&CATALOG[0]).launch;
+    let launch = emit(simt_entry()).launch;
     let error = GemmKernel::<f32, f32>::load(&ctx, &broken_info(launch)).unwrap_err();
     let message = error.to_string();
     eprintln!("{message}");
@@ -233,8 +371,8 @@ fn bad_ptx_reports_the_driver_jit_log() {
 #[ignore = "needs a CUDA GPU"]
 fn bad_launch_arguments_are_refused() {
     let (ctx, stream) = gpu();
-    let entry = &CATALOG[0];
-    let kernel = load(&ctx, entry);
+    let entry = simt_entry();
+    let kernel = load_simt(&ctx);
     let launch = kernel.info().launch;
     assert_eq!(
         launch.operand_align_bytes, 16,
@@ -314,11 +452,30 @@ fn bad_launch_arguments_are_refused() {
     );
 
     // The kernel's element type is f32; loading it as bf16 is refused before any JIT work.
-    let error = GemmKernel::<half::bf16, f32>::from_emitted(&ctx, &emit(entry)).unwrap_err();
+    let error = GemmKernel::<bf16, f32>::from_emitted(&ctx, &emit(entry)).unwrap_err();
     assert!(
         matches!(error, Error::ElementType { role: "input", .. }),
         "{error:?}"
     );
+    // And a 16-bit kernel loaded with the other 16-bit type, or as f32, is refused too.
+    for (other, types) in one_entry_per_types() {
+        let emitted = emit(other);
+        let wrong = match (types.dtype(), types.out()) {
+            (DType::Bf16, DType::Bf16) => {
+                GemmKernel::<f16, f16>::from_emitted(&ctx, &emitted).map(drop)
+            }
+            (DType::F16, DType::F16) => {
+                GemmKernel::<bf16, bf16>::from_emitted(&ctx, &emitted).map(drop)
+            }
+            (DType::Bf16 | DType::F16, DType::F32) => {
+                GemmKernel::<f32, f32>::from_emitted(&ctx, &emitted).map(drop)
+            }
+            _ => continue,
+        };
+        let error = wrong.expect_err("wrong element types");
+        eprintln!("{} ({types}) with wrong types: {error}", other.name);
+        assert!(matches!(error, Error::ElementType { .. }), "{error:?}");
+    }
 
     // Compute capabilities the device does not have: a newer plain target, and an
     // arch-specific target other than the device's own.
@@ -357,25 +514,80 @@ fn bad_launch_arguments_are_refused() {
 fn cublas_reference_agrees_with_float64() {
     let (_ctx, stream) = gpu();
     // Non-square, so swapped operands or exchanged m and n would show.
-    let problem = Problem::<f32>::random(384, 256, 640, 3);
-    let from_cublas = cublas_reference(&stream, &problem).unwrap();
-    let exact = cpu_reference(&problem);
-    let as_f32: Vec<f32> = from_cublas.iter().map(|&v| v as f32).collect();
-    let report = compare(&as_f32, &exact, 384, 256, 256, Reference::CpuF64);
-    eprintln!("cuBLAS SGEMM vs float64: {report}");
-    report.check(&Tolerance::f32_accumulation(640)).unwrap();
+    let (m, n, k) = (384, 256, 640);
+    fn reference_error<In: Element>(stream: &Arc<CudaStream>, m: u32, n: u32, k: u32) {
+        let problem = Problem::<In>::random(m, n, k, 3);
+        let from_cublas = cublas_reference(stream, &problem).unwrap();
+        let exact = cpu_reference(&problem);
+        let as_f32: Vec<f32> = from_cublas.iter().map(|&v| v as f32).collect();
+        let report = compare(&as_f32, &exact, m, n, n, Reference::CpuF64);
+        eprintln!(
+            "cuBLAS reference on {} inputs vs float64: {report}",
+            In::NAME
+        );
+        report.check(&Tolerance::f32_accumulation(k)).unwrap();
+    }
+    reference_error::<f32>(&stream, m, n, k);
+    reference_error::<bf16>(&stream, m, n, k);
+    reference_error::<f16>(&stream, m, n, k);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cublas_baselines_compute_the_same_product() {
+    let (_ctx, stream) = gpu();
+    let blas = Cublas::new(&stream).unwrap();
+    let (m, n, k) = (384, 256, 640);
+    /// The baseline of `types` on the row-major problem, against float64 within the
+    /// tolerance a kernel of those types must meet.
+    fn baseline_error<In: Element, Out: Element>(
+        stream: &Arc<CudaStream>,
+        blas: &Cublas,
+        types: KernelTypes,
+        (m, n, k): (u32, u32, u32),
+    ) {
+        let baseline = CublasGemm::baseline(types);
+        let problem = Problem::<In>::random(m, n, k, 4);
+        let a = stream.clone_htod(&problem.a).unwrap();
+        let b = stream.clone_htod(&problem.b).unwrap();
+        let mut c = stream
+            .clone_htod(&vec![Out::poison(); (m * n) as usize])
+            .unwrap();
+        blas.gemm(baseline, &a, &b, &mut c, m, n, k).unwrap();
+        let c = stream.clone_dtoh(&c).unwrap();
+        let report = compare(&c, &cpu_reference(&problem), m, n, n, Reference::CpuF64);
+        eprintln!("{} ({types}) vs float64: {report}", baseline.short_name());
+        report
+            .check(&types.tolerance(k))
+            .unwrap_or_else(|broken| panic!("{}: {broken}", baseline.short_name()));
+    }
+    let types = |dtype, out| KernelTypes::new(dtype, out).unwrap();
+    let dims = (m, n, k);
+    baseline_error::<f32, f32>(&stream, &blas, types(DType::F32, DType::F32), dims);
+    baseline_error::<f32, f32>(&stream, &blas, types(DType::Tf32, DType::F32), dims);
+    baseline_error::<bf16, bf16>(&stream, &blas, types(DType::Bf16, DType::Bf16), dims);
+    baseline_error::<bf16, f32>(&stream, &blas, types(DType::Bf16, DType::F32), dims);
+    baseline_error::<f16, f16>(&stream, &blas, types(DType::F16, DType::F16), dims);
+    baseline_error::<f16, f32>(&stream, &blas, types(DType::F16, DType::F32), dims);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn verify_picks_cublas_for_large_problems_and_passes() {
     let (ctx, stream) = gpu();
-    let kernel = load(&ctx, &CATALOG[0]);
-    let report = verify(&kernel, &stream, 2048, 2048, 2048, 9).unwrap();
-    eprintln!("{} 2048³ vs cuBLAS: {report}", CATALOG[0].name);
-    assert_eq!(report.reference, Reference::Cublas);
-    report.check(&Tolerance::f32_accumulation(2048)).unwrap();
-    let small = verify(&kernel, &stream, 256, 256, 256, 9).unwrap();
-    assert_eq!(small.reference, Reference::CpuF64);
-    small.check(&Tolerance::f32_accumulation(256)).unwrap();
+    for (entry, types) in one_entry_per_types() {
+        let kernel = load(&ctx, entry);
+        let launch = kernel.info().launch;
+        let large = Shape::cube(2048);
+        large.admitted_by(&launch).unwrap();
+        let small = Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
+        for (shape, reference) in [(large, Reference::Cublas), (small, Reference::CpuF64)] {
+            let Shape { m, n, k } = shape;
+            let report =
+                with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, 9)).unwrap();
+            eprintln!("{} ({types}) {shape}: {report}", entry.name);
+            assert_eq!(report.reference, reference);
+            report.check(&types.tolerance(k)).unwrap();
+        }
+    }
 }

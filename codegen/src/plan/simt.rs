@@ -8,7 +8,7 @@
 //! of B as TN/4 vectors. The 8 lanes of a 128-bit read phase share a lane row, so A reads
 //! broadcast and B reads cover 128 consecutive bytes: conflict-free.
 
-use super::{PlanCopy, SmemLayout};
+use super::{conflict_degree, BankReport, PlanCopy, SmemLayout};
 use gemm_dsl::geometry::{
     CopyGeometry, SimtGeometry, COPY_VECTOR_BYTES, SIMT_COLUMN_GROUP, SIMT_LANE_COLS,
     SIMT_LANE_ROWS,
@@ -18,6 +18,8 @@ use serde::Serialize;
 
 /// Bytes of one f32.
 const F32_BYTES: u32 = 4;
+/// Blocks below this many threads get an explicit register limit (see `max_registers`).
+const SMALL_BLOCK_THREADS: u32 = 256;
 /// k values one A vector read covers (16 bytes of f32).
 const K_PER_A_VECTOR: u32 = COPY_VECTOR_BYTES / F32_BYTES;
 
@@ -25,6 +27,11 @@ const K_PER_A_VECTOR: u32 = COPY_VECTOR_BYTES / F32_BYTES;
 #[derive(Clone, Debug, Serialize)]
 pub struct SimtPlan {
     pub threads: u32,
+    /// `.maxnreg` for blocks of fewer than eight warps: for those, ptxas otherwise aims at an
+    /// occupancy its register cap cannot keep and spills (seen at 32, 64 and 128 threads). Larger
+    /// blocks keep ptxas's own choice, which measured faster (128 instead of 138 registers
+    /// for 128x128x8: two blocks per SM instead of one).
+    pub max_registers: Option<u32>,
     pub element_bytes: u32,
     pub vector_bytes: u32,
     pub block_m: u32,
@@ -289,6 +296,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
 
     SimtPlan {
         threads: g.threads,
+        max_registers: (g.threads < SMALL_BLOCK_THREADS).then_some(valid.registers.limit),
         element_bytes: F32_BYTES,
         vector_bytes: COPY_VECTOR_BYTES,
         block_m: tile.m,
@@ -305,45 +313,6 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         consumer,
         epilogue,
     }
-}
-
-/// Lanes served together by one 128-bit shared-memory access.
-const LANES_PER_128_BIT_PHASE: u32 = 8;
-const BANKS: u32 = 32;
-const BANK_BYTES: u32 = 4;
-
-/// The conflict degree of one warp-wide shared-memory access: 1 means every bank is touched by
-/// at most one distinct word in each phase (broadcasts are free).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BankReport {
-    pub access: &'static str,
-    pub degree: u32,
-}
-
-/// Conflict degree of 16-byte accesses at the given per-lane byte addresses: the worst phase
-/// of 8 lanes, each bank counting its distinct words (bank = (addr >> 2) & 31).
-pub fn conflict_degree(addresses: &[u32]) -> u32 {
-    addresses
-        .chunks(LANES_PER_128_BIT_PHASE as usize)
-        .map(|phase| {
-            let mut words_per_bank = vec![Vec::<u32>::new(); BANKS as usize];
-            for &address in phase {
-                for word in 0..COPY_VECTOR_BYTES / BANK_BYTES {
-                    let word_address = address / BANK_BYTES + word;
-                    let bank = &mut words_per_bank[(word_address % BANKS) as usize];
-                    if !bank.contains(&word_address) {
-                        bank.push(word_address);
-                    }
-                }
-            }
-            words_per_bank
-                .iter()
-                .map(|words| words.len() as u32)
-                .max()
-                .unwrap_or(0)
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 impl SimtPlan {
@@ -395,7 +364,9 @@ mod tests {
 
     fn simt(text: &str) -> SimtPlan {
         let valid = gemm_dsl::check_str(text).unwrap();
-        let gemm_dsl::Family::Simt(g) = valid.family;
+        let gemm_dsl::Family::Simt(g) = valid.family else {
+            panic!("{text} is not a SIMT spec");
+        };
         plan(&valid, &g)
     }
 

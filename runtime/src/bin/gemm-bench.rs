@@ -1,8 +1,15 @@
-//! `gemm-bench`: time catalog kernels against cuBLAS SGEMM in one process.
+//! `gemm-bench`: time catalog kernels against cuBLAS in one process.
 //!
-//! For each shape, random normal inputs are made once (several copies when they would fit in
-//! L2) and shared by every spec that admits the shape; each spec's launches alternate with
-//! cuBLAS's on one stream, each launch timed by its own CUDA events; the median counts.
+//! Each kernel runs with the element types its spec names and is timed against the cuBLAS
+//! call of the same types ([`CublasGemm::baseline`]): SGEMM (no TF32) for f32 SIMT kernels,
+//! GemmEx with the kernel's A/B and C types and f32 compute for bf16 and f16 kernels, GemmEx
+//! with `CUBLAS_COMPUTE_32F_FAST_TF32` for tf32 kernels. Every row of the report names its
+//! baseline.
+//!
+//! For each shape, random normal inputs are made once per input type (f32 normals rounded to
+//! the type; several copies when they would fit in L2) and shared by every spec of that type
+//! that admits the shape; each spec's launches alternate with cuBLAS's on one stream, each
+//! launch timed by its own CUDA events; the median counts.
 //!
 //! Exit codes: 0 done, 1 GPU error or failed `--check`, 2 bad arguments.
 
@@ -15,11 +22,15 @@ use runtime::bench::{
     full_suite, input_sets, parse_shapes, quick_suite, time_interleaved, today, BenchRecord,
     BenchReport, Method, Shape, Skipped,
 };
-use runtime::verify::{compare, sgemm_handle, sgemm_row_major, Problem, Reference, Tolerance};
-use runtime::{open_context, DeviceInfo, Element, Error, GemmKernel};
+use runtime::blas::{Cublas, CublasGemm};
+use runtime::verify::{compare, ErrorReport, Problem, Reference};
+use runtime::{open_context, with_kernel, AnyKernel, DeviceInfo, Element, Error, GemmKernel};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Suite {
@@ -32,18 +43,35 @@ enum Suite {
 #[derive(Parser)]
 #[command(
     name = "gemm-bench",
-    about = "Time gemm-dsl catalog kernels against cuBLAS SGEMM"
+    about = "Time gemm-dsl catalog kernels against cuBLAS of the same element types"
 )]
 struct Cli {
-    /// Catalog specs to time, comma separated (default: the whole catalog).
+    /// Catalog specs to time, comma separated (default: the whole catalog, unless
+    /// --spec-file is given).
     #[arg(long, value_delimiter = ',')]
     specs: Vec<String>,
+    /// Also time the specs in this file: one spec body per line (`#` starts a comment line);
+    /// for tuning outside the catalog.
+    #[arg(long)]
+    spec_file: Option<PathBuf>,
+    /// Replace a kernel's generated PTX by DIR/NAME.ptx where that file exists: compares a
+    /// hand-edited kernel with the generated one under the same launch rules.
+    #[arg(long)]
+    ptx_dir: Option<PathBuf>,
     /// Shape suite.
     #[arg(long, value_enum, default_value_t = Suite::Quick)]
     suite: Suite,
     /// Shapes MxNxK, comma separated; replaces the suite.
     #[arg(long)]
     shapes: Option<String>,
+    /// Catalog specs that run the full suite when --suite is quick (comma separated); the
+    /// others keep the quick suite.
+    #[arg(long, value_delimiter = ',', conflicts_with = "shapes")]
+    full_for: Vec<String>,
+    /// Start no new (spec, shape) measurement after this many seconds; what is left is
+    /// reported as not run, and the report is still written.
+    #[arg(long)]
+    time_limit: Option<u64>,
     /// Timed launches per (spec, shape), for ours and for cuBLAS each.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
@@ -53,7 +81,8 @@ struct Cli {
     /// Most copies of the inputs rotated through (to keep operands out of L2).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     max_input_sets: u32,
-    /// Verify each kernel once per shape against cuBLAS before timing; stop on an error.
+    /// Verify each kernel once per shape before timing, against cuBLAS on the exact inputs
+    /// with f32 accumulation, within its dtype's tolerance; stop on an error.
     #[arg(long)]
     check: bool,
     /// Write the report as JSON.
@@ -68,6 +97,10 @@ struct Cli {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Time nothing: read a report written by `--out` and write its table, `--markdown` and
+    /// `--svg` again (no GPU needed).
+    #[arg(long, conflicts_with_all = ["specs", "shapes", "full_for", "check"])]
+    from_json: Option<PathBuf>,
 }
 
 /// Why the run stopped.
@@ -107,26 +140,56 @@ fn main() -> ExitCode {
     }
 }
 
-fn selected_specs(names: &[String]) -> Result<Vec<&'static CatalogSpec>, Failure> {
-    if names.is_empty() {
-        return Ok(catalog::CATALOG.iter().collect());
+/// (spec text, where it came from) for every kernel to time.
+fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
+    let mut specs: Vec<(String, String)> = Vec::new();
+    if cli.specs.is_empty() && cli.spec_file.is_none() {
+        specs.extend(
+            catalog::CATALOG
+                .iter()
+                .map(|e| (e.spec.to_string(), format!("catalog:{}", e.name))),
+        );
     }
-    names
-        .iter()
-        .map(|name| {
-            catalog::find(name.trim()).ok_or_else(|| {
-                let known: Vec<&str> = catalog::CATALOG.iter().map(|e| e.name).collect();
-                Failure::Arguments(format!(
-                    "no catalog spec named `{name}`; known: {}",
-                    known.join(", ")
-                ))
-            })
-        })
-        .collect()
+    for name in &cli.specs {
+        let entry: &CatalogSpec = catalog::find(name.trim()).ok_or_else(|| {
+            let known: Vec<&str> = catalog::CATALOG.iter().map(|e| e.name).collect();
+            Failure::Arguments(format!(
+                "no catalog spec named `{name}`; known: {}",
+                known.join(", ")
+            ))
+        })?;
+        specs.push((entry.spec.to_string(), format!("catalog:{}", entry.name)));
+    }
+    if let Some(path) = &cli.spec_file {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            Failure::Arguments(format!("cannot read {}: {error}", path.display()))
+        })?;
+        for (number, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if !line.is_empty() && !line.starts_with('#') {
+                specs.push((
+                    line.to_string(),
+                    format!("{}:{}", path.display(), number + 1),
+                ));
+            }
+        }
+    }
+    Ok(specs)
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
-    let specs = selected_specs(&cli.specs)?;
+    if let Some(path) = &cli.from_json {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| Failure::Output(format!("cannot read {}: {error}", path.display())))?;
+        let report: BenchReport = serde_json::from_str(&text).map_err(|error| {
+            Failure::Arguments(format!(
+                "{} is not a gemm-bench report: {error}",
+                path.display()
+            ))
+        })?;
+        return write_report(cli, &report);
+    }
+    let specs = selected_specs(cli)?;
     let shapes = match &cli.shapes {
         Some(text) => parse_shapes(text).map_err(Failure::Arguments)?,
         None => match cli.suite {
@@ -134,27 +197,64 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             Suite::Full => full_suite(),
         },
     };
+    // The shapes of the full suite that only the --full-for specs run.
+    let extra_shapes: Vec<Shape> = if cli.full_for.is_empty() || cli.suite == Suite::Full {
+        Vec::new()
+    } else {
+        full_suite()
+            .into_iter()
+            .filter(|shape| !shapes.contains(shape))
+            .collect()
+    };
+    for name in &cli.full_for {
+        if !specs
+            .iter()
+            .any(|(_, origin)| origin == &format!("catalog:{name}"))
+        {
+            return Err(Failure::Arguments(format!(
+                "--full-for {name}: not among the specs to time"
+            )));
+        }
+    }
     if cli.iters < 20 {
         eprintln!(
             "note: --iters {} is below the 20 launches the performance method asks for",
             cli.iters
         );
     }
-    let emitted: Vec<Emitted> = specs
+    let mut emitted: Vec<Emitted> = specs
         .iter()
-        .map(|entry| {
-            codegen::emit_str(entry.spec).map_err(|errors| {
-                Failure::Arguments(errors.render(entry.spec, &format!("catalog:{}", entry.name)))
-            })
+        .map(|(spec, origin)| {
+            codegen::emit_str(spec)
+                .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
         })
         .collect::<Result<_, _>>()?;
+    if let Some(dir) = &cli.ptx_dir {
+        for kernel in &mut emitted {
+            let path = dir.join(format!("{}.ptx", kernel.kernel_name));
+            if let Ok(ptx) = std::fs::read_to_string(&path) {
+                eprintln!("{}: PTX replaced by {}", kernel.kernel_name, path.display());
+                kernel.ptx = ptx;
+            }
+        }
+    }
 
     // Which (spec, shape) pairs run; the rest are reported as skipped, never dropped quietly.
     let mut skipped = Vec::new();
     let mut work: Vec<(Shape, Vec<usize>)> = Vec::new();
-    for &shape in &shapes {
+    let all_shapes = shapes.iter().chain(&extra_shapes);
+    for &shape in all_shapes {
         let mut admitting = Vec::new();
         for (index, kernel) in emitted.iter().enumerate() {
+            let origin = &specs[index].1;
+            if !shapes.contains(&shape)
+                && !cli
+                    .full_for
+                    .iter()
+                    .any(|name| origin == &format!("catalog:{name}"))
+            {
+                continue;
+            }
             match shape.admitted_by(&kernel.launch) {
                 Ok(()) => admitting.push(index),
                 Err(reason) => {
@@ -175,10 +275,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let ctx = open_context(cli.device)?;
     let device = DeviceInfo::query(&ctx)?;
     let stream = ctx.default_stream();
-    let blas = sgemm_handle(&stream)?;
-    let kernels: Vec<GemmKernel<f32, f32>> = emitted
+    let blas = Cublas::new(&stream)?;
+    let kernels: Vec<AnyKernel> = emitted
         .iter()
-        .map(|e| GemmKernel::from_emitted(&ctx, e))
+        .map(|e| AnyKernel::from_emitted(&ctx, e))
         .collect::<Result<_, _>>()?;
     eprintln!(
         "{} (compute capability {}, CUDA {}), {} kernels",
@@ -188,6 +288,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         kernels.len()
     );
 
+    let started = Instant::now();
+    let deadline = cli.time_limit.map(|s| started + Duration::from_secs(s));
     let total: usize = work.iter().map(|(_, specs)| specs.len()).sum();
     let progress = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
     progress.set_style(
@@ -195,84 +297,67 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             .expect("the template is valid"),
     );
     let mut records = Vec::new();
+    let mut out_of_time = 0;
     for (shape, admitting) in &work {
-        let shape = *shape;
-        progress.set_message(format!("{shape}: inputs"));
-        let inputs = ShapeInputs::new(&stream, shape, device.l2_cache_bytes, cli.max_input_sets)?;
-        let mut c_ours = stream
-            .alloc_zeros::<f32>(shape.m as usize * shape.n as usize)
-            .map_err(|source| gpu("allocating C", source))?;
-        let mut c_cublas = stream
-            .alloc_zeros::<f32>(shape.m as usize * shape.n as usize)
-            .map_err(|source| gpu("allocating C", source))?;
-        let reference = if cli.check {
-            Some(inputs.cublas_result(&stream, &blas, &mut c_cublas)?)
-        } else {
-            None
-        };
+        let mut inputs = ShapeInputs::new(*shape, device.l2_cache_bytes, cli.max_input_sets);
         for &index in admitting {
             let kernel = &kernels[index];
             let name = kernel.info().name;
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                out_of_time += 1;
+                skipped.push(Skipped {
+                    spec: name.to_string(),
+                    shape: *shape,
+                    reason: format!(
+                        "not run: --time-limit {} s reached",
+                        cli.time_limit.unwrap_or_default()
+                    ),
+                });
+                progress.inc(1);
+                continue;
+            }
             progress.set_message(format!("{shape}: {name}"));
-            let check = match &reference {
-                Some(reference) => {
-                    let report = inputs.check(&stream, kernel, &mut c_ours, reference)?;
-                    report
-                        .check(&Tolerance::f32_accumulation(shape.k))
-                        .map_err(|broken| {
-                            Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
-                        })?;
-                    Some(format!(
-                        "rel {:.1e}, max abs {:.1e}",
-                        report.rel_frobenius, report.max_abs
-                    ))
-                }
-                None => None,
+            let types = kernel.types();
+            let baseline = CublasGemm::baseline(types);
+            let run = Run {
+                cli,
+                stream: &stream,
+                blas: &blas,
             };
-            let sets = inputs.a.len();
-            let times = time_interleaved(
-                &stream,
-                cli.warmup as usize,
-                cli.iters as usize,
-                |launch| {
-                    let set = launch % sets;
-                    kernel.launch(
-                        &stream,
-                        &inputs.a[set],
-                        &inputs.b[set],
-                        &mut c_ours,
-                        shape.m,
-                        shape.n,
-                        shape.k,
-                    )
-                },
-                |launch| {
-                    // cuBLAS starts half-way round the ring, so the two never read the same
-                    // copy back to back.
-                    let set = (launch + sets / 2) % sets;
-                    sgemm_row_major(
-                        &blas,
-                        &inputs.a[set],
-                        &inputs.b[set],
-                        &mut c_cublas,
-                        shape.m,
-                        shape.n,
-                        shape.k,
-                    )
-                },
-            )?;
-            let record = BenchRecord::new(name, shape, &times, check)
-                .expect("at least one timed launch each");
+            let (times, check) =
+                with_kernel!(kernel, typed => run.measure(typed, types, baseline, &mut inputs)?);
+            let record = BenchRecord::new(
+                name,
+                &types.to_string(),
+                &baseline.short_name(),
+                *shape,
+                &times,
+                check,
+            )
+            .expect("at least one timed launch each");
             progress.println(format!(
-                "{name:<28} {shape:>18}  ours {:>8.2} TFLOP/s  cuBLAS {:>8.2} TFLOP/s  ratio {:.3}",
-                record.ours_tflops, record.cublas_tflops, record.ratio
+                "{name:<28} {:<10} {shape:>18}  ours {:>8.2} TFLOP/s  cuBLAS {:>8.2} TFLOP/s  ratio {:.3}  ({})",
+                record.types, record.ours_tflops, record.cublas_tflops, record.ratio, record.baseline
             ));
             records.push(record);
             progress.inc(1);
         }
     }
     progress.finish_and_clear();
+    if out_of_time > 0 {
+        eprintln!(
+            "warning: {out_of_time} (spec, shape) measurements not run: --time-limit {} s reached",
+            cli.time_limit.unwrap_or_default()
+        );
+    }
 
+    let mut baselines: Vec<String> = Vec::new();
+    for kernel in &kernels {
+        let description = CublasGemm::baseline(kernel.types()).description();
+        if !baselines.contains(&description) {
+            baselines.push(description);
+        }
+    }
     let report = BenchReport {
         date: today(),
         device,
@@ -280,17 +365,25 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             warmup: cli.warmup as usize,
             iters: cli.iters as usize,
             max_input_sets: cli.max_input_sets,
-            inputs: "random normal f32 inputs, C = A·B row-major".to_string(),
-            baseline: "cuBLAS SGEMM (default math mode: f32 FMA, no TF32), same stream, launches interleaved with ours".to_string(),
+            inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B row-major".to_string(),
+            baseline: format!(
+                "per row (cuBLAS baseline column): {}; same stream, launches interleaved with ours",
+                baselines.join("; ")
+            ),
             statistic: "median of per-launch CUDA event times".to_string(),
         },
         records,
         skipped,
     };
     println!();
+    write_report(cli, &report)
+}
+
+/// The table on stdout and every output file asked for.
+fn write_report(cli: &Cli, report: &BenchReport) -> Result<(), Failure> {
     print!("{}", report.table());
     if let Some(path) = &cli.out {
-        let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+        let json = serde_json::to_string_pretty(report).expect("the report serializes");
         write(path, &json)?;
     }
     if let Some(path) = &cli.markdown {
@@ -314,26 +407,145 @@ fn write(path: &Path, text: &str) -> Result<(), Failure> {
         .map_err(|error| Failure::Output(format!("cannot write {}: {error}", path.display())))
 }
 
-/// The device copies of one shape's inputs.
+/// What every measurement shares.
+struct Run<'a> {
+    cli: &'a Cli,
+    stream: &'a Arc<CudaStream>,
+    blas: &'a Cublas,
+}
+
+impl Run<'_> {
+    /// The optional check, then interleaved timing of `kernel` and its cuBLAS `baseline` on
+    /// the shape's inputs of the kernel's input type.
+    fn measure<In: Element, Out: Element>(
+        &self,
+        kernel: &GemmKernel<In, Out>,
+        types: runtime::KernelTypes,
+        baseline: CublasGemm,
+        inputs: &mut ShapeInputs,
+    ) -> Result<(runtime::bench::InterleavedTimes, Option<String>), Failure> {
+        let shape = inputs.shape;
+        let Shape { m, n, k } = shape;
+        let stream = self.stream;
+        let typed = inputs.typed::<In>(stream, self.blas, self.cli.check)?;
+        let mut c_ours = stream
+            .alloc_zeros::<Out>(m as usize * n as usize)
+            .map_err(|source| gpu("allocating C", source))?;
+        let mut c_cublas = stream
+            .alloc_zeros::<Out>(m as usize * n as usize)
+            .map_err(|source| gpu("allocating C", source))?;
+        let check = match &typed.reference {
+            Some(reference) => {
+                let name = kernel.info().name;
+                let report = typed.check(stream, kernel, &mut c_ours, reference)?;
+                report.check(&types.tolerance(k)).map_err(|broken| {
+                    Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
+                })?;
+                Some(format!(
+                    "rel {:.1e}, max abs {:.1e}",
+                    report.rel_frobenius, report.max_abs
+                ))
+            }
+            None => None,
+        };
+        let sets = typed.a.len();
+        let times = time_interleaved(
+            stream,
+            self.cli.warmup as usize,
+            self.cli.iters as usize,
+            |launch| {
+                let set = launch % sets;
+                kernel.launch(stream, &typed.a[set], &typed.b[set], &mut c_ours, m, n, k)
+            },
+            |launch| {
+                // cuBLAS starts half-way round the ring, so the two never read the same
+                // copy back to back.
+                let set = (launch + sets / 2) % sets;
+                self.blas.gemm(
+                    baseline,
+                    &typed.a[set],
+                    &typed.b[set],
+                    &mut c_cublas,
+                    m,
+                    n,
+                    k,
+                )
+            },
+        )?;
+        Ok((times, check))
+    }
+}
+
+/// One shape's inputs on the device, made on first use for each input type.
 struct ShapeInputs {
     shape: Shape,
-    a: Vec<CudaSlice<f32>>,
-    b: Vec<CudaSlice<f32>>,
+    l2_bytes: u32,
+    max_sets: u32,
+    /// `TypedInputs<In>` by `TypeId::of::<In>()`.
+    by_type: HashMap<TypeId, Box<dyn Any>>,
 }
 
 impl ShapeInputs {
+    fn new(shape: Shape, l2_bytes: u32, max_sets: u32) -> Self {
+        ShapeInputs {
+            shape,
+            l2_bytes,
+            max_sets,
+            by_type: HashMap::new(),
+        }
+    }
+
+    /// The inputs of type `In` (and with `with_reference`, their reference), made now if
+    /// this is the first kernel of that type at this shape.
+    fn typed<In: Element>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        blas: &Cublas,
+        with_reference: bool,
+    ) -> Result<&TypedInputs<In>, Failure> {
+        let key = TypeId::of::<In>();
+        if !self.by_type.contains_key(&key) {
+            let made = TypedInputs::<In>::new(
+                stream,
+                blas,
+                self.shape,
+                self.l2_bytes,
+                self.max_sets,
+                with_reference,
+            )?;
+            self.by_type.insert(key, Box::new(made));
+        }
+        Ok(self.by_type[&key]
+            .downcast_ref()
+            .expect("entries are keyed by their type"))
+    }
+}
+
+/// The device copies of one shape's inputs of one type, and optionally the reference on set 0.
+struct TypedInputs<In: Element> {
+    shape: Shape,
+    a: Vec<CudaSlice<In>>,
+    b: Vec<CudaSlice<In>>,
+    reference: Option<Vec<f64>>,
+}
+
+impl<In: Element> TypedInputs<In> {
     fn new(
         stream: &Arc<CudaStream>,
+        blas: &Cublas,
         shape: Shape,
         l2_bytes: u32,
         max_sets: u32,
+        with_reference: bool,
     ) -> Result<Self, Failure> {
+        let Shape { m, n, k } = shape;
         let input_bytes =
-            4 * (u64::from(shape.m) * u64::from(shape.k) + u64::from(shape.k) * u64::from(shape.n));
+            u64::from(In::BYTES) * (u64::from(m) * u64::from(k) + u64::from(k) * u64::from(n));
         let sets = input_sets(input_bytes, u64::from(l2_bytes), max_sets);
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for set in 0..sets {
-            let problem = Problem::<f32>::random(shape.m, shape.n, shape.k, 1000 + u64::from(set));
+            // The same seeds for every type: each type's inputs are the f32 ones rounded.
+            let problem = Problem::<In>::random(m, n, k, 1000 + u64::from(set));
             a.push(
                 stream
                     .clone_htod(&problem.a)
@@ -345,35 +557,54 @@ impl ShapeInputs {
                     .map_err(|source| gpu("copying B to the device", source))?,
             );
         }
-        Ok(ShapeInputs { shape, a, b })
+        let mut inputs = TypedInputs {
+            shape,
+            a,
+            b,
+            reference: None,
+        };
+        if with_reference {
+            inputs.reference = Some(inputs.cublas_reference(stream, blas)?);
+        }
+        Ok(inputs)
     }
 
-    /// cuBLAS's result on set 0, as the reference for `--check`.
-    fn cublas_result(
+    /// cuBLAS on set 0 with exact inputs and f32 accumulation, as the reference for `--check`.
+    fn cublas_reference(
         &self,
         stream: &Arc<CudaStream>,
-        blas: &cudarc::cublas::CudaBlas,
-        c: &mut CudaSlice<f32>,
+        blas: &Cublas,
     ) -> Result<Vec<f64>, Failure> {
         let Shape { m, n, k } = self.shape;
-        sgemm_row_major(blas, &self.a[0], &self.b[0], c, m, n, k)?;
+        let mut c = stream
+            .alloc_zeros::<f32>(m as usize * n as usize)
+            .map_err(|source| gpu("allocating the reference C", source))?;
+        blas.gemm(
+            CublasGemm::reference(In::STORAGE),
+            &self.a[0],
+            &self.b[0],
+            &mut c,
+            m,
+            n,
+            k,
+        )?;
         let c = stream
-            .clone_dtoh(c)
+            .clone_dtoh(&c)
             .map_err(|source| gpu("copying the cuBLAS result back", source))?;
         Ok(c.into_iter().map(f64::from).collect())
     }
 
     /// One poisoned launch of `kernel` on set 0, measured against `reference`.
-    fn check(
+    fn check<Out: Element>(
         &self,
         stream: &Arc<CudaStream>,
-        kernel: &GemmKernel<f32, f32>,
-        c: &mut CudaSlice<f32>,
+        kernel: &GemmKernel<In, Out>,
+        c: &mut CudaSlice<Out>,
         reference: &[f64],
-    ) -> Result<runtime::verify::ErrorReport, Failure> {
+    ) -> Result<ErrorReport, Failure> {
         let Shape { m, n, k } = self.shape;
         stream
-            .memcpy_htod(&vec![f32::poison(); c.len()], c)
+            .memcpy_htod(&vec![Out::poison(); c.len()], c)
             .map_err(|source| gpu("poisoning C", source))?;
         kernel.launch(stream, &self.a[0], &self.b[0], c, m, n, k)?;
         let result = stream

@@ -1,13 +1,14 @@
-//! `gemm-run`: load one catalog kernel, launch it once on a small problem, verify the result,
-//! exit. Small enough to run under `compute-sanitizer --tool memcheck|racecheck|synccheck`.
+//! `gemm-run`: load one catalog kernel with its element types, launch it once on a small
+//! problem, verify the result against float64, exit. Small enough to run under
+//! `compute-sanitizer --tool memcheck|racecheck|synccheck`.
 //!
 //! Exit codes: 0 correct, 1 wrong result or GPU error, 2 bad arguments.
 
 use clap::Parser;
 use codegen::catalog;
 use runtime::bench::Shape;
-use runtime::verify::{check_against, cpu_reference, Problem, Reference, Tolerance};
-use runtime::{open_context, GemmKernel};
+use runtime::verify::{check_against, cpu_reference, ErrorReport, Problem, Reference};
+use runtime::{open_context, with_kernel, AnyKernel, CudaStream, Element, GemmKernel};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -75,13 +76,12 @@ fn main() -> ExitCode {
 fn run(cli: &Cli, emitted: &codegen::Emitted, shape: Shape) -> Result<bool, runtime::Error> {
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
-    let kernel = GemmKernel::<f32, f32>::from_emitted(&ctx, emitted)?;
-    let problem = Problem::<f32>::random(shape.m, shape.n, shape.k, cli.seed);
-    let reference = cpu_reference(&problem);
-    let report = check_against(&kernel, &stream, &problem, &reference, Reference::CpuF64)?;
-    let verdict = report.check(&Tolerance::f32_accumulation(shape.k));
+    let kernel = AnyKernel::from_emitted(&ctx, emitted)?;
+    let report = with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed)?);
+    let types = kernel.types();
+    let verdict = report.check(&types.tolerance(shape.k));
     println!(
-        "{} {shape}: {report}: {}",
+        "{} ({types}) {shape}: {report}: {}",
         emitted.kernel_name,
         match &verdict {
             Ok(()) => "ok".to_string(),
@@ -89,4 +89,16 @@ fn run(cli: &Cli, emitted: &codegen::Emitted, shape: Shape) -> Result<bool, runt
         }
     );
     Ok(verdict.is_ok())
+}
+
+/// One poisoned launch on random normal inputs of the kernel's type, against float64.
+fn run_once<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &std::sync::Arc<CudaStream>,
+    shape: Shape,
+    seed: u64,
+) -> Result<ErrorReport, runtime::Error> {
+    let problem = Problem::<In>::random(shape.m, shape.n, shape.k, seed);
+    let reference = cpu_reference(&problem);
+    check_against(kernel, stream, &problem, &reference, Reference::CpuF64)
 }

@@ -1,0 +1,930 @@
+//! Plan of the Ampere tensor-core family (`mma: mma_sync`).
+//!
+//! Per stage, shared memory holds A as `BM x BK` (K contiguous) and B as `BK x BN` (N
+//! contiguous), both in their global layout with 16-byte chunks placed by one
+//! [`SmemSwizzle`] per operand, so 16-byte `cp.async` copies land in place and the same
+//! function tells the readers where they went.
+//!
+//! Warp `(warp_m, warp_n)` owns a `WM x WN` warp tile of `WM/16 x WN/8` mma tiles. Per k step
+//! (16 k for f16/bf16, 8 k for tf32; 32 bytes of an A row either way) it loads:
+//! - A with one `ldmatrix.x4` per 16 rows: lane `l` addresses row `l % 16`, chunk `l / 16`, so
+//!   the four 8x8 matrices are (rows 0-7, k-chunk 0), (rows 8-15, chunk 0), (rows 0-7,
+//!   chunk 1), (rows 8-15, chunk 1): exactly registers a0..a3 of the mma A fragment (for tf32
+//!   an 8x8 b16 matrix is 8 rows x 4 tf32, and the same four matrices are a0..a3 of m16n8k8).
+//! - B (f16/bf16) with one `ldmatrix.x4.trans` per 16 columns: lane `l` addresses k row `l %
+//!   16`, n chunk `l / 16`; the transposed matrices give b0, b1 of two n8 tiles.
+//! - B (tf32) with `ld.shared.b32`: lane `(g, t) = (l / 4, l % 4)` reads k rows `t` and `t + 4`
+//!   of column `g` of each n8 tile (ldmatrix has no 32-bit transpose).
+//!
+//! Then `WM/16 x WN/8` mma instructions accumulate in f32. The epilogue writes each
+//! accumulator pair (row `g`, columns `2t, 2t+1`) as one 8-byte f32 store or, converted with
+//! round-to-nearest-even to a packed bf16x2/f16x2, one 4-byte store.
+//!
+//! The pipeline is the SIMT family's: `stages: 1` loads, waits and computes in turn; 2 or
+//! more stages run a cp.async ring (prologue of `stages - 1` groups, then per k tile
+//! `wait_group stages - 2`, `bar.sync`, the copies of tile `k + stages - 1` into the stage read
+//! last iteration and one commit, empty past the end of K, and the math) or, for `copy: sync`,
+//! the next tile held in registers across the math.
+//!
+//! Every shared-memory address is `(base ^ xor) + offset`: a per-thread base register
+//! computed once from the thread's lane and warp through the swizzle, XORed with one of a few
+//! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
+//! for every thread).
+
+use super::swizzle::{decompose, SmemSwizzle, XorOffset};
+use super::{conflict_degree, conflict_degree_for, BankReport, PlanCopy, SmemLayout};
+use gemm_dsl::geometry::{CopyGeometry, MmaSyncGeometry, COPY_VECTOR_BYTES};
+use gemm_dsl::{CacheHint, Copy, DType, ValidSpec};
+use serde::Serialize;
+
+/// Bytes of A (or of a B column block) one mma k step consumes per row: 16 f16/bf16 or 8 tf32.
+const K_STEP_BYTES: u32 = 32;
+
+/// Every number the mma.sync template prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct MmaSyncPlan {
+    pub threads: u32,
+    /// `.maxnreg`: the per-thread register limit of the block size. Without it ptxas may aim
+    /// for a higher occupancy than the kernel's registers allow, and spill.
+    pub max_registers: u32,
+    pub dtype: &'static str,
+    pub out_dtype: &'static str,
+    pub in_bytes: u32,
+    pub out_bytes: u32,
+    pub vector_bytes: u32,
+    pub block_m: u32,
+    pub block_n: u32,
+    pub block_k: u32,
+    pub warp_cols: u32,
+    pub warp_tile_m: u32,
+    pub warp_tile_n: u32,
+    pub m_frags: u32,
+    pub n_frags: u32,
+    pub k_steps: u32,
+    pub smem: SmemLayout,
+    pub copy: PlanCopy,
+    /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
+    pub cache_hint: &'static str,
+    pub a_copy: TileCopy,
+    pub b_copy: TileCopy,
+    /// Bytes the A pointer advances per k tile (B advances `BK` rows, a runtime stride).
+    pub a_tile_step_bytes: u32,
+    pub b_tile_rows: u32,
+    /// Registers that stage one tile in flight for `copy: sync`.
+    pub staging_registers: u32,
+    /// The mma instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
+    pub mma_instruction: &'static str,
+    /// tf32: inputs are f32 bit patterns, rounded with `cvt.rna.tf32.f32` before the mma.
+    pub round_tf32: bool,
+    /// B fragments come from `ldmatrix.x4.trans` (f16/bf16) rather than `ld.shared.b32` (tf32).
+    pub b_ldmatrix: bool,
+    pub a_read: FragmentReads,
+    pub b_read: FragmentReads,
+    pub accumulators: u32,
+    pub a_fragment_registers: u32,
+    pub b_fragment_registers: u32,
+    /// The conversion that packs two f32 into one 32-bit word of the output type, or empty
+    /// for f32 output.
+    pub pack_instruction: &'static str,
+    /// The math and the epilogue, handed to the templates on their own.
+    #[serde(skip)]
+    pub k_steps_plan: Vec<MmaKStep>,
+    #[serde(skip)]
+    pub epilogue: MmaEpilogue,
+}
+
+/// How one operand's tile is copied: thread `t`'s first 16-byte vector is row
+/// `t / vectors_per_row`, chunk `t % vectors_per_row` (the copy base); its `i`-th copy is
+/// vector `t + i·threads`, addressed in shared memory from one of the `bases`.
+#[derive(Clone, Debug, Serialize)]
+pub struct TileCopy {
+    pub vectors_per_row: u32,
+    pub swizzle: SmemSwizzle,
+    /// Offset of this operand inside a stage.
+    pub smem_tile_offset: u32,
+    /// XOR constants of the per-thread shared-memory base registers.
+    pub bases: Vec<u32>,
+    pub copies: Vec<TileCopyOp>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TileCopyOp {
+    /// Rows below the previous copy's row (scaled by the runtime leading dimension).
+    pub global_row_delta: u32,
+    /// Bytes right of the thread's first vector.
+    pub global_col_bytes: u32,
+    /// Index into `TileCopy::bases` and the immediate after it.
+    pub base: usize,
+    pub smem_offset: u32,
+    /// The four staging registers of `copy: sync`.
+    pub staging: String,
+}
+
+/// Where a warp's lanes read fragments from: the base offset of lane `l` of warp
+/// `(warp_m, warp_n)` is the swizzled position of row
+/// `warp_m·warp_m_rows + (l & lane_row_mask)`, byte column
+/// `warp_n·warp_n_bytes + (l >> lane_col_shift)·lane_col_bytes`.
+#[derive(Clone, Debug, Serialize)]
+pub struct FragmentReads {
+    pub swizzle: SmemSwizzle,
+    pub smem_tile_offset: u32,
+    pub warp_m_rows: u32,
+    pub warp_n_bytes: u32,
+    pub lane_row_mask: u32,
+    pub lane_col_shift: u32,
+    pub lane_col_bytes: u32,
+    /// XOR constants of the per-thread base registers.
+    pub bases: Vec<u32>,
+}
+
+impl FragmentReads {
+    /// The (row, byte column) lane `lane` of warp `(warp_m, warp_n)` starts from.
+    pub fn lane_position(&self, warp_m: u32, warp_n: u32, lane: u32) -> (u32, u32) {
+        (
+            warp_m * self.warp_m_rows + (lane & self.lane_row_mask),
+            warp_n * self.warp_n_bytes + (lane >> self.lane_col_shift) * self.lane_col_bytes,
+        )
+    }
+
+    /// The tile-relative base offset, exactly as the kernel computes it.
+    pub fn lane_base(&self, warp_m: u32, warp_n: u32, lane: u32) -> u32 {
+        let (row, col) = self.lane_position(warp_m, warp_n, lane);
+        self.swizzle.byte_offset(row, col)
+    }
+}
+
+/// One fragment load: registers, base register index and immediate offset.
+#[derive(Clone, Debug, Serialize)]
+pub struct FragLoad {
+    pub registers: String,
+    pub base: usize,
+    pub offset: u32,
+}
+
+/// `mma.sync` with accumulators `d` (also C), A registers `a` and B registers `b`.
+#[derive(Clone, Debug, Serialize)]
+pub struct MmaOp {
+    pub d: String,
+    pub a: String,
+    pub b: String,
+}
+
+/// One k step: fragment loads, tf32 rounding, then the warp tile's mma instructions.
+#[derive(Clone, Debug, Serialize)]
+pub struct MmaKStep {
+    pub a_loads: Vec<FragLoad>,
+    pub b_loads: Vec<FragLoad>,
+    /// Registers rounded to tf32 in place.
+    pub rounds: Vec<String>,
+    pub mmas: Vec<MmaOp>,
+}
+
+/// Accumulators to global memory: one row pointer per 8-row group, one store per n8 tile.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MmaEpilogue {
+    /// Rows from one group to the next: 8 (then 16 per mma tile).
+    pub row_step: u32,
+    pub rows: Vec<EpilogueRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpilogueRow {
+    /// Rows below the thread's first accumulator row.
+    pub row: u32,
+    pub stores: Vec<PairStore>,
+}
+
+/// Accumulators `lo` (column `2t`) and `hi` (column `2t + 1`) stored `offset` bytes right of
+/// the thread's first column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PairStore {
+    pub lo: u32,
+    pub hi: u32,
+    pub offset: u32,
+}
+
+fn registers(prefix: &str, indices: impl IntoIterator<Item = u32>) -> String {
+    indices
+        .into_iter()
+        .map(|i| format!("%{prefix}{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Adds `xor` to the list of bases if new; returns its index.
+fn base_slot(bases: &mut Vec<u32>, xor: u32) -> usize {
+    bases.iter().position(|&b| b == xor).unwrap_or_else(|| {
+        bases.push(xor);
+        bases.len() - 1
+    })
+}
+
+/// Decomposes `target` against `base` (per thread) or panics: validation only admits layouts
+/// whose accesses decompose, and the tests sweep them.
+fn must_decompose(base: &[u32], target: &[u32], what: &str) -> XorOffset {
+    decompose(base, target).unwrap_or_else(|| {
+        panic!("{what}: shared-memory addresses do not decompose as (base ^ xor) + offset")
+    })
+}
+
+fn tile_copy(
+    geometry: &CopyGeometry,
+    threads: u32,
+    swizzle: SmemSwizzle,
+    smem_tile_offset: u32,
+    first_staging_vector: u32,
+) -> TileCopy {
+    let vpr = geometry.vectors_per_row;
+    let position = |vector: u32| (vector / vpr, vector % vpr);
+    let offsets = |i: u32| -> Vec<u32> {
+        (0..threads)
+            .map(|t| {
+                let (row, chunk) = position(t + i * threads);
+                swizzle.chunk_offset(row, chunk)
+            })
+            .collect()
+    };
+    let first = offsets(0);
+    let mut bases = Vec::new();
+    let mut previous_row = 0;
+    let copies = (0..geometry.copies_per_thread)
+        .map(|i| {
+            // Thread t's i-th vector sits a thread-independent number of rows and columns from
+            // its first (CopyGeometry::new checks the divisibility that makes it so).
+            let (rows, cols) = position(i * threads);
+            let global_row_delta = rows - previous_row;
+            previous_row = rows;
+            let XorOffset { xor, offset } =
+                must_decompose(&first, &offsets(i), "cp.async destination");
+            TileCopyOp {
+                global_row_delta,
+                global_col_bytes: cols * COPY_VECTOR_BYTES,
+                base: base_slot(&mut bases, xor),
+                smem_offset: offset,
+                staging: registers("stage", (0..4).map(|w| 4 * (first_staging_vector + i) + w)),
+            }
+        })
+        .collect();
+    TileCopy {
+        vectors_per_row: vpr,
+        swizzle,
+        smem_tile_offset,
+        bases,
+        copies,
+    }
+}
+
+/// Per-thread base offsets of a fragment-read pattern, for every thread of the block.
+fn read_bases(reads: &FragmentReads, g: &MmaSyncGeometry) -> Vec<u32> {
+    (0..g.threads)
+        .map(|t| {
+            let warp = t / 32;
+            reads.lane_base(warp / g.warps.cols, warp % g.warps.cols, t % 32)
+        })
+        .collect()
+}
+
+/// Decomposes one read whose lane `l` of warp `(wm, wn)` reads tile position `at(wm, wn, l)`
+/// against the per-thread `base`, adding its XOR constant to `bases`.
+fn read_load(
+    bases: &mut Vec<u32>,
+    base: &[u32],
+    g: &MmaSyncGeometry,
+    registers: String,
+    at: impl Fn(u32, u32, u32) -> u32,
+) -> FragLoad {
+    let target: Vec<u32> = (0..g.threads)
+        .map(|t| {
+            let warp = t / 32;
+            at(warp / g.warps.cols, warp % g.warps.cols, t % 32)
+        })
+        .collect();
+    let XorOffset { xor, offset } = must_decompose(base, &target, "fragment read");
+    FragLoad {
+        registers,
+        base: base_slot(bases, xor),
+        offset,
+    }
+}
+
+pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
+    let spec = &valid.spec;
+    let tile = spec.tile;
+    let element = spec.dtype.size_bytes();
+    let tf32 = spec.dtype == DType::Tf32;
+    let a_swizzle = SmemSwizzle::new(spec.swizzle, tile.k * element);
+    let b_swizzle = SmemSwizzle::new(spec.swizzle, tile.n * element);
+    let a_tile_bytes = tile.m * a_swizzle.pitch;
+    let smem = SmemLayout::new(valid.smem.bytes_per_stage(), spec.stages);
+
+    let a_copy = tile_copy(&g.a_copy, g.threads, a_swizzle, 0, 0);
+    let b_copy = tile_copy(
+        &g.b_copy,
+        g.threads,
+        b_swizzle,
+        a_tile_bytes,
+        g.a_copy.copies_per_thread,
+    );
+    let (copy, cache_hint) = match spec.copy {
+        Copy::Sync => (PlanCopy::Sync, ""),
+        Copy::CpAsync(CacheHint::Cg) => (PlanCopy::CpAsync, "cg"),
+        Copy::CpAsync(CacheHint::Ca) => (PlanCopy::CpAsync, "ca"),
+        Copy::Tma { .. } => unreachable!("validation rejects copy: tma for mma_sync"),
+    };
+
+    let (mi_count, ni_count) = (g.m_frags, g.n_frags);
+    let mut a_read = FragmentReads {
+        swizzle: a_swizzle,
+        smem_tile_offset: 0,
+        warp_m_rows: g.warp_tile_m,
+        warp_n_bytes: 0,
+        lane_row_mask: 15,
+        lane_col_shift: 4,
+        lane_col_bytes: COPY_VECTOR_BYTES,
+        bases: Vec::new(),
+    };
+    let mut b_read = if tf32 {
+        FragmentReads {
+            swizzle: b_swizzle,
+            smem_tile_offset: a_tile_bytes,
+            warp_m_rows: 0,
+            warp_n_bytes: g.warp_tile_n * element,
+            lane_row_mask: 3,
+            lane_col_shift: 2,
+            lane_col_bytes: element,
+            bases: Vec::new(),
+        }
+    } else {
+        FragmentReads {
+            swizzle: b_swizzle,
+            smem_tile_offset: a_tile_bytes,
+            warp_m_rows: 0,
+            warp_n_bytes: g.warp_tile_n * element,
+            lane_row_mask: 15,
+            lane_col_shift: 4,
+            lane_col_bytes: COPY_VECTOR_BYTES,
+            bases: Vec::new(),
+        }
+    };
+    let a_base = read_bases(&a_read, g);
+    let b_base = read_bases(&b_read, g);
+    let (mut a_bases, mut b_bases) = (Vec::new(), Vec::new());
+    let a_regs_per_set = mi_count * 4;
+    let b_regs_per_set = ni_count * 2;
+    let fa = |set: u32, mi: u32, q: u32| set * a_regs_per_set + mi * 4 + q;
+    let fb = |set: u32, ni: u32, h: u32| set * b_regs_per_set + ni * 2 + h;
+    let b_rows_per_step = g.shape.k;
+    let n_tile_bytes = g.shape.n * element;
+
+    let k_steps_plan: Vec<MmaKStep> = (0..g.k_steps)
+        .map(|step| {
+            let set = step % 2;
+            let a_loads: Vec<FragLoad> = (0..mi_count)
+                .map(|mi| {
+                    let at = |wm: u32, wn: u32, lane: u32| {
+                        let (row, col) = a_read.lane_position(wm, wn, lane);
+                        a_swizzle.byte_offset(row + mi * g.shape.m, col + step * K_STEP_BYTES)
+                    };
+                    let regs = registers("fa", (0..4).map(|q| fa(set, mi, q)));
+                    read_load(&mut a_bases, &a_base, g, regs, at)
+                })
+                .collect();
+            let b_loads: Vec<FragLoad> = if tf32 {
+                (0..ni_count)
+                    .flat_map(|ni| (0..2).map(move |h| (ni, h)))
+                    .map(|(ni, h)| {
+                        let at = |wm: u32, wn: u32, lane: u32| {
+                            let (row, col) = b_read.lane_position(wm, wn, lane);
+                            b_swizzle.byte_offset(
+                                row + step * b_rows_per_step + 4 * h,
+                                col + ni * n_tile_bytes,
+                            )
+                        };
+                        let regs = registers("fb", [fb(set, ni, h)]);
+                        read_load(&mut b_bases, &b_base, g, regs, at)
+                    })
+                    .collect()
+            } else {
+                (0..ni_count / 2)
+                    .map(|j| {
+                        let at = |wm: u32, wn: u32, lane: u32| {
+                            let (row, col) = b_read.lane_position(wm, wn, lane);
+                            b_swizzle.byte_offset(
+                                row + step * b_rows_per_step,
+                                col + 2 * j * n_tile_bytes,
+                            )
+                        };
+                        // Matrices 0, 1: b0, b1 of n8 tile 2j; matrices 2, 3: of tile 2j + 1.
+                        let regs = registers(
+                            "fb",
+                            [
+                                fb(set, 2 * j, 0),
+                                fb(set, 2 * j, 1),
+                                fb(set, 2 * j + 1, 0),
+                                fb(set, 2 * j + 1, 1),
+                            ],
+                        );
+                        read_load(&mut b_bases, &b_base, g, regs, at)
+                    })
+                    .collect()
+            };
+            let rounds = if tf32 {
+                (0..mi_count)
+                    .flat_map(|mi| (0..4).map(move |q| format!("%fa{}", fa(set, mi, q))))
+                    .chain(
+                        (0..ni_count)
+                            .flat_map(|ni| (0..2).map(move |h| format!("%fb{}", fb(set, ni, h)))),
+                    )
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            // Serpentine over n so consecutive mmas share an A or B fragment.
+            let mmas = (0..mi_count)
+                .flat_map(|mi| {
+                    let columns: Vec<u32> = if mi % 2 == 0 {
+                        (0..ni_count).collect()
+                    } else {
+                        (0..ni_count).rev().collect()
+                    };
+                    columns.into_iter().map(move |ni| (mi, ni))
+                })
+                .map(|(mi, ni)| {
+                    let acc = (mi * ni_count + ni) * 4;
+                    MmaOp {
+                        d: registers("acc", acc..acc + 4),
+                        a: registers("fa", (0..4).map(|q| fa(set, mi, q))),
+                        b: registers("fb", (0..2).map(|h| fb(set, ni, h))),
+                    }
+                })
+                .collect();
+            MmaKStep {
+                a_loads,
+                b_loads,
+                rounds,
+                mmas,
+            }
+        })
+        .collect();
+    a_read.bases = a_bases;
+    b_read.bases = b_bases;
+
+    let out_bytes = spec.out.size_bytes();
+    let epilogue = MmaEpilogue {
+        row_step: 8,
+        rows: (0..mi_count)
+            .flat_map(|mi| (0..2).map(move |h| (mi, h)))
+            .map(|(mi, h)| EpilogueRow {
+                row: mi * 16 + h * 8,
+                stores: (0..ni_count)
+                    .map(|ni| {
+                        let acc = (mi * ni_count + ni) * 4 + 2 * h;
+                        PairStore {
+                            lo: acc,
+                            hi: acc + 1,
+                            offset: ni * g.shape.n * out_bytes,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+
+    let mma_instruction = match spec.dtype {
+        DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        DType::Tf32 => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        DType::F32 => unreachable!("validation rejects f32 inputs for mma_sync"),
+    };
+    let pack_instruction = match spec.out {
+        DType::Bf16 => "cvt.rn.bf16x2.f32",
+        DType::F16 => "cvt.rn.f16x2.f32",
+        DType::F32 | DType::Tf32 => "",
+    };
+
+    MmaSyncPlan {
+        threads: g.threads,
+        max_registers: valid.registers.limit,
+        dtype: spec.dtype.name(),
+        out_dtype: spec.out.name(),
+        in_bytes: element,
+        out_bytes,
+        vector_bytes: COPY_VECTOR_BYTES,
+        block_m: tile.m,
+        block_n: tile.n,
+        block_k: tile.k,
+        warp_cols: g.warps.cols,
+        warp_tile_m: g.warp_tile_m,
+        warp_tile_n: g.warp_tile_n,
+        m_frags: mi_count,
+        n_frags: ni_count,
+        k_steps: g.k_steps,
+        smem,
+        copy,
+        cache_hint,
+        a_tile_step_bytes: tile.k * element,
+        b_tile_rows: tile.k,
+        staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        a_copy,
+        b_copy,
+        mma_instruction,
+        round_tf32: tf32,
+        b_ldmatrix: !tf32,
+        a_read,
+        b_read,
+        accumulators: g.accumulators(),
+        a_fragment_registers: 2 * a_regs_per_set,
+        b_fragment_registers: 2 * b_regs_per_set,
+        pack_instruction,
+        k_steps_plan,
+        epilogue,
+    }
+}
+
+/// The warp-relative (row, column) of accumulator `acc` of lane `lane`, read back from the
+/// epilogue plan: the lane's first element is row `lane / 4`, column `2·(lane % 4)` (the mma
+/// C fragment), and the plan's row and byte offsets place the rest.
+pub fn accumulator_position(p: &MmaSyncPlan, lane: u32, acc: u32) -> Option<(u32, u32)> {
+    let (g, t) = (lane / 4, lane % 4);
+    p.epilogue.rows.iter().find_map(|row| {
+        row.stores.iter().find_map(|s| {
+            let col = s.offset / p.out_bytes + 2 * t;
+            if s.lo == acc {
+                Some((row.row + g, col))
+            } else if s.hi == acc {
+                Some((row.row + g, col + 1))
+            } else {
+                None
+            }
+        })
+    })
+}
+
+impl MmaSyncPlan {
+    /// Per-lane tile-relative addresses of every access of one kind over the whole block: for
+    /// each warp and each instruction, the 32 lanes' byte offsets.
+    fn read_addresses(&self, reads: &FragmentReads, loads: &[&FragLoad]) -> Vec<Vec<u32>> {
+        let warps = self.threads / 32;
+        let mut all = Vec::new();
+        for warp in 0..warps {
+            let (wm, wn) = (warp / self.warp_cols, warp % self.warp_cols);
+            for load in loads {
+                let xor = reads.bases[load.base];
+                all.push(
+                    (0..32)
+                        .map(|lane| (reads.lane_base(wm, wn, lane) ^ xor) + load.offset)
+                        .collect(),
+                );
+            }
+        }
+        all
+    }
+
+    fn copy_addresses(&self, copy: &TileCopy) -> Vec<Vec<u32>> {
+        let mut all = Vec::new();
+        for warp in 0..self.threads / 32 {
+            for op in &copy.copies {
+                let xor = copy.bases[op.base];
+                all.push(
+                    (0..32)
+                        .map(|lane| {
+                            let t = warp * 32 + lane;
+                            let row = t / copy.vectors_per_row;
+                            let chunk = t % copy.vectors_per_row;
+                            (copy.swizzle.chunk_offset(row, chunk) ^ xor) + op.smem_offset
+                        })
+                        .collect(),
+                );
+            }
+        }
+        all
+    }
+
+    /// Bank-conflict degree of each shared-memory access pattern: the worst over all warps and
+    /// instructions of the kind (tile-relative addresses; every tile starts on a 128-byte line).
+    pub fn bank_conflicts(&self) -> Vec<BankReport> {
+        let a_loads: Vec<&FragLoad> = self.k_steps_plan.iter().flat_map(|s| &s.a_loads).collect();
+        let b_loads: Vec<&FragLoad> = self.k_steps_plan.iter().flat_map(|s| &s.b_loads).collect();
+        let worst = |sets: Vec<Vec<u32>>, bytes: u32| {
+            sets.iter()
+                .map(|lanes| conflict_degree_for(lanes, bytes))
+                .max()
+                .unwrap_or(0)
+        };
+        let b_access = if self.b_ldmatrix {
+            ("B fragment read (ldmatrix.x4.trans)", COPY_VECTOR_BYTES)
+        } else {
+            ("B fragment read (ld.shared.b32)", 4)
+        };
+        let copy_name = |a: bool| match (self.copy, a) {
+            (PlanCopy::CpAsync, true) => "A tile write (cp.async 16 B)",
+            (PlanCopy::CpAsync, false) => "B tile write (cp.async 16 B)",
+            (PlanCopy::Sync, true) => "A tile write (st.shared.v4)",
+            (PlanCopy::Sync, false) => "B tile write (st.shared.v4)",
+        };
+        vec![
+            BankReport {
+                access: "A fragment read (ldmatrix.x4)",
+                degree: worst(self.read_addresses(&self.a_read, &a_loads), 16),
+            },
+            BankReport {
+                access: b_access.0,
+                degree: worst(self.read_addresses(&self.b_read, &b_loads), b_access.1),
+            },
+            BankReport {
+                access: copy_name(true),
+                degree: worst(self.copy_addresses(&self.a_copy), 16),
+            },
+            BankReport {
+                access: copy_name(false),
+                degree: worst(self.copy_addresses(&self.b_copy), 16),
+            },
+        ]
+    }
+
+    /// The 32 lane addresses of the first instruction of each access kind of warp 0, for
+    /// showing banks: (name, access bytes, addresses).
+    pub fn first_phases(&self) -> Vec<(&'static str, u32, Vec<u32>)> {
+        let reports = self.bank_conflicts();
+        let first_step = &self.k_steps_plan[0];
+        let a = self.read_addresses(&self.a_read, &[&first_step.a_loads[0]]);
+        let b = self.read_addresses(&self.b_read, &[&first_step.b_loads[0]]);
+        let b_bytes = if self.b_ldmatrix { 16 } else { 4 };
+        vec![
+            (reports[0].access, 16, a[0].clone()),
+            (reports[1].access, b_bytes, b[0].clone()),
+            (
+                reports[2].access,
+                16,
+                self.copy_addresses(&self.a_copy)[0].clone(),
+            ),
+            (
+                reports[3].access,
+                16,
+                self.copy_addresses(&self.b_copy)[0].clone(),
+            ),
+        ]
+    }
+}
+
+/// Conflict degree of the `ldmatrix` pattern alone (16-byte rows, 8 lanes per phase).
+pub fn ldmatrix_conflict_degree(addresses: &[u32]) -> u32 {
+    conflict_degree(addresses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn mma(text: &str) -> MmaSyncPlan {
+        let text = format!("mma: mma_sync, {text}");
+        let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let gemm_dsl::Family::MmaSync(g) = valid.family else {
+            panic!("{text} is not an mma_sync spec");
+        };
+        plan(&valid, &g)
+    }
+
+    /// The element of the stored (row-major) 8x8 b16 matrix that lane `lane` receives in
+    /// half `h` of its register: row `lane / 4`, column `2·(lane % 4) + h`; with `.trans` the
+    /// matrix is read column-major: row `2·(lane % 4) + h`, column `lane / 4`.
+    fn ldmatrix_element(lane: u32, h: u32, trans: bool) -> (u32, u32) {
+        let (g, t) = (lane / 4, lane % 4);
+        if trans {
+            (2 * t + h, g)
+        } else {
+            (g, 2 * t + h)
+        }
+    }
+
+    /// PTX ISA fragment layouts (groupID g = lane / 4, threadID_in_group t = lane % 4).
+    /// m16n8k16 A (f16/bf16): register q, half h -> (row, k).
+    fn mma_a_16(lane: u32, q: u32, h: u32) -> (u32, u32) {
+        let (g, t) = (lane / 4, lane % 4);
+        (g + 8 * (q & 1), 2 * t + h + 8 * (q >> 1))
+    }
+    /// m16n8k16 B: register q, half h -> (k, n).
+    fn mma_b_16(lane: u32, q: u32, h: u32) -> (u32, u32) {
+        let (g, t) = (lane / 4, lane % 4);
+        (2 * t + h + 8 * q, g)
+    }
+    /// m16n8k8 tf32 A: register q -> (row, k).
+    fn mma_a_tf32(lane: u32, q: u32) -> (u32, u32) {
+        let (g, t) = (lane / 4, lane % 4);
+        (g + 8 * (q & 1), t + 4 * (q >> 1))
+    }
+    /// m16n8k8 tf32 B: register q -> (k, n).
+    fn mma_b_tf32(lane: u32, q: u32) -> (u32, u32) {
+        let (g, t) = (lane / 4, lane % 4);
+        (t + 4 * q, g)
+    }
+
+    #[test]
+    fn ldmatrix_lane_rows_cover_each_matrix_once_and_match_the_mma_fragments() {
+        let p = mma("tile: 128x128x32, warps: 2x2, dtype: bf16");
+        // A: lane l supplies row l % 16, chunk l / 16: matrix q = l / 8 gets rows
+        // 8·(q & 1) .. +8 of chunk q >> 1, each exactly once.
+        let mut seen = BTreeSet::new();
+        for lane in 0..32 {
+            let (row, col) = p.a_read.lane_position(0, 0, lane);
+            let q = lane / 8;
+            assert_eq!((row, col / 16), (8 * (q & 1) + lane % 8, q >> 1));
+            assert!(seen.insert((row, col)));
+        }
+        assert_eq!(seen.len(), 32);
+        // What lane l then holds in register q is the mma A fragment element.
+        for lane in 0..32 {
+            for q in 0..4 {
+                for h in 0..2 {
+                    let (r, c) = ldmatrix_element(lane, h, false);
+                    // Row r of matrix q is the row lane 8q + r supplied.
+                    let (row, col) = p.a_read.lane_position(0, 0, 8 * q + r);
+                    assert_eq!((row, col / 2 + c), mma_a_16(lane, q, h));
+                }
+            }
+        }
+        // B (.trans): lane l supplies k row l % 16 and n chunk l / 16; registers 0, 1 are b0, b1
+        // of n8 tile 0 and registers 2, 3 those of n8 tile 1.
+        for lane in 0..32 {
+            for q in 0..4 {
+                for h in 0..2 {
+                    let (r, c) = ldmatrix_element(lane, h, true);
+                    let (k, col) = p.b_read.lane_position(0, 0, 8 * q + r);
+                    let (n_tile, reg) = (q >> 1, q & 1);
+                    let (want_k, want_n) = mma_b_16(lane, reg, h);
+                    assert_eq!((k, col / 2 + c), (want_k, want_n + 8 * n_tile));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tf32_fragments_match_the_mma_layouts() {
+        let p = mma("name: t, dtype: tf32, tile: 128x128x32, warps: 2x2");
+        assert!(!p.b_ldmatrix && p.round_tf32);
+        // A through ldmatrix: a b16 matrix row is 4 tf32; lane l's 32-bit word is tf32 l % 4.
+        for lane in 0..32 {
+            for q in 0..4 {
+                let (r, c) = ldmatrix_element(lane, 0, false);
+                let (row, col) = p.a_read.lane_position(0, 0, 8 * q + r);
+                assert_eq!((row, col / 4 + c / 2), mma_a_tf32(lane, q));
+            }
+        }
+        // B by 32-bit loads: registers b0, b1 of n tile ni read (k = t + 4q, n = 8 ni + g).
+        let step = &p.k_steps_plan[1];
+        for (i, load) in step.b_loads.iter().enumerate() {
+            let (ni, q) = (i as u32 / 2, i as u32 % 2);
+            for lane in 0..32 {
+                let got =
+                    (p.b_read.lane_base(0, 0, lane) ^ p.b_read.bases[load.base]) + load.offset;
+                let (k, n) = mma_b_tf32(lane, q);
+                let want = p.b_read.swizzle.byte_offset(8 + k, (8 * ni + n) * 4);
+                assert_eq!(got, want, "ni {ni} q {q} lane {lane}");
+            }
+        }
+    }
+
+    #[test]
+    fn accumulators_cover_the_warp_tile_once() {
+        for spec in [
+            "tile: 128x128x32, warps: 2x2",
+            "tile: 128x256x32, warps: 2x4, out: f32",
+            "dtype: tf32, tile: 64x64x16, warps: 2x2",
+        ] {
+            let p = mma(spec);
+            let mut seen = BTreeSet::new();
+            for lane in 0..32 {
+                for acc in 0..p.accumulators {
+                    let (row, col) = accumulator_position(&p, lane, acc).unwrap();
+                    assert!(row < p.warp_tile_m && col < p.warp_tile_n, "{spec}");
+                    assert!(seen.insert((row, col)), "{spec}: ({row}, {col}) twice");
+                    // The mma C fragment: c0, c1 row g, c2, c3 row g + 8, columns 2t, 2t + 1.
+                    let (mi, ni, q) = (acc / 4 / p.n_frags, acc / 4 % p.n_frags, acc % 4);
+                    let want = (
+                        16 * mi + lane / 4 + 8 * (q >> 1),
+                        8 * ni + 2 * (lane % 4) + (q & 1),
+                    );
+                    assert_eq!((row, col), want, "{spec}");
+                }
+            }
+            assert_eq!(seen.len() as u32, p.warp_tile_m * p.warp_tile_n);
+        }
+    }
+
+    #[test]
+    fn copies_cover_the_tile_once() {
+        for spec in [
+            "tile: 128x128x32, warps: 2x2",
+            "tile: 64x64x64, warps: 2x2, stages: 2",
+            "dtype: tf32, tile: 128x128x32, warps: 2x2",
+            "tile: 128x256x64, warps: 2x4, stages: 3",
+            "tile: 32x256x16, warps: 1x2, swizzle: 64B",
+        ] {
+            let p = mma(spec);
+            for copy in [&p.a_copy, &p.b_copy] {
+                let addresses: Vec<u32> = p.copy_addresses(copy).into_iter().flatten().collect();
+                let distinct: BTreeSet<u32> = addresses.iter().copied().collect();
+                assert_eq!(distinct.len(), addresses.len(), "{spec}");
+                assert!(addresses.iter().all(|a| a % 16 == 0));
+                let rows = if std::ptr::eq(copy, &p.a_copy) {
+                    p.block_m
+                } else {
+                    p.block_k
+                };
+                assert_eq!(
+                    addresses.len() as u32 * 16,
+                    rows * copy.swizzle.row_bytes,
+                    "{spec}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bank_conflicts_follow_the_swizzle() {
+        // 128B XOR: every read and write conflict-free, for A rows of 64 B and B rows of 256 B.
+        let p = mma("tile: 128x128x32, warps: 2x2, swizzle: 128B");
+        let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
+        assert_eq!(degrees, [1, 1, 1, 1]);
+        // Plain rows: A rows of 64 B put 4 of 8 rows on the same banks, B rows of 256 B all 8.
+        let p = mma("tile: 128x128x32, warps: 2x2, swizzle: none");
+        let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
+        assert_eq!(degrees, [4, 8, 1, 1]);
+        // A 64B XOR suits the 64-byte A rows, not the 256-byte B rows.
+        let p = mma("tile: 128x128x32, warps: 2x2, swizzle: 64B");
+        assert_eq!(p.bank_conflicts()[0].degree, 1);
+        assert_eq!(p.bank_conflicts()[1].degree, 2);
+        // Padding by 16 B: reads conflict-free, copy writes of 8 lanes straddle rows.
+        let p = mma("tile: 128x128x32, warps: 2x2, swizzle: pad(16)");
+        let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
+        assert_eq!(degrees[..2], [1, 1]);
+        assert_eq!(degrees[2], 2);
+        // tf32 B, 32-bit loads of 4 k rows x 8 columns: the 128B XOR leaves pairs of rows
+        // on the same banks.
+        let p = mma("dtype: tf32, tile: 128x128x32, warps: 2x2");
+        assert_eq!(p.bank_conflicts()[0].degree, 1);
+        assert_eq!(p.bank_conflicts()[1].degree, 2);
+    }
+
+    #[test]
+    fn every_valid_layout_decomposes() {
+        // plan() panics if an address does not decompose: sweep tiles, warps, swizzles, types.
+        let mut planned = 0;
+        for dtype in ["bf16", "f16", "tf32"] {
+            for tile in [
+                "64x64x16",
+                "64x64x32",
+                "64x64x64",
+                "128x128x32",
+                "128x128x64",
+                "128x256x32",
+                "256x128x32",
+                "64x256x128",
+                "32x32x16",
+                "128x64x16",
+                "64x128x8",
+                "192x192x64",
+            ] {
+                for warps in [
+                    "1x1", "2x1", "1x2", "2x2", "2x4", "4x2", "4x1", "1x4", "3x4",
+                ] {
+                    for swizzle in ["none", "pad(16)", "pad(32)", "32B", "64B", "128B"] {
+                        let text = format!(
+                            "mma: mma_sync, dtype: {dtype}, tile: {tile}, warps: {warps}, \
+                             swizzle: {swizzle}, stages: 2"
+                        );
+                        if let Ok(valid) = gemm_dsl::check_str(&text) {
+                            let gemm_dsl::Family::MmaSync(g) = valid.family else {
+                                unreachable!()
+                            };
+                            let p = plan(&valid, &g);
+                            assert!(p.a_read.bases.len() <= 8 && p.b_read.bases.len() <= 8);
+                            planned += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(planned > 300, "{planned}");
+    }
+
+    #[test]
+    fn plan_numbers_of_the_default_spec() {
+        let p = mma("");
+        assert_eq!((p.warp_tile_m, p.warp_tile_n), (64, 64));
+        assert_eq!((p.m_frags, p.n_frags, p.k_steps), (4, 8, 2));
+        assert_eq!(p.k_steps_plan[0].mmas.len(), 32);
+        assert_eq!(p.k_steps_plan[0].a_loads.len(), 4);
+        assert_eq!(p.k_steps_plan[0].b_loads.len(), 4);
+        // The second k step reads chunks 2, 3 of the 64-byte A rows: an XOR of 32 bytes.
+        assert_eq!(p.a_read.bases, [0, 32]);
+        assert_eq!(p.k_steps_plan[1].a_loads[1].offset, 16 * 64);
+        assert_eq!(p.smem.groups_in_flight, 1);
+        assert_eq!(p.pack_instruction, "cvt.rn.bf16x2.f32");
+        assert_eq!(
+            ldmatrix_conflict_degree(&[0, 16, 32, 48, 64, 80, 96, 112]),
+            1
+        );
+    }
+}

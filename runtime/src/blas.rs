@@ -1,0 +1,316 @@
+//! cuBLAS as the reference and the baseline, for every element type the kernels use.
+//!
+//! cuBLAS is column-major: a row-major matrix is its transpose in column-major, so row-major
+//! `C = A·B` is computed as `Cᵀ = Bᵀ·Aᵀ`, with the operands swapped and m and n exchanged.
+
+use crate::dispatch::{KernelTypes, Storage};
+use crate::element::Element;
+use crate::error::Error;
+use codegen::gemm_dsl::DType;
+use cudarc::cublas::result as cublas;
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t};
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Which cuBLAS GEMM: the call, the A/B and C types, and the compute type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CublasGemm {
+    /// `cublasSgemm` in the default math mode: f32 FMA, no TF32.
+    Sgemm,
+    /// `cublasGemmEx` with these A/B and C types and `CUBLAS_COMPUTE_32F` (f32 accumulation).
+    GemmEx { input: Storage, output: Storage },
+    /// `cublasGemmEx` on f32 A/B/C with `CUBLAS_COMPUTE_32F_FAST_TF32`: tensor cores, inputs
+    /// rounded to tf32.
+    GemmExTf32,
+}
+
+impl CublasGemm {
+    /// What a kernel of these types is timed against: the same inputs and output, f32
+    /// accumulation, and for tf32 kernels cuBLAS's tf32 tensor-core path.
+    pub fn baseline(types: KernelTypes) -> CublasGemm {
+        match types.dtype() {
+            DType::F32 => CublasGemm::Sgemm,
+            DType::Tf32 => CublasGemm::GemmExTf32,
+            DType::Bf16 | DType::F16 => CublasGemm::GemmEx {
+                input: types.input(),
+                output: types.output(),
+            },
+        }
+    }
+
+    /// The accurate reference for inputs stored as `input`: the exact inputs (tf32 kernels'
+    /// f32 values unrounded), f32 accumulation, an f32 result.
+    pub fn reference(input: Storage) -> CublasGemm {
+        match input {
+            Storage::F32 => CublasGemm::Sgemm,
+            Storage::Bf16 | Storage::F16 => CublasGemm::GemmEx {
+                input,
+                output: Storage::F32,
+            },
+        }
+    }
+
+    pub fn input(self) -> Storage {
+        match self {
+            CublasGemm::Sgemm | CublasGemm::GemmExTf32 => Storage::F32,
+            CublasGemm::GemmEx { input, .. } => input,
+        }
+    }
+
+    pub fn output(self) -> Storage {
+        match self {
+            CublasGemm::Sgemm | CublasGemm::GemmExTf32 => Storage::F32,
+            CublasGemm::GemmEx { output, .. } => output,
+        }
+    }
+
+    /// For tables: `SGEMM`, `GemmEx bf16->bf16`, `GemmEx tf32->f32`.
+    pub fn short_name(self) -> String {
+        match self {
+            CublasGemm::Sgemm => "SGEMM".to_string(),
+            CublasGemm::GemmEx { input, output } => format!("GemmEx {input}->{output}"),
+            CublasGemm::GemmExTf32 => "GemmEx tf32->f32".to_string(),
+        }
+    }
+
+    /// The exact call, for method lines.
+    pub fn description(self) -> String {
+        let cuda_type = |storage: Storage| match storage {
+            Storage::F32 => "CUDA_R_32F",
+            Storage::Bf16 => "CUDA_R_16BF",
+            Storage::F16 => "CUDA_R_16F",
+        };
+        match self {
+            CublasGemm::Sgemm => {
+                "SGEMM = cublasSgemm, default math mode (f32 FMA, no TF32)".to_string()
+            }
+            CublasGemm::GemmEx { input, output } => format!(
+                "{} = cublasGemmEx, A/B {}, C {}, CUBLAS_COMPUTE_32F",
+                self.short_name(),
+                cuda_type(input),
+                cuda_type(output)
+            ),
+            CublasGemm::GemmExTf32 => format!(
+                "{} = cublasGemmEx, A/B/C CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32",
+                self.short_name()
+            ),
+        }
+    }
+
+    fn compute_type(self) -> cublasComputeType_t {
+        match self {
+            CublasGemm::GemmExTf32 => cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            CublasGemm::Sgemm | CublasGemm::GemmEx { .. } => {
+                cublasComputeType_t::CUBLAS_COMPUTE_32F
+            }
+        }
+    }
+}
+
+/// A cuBLAS handle on one stream in the default math mode (so SGEMM never uses TF32 unless a
+/// call asks for it by its compute type).
+#[derive(Debug)]
+pub struct Cublas {
+    blas: CudaBlas,
+    stream: Arc<CudaStream>,
+}
+
+impl Cublas {
+    pub fn new(stream: &Arc<CudaStream>) -> Result<Cublas, Error> {
+        let blas = CudaBlas::new(stream.clone()).map_err(|source| Error::Cublas {
+            action: "creating a cuBLAS handle".to_string(),
+            source,
+        })?;
+        // SAFETY: the handle is live; setting the math mode has no other preconditions.
+        unsafe {
+            cudarc::cublas::sys::cublasSetMathMode(
+                *blas.handle(),
+                cublasMath_t::CUBLAS_DEFAULT_MATH,
+            )
+        }
+        .result()
+        .map_err(|source| Error::Cublas {
+            action: "setting cuBLAS's math mode".to_string(),
+            source,
+        })?;
+        Ok(Cublas {
+            blas,
+            stream: stream.clone(),
+        })
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Row-major, packed `C = A·B` (`A` m x k, `B` k x n) by `gemm`, enqueued on the handle's
+    /// stream.
+    ///
+    /// Panics if `In`/`Out` are not `gemm`'s types or a buffer is shorter than its matrix:
+    /// both are mistakes of the calling code, not of the data.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm<In, Out, A, B, C>(
+        &self,
+        gemm: CublasGemm,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        m: u32,
+        n: u32,
+        k: u32,
+    ) -> Result<(), Error>
+    where
+        In: Element,
+        Out: Element,
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        assert_eq!(
+            (In::STORAGE, Out::STORAGE),
+            (gemm.input(), gemm.output()),
+            "{} called with {} inputs and {} outputs",
+            gemm.short_name(),
+            In::NAME,
+            Out::NAME
+        );
+        let needed = |rows: u32, cols: u32| rows as usize * cols as usize;
+        assert!(
+            a.len() >= needed(m, k) && b.len() >= needed(k, n) && c.len() >= needed(m, n),
+            "cuBLAS {m} x {n} x {k}: buffers shorter than the packed matrices"
+        );
+        let action = || format!("cuBLAS {} {m} x {n} x {k}", gemm.short_name());
+        let stream = &self.stream;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|source| Error::Driver {
+                action: "binding the CUDA context".to_string(),
+                source,
+            })?;
+        // The guards order these accesses after earlier work on other streams, and later work
+        // after this call; they drop when the call is enqueued.
+        let (a_ptr, _a_done) = a.device_ptr(stream);
+        let (b_ptr, _b_done) = b.device_ptr(stream);
+        let (c_ptr, _c_done) = c.device_ptr_mut(stream);
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let handle = *self.blas.handle();
+        let no_op = cublasOperation_t::CUBLAS_OP_N;
+        let (m, n, k) = (m as i32, n as i32, k as i32);
+        // Column-major Cᵀ (n x m) = Bᵀ (n x k) · Aᵀ (k x m): B first, ld = row lengths.
+        // SAFETY: the buffers hold the packed matrices the call describes (asserted above) and
+        // have the element types the call names; alpha and beta are f32, the scale type of
+        // every call here, and live across the call.
+        let result = unsafe {
+            match gemm {
+                CublasGemm::Sgemm => cublas::sgemm(
+                    handle,
+                    no_op,
+                    no_op,
+                    n,
+                    m,
+                    k,
+                    &alpha,
+                    b_ptr as *const f32,
+                    n,
+                    a_ptr as *const f32,
+                    k,
+                    &beta,
+                    c_ptr as *mut f32,
+                    n,
+                ),
+                CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32 => cublas::gemm_ex(
+                    handle,
+                    no_op,
+                    no_op,
+                    n,
+                    m,
+                    k,
+                    (&alpha as *const f32).cast::<c_void>(),
+                    b_ptr as *const c_void,
+                    In::CUBLAS_TYPE,
+                    n,
+                    a_ptr as *const c_void,
+                    In::CUBLAS_TYPE,
+                    k,
+                    (&beta as *const f32).cast::<c_void>(),
+                    c_ptr as *mut c_void,
+                    Out::CUBLAS_TYPE,
+                    n,
+                    gemm.compute_type(),
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                ),
+            }
+        };
+        result.map_err(|source| Error::Cublas {
+            action: action(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::cublas::sys::cudaDataType;
+
+    fn types(dtype: DType, out: DType) -> KernelTypes {
+        KernelTypes::new(dtype, out).unwrap()
+    }
+
+    #[test]
+    fn each_kernel_type_has_its_baseline() {
+        assert_eq!(
+            CublasGemm::baseline(types(DType::F32, DType::F32)),
+            CublasGemm::Sgemm
+        );
+        assert_eq!(
+            CublasGemm::baseline(types(DType::Tf32, DType::F32)),
+            CublasGemm::GemmExTf32
+        );
+        let bf16 = CublasGemm::baseline(types(DType::Bf16, DType::Bf16));
+        assert_eq!(
+            bf16,
+            CublasGemm::GemmEx {
+                input: Storage::Bf16,
+                output: Storage::Bf16
+            }
+        );
+        assert_eq!(bf16.short_name(), "GemmEx bf16->bf16");
+        assert_eq!(
+            bf16.description(),
+            "GemmEx bf16->bf16 = cublasGemmEx, A/B CUDA_R_16BF, C CUDA_R_16BF, CUBLAS_COMPUTE_32F"
+        );
+        let f16 = CublasGemm::baseline(types(DType::F16, DType::F32));
+        assert_eq!((f16.input(), f16.output()), (Storage::F16, Storage::F32));
+        assert_eq!(f16.compute_type(), cublasComputeType_t::CUBLAS_COMPUTE_32F);
+        assert_eq!(
+            CublasGemm::GemmExTf32.compute_type(),
+            cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+        );
+        assert!(CublasGemm::Sgemm.description().contains("no TF32"));
+    }
+
+    #[test]
+    fn references_are_exact_inputs_with_f32_results() {
+        for input in [Storage::F32, Storage::Bf16, Storage::F16] {
+            let reference = CublasGemm::reference(input);
+            assert_eq!(
+                (reference.input(), reference.output()),
+                (input, Storage::F32)
+            );
+            assert_ne!(reference, CublasGemm::GemmExTf32);
+        }
+        assert_eq!(
+            <half::bf16 as Element>::CUBLAS_TYPE,
+            cudaDataType::CUDA_R_16BF
+        );
+        assert_eq!(
+            <half::f16 as Element>::CUBLAS_TYPE,
+            cudaDataType::CUDA_R_16F
+        );
+        assert_eq!(<f32 as Element>::CUBLAS_TYPE, cudaDataType::CUDA_R_32F);
+    }
+}
