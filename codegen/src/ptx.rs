@@ -1,6 +1,7 @@
 //! The PTX writer: renders a [`KernelPlan`] through the family's tera templates.
 //! Templates are compiled into the binary, so emitting needs no files at run time.
 
+use crate::plan::mma_sync::MmaOp;
 use crate::plan::simt::FmaBlock;
 use crate::plan::{FamilyPlan, KernelPlan};
 use std::fmt::Write;
@@ -52,6 +53,12 @@ pub fn write(plan: &KernelPlan) -> String {
             "simt/kernel.ptx.tera"
         }
         FamilyPlan::MmaSync(mma) => {
+            let mma_text: Vec<String> = mma
+                .k_steps_plan
+                .iter()
+                .map(|step| mma_block(mma.mma_instruction, &step.mmas))
+                .collect();
+            context.insert("mma_text", &mma_text);
             context.insert("k_steps", &mma.k_steps_plan);
             context.insert("epilogue", &mma.epilogue);
             "mma_sync/kernel.ptx.tera"
@@ -73,6 +80,20 @@ fn fma_block(block: &FmaBlock) -> String {
             text,
             "\tfma.rn.f32\t%acc{}, %fa{}, %fb{}, %acc{};",
             fma.acc, fma.a, fma.b, fma.acc
+        );
+    }
+    text.trim_end().to_string()
+}
+
+/// The mma.sync instructions of one k step: a warp tile's worth (up to 32 per step), written
+/// here rather than through tera for the same reason as [`fma_block`].
+fn mma_block(instruction: &str, mmas: &[MmaOp]) -> String {
+    let mut text = String::with_capacity(mmas.len() * 120);
+    for mma in mmas {
+        let _ = writeln!(
+            text,
+            "\t{instruction}\t{{ {} }}, {{ {} }}, {{ {} }}, {{ {} }};",
+            mma.d, mma.a, mma.b, mma.d
         );
     }
     text.trim_end().to_string()

@@ -176,6 +176,8 @@ pub struct MmaKStep {
     pub b_loads: Vec<FragLoad>,
     /// Registers rounded to tf32 in place.
     pub rounds: Vec<String>,
+    /// Written by the PTX writer itself (see `ptx::mma_block`), not through the templates.
+    #[serde(skip)]
     pub mmas: Vec<MmaOp>,
 }
 
