@@ -35,21 +35,7 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 "  per stage each thread copies A {} x 16 B and B {} x 16 B ({})",
                 g.a_copy.copies_per_thread, g.b_copy.copies_per_thread, spec.copy
             );
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}", valid.smem);
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}", valid.registers);
-            match ptxas {
-                Ok(resources) => {
-                    let _ = writeln!(out, "  ptxas: {resources}");
-                }
-                Err(reason) => {
-                    let _ = writeln!(out, "  ptxas: not run ({reason})");
-                }
-            }
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}", valid.occupancy);
-            let _ = writeln!(out);
+            budgets(&mut out, valid, ptxas);
             out.push_str(&timeline(&p.smem, p.copy));
             let _ = writeln!(out);
             let _ = writeln!(
@@ -144,21 +130,7 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                     )
                 }
             );
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}", valid.smem);
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}", valid.registers);
-            match ptxas {
-                Ok(resources) => {
-                    let _ = writeln!(out, "  ptxas: {resources}");
-                }
-                Err(reason) => {
-                    let _ = writeln!(out, "  ptxas: not run ({reason})");
-                }
-            }
-            let _ = writeln!(out);
-            let _ = writeln!(out, "{}", valid.occupancy);
-            let _ = writeln!(out);
+            budgets(&mut out, valid, ptxas);
             out.push_str(&timeline(&p.smem, p.copy));
             let _ = writeln!(out);
             let _ = writeln!(
@@ -204,6 +176,26 @@ fn verdict(degree: u32) -> String {
     } else {
         format!("{degree}-way conflict")
     }
+}
+
+/// The family-independent middle of an explanation: shared-memory ledger, register estimate
+/// next to what ptxas reported, and occupancy.
+fn budgets(out: &mut String, valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", valid.smem);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", valid.registers);
+    match ptxas {
+        Ok(resources) => {
+            let _ = writeln!(out, "  ptxas: {resources}");
+        }
+        Err(reason) => {
+            let _ = writeln!(out, "  ptxas: not run ({reason})");
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", valid.occupancy);
+    let _ = writeln!(out);
 }
 
 /// The main loop as a table: which tile each step loads into which stage, which stage it

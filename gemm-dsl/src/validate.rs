@@ -339,53 +339,27 @@ impl Validator<'_> {
         };
         let smem = simt_smem_ledger(s);
         let registers = simt_register_budget(s, &geometry);
-        if !registers.fits() {
-            let better = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+        let smaller_tiles = || {
+            SimtGeometry::legal_warp_grids(s.tile, s.dtype)
                 .into_iter()
                 .find(|&w| {
                     SimtGeometry::new(s.tile, w, s.dtype)
-                        .map(|g| simt_register_budget(s, &g).fits())
-                        .unwrap_or(false)
-                });
-            let key = if spans.given(Key::Warps) {
-                Key::Warps
-            } else {
-                Key::Tile
-            };
-            let error = self.error(
-                key,
-                format!(
-                    "estimated {} registers per thread, over the limit of {} for {} threads",
-                    registers.total(),
-                    registers.limit,
-                    geometry.threads
-                ),
-            );
-            error.label = Some(format!(
-                "{}x{} accumulators per thread",
-                geometry.thread_tile_m, geometry.thread_tile_n
-            ));
-            error.notes.push(budget_sentence(&registers));
-            error.help = Some(match better {
-                Some(w) => format!("warps: {w} gives each thread a smaller tile"),
-                None => "use a smaller tile".to_string(),
-            });
-        }
-        if !smem.fits() {
-            self.smem_over_budget(&smem);
-        }
-        if !self.errors.is_empty() {
-            return None;
-        }
-        let occupancy =
-            Occupancy::compute(s.arch, geometry.threads, registers.total(), smem.total());
-        Some(ValidSpec {
-            spec: s.clone(),
-            family: Family::Simt(geometry),
+                        .is_ok_and(|g| simt_register_budget(s, &g).fits())
+                })
+                .map(|w| format!("warps: {w} gives each thread a smaller tile"))
+        };
+        let label = format!(
+            "{}x{} accumulators per thread",
+            geometry.thread_tile_m, geometry.thread_tile_n
+        );
+        self.finish(
+            Family::Simt(geometry),
+            geometry.threads,
             smem,
             registers,
-            occupancy,
-        })
+            label,
+            smaller_tiles,
+        )
     }
 
     fn simt_geometry_error(&mut self, error: SimtGeometryError) {
@@ -572,55 +546,29 @@ impl Validator<'_> {
         };
         let smem = mma_sync_smem_ledger(s);
         let registers = mma_sync_register_budget(s, &geometry);
-        if !registers.fits() {
-            let better = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
+        let smaller_tiles = || {
+            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
                 .into_iter()
                 .find(|&w| {
                     MmaSyncGeometry::new(s.tile, w, s.dtype)
-                        .map(|g| mma_sync_register_budget(s, &g).fits())
-                        .unwrap_or(false)
-                });
-            let key = if spans.given(Key::Warps) {
-                Key::Warps
-            } else {
-                Key::Tile
-            };
-            let error = self.error(
-                key,
-                format!(
-                    "estimated {} registers per thread, over the limit of {} for {} threads",
-                    registers.total(),
-                    registers.limit,
-                    geometry.threads
-                ),
-            );
-            error.label = Some(format!(
-                "{}x{} warp tile = {} f32 accumulators per thread",
-                geometry.warp_tile_m,
-                geometry.warp_tile_n,
-                geometry.accumulators()
-            ));
-            error.notes.push(budget_sentence(&registers));
-            error.help = Some(match better {
-                Some(w) => format!("warps: {w} gives each warp a smaller tile"),
-                None => "use a smaller tile".to_string(),
-            });
-        }
-        if !smem.fits() {
-            self.smem_over_budget(&smem);
-        }
-        if !self.errors.is_empty() {
-            return None;
-        }
-        let occupancy =
-            Occupancy::compute(s.arch, geometry.threads, registers.total(), smem.total());
-        Some(ValidSpec {
-            spec: s.clone(),
-            family: Family::MmaSync(geometry),
+                        .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
+                })
+                .map(|w| format!("warps: {w} gives each warp a smaller tile"))
+        };
+        let label = format!(
+            "{}x{} warp tile = {} f32 accumulators per thread",
+            geometry.warp_tile_m,
+            geometry.warp_tile_n,
+            geometry.accumulators()
+        );
+        self.finish(
+            Family::MmaSync(geometry),
+            geometry.threads,
             smem,
             registers,
-            occupancy,
-        })
+            label,
+            smaller_tiles,
+        )
     }
 
     fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
@@ -716,6 +664,54 @@ impl Validator<'_> {
                 });
             }
         }
+    }
+
+    /// The checks every family ends with: registers and shared memory against the limits,
+    /// then the valid spec with its budgets. `label` sits under the error's caret;
+    /// `smaller_tiles` proposes a warp grid whose estimate fits.
+    fn finish(
+        &mut self,
+        family: Family,
+        threads: u32,
+        smem: SmemLedger,
+        registers: RegisterBudget,
+        label: String,
+        smaller_tiles: impl FnOnce() -> Option<String>,
+    ) -> Option<ValidSpec> {
+        let s = self.spec;
+        if !registers.fits() {
+            let key = if self.spans.given(Key::Warps) {
+                Key::Warps
+            } else {
+                Key::Tile
+            };
+            let help = smaller_tiles().unwrap_or_else(|| "use a smaller tile".to_string());
+            let error = self.error(
+                key,
+                format!(
+                    "estimated {} registers per thread, over the limit of {} for {threads} threads",
+                    registers.total(),
+                    registers.limit,
+                ),
+            );
+            error.label = Some(label);
+            error.notes.push(budget_sentence(&registers));
+            error.help = Some(help);
+        }
+        if !smem.fits() {
+            self.smem_over_budget(&smem);
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        let occupancy = Occupancy::compute(s.arch, threads, registers.total(), smem.total());
+        Some(ValidSpec {
+            spec: s.clone(),
+            family,
+            smem,
+            registers,
+            occupancy,
+        })
     }
 
     fn smem_over_budget(&mut self, smem: &SmemLedger) {
