@@ -245,47 +245,15 @@ impl Validator<'_> {
         let s = self.spec;
         let spans = self.spans;
         let family_note = "only f32, layout rr, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, is";
-        for (key, value, ok) in [
+        let family_checks = [
             (
                 Key::Dtype,
                 s.dtype.name().to_string(),
                 s.dtype == DType::F32,
             ),
-            (Key::Acc, s.acc.name().to_string(), s.acc == DType::F32),
             (Key::Out, s.out.name().to_string(), s.out == DType::F32),
-            (
-                Key::Layout,
-                s.layout.name().to_string(),
-                s.layout == Layout::RowRow,
-            ),
-            (
-                Key::Copy,
-                s.copy.to_string(),
-                !matches!(s.copy, Copy::Tma { .. }),
-            ),
-            (
-                Key::Schedule,
-                s.schedule.to_string(),
-                s.schedule == Schedule::Tile,
-            ),
-            (
-                Key::Cluster,
-                s.cluster.to_string(),
-                s.cluster == Grid2 { rows: 1, cols: 1 },
-            ),
-            (
-                Key::Consumers,
-                s.consumers.to_string(),
-                !spans.given(Key::Consumers),
-            ),
-        ] {
-            if !ok {
-                self.errors.push(
-                    not_implemented(spans.value(key), key.name(), &value, family_note)
-                        .note("this family is `mma: fma` (SIMT)"),
-                );
-            }
-        }
+        ];
+        self.reject_unimplemented(family_checks, family_note, "`mma: fma` (SIMT)");
 
         let row_bytes = s.tile.k * s.dtype.size_bytes();
         match s.swizzle {
@@ -453,47 +421,16 @@ impl Validator<'_> {
     /// accumulators, layout rr, cp.async or sync copies into swizzled or padded shared memory.
     fn mma_sync(&mut self) -> Option<ValidSpec> {
         let s = self.spec;
-        let spans = self.spans;
         let family_note =
             "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
              layout rr, copy sync or cp_async, one tile per block, no cluster, is";
         let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
-        for (key, value, ok) in [
-            (Key::Acc, s.acc.name().to_string(), s.acc == DType::F32),
-            (Key::Out, s.out.name().to_string(), out_ok),
-            (
-                Key::Layout,
-                s.layout.name().to_string(),
-                s.layout == Layout::RowRow,
-            ),
-            (
-                Key::Copy,
-                s.copy.to_string(),
-                !matches!(s.copy, Copy::Tma { .. }),
-            ),
-            (
-                Key::Schedule,
-                s.schedule.to_string(),
-                s.schedule == Schedule::Tile,
-            ),
-            (
-                Key::Cluster,
-                s.cluster.to_string(),
-                s.cluster == Grid2 { rows: 1, cols: 1 },
-            ),
-            (
-                Key::Consumers,
-                s.consumers.to_string(),
-                !spans.given(Key::Consumers),
-            ),
-        ] {
-            if !ok {
-                self.errors.push(
-                    not_implemented(spans.value(key), key.name(), &value, family_note)
-                        .note("this family is `mma: mma_sync` (Ampere tensor cores)"),
-                );
-            }
-        }
+        let family_checks = [(Key::Out, s.out.name().to_string(), out_ok)];
+        self.reject_unimplemented(
+            family_checks,
+            family_note,
+            "`mma: mma_sync` (Ampere tensor cores)",
+        );
 
         let element = s.dtype.size_bytes();
         match s.swizzle {
@@ -662,6 +599,57 @@ impl Validator<'_> {
                     Some(w) if w != format!("warps: {}", s.warps) => w,
                     _ => "use power-of-two tile dimensions".to_string(),
                 });
+            }
+        }
+    }
+
+    /// "Not implemented yet" for every value outside a family's scope: the family's own
+    /// checks (key, value as written, in scope) plus the keys no family implements yet.
+    fn reject_unimplemented(
+        &mut self,
+        family_checks: impl IntoIterator<Item = (Key, String, bool)>,
+        family_note: &str,
+        family: &str,
+    ) {
+        let s = self.spec;
+        let spans = self.spans;
+        let unimplemented_everywhere = [
+            (Key::Acc, s.acc.name().to_string(), s.acc == DType::F32),
+            (
+                Key::Layout,
+                s.layout.name().to_string(),
+                s.layout == Layout::RowRow,
+            ),
+            (
+                Key::Copy,
+                s.copy.to_string(),
+                !matches!(s.copy, Copy::Tma { .. }),
+            ),
+            (
+                Key::Schedule,
+                s.schedule.to_string(),
+                s.schedule == Schedule::Tile,
+            ),
+            (
+                Key::Cluster,
+                s.cluster.to_string(),
+                s.cluster == Grid2 { rows: 1, cols: 1 },
+            ),
+            (
+                Key::Consumers,
+                s.consumers.to_string(),
+                !spans.given(Key::Consumers),
+            ),
+        ];
+        let mut checks: Vec<(Key, String, bool)> = family_checks.into_iter().collect();
+        checks.extend(unimplemented_everywhere);
+        checks.sort_by_key(|(key, _, _)| *key);
+        for (key, value, in_scope) in checks {
+            if !in_scope {
+                self.errors.push(
+                    not_implemented(spans.value(key), key.name(), &value, family_note)
+                        .note(format!("this family is {family}")),
+                );
             }
         }
     }
