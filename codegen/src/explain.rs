@@ -17,14 +17,7 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
     match (&valid.family, &kernel_plan.family) {
         (Family::Simt(g), FamilyPlan::Simt(p)) => {
             let _ = writeln!(out, "family: SIMT f32 FFMA (mma: fma)");
-            let _ = writeln!(
-                out,
-                "  block tile {}, {} threads = {} warps as {}",
-                spec.tile,
-                g.threads,
-                g.warps.count(),
-                g.warps
-            );
+            block_line(&mut out, spec.tile, g.threads, g.warps);
             let _ = writeln!(
                 out,
                 "  warp tile {}x{}, lanes 4x8, {}x{} accumulators per thread",
@@ -54,14 +47,7 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 spec.out.name()
             );
             let _ = writeln!(out, "  {}", p.mma_instruction);
-            let _ = writeln!(
-                out,
-                "  block tile {}, {} threads = {} warps as {}",
-                spec.tile,
-                g.threads,
-                g.warps.count(),
-                g.warps
-            );
+            block_line(&mut out, spec.tile, g.threads, g.warps);
             let _ = writeln!(
                 out,
                 "  warp tile {}x{} = {}x{} mma tiles of m{}n{}k{}, {} k steps per block tile, {} f32 accumulators per thread",
@@ -176,6 +162,14 @@ fn verdict(degree: u32) -> String {
     } else {
         format!("{degree}-way conflict")
     }
+}
+
+fn block_line(out: &mut String, tile: gemm_dsl::Tile, threads: u32, warps: gemm_dsl::Grid2) {
+    let _ = writeln!(
+        out,
+        "  block tile {tile}, {threads} threads = {} warps as {warps}",
+        warps.count()
+    );
 }
 
 /// The family-independent middle of an explanation: shared-memory ledger, register estimate

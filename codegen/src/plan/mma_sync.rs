@@ -34,7 +34,7 @@
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{conflict_degree, conflict_degree_for, BankReport, PlanCopy, SmemLayout};
 use gemm_dsl::geometry::{CopyGeometry, MmaSyncGeometry, COPY_VECTOR_BYTES};
-use gemm_dsl::{CacheHint, Copy, DType, ValidSpec};
+use gemm_dsl::{DType, ValidSpec};
 use serde::Serialize;
 
 /// Bytes of A (or of a B column block) one mma k step consumes per row: 16 f16/bf16 or 8 tf32.
@@ -327,12 +327,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         a_tile_bytes,
         g.a_copy.copies_per_thread,
     );
-    let (copy, cache_hint) = match spec.copy {
-        Copy::Sync => (PlanCopy::Sync, ""),
-        Copy::CpAsync(CacheHint::Cg) => (PlanCopy::CpAsync, "cg"),
-        Copy::CpAsync(CacheHint::Ca) => (PlanCopy::CpAsync, "ca"),
-        Copy::Tma { .. } => unreachable!("validation rejects copy: tma for mma_sync"),
-    };
+    let (copy, cache_hint) = PlanCopy::of(spec.copy);
 
     let (mi_count, ni_count) = (g.m_frags, g.n_frags);
     let mut a_read = FragmentReads {

@@ -43,6 +43,20 @@ pub enum PlanCopy {
     CpAsync,
 }
 
+impl PlanCopy {
+    /// The copy path and its `cp.async` cache qualifier (empty for `sync`) of a family that
+    /// copies through `ld.global`/`st.shared` or `cp.async`.
+    pub fn of(copy: gemm_dsl::Copy) -> (PlanCopy, &'static str) {
+        match copy {
+            gemm_dsl::Copy::Sync => (PlanCopy::Sync, ""),
+            gemm_dsl::Copy::CpAsync(hint) => (PlanCopy::CpAsync, hint.name()),
+            gemm_dsl::Copy::Tma { .. } => {
+                unreachable!("validation rejects copy: tma for the cp.async families")
+            }
+        }
+    }
+}
+
 /// The ring of pipeline stages in dynamic shared memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SmemLayout {

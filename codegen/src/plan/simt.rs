@@ -13,7 +13,7 @@ use gemm_dsl::geometry::{
     CopyGeometry, SimtGeometry, COPY_VECTOR_BYTES, SIMT_COLUMN_GROUP, SIMT_LANE_COLS,
     SIMT_LANE_ROWS,
 };
-use gemm_dsl::{CacheHint, Copy, ValidSpec};
+use gemm_dsl::ValidSpec;
 use serde::Serialize;
 
 /// Bytes of one f32.
@@ -204,17 +204,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         a_tile_bytes,
         g.a_copy.copies_per_thread,
     );
-    let (copy, cache_hint) = match spec.copy {
-        Copy::Sync => (PlanCopy::Sync, ""),
-        Copy::CpAsync(hint) => (
-            PlanCopy::CpAsync,
-            match hint {
-                CacheHint::Cg => "cg",
-                CacheHint::Ca => "ca",
-            },
-        ),
-        Copy::Tma { .. } => unreachable!("validation rejects copy: tma for the SIMT family"),
-    };
+    let (copy, cache_hint) = PlanCopy::of(spec.copy);
 
     let tm = g.thread_tile_m;
     let tn = g.thread_tile_n;
