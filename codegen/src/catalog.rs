@@ -108,6 +108,16 @@ pub const CATALOG: &[CatalogSpec] = &[
         spec: "name: mma_bf16_128x256x64_s4_h100, arch: sm_90, dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
         summary: "mma.sync bf16 on Hopper: deep k tile, four stages in 192 KB of shared memory",
     },
+    CatalogSpec {
+        name: "mma_bf16_128x256x64_s3_h100",
+        spec: "name: mma_bf16_128x256x64_s3_h100, arch: sm_90, dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "mma.sync bf16 on Hopper, tuned: 8 warps of 64x64, three stages, best at 4096^3",
+    },
+    CatalogSpec {
+        name: "mma_bf16_128x128x16_s4",
+        spec: "name: mma_bf16_128x128x16_s4, arch: sm_80, dtype: bf16, tile: 128x128x16, warps: 2x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere tensor cores bf16, one mma k step per tile (fragments cannot run ahead across the barrier)",
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {

@@ -1,6 +1,7 @@
 //! `gemm-codegen explain`: the numbers behind a spec, as text. Everything here is read from the
 //! validated spec and its plan; ptxas's own resource line is appended when the tools exist.
 
+use crate::plan::mma_sync::MmaSyncPlan;
 use crate::plan::{self, FamilyPlan, PlanCopy, SmemLayout};
 use crate::sass::PtxasResources;
 use gemm_dsl::{Family, ValidSpec};
@@ -104,20 +105,30 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 layout(&p.a_copy.swizzle),
                 layout(&p.b_copy.swizzle)
             );
-            let _ = writeln!(
-                out,
-                "  epilogue: {}",
-                if p.pack_instruction.is_empty() {
-                    "f32 pairs, st.global.v2.f32 (8 B)".to_string()
-                } else {
-                    format!(
-                        "{} (round to nearest even), st.global.b32 (4 B)",
-                        p.pack_instruction
-                    )
-                }
-            );
+            let pairs = if p.pack_instruction.is_empty() {
+                "f32 pairs".to_string()
+            } else {
+                format!("{} (round to nearest even)", p.pack_instruction)
+            };
+            let _ = match &p.epilogue.staged {
+                Some(e) => writeln!(
+                    out,
+                    "  epilogue: {pairs} into 2 shared slabs per warp (16 rows of {} B each), read back as 16-byte vectors, st.global.v4 of whole {}-byte row segments",
+                    e.pitch,
+                    e.vectors_per_row * 16
+                ),
+                None => writeln!(
+                    out,
+                    "  epilogue: {pairs}, st.global straight from the registers ({} B per store; warp tile rows are not whole 16-byte vectors the lanes can share)",
+                    p.out_bytes * 2
+                ),
+            };
             budgets(&mut out, valid, ptxas);
-            out.push_str(&timeline(&p.smem, p.copy));
+            if p.smem.pipelined && p.copy == PlanCopy::CpAsync {
+                out.push_str(&mma_ring_timeline(p));
+            } else {
+                out.push_str(&timeline(&p.smem, p.copy));
+            }
             let _ = writeln!(out);
             let _ = writeln!(
                 out,
@@ -257,6 +268,71 @@ fn timeline(ring: &SmemLayout, copy: PlanCopy) -> String {
     out
 }
 
+/// The tensor-core cp.async ring, k step by k step: fragments run one k step ahead of the
+/// math, so the wait and barrier sit before a tile's last k step, and the next tile's first
+/// fragments load behind them while that step computes.
+fn mma_ring_timeline(p: &MmaSyncPlan) -> String {
+    let ring = &p.smem;
+    let stages = ring.stages;
+    let last = p.k_steps - 1;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "pipeline: {stages} stages, cp.async; {} k step(s) per tile, fragments one k step ahead of the math{}",
+        p.k_steps,
+        if p.prefetch_across_barrier {
+            " (2 register sets)"
+        } else {
+            " within a tile"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  prologue: tiles 0..{} -> stages 0..{}, one commit group each; wait_group {}; bar.sync; fragments of tile 0 k step 0",
+        ring.lookahead - 1,
+        ring.lookahead - 1,
+        ring.groups_in_flight
+    );
+    let steps_before_last = match last {
+        0 => None,
+        1 => Some("k step 0".to_string()),
+        _ => Some(format!("k steps 0..{}", last - 1)),
+    };
+    if let Some(steps) = steps_before_last {
+        let _ = writeln!(
+            out,
+            "  {steps}: fragments of the next k step, then the math of this one"
+        );
+    }
+    let next_fragments = if p.prefetch_across_barrier {
+        "fragments of tile {next} k step 0, then the math"
+    } else {
+        "the math, then fragments of tile {next} k step 0 (odd k steps: no spare register set)"
+    };
+    let _ = writeln!(
+        out,
+        "  {:>4}  {:<32} then, at k step {last}",
+        "tile", "k step 0 first copies"
+    );
+    for tile in 0..stages + 2 {
+        let load_tile = tile + ring.lookahead;
+        let copies = format!("tile {load_tile} -> stage {}, commit", load_tile % stages);
+        let next = tile + 1;
+        let barrier = format!(
+            "wait_group {}; bar.sync; {}",
+            ring.groups_in_flight,
+            next_fragments.replace("{next}", &format!("{next} (stage {})", next % stages))
+        );
+        let _ = writeln!(out, "  {tile:>4}  {copies:<32} {barrier}");
+    }
+    let _ = writeln!(
+        out,
+        "  {:>4}  (tile k computes from stage k mod {stages}; the barrier before its last k step also retires the reads of stage k - 1, refilled at the next tile's k step 0)",
+        "..."
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,7 +357,11 @@ mod tests {
         let text = explain(&valid, Err("tools not installed"));
         assert!(text.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
         assert!(text.contains("3 stages x 16384 B"), "{text}");
-        assert!(text.contains("wait_group 1; bar.sync; tile 2 -> stage 2"));
+        assert!(
+            text.contains("tile 2 -> stage 2, commit")
+                && text.contains("wait_group 1; bar.sync; fragments of tile 1 (stage 1) k step 0"),
+            "{text}"
+        );
         for access in [
             "A fragment read (ldmatrix.x4)",
             "B fragment read (ldmatrix.x4.trans)",

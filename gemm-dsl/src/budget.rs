@@ -18,8 +18,11 @@ pub struct SmemLedger {
     /// Operand tiles of one pipeline stage (padding included in each line).
     pub per_stage: Vec<LedgerLine>,
     pub stages: u32,
-    /// Bytes outside the stage ring: barriers, epilogue staging, alignment slack.
+    /// Bytes outside the stage ring: barriers, alignment slack.
     pub fixed: Vec<LedgerLine>,
+    /// Storage used only after the main loop (epilogue staging), laid over the ring: it costs
+    /// only what it needs beyond the ring.
+    pub overlay: Option<LedgerLine>,
     pub limit: u32,
     pub arch: Arch,
 }
@@ -34,7 +37,12 @@ impl SmemLedger {
     }
 
     pub fn total_for(&self, stages: u32) -> u64 {
-        u64::from(stages) * u64::from(self.bytes_per_stage()) + u64::from(self.fixed_bytes())
+        let ring = u64::from(stages) * u64::from(self.bytes_per_stage());
+        let overlay = self
+            .overlay
+            .as_ref()
+            .map_or(0, |line| u64::from(line.bytes));
+        ring.max(overlay) + u64::from(self.fixed_bytes())
     }
 
     pub fn total(&self) -> u64 {
@@ -62,6 +70,7 @@ impl SmemLedger {
         parts.extend(
             self.fixed
                 .iter()
+                .chain(&self.overlay)
                 .map(|line| format!("{} {} B", line.what, line.bytes)),
         );
         parts.join(",\n")
@@ -82,6 +91,9 @@ impl fmt::Display for SmemLedger {
         )?;
         for line in &self.fixed {
             writeln!(f, "  {:<52} {:>8} B", line.what, line.bytes)?;
+        }
+        if let Some(line) = &self.overlay {
+            writeln!(f, "  {:<52} {:>8} B (over the ring)", line.what, line.bytes)?;
         }
         writeln!(f, "  {:<52} {:>8} B", "total", self.total())?;
         write!(
@@ -214,6 +226,7 @@ mod tests {
                 what: "barriers".into(),
                 bytes: 64,
             }],
+            overlay: None,
             limit: 163 * 1024,
             arch: Arch::Sm80,
         }
@@ -226,6 +239,19 @@ mod tests {
         assert!(!l.fits());
         assert_eq!(l.max_stages_that_fit(8), Some(5));
         assert!(ledger(5).fits());
+    }
+
+    #[test]
+    fn an_overlay_costs_only_what_exceeds_the_ring() {
+        let mut l = ledger(1);
+        l.overlay = Some(LedgerLine {
+            what: "epilogue".into(),
+            bytes: 40000,
+        });
+        assert_eq!(l.total(), 40000 + 64);
+        l.stages = 3;
+        assert_eq!(l.total(), 3 * 32768 + 64);
+        assert_eq!(l.max_stages_that_fit(8), Some(5));
     }
 
     #[test]

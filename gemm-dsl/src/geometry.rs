@@ -79,6 +79,7 @@ pub enum SimtGeometryError {
     CopySpread {
         operand: char,
         vectors: u32,
+        vectors_per_row: u32,
         threads: u32,
     },
 }
@@ -110,6 +111,7 @@ impl SimtGeometry {
             SimtGeometryError::CopySpread {
                 operand: 'A',
                 vectors: tile.m * tile.k * element / COPY_VECTOR_BYTES,
+                vectors_per_row: tile.k * element / COPY_VECTOR_BYTES,
                 threads,
             },
         )?;
@@ -117,6 +119,7 @@ impl SimtGeometry {
             SimtGeometryError::CopySpread {
                 operand: 'B',
                 vectors: tile.k * tile.n * element / COPY_VECTOR_BYTES,
+                vectors_per_row: tile.n * element / COPY_VECTOR_BYTES,
                 threads,
             },
         )?;
@@ -208,6 +211,27 @@ pub struct MmaSyncGeometry {
     pub b_copy: CopyGeometry,
 }
 
+/// Accumulator rows one epilogue band holds: one row of m16 mma tiles.
+pub const EPILOGUE_BAND_ROWS: u32 = 16;
+
+/// Shared memory of the staged epilogue: each warp converts one band of accumulator rows at
+/// a time into output elements in a slab of its own, then reads the band back as 16-byte
+/// vectors covering whole row segments, so global stores are full vectors on consecutive
+/// addresses. Two slabs per warp alternate, so one warp barrier per band separates a band's
+/// writes from its reads and from the reads of the band before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpilogueSlab {
+    /// One warp-tile row in the output type.
+    pub row_bytes: u32,
+    /// Row to row: the row plus 8 elements, which spreads the mma fragment's writes (8 rows
+    /// by 4 lanes) over all 32 banks.
+    pub pitch: u32,
+    pub vectors_per_row: u32,
+    pub bytes_per_warp: u32,
+    /// Every warp's slabs.
+    pub bytes: u32,
+}
+
 /// Why a tile/warp combination has no mma.sync geometry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MmaSyncGeometryError {
@@ -228,6 +252,7 @@ pub enum MmaSyncGeometryError {
     CopySpread {
         operand: char,
         vectors: u32,
+        vectors_per_row: u32,
         threads: u32,
     },
 }
@@ -269,6 +294,7 @@ impl MmaSyncGeometry {
             MmaSyncGeometryError::CopySpread {
                 operand: 'A',
                 vectors: tile.m * tile.k * element / COPY_VECTOR_BYTES,
+                vectors_per_row: tile.k * element / COPY_VECTOR_BYTES,
                 threads,
             },
         )?;
@@ -276,6 +302,7 @@ impl MmaSyncGeometry {
             MmaSyncGeometryError::CopySpread {
                 operand: 'B',
                 vectors: tile.k * tile.n * element / COPY_VECTOR_BYTES,
+                vectors_per_row: tile.n * element / COPY_VECTOR_BYTES,
                 threads,
             },
         )?;
@@ -297,6 +324,31 @@ impl MmaSyncGeometry {
     /// f32 accumulator registers per thread: four per m16n8 tile.
     pub fn accumulators(&self) -> u32 {
         self.m_frags * self.n_frags * 4
+    }
+
+    /// The shared-memory slabs of the staged epilogue, or `None` when a warp tile row is not
+    /// a whole number of 16-byte vectors that the 32 lanes share out evenly (the kernel then
+    /// stores straight from the accumulator registers).
+    pub fn epilogue_slab(&self, out: DType) -> Option<EpilogueSlab> {
+        let element = out.size_bytes();
+        let row_bytes = self.warp_tile_n * element;
+        if !row_bytes.is_multiple_of(COPY_VECTOR_BYTES) {
+            return None;
+        }
+        let vectors_per_row = row_bytes / COPY_VECTOR_BYTES;
+        let lanes_share_rows = 32 % vectors_per_row == 0 || vectors_per_row.is_multiple_of(32);
+        if !(EPILOGUE_BAND_ROWS * vectors_per_row).is_multiple_of(32) || !lanes_share_rows {
+            return None;
+        }
+        let pitch = row_bytes + 8 * element;
+        let bytes_per_warp = 2 * EPILOGUE_BAND_ROWS * pitch;
+        Some(EpilogueSlab {
+            row_bytes,
+            pitch,
+            vectors_per_row,
+            bytes_per_warp,
+            bytes: bytes_per_warp * self.warps.count(),
+        })
     }
 
     /// Legal warp grids for a tile, best first: warp tiles closest to 64x64 (128 accumulators

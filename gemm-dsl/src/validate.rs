@@ -5,7 +5,7 @@ use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLed
 use crate::error::{SpecError, SpecErrors};
 use crate::geometry::{
     xor_swizzle_fits_row, MmaSyncGeometry, MmaSyncGeometryError, SimtGeometry, SimtGeometryError,
-    COPY_VECTOR_BYTES,
+    COPY_VECTOR_BYTES, EPILOGUE_BAND_ROWS,
 };
 use crate::parse::{ParsedSpec, SpecSpans};
 use crate::spec::*;
@@ -397,13 +397,12 @@ impl Validator<'_> {
             SimtGeometryError::CopySpread {
                 operand,
                 vectors,
+                vectors_per_row,
                 threads,
             } => {
                 let error = self.error(
                     Key::Tile,
-                    format!(
-                        "the {operand} tile is {vectors} 16-byte vectors, which do not spread evenly over {threads} threads"
-                    ),
+                    copy_spread_message(operand, vectors, vectors_per_row, threads),
                 );
                 error.notes.push(
                     "every thread issues the same number of copies per stage, at fixed offsets"
@@ -481,7 +480,7 @@ impl Validator<'_> {
                 return None;
             }
         };
-        let smem = mma_sync_smem_ledger(s);
+        let smem = mma_sync_smem_ledger(s, &geometry);
         let registers = mma_sync_register_budget(s, &geometry);
         let smaller_tiles = || {
             MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
@@ -583,13 +582,12 @@ impl Validator<'_> {
             MmaSyncGeometryError::CopySpread {
                 operand,
                 vectors,
+                vectors_per_row,
                 threads,
             } => {
                 let error = self.error(
                     Key::Tile,
-                    format!(
-                        "the {operand} tile is {vectors} 16-byte vectors, which do not spread evenly over {threads} threads"
-                    ),
+                    copy_spread_message(operand, vectors, vectors_per_row, threads),
                 );
                 error.notes.push(
                     "every thread issues the same number of copies per stage, at fixed offsets"
@@ -795,6 +793,7 @@ pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
                 bytes: 0,
             },
         ],
+        overlay: None,
         limit: s.arch.max_smem_per_block(),
         arch: s.arch,
     }
@@ -835,9 +834,22 @@ pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
     }
 }
 
+/// Why a tile's 16-byte copies cannot be split over the block's threads.
+fn copy_spread_message(operand: char, vectors: u32, vectors_per_row: u32, threads: u32) -> String {
+    if vectors.is_multiple_of(threads) {
+        format!(
+            "the {operand} tile's rows are {vectors_per_row} 16-byte vectors each, which {threads} threads cannot copy in whole rows ({threads} and {vectors_per_row} must divide one another)"
+        )
+    } else {
+        format!(
+            "the {operand} tile is {vectors} 16-byte vectors, which do not spread evenly over {threads} threads"
+        )
+    }
+}
+
 /// Shared memory of the tensor-core family: A as `BM x BK` and B as `BK x BN` per stage, each
 /// row padded or XOR-swizzled in place (a swizzle costs no bytes).
-pub fn mma_sync_smem_ledger(s: &GemmSpec) -> SmemLedger {
+pub fn mma_sync_smem_ledger(s: &GemmSpec, g: &MmaSyncGeometry) -> SmemLedger {
     let element = s.dtype.size_bytes();
     let pad = s.swizzle.pad_bytes();
     let layout_note = match s.swizzle {
@@ -879,6 +891,14 @@ pub fn mma_sync_smem_ledger(s: &GemmSpec) -> SmemLedger {
                 bytes: 0,
             },
         ],
+        overlay: g.epilogue_slab(s.out).map(|slab| LedgerLine {
+            what: format!(
+                "epilogue: {} warps x 2 slabs x {EPILOGUE_BAND_ROWS} rows x {} B",
+                g.warps.count(),
+                slab.pitch
+            ),
+            bytes: slab.bytes,
+        }),
         limit: s.arch.max_smem_per_block(),
         arch: s.arch,
     }

@@ -20,11 +20,14 @@
 //! accumulator pair (row `g`, columns `2t, 2t+1`) as one 8-byte f32 store or, converted with
 //! round-to-nearest-even to a packed bf16x2/f16x2, one 4-byte store.
 //!
-//! The pipeline is the SIMT family's: `stages: 1` loads, waits and computes in turn; 2 or
-//! more stages run a cp.async ring (prologue of `stages - 1` groups, then per k tile
-//! `wait_group stages - 2`, `bar.sync`, the copies of tile `k + stages - 1` into the stage read
-//! last iteration and one commit, empty past the end of K, and the math) or, for `copy: sync`,
-//! the next tile held in registers across the math.
+//! `stages: 1` loads, waits and computes in turn; `copy: sync` with 2 or more stages holds
+//! the next tile in registers across the math (the SIMT family's pipelines). The cp.async
+//! ring (2 or more stages) keeps fragments one k step ahead of the math in two alternating
+//! register sets: a prologue of `stages - 1` groups, then per k tile the copies of tile
+//! `k + stages - 1` into the stage tile `k - 1` used and one commit (empty past the end of
+//! K) at k step 0, and `wait_group stages - 2` plus `bar.sync` before the last k step, after
+//! which the next tile's first fragments load while the last k step computes. One barrier
+//! per tile both publishes tile `k + 1` and retires every read of tile `k - 1`'s stage.
 //!
 //! Every shared-memory address is `(base ^ xor) + offset`: a per-thread base register
 //! computed once from the thread's lane and warp through the swizzle, XORed with one of a few
@@ -33,7 +36,9 @@
 
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{conflict_degree, conflict_degree_for, BankReport, PlanCopy, SmemLayout};
-use gemm_dsl::geometry::{CopyGeometry, MmaSyncGeometry, COPY_VECTOR_BYTES};
+use gemm_dsl::geometry::{
+    CopyGeometry, EpilogueSlab, MmaSyncGeometry, COPY_VECTOR_BYTES, EPILOGUE_BAND_ROWS,
+};
 use gemm_dsl::{DType, ValidSpec};
 use serde::Serialize;
 
@@ -61,6 +66,10 @@ pub struct MmaSyncPlan {
     pub m_frags: u32,
     pub n_frags: u32,
     pub k_steps: u32,
+    /// The cp.async ring loads the next tile's first fragments between the barrier and the
+    /// last k step's math. Fragment sets alternate per k step, so this needs an even number
+    /// of k steps (the next tile's step 0 reuses the set of the current tile's step 0).
+    pub prefetch_across_barrier: bool,
     pub smem: SmemLayout,
     pub copy: PlanCopy,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
@@ -181,12 +190,49 @@ pub struct MmaKStep {
     pub mmas: Vec<MmaOp>,
 }
 
-/// Accumulators to global memory: one row pointer per 8-row group, one store per n8 tile.
+/// Accumulators to global memory. Staged through shared memory where the warp tile allows
+/// (see [`EpilogueSlab`]); otherwise straight from the registers: one row pointer per 8-row
+/// group, one store per n8 tile.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MmaEpilogue {
     /// Rows from one group to the next: 8 (then 16 per mma tile).
     pub row_step: u32,
     pub rows: Vec<EpilogueRow>,
+    pub staged: Option<StagedEpilogue>,
+}
+
+/// The epilogue through each warp's two shared-memory slabs, one 16-row band of accumulators
+/// at a time. Lane `(g, t)` writes rows `g`, `g + 8`, columns `2t, 2t + 1` of each n8 tile
+/// (from its write base `g·pitch + t·2·out_bytes`); lane `l` then reads 16-byte vector `l`
+/// (and `l + 32`, ...) of the band, row `l / vectors_per_row`, chunk `l % vectors_per_row`,
+/// and stores it to the same place in C.
+#[derive(Clone, Debug, Serialize)]
+pub struct StagedEpilogue {
+    pub pitch: u32,
+    pub vectors_per_row: u32,
+    pub bytes_per_warp: u32,
+    /// `st.shared.b32` of a packed pair, or `st.shared.v2.f32`.
+    pub pair_bytes: u32,
+    pub bands: Vec<EpilogueBand>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct EpilogueBand {
+    /// Pairs into the slab, `offset` bytes from the lane's write base.
+    pub writes: Vec<PairStore>,
+    pub reads: Vec<SlabRead>,
+}
+
+/// One 16-byte vector from the slab to C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SlabRead {
+    /// Bytes from the lane's read base.
+    pub smem_offset: u32,
+    /// Rows of C below the previous read's (the first read of the epilogue: below the lane's
+    /// first row).
+    pub global_row_delta: u32,
+    /// Bytes right of the lane's first column.
+    pub global_col_bytes: u32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -485,6 +531,9 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
                     .collect(),
             })
             .collect(),
+        staged: g
+            .epilogue_slab(spec.out)
+            .map(|slab| staged_epilogue(g, &slab, out_bytes)),
     };
 
     let mma_instruction = match spec.dtype {
@@ -516,6 +565,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         m_frags: mi_count,
         n_frags: ni_count,
         k_steps: g.k_steps,
+        prefetch_across_barrier: g.k_steps.is_multiple_of(2),
         smem,
         copy,
         cache_hint,
@@ -536,6 +586,79 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         k_steps_plan,
         epilogue,
     }
+}
+
+fn staged_epilogue(g: &MmaSyncGeometry, slab: &EpilogueSlab, out_bytes: u32) -> StagedEpilogue {
+    let vpr = slab.vectors_per_row;
+    let slab_bytes = EPILOGUE_BAND_ROWS * slab.pitch;
+    let vector_position = |v: u32| (v / vpr, v % vpr);
+    let lane_read_base = |lane: u32| {
+        let (row, chunk) = vector_position(lane);
+        row * slab.pitch + chunk * COPY_VECTOR_BYTES
+    };
+    let reads_per_band = EPILOGUE_BAND_ROWS * vpr / 32;
+    let mut previous_row = 0;
+    let bands = (0..g.m_frags)
+        .map(|band| {
+            let slab_offset = (band % 2) * slab_bytes;
+            let writes = (0..2)
+                .flat_map(|h| (0..g.n_frags).map(move |ni| (h, ni)))
+                .map(|(h, ni)| {
+                    let acc = (band * g.n_frags + ni) * 4 + 2 * h;
+                    PairStore {
+                        lo: acc,
+                        hi: acc + 1,
+                        offset: slab_offset + h * 8 * slab.pitch + ni * g.shape.n * out_bytes,
+                    }
+                })
+                .collect();
+            let reads = (0..reads_per_band)
+                .map(|j| {
+                    // Lane l's j-th vector sits a lane-independent distance from its first,
+                    // because 32 and the vectors per row divide one another.
+                    let (rows, chunks) = vector_position(32 * j);
+                    let row = band * EPILOGUE_BAND_ROWS + rows;
+                    let read = SlabRead {
+                        smem_offset: slab_offset + lane_read_base(32 * j),
+                        global_row_delta: row - previous_row,
+                        global_col_bytes: chunks * COPY_VECTOR_BYTES,
+                    };
+                    previous_row = row;
+                    read
+                })
+                .collect();
+            EpilogueBand { writes, reads }
+        })
+        .collect();
+    StagedEpilogue {
+        pitch: slab.pitch,
+        vectors_per_row: vpr,
+        bytes_per_warp: slab.bytes_per_warp,
+        pair_bytes: 2 * out_bytes,
+        bands,
+    }
+}
+
+/// Slab-relative lane addresses of every staged-epilogue write and read instruction of a warp.
+fn staged_epilogue_addresses(e: &StagedEpilogue) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
+    let write_base = |lane: u32| (lane / 4) * e.pitch + (lane % 4) * e.pair_bytes;
+    let read_base = |lane: u32| {
+        (lane / e.vectors_per_row) * e.pitch + (lane % e.vectors_per_row) * COPY_VECTOR_BYTES
+    };
+    let bands = || e.bands.iter();
+    let writes = bands()
+        .flat_map(|band| &band.writes)
+        .map(|w| (0..32).map(|lane| write_base(lane) + w.offset).collect())
+        .collect();
+    let reads = bands()
+        .flat_map(|band| &band.reads)
+        .map(|r| {
+            (0..32)
+                .map(|lane| read_base(lane) + r.smem_offset)
+                .collect()
+        })
+        .collect();
+    (writes, reads)
 }
 
 /// The warp-relative (row, column) of accumulator `acc` of lane `lane`, read back from the
@@ -619,7 +742,7 @@ impl MmaSyncPlan {
             (PlanCopy::Sync, true) => "A tile write (st.shared.v4)",
             (PlanCopy::Sync, false) => "B tile write (st.shared.v4)",
         };
-        vec![
+        let mut reports = vec![
             BankReport {
                 access: "A fragment read (ldmatrix.x4)",
                 degree: worst(self.read_addresses(&self.a_read, &a_loads), 16),
@@ -636,7 +759,23 @@ impl MmaSyncPlan {
                 access: copy_name(false),
                 degree: worst(self.copy_addresses(&self.b_copy), 16),
             },
-        ]
+        ];
+        if let Some(e) = &self.epilogue.staged {
+            let (writes, reads) = staged_epilogue_addresses(e);
+            reports.push(BankReport {
+                access: if e.pair_bytes == 8 {
+                    "C staging write (st.shared.v2.f32)"
+                } else {
+                    "C staging write (st.shared.b32)"
+                },
+                degree: worst(writes, e.pair_bytes),
+            });
+            reports.push(BankReport {
+                access: "C staging read (ld.shared.v4)",
+                degree: worst(reads, 16),
+            });
+        }
+        reports
     }
 
     /// The 32 lane addresses of the first instruction of each access kind of warp 0, for
@@ -809,6 +948,92 @@ mod tests {
         }
     }
 
+    /// Runs the staged epilogue of one warp on paper: every byte a lane reads back from its
+    /// slab holds the accumulator element that belongs at the C position the lane stores it to,
+    /// and every element of the warp tile is stored exactly once.
+    #[test]
+    fn staged_epilogue_stores_every_accumulator_in_its_place() {
+        for spec in [
+            "tile: 128x128x32, warps: 2x2",
+            "tile: 128x256x64, warps: 2x4, stages: 3",
+            "tile: 64x64x64, warps: 2x2, stages: 2",
+            "tile: 128x128x32, warps: 2x2, out: f32",
+            "dtype: tf32, tile: 128x128x16, warps: 2x2",
+            "tile: 32x256x16, warps: 1x2, swizzle: 64B",
+            "tile: 32x256x16, warps: 1x2, swizzle: 64B, out: f32",
+            "tile: 64x128x16, warps: 2x1, out: f32",
+            "tile: 16x256x16, warps: 1x1, out: f32",
+            "tile: 64x32x64, warps: 2x2",
+        ] {
+            let p = mma(spec);
+            let e = p
+                .epilogue
+                .staged
+                .as_ref()
+                .unwrap_or_else(|| panic!("{spec}"));
+            let ob = p.out_bytes;
+            let vpr = e.vectors_per_row;
+            let mut stored = BTreeSet::new();
+            let mut rows_down = 0;
+            for band in &e.bands {
+                // Slab byte -> (row, column) of the warp tile whose element it holds.
+                let mut slab = std::collections::BTreeMap::new();
+                for lane in 0..32 {
+                    let base = (lane / 4) * e.pitch + (lane % 4) * e.pair_bytes;
+                    for w in &band.writes {
+                        for (i, acc) in [w.lo, w.hi].into_iter().enumerate() {
+                            let element = accumulator_position(&p, lane, acc).unwrap();
+                            for byte in 0..ob {
+                                let at = base + w.offset + i as u32 * ob + byte;
+                                assert!(at < e.bytes_per_warp, "{spec}");
+                                assert!(slab.insert(at, element).is_none(), "{spec}: {at} twice");
+                            }
+                        }
+                    }
+                }
+                let first_read_rows = rows_down;
+                for lane in 0..32 {
+                    let base = (lane / vpr) * e.pitch + (lane % vpr) * 16;
+                    let (first_row, first_col) = (lane / vpr, (lane % vpr) * 16);
+                    let mut down = first_read_rows;
+                    for r in &band.reads {
+                        down += r.global_row_delta;
+                        for byte in 0..16 {
+                            let want = (
+                                first_row + down,
+                                (first_col + r.global_col_bytes + byte) / ob,
+                            );
+                            assert_eq!(
+                                slab.get(&(base + r.smem_offset + byte)),
+                                Some(&want),
+                                "{spec}"
+                            );
+                            stored.insert(want);
+                        }
+                    }
+                    rows_down = down;
+                }
+            }
+            assert_eq!(stored.len() as u32, p.warp_tile_m * p.warp_tile_n, "{spec}");
+            // The padded rows keep the fragment-ordered writes conflict-free, and the reads
+            // too once a phase of 8 lanes reads within one row.
+            let reports = p.bank_conflicts();
+            assert_eq!(reports[4].degree, 1, "{spec}: {}", reports[4].access);
+            if vpr >= 8 {
+                assert_eq!(reports[5].degree, 1, "{spec}: {}", reports[5].access);
+            }
+        }
+    }
+
+    #[test]
+    fn warp_tiles_without_whole_shared_vectors_store_from_registers() {
+        // 24 f32 columns are 6 16-byte vectors per row, which 32 lanes cannot share out.
+        let p = mma("dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2");
+        assert_eq!(p.warp_tile_n, 24);
+        assert!(p.epilogue.staged.is_none());
+        assert!(!p.epilogue.rows.is_empty());
+    }
+
     #[test]
     fn copies_cover_the_tile_once() {
         for spec in [
@@ -843,11 +1068,11 @@ mod tests {
         // 128B XOR: every read and write conflict-free, for A rows of 64 B and B rows of 256 B.
         let p = mma("tile: 128x128x32, warps: 2x2, swizzle: 128B");
         let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
-        assert_eq!(degrees, [1, 1, 1, 1]);
+        assert_eq!(degrees, [1, 1, 1, 1, 1, 1]);
         // Plain rows: A rows of 64 B put 4 of 8 rows on the same banks, B rows of 256 B all 8.
         let p = mma("tile: 128x128x32, warps: 2x2, swizzle: none");
         let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
-        assert_eq!(degrees, [4, 8, 1, 1]);
+        assert_eq!(degrees, [4, 8, 1, 1, 1, 1]);
         // A 64B XOR suits the 64-byte A rows, not the 256-byte B rows.
         let p = mma("tile: 128x128x32, warps: 2x2, swizzle: 64B");
         assert_eq!(p.bank_conflicts()[0].degree, 1);

@@ -14,10 +14,11 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(
     name = "gemm-run",
-    about = "Launch one catalog kernel once and verify it"
+    about = "Launch one catalog kernel (or any spec) once and verify it"
 )]
 struct Cli {
-    /// Catalog spec name (see `--list`).
+    /// Catalog spec name (see `--list`), or a whole spec such as
+    /// `"name: k, mma: mma_sync, tile: 128x128x16"` (anything with a `:`).
     #[arg(required_unless_present = "list")]
     name: Option<String>,
     /// Print the catalog's spec names, one per line, and exit.
@@ -43,17 +44,21 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let name = cli.name.as_deref().unwrap_or_default();
-    let Some(entry) = catalog::find(name) else {
+    let (label, spec) = if name.contains(':') {
+        ("<spec>", name)
+    } else if let Some(entry) = catalog::find(name) {
+        (entry.name, entry.spec)
+    } else {
         eprintln!(
             "error: no catalog spec named `{name}`; known: {}",
             names.join(", ")
         );
         return ExitCode::from(2);
     };
-    let emitted = match codegen::emit_str(entry.spec) {
+    let emitted = match codegen::emit_str(spec) {
         Ok(emitted) => emitted,
         Err(errors) => {
-            eprint!("{}", errors.render(entry.spec, entry.name));
+            eprint!("{}", errors.render(spec, label));
             return ExitCode::from(2);
         }
     };

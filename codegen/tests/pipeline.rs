@@ -1,0 +1,243 @@
+//! The tensor-core cp.async ring, checked on the emitted PTX itself: the prologue, many trips
+//! through the main loop and the start of the epilogue are replayed as one thread's sequence
+//! of copies, commits, waits, barriers and fragment loads (every thread runs the same
+//! sequence), and every shared-memory access is checked against the barriers around it.
+//! A missing or misplaced `wait_group`/`bar.sync` fails here, without a GPU.
+
+use codegen::catalog::CATALOG;
+use codegen::plan::{self, FamilyPlan};
+
+/// Where one stage's contents stand.
+#[derive(Clone, Debug, Default)]
+struct Stage {
+    /// Tile held (or being copied in) and the commit group that copies it.
+    tile: Option<usize>,
+    group: Option<usize>,
+    /// Barrier epoch of the latest fragment load of the current tile.
+    last_read: Option<usize>,
+}
+
+struct Replay {
+    stage_bytes: u32,
+    ring_bytes: u32,
+    loads_per_k_step: usize,
+    k_steps: usize,
+    stages: Vec<Stage>,
+    /// Per committed group: the barrier epoch from which its data is visible to every thread
+    /// (set by the first barrier after a `wait_group` that retired it).
+    visible_from: Vec<Option<usize>>,
+    waited: Vec<bool>,
+    open_group_writes: Vec<usize>,
+    epoch: usize,
+    read_stage: u32,
+    write_stage: u32,
+    dst_stage: u32,
+    src_stage: u32,
+    loads: usize,
+}
+
+impl Replay {
+    fn stage_of(&self, offset: u32) -> usize {
+        (offset / self.stage_bytes) as usize
+    }
+
+    fn rotate(&self, value: u32, by: u32) -> u32 {
+        (value + by) % self.ring_bytes
+    }
+
+    fn step(&mut self, line: &str, spec: &str) {
+        let line = line.trim();
+        let operand = |index: usize| -> &str {
+            line.split(['\t', ','])
+                .map(str::trim)
+                .filter(|part| !part.is_empty())
+                .nth(index)
+                .unwrap_or("")
+                .trim_end_matches(';')
+        };
+        if line.starts_with("mov.u32\t%read_stage,") {
+            self.read_stage = operand(2).parse().unwrap();
+        } else if line.starts_with("mov.u32\t%write_stage,") {
+            self.write_stage = operand(2).parse().unwrap();
+        } else if line.starts_with("add.u32\t%read_stage, %read_stage,") {
+            self.read_stage = self.rotate(self.read_stage, operand(3).parse().unwrap());
+        } else if line.starts_with("add.u32\t%write_stage, %write_stage,") {
+            self.write_stage = self.rotate(self.write_stage, operand(3).parse().unwrap());
+        } else if line.starts_with("add.u32\t%a_dst") || line.starts_with("add.u32\t%b_dst") {
+            self.dst_stage = match operand(3) {
+                "%write_stage" => self.write_stage,
+                immediate => immediate.parse().unwrap(),
+            };
+        } else if line.starts_with("add.u32\t%a_src") || line.starts_with("add.u32\t%b_src") {
+            assert_eq!(operand(3), "%read_stage", "{spec}: {line}");
+            self.src_stage = self.read_stage;
+        } else if line.contains("cp.async.cg.shared.global") || line.contains("cp.async.ca.shared")
+        {
+            let stage = self.stage_of(self.dst_stage);
+            let group = self.visible_from.len();
+            if self.stages[stage].group != Some(group) {
+                // The first copy of a new tile into this stage: every read of the tile it held
+                // must be ordered before it by a barrier.
+                if let Some(read) = self.stages[stage].last_read {
+                    assert!(
+                        read < self.epoch,
+                        "{spec}: stage {stage} is refilled in barrier epoch {} while tile {:?} was read in the same epoch",
+                        self.epoch,
+                        self.stages[stage].tile
+                    );
+                }
+                self.stages[stage] = Stage {
+                    tile: Some(group),
+                    group: Some(group),
+                    last_read: None,
+                };
+            }
+            self.open_group_writes.push(stage);
+        } else if line.starts_with("cp.async.commit_group") {
+            self.visible_from.push(None);
+            self.waited.push(false);
+            self.open_group_writes.clear();
+        } else if let Some(n) = line.strip_prefix("cp.async.wait_group\t") {
+            let pending: usize = n.trim_end_matches(';').parse().unwrap();
+            let committed = self.waited.len();
+            for group in 0..committed.saturating_sub(pending) {
+                self.waited[group] = true;
+            }
+        } else if line.starts_with("bar.sync") {
+            self.epoch += 1;
+            for (group, visible) in self.visible_from.iter_mut().enumerate() {
+                if self.waited[group] && visible.is_none() {
+                    *visible = Some(self.epoch);
+                }
+            }
+        } else if line.starts_with("ldmatrix") || line.starts_with("ld.shared.b32") {
+            let stage = self.stage_of(self.src_stage);
+            let want_tile = self.loads / self.loads_per_k_step / self.k_steps;
+            let held = &self.stages[stage];
+            assert_eq!(
+                held.tile,
+                Some(want_tile),
+                "{spec}: fragment load {} reads stage {stage}",
+                self.loads
+            );
+            let group = held.group.unwrap();
+            assert!(
+                self.visible_from[group].is_some_and(|from| from <= self.epoch),
+                "{spec}: tile {want_tile} is read from stage {stage} before a wait and a barrier made it complete"
+            );
+            self.stages[stage].last_read = Some(self.epoch);
+            self.loads += 1;
+        } else if line.starts_with("st.shared") {
+            // Epilogue staging over the ring: after every copy and every read of the ring.
+            assert!(
+                self.waited.iter().all(|&w| w),
+                "{spec}: copies still pending"
+            );
+            for (index, stage) in self.stages.iter().enumerate() {
+                assert!(
+                    stage.last_read.is_none_or(|read| read < self.epoch),
+                    "{spec}: epilogue overwrites stage {index} in the epoch it was read"
+                );
+                assert!(
+                    stage
+                        .group
+                        .is_none_or(|g| self.visible_from[g].is_some_and(|v| v <= self.epoch)),
+                    "{spec}: epilogue overwrites stage {index} before its copy is complete"
+                );
+            }
+        }
+    }
+}
+
+fn section<'a>(ptx: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+    let start = ptx.find(from).unwrap_or_else(|| panic!("no `{from}`"));
+    let end = start + ptx[start..].find(to).unwrap_or_else(|| panic!("no `{to}`"));
+    ptx[start..end].lines().collect()
+}
+
+fn replay(spec: &str) {
+    let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
+    let valid = gemm_dsl::check_str(spec).unwrap();
+    let FamilyPlan::MmaSync(p) = plan::plan(&valid).family else {
+        panic!("{spec}: not a tensor-core spec");
+    };
+    assert!(
+        p.smem.pipelined && p.copy == plan::PlanCopy::CpAsync,
+        "{spec}"
+    );
+    let ptx = &emitted.ptx;
+    let step = &p.k_steps_plan[0];
+    let mut r = Replay {
+        stage_bytes: p.smem.stage_bytes,
+        ring_bytes: p.smem.ring_bytes,
+        loads_per_k_step: step.a_loads.len() + step.b_loads.len(),
+        k_steps: p.k_steps as usize,
+        stages: vec![Stage::default(); p.smem.stages as usize],
+        visible_from: Vec::new(),
+        waited: Vec::new(),
+        open_group_writes: Vec::new(),
+        epoch: 0,
+        read_stage: 0,
+        write_stage: 0,
+        dst_stage: 0,
+        src_stage: 0,
+        loads: 0,
+    };
+    for line in section(ptx, "// Prologue", "$L_main_loop:") {
+        r.step(line, spec);
+    }
+    let body = section(ptx, "$L_main_loop:", "@%p_more bra");
+    let trips = 3 * p.smem.stages as usize + 2;
+    for _ in 0..trips {
+        for &line in &body {
+            r.step(line, spec);
+        }
+    }
+    // The loop loaded every k step of `trips` tiles and the first one of the next tile.
+    assert_eq!(
+        r.loads,
+        (trips * r.k_steps + 1) * r.loads_per_k_step,
+        "{spec}"
+    );
+    let mut stores = 0;
+    for line in section(ptx, "$L_epilogue:", "ret;") {
+        r.step(line, spec);
+        stores += usize::from(line.trim().starts_with("st.shared"));
+    }
+    assert!(
+        stores > 0,
+        "{spec}: the epilogue is staged through shared memory"
+    );
+}
+
+#[test]
+fn catalog_rings_order_every_shared_access() {
+    let mut count = 0;
+    for entry in CATALOG.iter().filter(|e| {
+        e.spec.contains("mma: mma_sync")
+            && !e.spec.contains("copy: sync")
+            && !e.spec.contains("stages: 1,")
+    }) {
+        replay(entry.spec);
+        count += 1;
+    }
+    assert!(count >= 6);
+}
+
+#[test]
+fn every_depth_and_k_step_count_orders_every_shared_access() {
+    for stages in 2..=6 {
+        for (dtype, tile, warps) in [
+            ("bf16", "128x128x16", "2x2"), // one k step per tile
+            ("bf16", "128x128x32", "2x2"),
+            ("bf16", "64x64x64", "2x2"),
+            ("tf32", "64x64x8", "2x2"), // one k step per tile
+            ("tf32", "128x128x16", "2x2"),
+            ("f16", "128x256x32", "2x4"),
+        ] {
+            replay(&format!(
+                "name: k, mma: mma_sync, dtype: {dtype}, tile: {tile}, warps: {warps}, stages: {stages}"
+            ));
+        }
+    }
+}
