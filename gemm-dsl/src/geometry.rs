@@ -50,6 +50,36 @@ impl CopyGeometry {
     }
 }
 
+/// An operand tile whose 16-byte copies the block's threads cannot share out evenly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopySpread {
+    pub operand: char,
+    pub vectors: u32,
+    pub vectors_per_row: u32,
+    pub threads: u32,
+}
+
+/// The copies of A (`BM x BK`, K contiguous) and B (`BK x BN`, N contiguous), stored as in
+/// global memory by both families.
+fn operand_copies(
+    tile: Tile,
+    element: u32,
+    threads: u32,
+) -> Result<(CopyGeometry, CopyGeometry), CopySpread> {
+    let copy = |operand, rows: u32, row_bytes: u32| {
+        CopyGeometry::new(rows, row_bytes, threads).ok_or(CopySpread {
+            operand,
+            vectors: rows * row_bytes / COPY_VECTOR_BYTES,
+            vectors_per_row: row_bytes / COPY_VECTOR_BYTES,
+            threads,
+        })
+    };
+    Ok((
+        copy('A', tile.m, tile.k * element)?,
+        copy('B', tile.k, tile.n * element)?,
+    ))
+}
+
 /// The SIMT (`mma: fma`) family's split of the block tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimtGeometry {
@@ -71,17 +101,9 @@ pub struct SimtGeometry {
 pub enum SimtGeometryError {
     WarpCount,
     WarpGridDoesNotDivide,
-    WarpTile {
-        warp_tile_m: u32,
-        warp_tile_n: u32,
-    },
+    WarpTile { warp_tile_m: u32, warp_tile_n: u32 },
     CopyWidth,
-    CopySpread {
-        operand: char,
-        vectors: u32,
-        vectors_per_row: u32,
-        threads: u32,
-    },
+    CopySpread(CopySpread),
 }
 
 impl SimtGeometry {
@@ -107,22 +129,8 @@ impl SimtGeometry {
             return Err(SimtGeometryError::CopyWidth);
         }
         let threads = warps.count() * 32;
-        let a_copy = CopyGeometry::new(tile.m, tile.k * element, threads).ok_or(
-            SimtGeometryError::CopySpread {
-                operand: 'A',
-                vectors: tile.m * tile.k * element / COPY_VECTOR_BYTES,
-                vectors_per_row: tile.k * element / COPY_VECTOR_BYTES,
-                threads,
-            },
-        )?;
-        let b_copy = CopyGeometry::new(tile.k, tile.n * element, threads).ok_or(
-            SimtGeometryError::CopySpread {
-                operand: 'B',
-                vectors: tile.k * tile.n * element / COPY_VECTOR_BYTES,
-                vectors_per_row: tile.n * element / COPY_VECTOR_BYTES,
-                threads,
-            },
-        )?;
+        let (a_copy, b_copy) =
+            operand_copies(tile, element, threads).map_err(SimtGeometryError::CopySpread)?;
         Ok(SimtGeometry {
             tile,
             warps,
@@ -249,12 +257,7 @@ pub enum MmaSyncGeometryError {
     TileK {
         k_step: u32,
     },
-    CopySpread {
-        operand: char,
-        vectors: u32,
-        vectors_per_row: u32,
-        threads: u32,
-    },
+    CopySpread(CopySpread),
 }
 
 impl MmaSyncGeometry {
@@ -290,22 +293,8 @@ impl MmaSyncGeometry {
         }
         let element = dtype.size_bytes();
         let threads = warps.count() * 32;
-        let a_copy = CopyGeometry::new(tile.m, tile.k * element, threads).ok_or(
-            MmaSyncGeometryError::CopySpread {
-                operand: 'A',
-                vectors: tile.m * tile.k * element / COPY_VECTOR_BYTES,
-                vectors_per_row: tile.k * element / COPY_VECTOR_BYTES,
-                threads,
-            },
-        )?;
-        let b_copy = CopyGeometry::new(tile.k, tile.n * element, threads).ok_or(
-            MmaSyncGeometryError::CopySpread {
-                operand: 'B',
-                vectors: tile.k * tile.n * element / COPY_VECTOR_BYTES,
-                vectors_per_row: tile.n * element / COPY_VECTOR_BYTES,
-                threads,
-            },
-        )?;
+        let (a_copy, b_copy) =
+            operand_copies(tile, element, threads).map_err(MmaSyncGeometryError::CopySpread)?;
         Ok(MmaSyncGeometry {
             tile,
             warps,

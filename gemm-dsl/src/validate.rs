@@ -4,8 +4,8 @@
 use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
 use crate::error::{SpecError, SpecErrors};
 use crate::geometry::{
-    xor_swizzle_fits_row, MmaSyncGeometry, MmaSyncGeometryError, SimtGeometry, SimtGeometryError,
-    COPY_VECTOR_BYTES, EPILOGUE_BAND_ROWS,
+    xor_swizzle_fits_row, CopySpread, MmaSyncGeometry, MmaSyncGeometryError, SimtGeometry,
+    SimtGeometryError, COPY_VECTOR_BYTES, EPILOGUE_BAND_ROWS,
 };
 use crate::parse::{ParsedSpec, SpecSpans};
 use crate::spec::*;
@@ -394,24 +394,10 @@ impl Validator<'_> {
                 );
                 error.help = Some(format!("tile: {}x{}x{legal_k}", s.tile.m, s.tile.n));
             }
-            SimtGeometryError::CopySpread {
-                operand,
-                vectors,
-                vectors_per_row,
-                threads,
-            } => {
-                let error = self.error(
-                    Key::Tile,
-                    copy_spread_message(operand, vectors, vectors_per_row, threads),
-                );
-                error.notes.push(
-                    "every thread issues the same number of copies per stage, at fixed offsets"
-                        .to_string(),
-                );
-                error.help = Some(match suggest_simt_k(s) {
-                    Some(k) => format!("tile: {}x{}x{k}", s.tile.m, s.tile.n),
-                    None => "use power-of-two tile dimensions".to_string(),
-                });
+            SimtGeometryError::CopySpread(spread) => {
+                let help =
+                    suggest_simt_k(s).map(|k| format!("tile: {}x{}x{k}", s.tile.m, s.tile.n));
+                self.copy_spread_error(spread, help);
             }
         }
     }
@@ -579,26 +565,20 @@ impl Validator<'_> {
                     format!("tile: {}x{}x{legal_k}", s.tile.m, s.tile.n),
                 );
             }
-            MmaSyncGeometryError::CopySpread {
-                operand,
-                vectors,
-                vectors_per_row,
-                threads,
-            } => {
-                let error = self.error(
-                    Key::Tile,
-                    copy_spread_message(operand, vectors, vectors_per_row, threads),
-                );
-                error.notes.push(
-                    "every thread issues the same number of copies per stage, at fixed offsets"
-                        .to_string(),
-                );
-                error.help = Some(match suggestion {
-                    Some(w) if w != format!("warps: {}", s.warps) => w,
-                    _ => "use power-of-two tile dimensions".to_string(),
-                });
+            MmaSyncGeometryError::CopySpread(spread) => {
+                let help = suggestion.filter(|w| *w != format!("warps: {}", s.warps));
+                self.copy_spread_error(spread, help);
             }
         }
+    }
+
+    /// A tile whose copies the threads cannot share out, with the family's fix if it has one.
+    fn copy_spread_error(&mut self, spread: CopySpread, help: Option<String>) {
+        let error = self.error(Key::Tile, copy_spread_message(spread));
+        error.notes.push(
+            "every thread issues the same number of copies per stage, at fixed offsets".to_string(),
+        );
+        error.help = Some(help.unwrap_or_else(|| "use power-of-two tile dimensions".to_string()));
     }
 
     /// "Not implemented yet" for every value outside a family's scope: the family's own
@@ -835,7 +815,13 @@ pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
 }
 
 /// Why a tile's 16-byte copies cannot be split over the block's threads.
-fn copy_spread_message(operand: char, vectors: u32, vectors_per_row: u32, threads: u32) -> String {
+fn copy_spread_message(spread: CopySpread) -> String {
+    let CopySpread {
+        operand,
+        vectors,
+        vectors_per_row,
+        threads,
+    } = spread;
     if vectors.is_multiple_of(threads) {
         format!(
             "the {operand} tile's rows are {vectors_per_row} 16-byte vectors each, which {threads} threads cannot copy in whole rows ({threads} and {vectors_per_row} must divide one another)"
