@@ -211,6 +211,8 @@ pub struct StagedEpilogue {
     pub pitch: u32,
     pub vectors_per_row: u32,
     pub bytes_per_warp: u32,
+    /// Bytes of C from one warp column to the next (the warp tile's row).
+    pub warp_col_bytes: u32,
     /// `st.shared.b32` of a packed pair, or `st.shared.v2.f32`.
     pub pair_bytes: u32,
     pub bands: Vec<EpilogueBand>,
@@ -634,6 +636,7 @@ fn staged_epilogue(g: &MmaSyncGeometry, slab: &EpilogueSlab, out_bytes: u32) -> 
         pitch: slab.pitch,
         vectors_per_row: vpr,
         bytes_per_warp: slab.bytes_per_warp,
+        warp_col_bytes: slab.row_bytes,
         pair_bytes: 2 * out_bytes,
         bands,
     }
