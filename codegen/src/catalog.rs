@@ -118,6 +118,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         spec: "name: mma_bf16_128x128x16_s4, arch: sm_80, dtype: bf16, tile: 128x128x16, warps: 2x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
         summary: "Ampere tensor cores bf16, one mma k step per tile (fragments cannot run ahead across the barrier)",
     },
+    CatalogSpec {
+        name: "mma_bf16_128x256x64_s3_persistent",
+        spec: "name: mma_bf16_128x256x64_s3_persistent, arch: sm_90, dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync, schedule: persistent(raster = m, group = 8)",
+        summary: "mma.sync bf16 on Hopper, persistent: one block per SM walks raster bands 8 tiles wide; the next tile's copies fly during the epilogue",
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {

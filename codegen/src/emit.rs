@@ -2,7 +2,7 @@
 
 use crate::plan::{self, FamilyPlan};
 use crate::ptx;
-use gemm_dsl::{Copy as CopyKind, DType, GemmSpec, Mma, ValidSpec};
+use gemm_dsl::{Copy as CopyKind, DType, GemmSpec, Mma, Schedule, ValidSpec};
 
 /// A SASS opcode that proves (or disproves) which hardware path a kernel takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,12 +83,37 @@ pub struct LaunchShape {
     pub compute_capability: u32,
     /// `sm_90a`-style targets run on exactly their compute capability, nowhere newer.
     pub arch_specific: bool,
+    pub schedule: GridSchedule,
+}
+
+/// How the grid covers the output tiles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GridSchedule {
+    /// One block per tile: x walks N tiles, y walks M tiles.
+    Tiles,
+    /// A one-dimensional grid of at most as many blocks as the device holds at once, each
+    /// looping over tiles in raster bands `group` tiles across (`schedule: persistent`).
+    Persistent { group: u32 },
 }
 
 impl LaunchShape {
-    /// Grid for an `m x n x k` problem: x walks N tiles, y walks M tiles.
-    pub const fn grid(&self, m: u32, n: u32, _k: u32) -> (u32, u32, u32) {
-        (n.div_ceil(self.tile_n), m.div_ceil(self.tile_m), 1)
+    /// Grid for an `m x n x k` problem. `resident_blocks` is how many blocks of this kernel
+    /// the device holds at once (SMs times blocks per SM): a persistent grid launches no more,
+    /// a one-tile-per-block grid ignores it.
+    pub const fn grid(&self, m: u32, n: u32, _k: u32, resident_blocks: u32) -> (u32, u32, u32) {
+        let (tiles_n, tiles_m) = (n.div_ceil(self.tile_n), m.div_ceil(self.tile_m));
+        match self.schedule {
+            GridSchedule::Tiles => (tiles_n, tiles_m, 1),
+            GridSchedule::Persistent { .. } => {
+                let tiles = tiles_m.saturating_mul(tiles_n);
+                let blocks = if resident_blocks < tiles {
+                    resident_blocks
+                } else {
+                    tiles
+                };
+                (if blocks == 0 { 1 } else { blocks }, 1, 1)
+            }
+        }
     }
 
     /// Whether the kernel can compute this problem (every family so far needs whole tiles).
@@ -101,6 +126,16 @@ impl LaunchShape {
             if value == 0 || value % tile != 0 {
                 return Err(format!(
                     "{dim} = {value} is not a positive multiple of the tile's {tile}"
+                ));
+            }
+        }
+        if let GridSchedule::Persistent { group } = self.schedule {
+            // The kernel's tile index, the next index and a band's tile count are 32-bit.
+            let (tiles_m, tiles_n) = (u64::from(m / self.tile_m), u64::from(n / self.tile_n));
+            let band_tiles = u64::from(group) * tiles_m.max(tiles_n);
+            if 2 * tiles_m * tiles_n + band_tiles > u64::from(i32::MAX as u32) {
+                return Err(format!(
+                    "{tiles_m} x {tiles_n} tiles overflow the persistent schedule's 32-bit tile index"
                 ));
             }
         }
@@ -271,6 +306,10 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
             output_element_bytes: spec.out.size_bytes(),
             compute_capability: spec.arch.compute_capability(),
             arch_specific: spec.arch.is_arch_specific(),
+            schedule: match spec.schedule {
+                Schedule::Tile => GridSchedule::Tiles,
+                Schedule::Persistent { group, .. } => GridSchedule::Persistent { group },
+            },
         },
         params: GEMM_PARAMS,
         expected_sass: expected_sass(spec),

@@ -123,6 +123,16 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                     p.out_bytes * 2
                 ),
             };
+            if let Some(walk) = &p.persistent {
+                let _ = writeln!(
+                    out,
+                    "  schedule: persistent, grid = min(tiles, SMs x {} block(s)/SM); each block walks tiles blockIdx.x, + gridDim.x, .. in raster bands {} tiles across {} advancing along {}; after a tile's main loop, bar.sync, then the next tile's prologue copies, then this tile's epilogue",
+                    valid.occupancy.blocks_per_sm,
+                    walk.group,
+                    walk.across.param.to_uppercase(),
+                    walk.along.param.to_uppercase()
+                );
+            }
             budgets(&mut out, valid, ptxas);
             if p.smem.pipelined && p.copy == PlanCopy::CpAsync {
                 out.push_str(&mma_ring_timeline(p));

@@ -1,10 +1,13 @@
-//! The tensor-core cp.async ring, checked on the emitted PTX itself: the prologue, many trips
-//! through the main loop and the start of the epilogue are replayed as one thread's sequence
-//! of copies, commits, waits, barriers and fragment loads (every thread runs the same
-//! sequence), and every shared-memory access is checked against the barriers around it.
-//! A missing or misplaced `wait_group`/`bar.sync` fails here, without a GPU.
+//! The tensor-core cp.async ring, checked on the emitted PTX itself: the prologue, every trip
+//! through the main loop of a K of several ring turns and the epilogue (for a persistent
+//! schedule: of two output tiles, the second one's copies issued during the first one's
+//! epilogue) are replayed as one thread's sequence of copies, commits, waits, barriers and
+//! fragment loads (every thread runs the same sequence; guarded copies follow their guard),
+//! and every shared-memory access is checked against the barriers around it. A missing or
+//! misplaced `wait_group`/`bar.sync` fails here, without a GPU.
 
 use codegen::catalog::CATALOG;
+use codegen::plan::mma_sync::MmaSyncPlan;
 use codegen::plan::{self, FamilyPlan};
 
 /// Where one stage's contents stand.
@@ -22,6 +25,19 @@ struct Replay {
     ring_bytes: u32,
     loads_per_k_step: usize,
     k_steps: usize,
+    /// The simulated problem's K tiles, and the kernel's counters and copy guard.
+    k_tiles: u32,
+    k_tile: u32,
+    k_load: u32,
+    p_load: bool,
+    /// Copies issued so far: the i-th non-empty group holds the i-th K tile of the sequence
+    /// (output tile after output tile).
+    tiles_copied: usize,
+    /// K tiles of earlier output tiles, and fragment loads of the current one.
+    tiles_before: usize,
+    loads_in_output_tile: usize,
+    /// Whether the epilogue's slabs lie over the ring.
+    slabs_over_ring: bool,
     stages: Vec<Stage>,
     /// Per committed group: the barrier epoch from which its data is visible to every thread
     /// (set by the first barrier after a `wait_group` that retired it).
@@ -33,7 +49,6 @@ struct Replay {
     write_stage: u32,
     dst_stage: u32,
     src_stage: u32,
-    loads: usize,
 }
 
 impl Replay {
@@ -55,7 +70,29 @@ impl Replay {
                 .unwrap_or("")
                 .trim_end_matches(';')
         };
-        if line.starts_with("mov.u32\t%read_stage,") {
+        let (guarded, line) = match line.strip_prefix("@%p_load ") {
+            Some(rest) => (true, rest),
+            None => (false, line),
+        };
+        if guarded && !self.p_load {
+            return;
+        }
+        if line.starts_with("mov.u32\t%k_tile, 0;") {
+            // A new output tile: its loads count from K tile 0 again.
+            self.k_tile = 0;
+            if self.loads_in_output_tile > 0 {
+                self.tiles_before += self.k_tiles as usize;
+                self.loads_in_output_tile = 0;
+            }
+        } else if line.starts_with("add.u32\t%k_tile, %k_tile, 1;") {
+            self.k_tile += 1;
+        } else if line.starts_with("add.u32\t%k_load, %k_tile,") {
+            self.k_load = self.k_tile + operand(3).parse::<u32>().unwrap();
+        } else if line.starts_with("setp.lt.u32\t%p_load, %k_load, %k_tiles;") {
+            self.p_load = self.k_load < self.k_tiles;
+        } else if line.starts_with("setp.gt.u32\t%p_load, %k_tiles,") {
+            self.p_load = self.k_tiles > operand(3).parse::<u32>().unwrap();
+        } else if line.starts_with("mov.u32\t%read_stage,") {
             self.read_stage = operand(2).parse().unwrap();
         } else if line.starts_with("mov.u32\t%write_stage,") {
             self.write_stage = operand(2).parse().unwrap();
@@ -75,6 +112,9 @@ impl Replay {
         {
             let stage = self.stage_of(self.dst_stage);
             let group = self.visible_from.len();
+            if self.open_group_writes.is_empty() {
+                self.tiles_copied += 1;
+            }
             if self.stages[stage].group != Some(group) {
                 // The first copy of a new tile into this stage: every read of the tile it held
                 // must be ordered before it by a barrier.
@@ -87,7 +127,7 @@ impl Replay {
                     );
                 }
                 self.stages[stage] = Stage {
-                    tile: Some(group),
+                    tile: Some(self.tiles_copied - 1),
                     group: Some(group),
                     last_read: None,
                 };
@@ -112,13 +152,21 @@ impl Replay {
             }
         } else if line.starts_with("ldmatrix") || line.starts_with("ld.shared.b32") {
             let stage = self.stage_of(self.src_stage);
-            let want_tile = self.loads / self.loads_per_k_step / self.k_steps;
+            let k_tile = self.loads_in_output_tile / self.loads_per_k_step / self.k_steps;
+            self.loads_in_output_tile += 1;
+            if k_tile >= self.k_tiles as usize {
+                // The last trip's look-ahead into the K tile past the end: dead registers,
+                // but the read still has to be retired before the stage is refilled.
+                self.stages[stage].last_read = Some(self.epoch);
+                return;
+            }
+            let want_tile = self.tiles_before + k_tile;
             let held = &self.stages[stage];
             assert_eq!(
                 held.tile,
                 Some(want_tile),
-                "{spec}: fragment load {} reads stage {stage}",
-                self.loads
+                "{spec}: fragment load {} of the output tile reads stage {stage}",
+                self.loads_in_output_tile - 1
             );
             let group = held.group.unwrap();
             assert!(
@@ -126,8 +174,7 @@ impl Replay {
                 "{spec}: tile {want_tile} is read from stage {stage} before a wait and a barrier made it complete"
             );
             self.stages[stage].last_read = Some(self.epoch);
-            self.loads += 1;
-        } else if line.starts_with("st.shared") {
+        } else if line.starts_with("st.shared") && self.slabs_over_ring {
             // Epilogue staging over the ring: after every copy and every read of the ring.
             assert!(
                 self.waited.iter().all(|&w| w),
@@ -157,6 +204,13 @@ fn section<'a>(ptx: &'a str, from: &str, to: &str) -> Vec<&'a str> {
 
 fn replay(spec: &str) {
     let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
+    replay_ptx(spec, &emitted.ptx);
+}
+
+/// Replays `ptx`, the kernel of `spec` (possibly edited), for Ks of two to three ring turns:
+/// every residue of the K tile count modulo the stage count, so the tile past the end (which
+/// the last trip looks ahead into) sits in every stage once.
+fn replay_ptx(spec: &str, ptx: &str) {
     let valid = gemm_dsl::check_str(spec).unwrap();
     let FamilyPlan::MmaSync(p) = plan::plan(&valid).family else {
         panic!("{spec}: not a tensor-core spec");
@@ -165,13 +219,26 @@ fn replay(spec: &str) {
         p.smem.pipelined && p.copy == plan::PlanCopy::CpAsync,
         "{spec}"
     );
-    let ptx = &emitted.ptx;
+    for k_tiles in 2 * p.smem.stages..3 * p.smem.stages {
+        replay_k(spec, ptx, &p, k_tiles);
+    }
+}
+
+fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
     let step = &p.k_steps_plan[0];
     let mut r = Replay {
         stage_bytes: p.smem.stage_bytes,
         ring_bytes: p.smem.ring_bytes,
         loads_per_k_step: step.a_loads.len() + step.b_loads.len(),
         k_steps: p.k_steps as usize,
+        k_tiles,
+        k_tile: 0,
+        k_load: 0,
+        p_load: false,
+        tiles_copied: 0,
+        tiles_before: 0,
+        loads_in_output_tile: 0,
+        slabs_over_ring: p.epilogue.staged.as_ref().is_some_and(|e| e.over_ring),
         stages: vec![Stage::default(); p.smem.stages as usize],
         visible_from: Vec::new(),
         waited: Vec::new(),
@@ -181,33 +248,46 @@ fn replay(spec: &str) {
         write_stage: 0,
         dst_stage: 0,
         src_stage: 0,
-        loads: 0,
     };
-    for line in section(ptx, "// Prologue", "$L_main_loop:") {
-        r.step(line, spec);
-    }
+    let first_head = section(ptx, "\tsetp.eq.u32\t%p_empty", "$L_main_loop:");
     let body = section(ptx, "$L_main_loop:", "@%p_more bra");
-    let trips = 3 * p.smem.stages as usize + 2;
-    for _ in 0..trips {
-        for &line in &body {
+    let tail = section(ptx, "$L_epilogue:", "ret;");
+    // A persistent block's second output tile starts at `$L_tile`, its first copies issued
+    // during the first tile's epilogue.
+    let (output_tiles, next_head) = match p.persistent {
+        Some(_) => (2, section(ptx, "$L_tile:", "$L_main_loop:")),
+        None => (1, Vec::new()),
+    };
+    for output_tile in 0..output_tiles {
+        let head = if output_tile == 0 {
+            &first_head
+        } else {
+            &next_head
+        };
+        for line in head {
             r.step(line, spec);
         }
+        for _ in 0..r.k_tiles {
+            for line in &body {
+                r.step(line, spec);
+            }
+        }
+        // Every k step of every K tile, and the look-ahead into the tile past the end.
+        assert_eq!(
+            r.loads_in_output_tile,
+            (r.k_tiles as usize * r.k_steps + 1) * r.loads_per_k_step,
+            "{spec}: output tile {output_tile} of K = {k_tiles} tiles"
+        );
+        let mut stores = 0;
+        for line in &tail {
+            r.step(line, spec);
+            stores += usize::from(line.trim().starts_with("st.shared"));
+        }
+        assert!(
+            stores > 0,
+            "{spec}: the epilogue is staged through shared memory"
+        );
     }
-    // The loop loaded every k step of `trips` tiles and the first one of the next tile.
-    assert_eq!(
-        r.loads,
-        (trips * r.k_steps + 1) * r.loads_per_k_step,
-        "{spec}"
-    );
-    let mut stores = 0;
-    for line in section(ptx, "$L_epilogue:", "ret;") {
-        r.step(line, spec);
-        stores += usize::from(line.trim().starts_with("st.shared"));
-    }
-    assert!(
-        stores > 0,
-        "{spec}: the epilogue is staged through shared memory"
-    );
 }
 
 #[test]
@@ -240,4 +320,37 @@ fn every_depth_and_k_step_count_orders_every_shared_access() {
             ));
         }
     }
+}
+
+#[test]
+fn persistent_schedules_order_the_next_tiles_copies_after_every_read() {
+    for stages in 2..=4 {
+        for (dtype, tile, warps, raster) in [
+            ("bf16", "128x256x32", "2x4", "m"),
+            ("bf16", "128x128x16", "2x2", "n"), // one k step per tile
+            ("tf32", "128x128x16", "2x2", "m"),
+            ("f16", "64x64x64", "2x2", "n"),
+        ] {
+            replay(&format!(
+                "name: k, arch: sm_90, mma: mma_sync, dtype: {dtype}, tile: {tile}, warps: {warps}, \
+                 stages: {stages}, schedule: persistent(raster = {raster}, group = 4)"
+            ));
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "is refilled in barrier epoch")]
+fn a_persistent_kernel_without_its_tile_end_barrier_fails_the_replay() {
+    let spec = "name: k, arch: sm_90, mma: mma_sync, dtype: bf16, tile: 128x128x32, stages: 3, \
+                schedule: persistent";
+    let ptx = codegen::emit_str(spec).unwrap().ptx;
+    let tail = ptx.find("$L_epilogue:").unwrap();
+    let barrier = tail + ptx[tail..].find("\tbar.sync\t0;").unwrap();
+    let edited = format!(
+        "{}{}",
+        &ptx[..barrier],
+        &ptx[barrier + "\tbar.sync\t0;".len()..]
+    );
+    replay_ptx(spec, &edited);
 }

@@ -23,6 +23,18 @@ runtime::gemm! {
 // Every key but the name left to its default: a 128x128x8 cp.async SIMT kernel for sm_80.
 runtime::gemm! { name: sgemm_defaults }
 
+// Tensor cores with a persistent grid: one block per resident slot walks the output tiles in
+// raster bands 8 tiles wide.
+runtime::gemm! {
+    name: bf16_persistent,
+    arch: sm_80,
+    dtype: bf16,
+    tile: 128x128x32,
+    stages: 3,
+    mma: mma_sync,
+    schedule: persistent(raster = m, group = 8),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,7 +47,11 @@ mod tests {
         assert_eq!(sgemm_cp_async::KERNEL, "sgemm_cp_async");
         assert_eq!(sgemm_cp_async::THREADS, 256);
         assert_eq!(sgemm_cp_async::SMEM_BYTES, 2 * (128 * 8 + 8 * 128) * 4);
-        assert_eq!(sgemm_cp_async::grid(4096, 2048, 512), (16, 32, 1));
+        assert_eq!(sgemm_cp_async::grid(4096, 2048, 512, 132), (16, 32, 1));
+        // 32 x 16 tiles on a device holding 132 blocks at once, or 4 x 4 tiles.
+        assert_eq!(bf16_persistent::grid(4096, 2048, 512, 132), (132, 1, 1));
+        assert_eq!(bf16_persistent::grid(512, 512, 512, 132), (16, 1, 1));
+        assert!(bf16_persistent::PTX.contains("$L_tile:"));
         assert!(sgemm_cp_async::EXPECTED_SASS.contains(&SassCheck::Present(Opcode::Ldgsts)));
         assert!(sgemm_sync::EXPECTED_SASS.contains(&SassCheck::Absent(Opcode::Ldgsts)));
         assert_eq!(sgemm_sync::INFO.launch, sgemm_sync::LAUNCH);

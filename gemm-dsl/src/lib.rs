@@ -19,7 +19,7 @@
 //! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); `128B` (mma_sync; `pad(16)` where rows don't fit an XOR); the widest XOR that divides a K row (wgmma) |
 //! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)` | `tma` for wgmma on sm_90+, else `cp_async` |
 //! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
-//! | `schedule` | `tile`, `persistent`, `persistent(raster = m\|n, group = N)` | `tile` |
+//! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; see [`Schedule::tile_at`]) | `tile` |
 //! | `cluster` | `ROWSxCOLS` blocks | `1x1` |
 //!
 //! ```
@@ -39,4 +39,4 @@ pub use budget::{Occupancy, RegisterBudget, SmemLedger};
 pub use error::{SpecError, SpecErrors};
 pub use parse::{parse_str, parse_tokens, ParsedSpec, SpecSpans};
 pub use spec::*;
-pub use validate::{check_str, validate, Family, ValidSpec, MAX_STAGES};
+pub use validate::{check_str, validate, Family, ValidSpec, MAX_RASTER_GROUP, MAX_STAGES};

@@ -276,10 +276,14 @@ impl Mma {
     }
 }
 
-/// Raster order of a persistent schedule.
+/// Raster order of a persistent schedule: the direction its bands of `group` tiles advance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Raster {
+    /// Bands `group` tiles wide (in N) walk down M: tiles `0, 1, ..` cover the band's first
+    /// tile row left to right, then its next row.
     M,
+    /// Bands `group` tiles tall (in M) walk along N: tiles cover the band's first tile column
+    /// top to bottom, then its next column.
     N,
 }
 
@@ -288,8 +292,37 @@ pub enum Raster {
 pub enum Schedule {
     /// One output tile per thread block.
     Tile,
-    /// A grid of one block per SM walking the tiles in grouped raster order.
+    /// As many blocks as the GPU holds at once, each walking the tiles `blockIdx.x`,
+    /// `blockIdx.x + gridDim.x`, .. in grouped raster order ([`Schedule::tile_at`]), so the
+    /// blocks running together share rows of A and columns of B in L2.
     Persistent { raster: Raster, group: u32 },
+}
+
+impl Schedule {
+    /// The (tile row, tile column) of tile `index` of a `tiles_m x tiles_n` output: row-major
+    /// for `Tile` (`blockIdx.y`, `blockIdx.x`), grouped bands for `Persistent` (the last band
+    /// is narrower where `group` does not divide the tile count).
+    pub fn tile_at(self, index: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+        match self {
+            Schedule::Tile => (index / tiles_n, index % tiles_n),
+            Schedule::Persistent { raster, group } => {
+                // Work in (along, across): `along` is the direction the bands advance.
+                let (along_count, across_count) = match raster {
+                    Raster::M => (tiles_m, tiles_n),
+                    Raster::N => (tiles_n, tiles_m),
+                };
+                let band_tiles = group * along_count;
+                let band_start = index / band_tiles * group;
+                let width = group.min(across_count - band_start);
+                let within = index % band_tiles;
+                let (along, across) = (within / width, band_start + within % width);
+                match raster {
+                    Raster::M => (along, across),
+                    Raster::N => (across, along),
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Display for Schedule {
@@ -416,5 +449,65 @@ impl Key {
 
     pub fn from_name(name: &str) -> Option<Key> {
         Key::ALL.into_iter().find(|key| key.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_schedule_visits_every_tile_once() {
+        let schedules = [
+            Schedule::Tile,
+            Schedule::Persistent {
+                raster: Raster::M,
+                group: 1,
+            },
+            Schedule::Persistent {
+                raster: Raster::M,
+                group: 8,
+            },
+            Schedule::Persistent {
+                raster: Raster::N,
+                group: 3,
+            },
+            Schedule::Persistent {
+                raster: Raster::N,
+                group: 64,
+            },
+        ];
+        for schedule in schedules {
+            for (tiles_m, tiles_n) in [(1, 1), (7, 11), (16, 8), (64, 32), (5, 100)] {
+                let mut seen = vec![false; (tiles_m * tiles_n) as usize];
+                for index in 0..tiles_m * tiles_n {
+                    let (row, col) = schedule.tile_at(index, tiles_m, tiles_n);
+                    assert!(row < tiles_m && col < tiles_n, "{schedule} {index}");
+                    let slot = &mut seen[(row * tiles_n + col) as usize];
+                    assert!(!*slot, "{schedule}: tile ({row}, {col}) twice");
+                    *slot = true;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn raster_bands_advance_in_their_direction() {
+        let m = Schedule::Persistent {
+            raster: Raster::M,
+            group: 4,
+        };
+        // 10 x 6 tiles: band 0 is columns 0-3, walked row by row; band 1 columns 4-5.
+        let order: Vec<_> = (0..6).map(|i| m.tile_at(i, 10, 6)).collect();
+        assert_eq!(order, [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]);
+        assert_eq!(m.tile_at(40, 10, 6), (0, 4));
+        assert_eq!(m.tile_at(43, 10, 6), (1, 5));
+        let n = Schedule::Persistent {
+            raster: Raster::N,
+            group: 4,
+        };
+        let order: Vec<_> = (0..6).map(|i| n.tile_at(i, 6, 10)).collect();
+        assert_eq!(order, [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1)]);
+        assert_eq!(n.tile_at(40, 6, 10), (4, 0));
     }
 }

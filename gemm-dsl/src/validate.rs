@@ -13,6 +13,11 @@ use crate::spec::*;
 /// The most pipeline stages a spec may ask for.
 pub const MAX_STAGES: u32 = 8;
 
+/// The most tiles one band of a persistent schedule's raster may be wide (enough to cover
+/// every SM's tiles in a band several times over, small enough that tile arithmetic stays
+/// far from 32-bit overflow).
+pub const MAX_RASTER_GROUP: u32 = 64;
+
 /// The kernel family a valid spec belongs to, with its geometry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
@@ -168,10 +173,10 @@ impl Validator<'_> {
             }
         }
         if let Schedule::Persistent { group, .. } = s.schedule {
-            if group == 0 {
+            if group == 0 || group > MAX_RASTER_GROUP {
                 self.help(
                     Key::Schedule,
-                    "a raster group must hold at least one tile",
+                    format!("a raster group holds 1 to {MAX_RASTER_GROUP} tiles, not {group}"),
                     "schedule: persistent(raster = m, group = 8)",
                 );
             }
@@ -252,6 +257,11 @@ impl Validator<'_> {
                 s.dtype == DType::F32,
             ),
             (Key::Out, s.out.name().to_string(), s.out == DType::F32),
+            (
+                Key::Schedule,
+                s.schedule.to_string(),
+                s.schedule == Schedule::Tile,
+            ),
         ];
         self.reject_unimplemented(family_checks, family_note, "`mma: fma` (SIMT)");
 
@@ -408,7 +418,7 @@ impl Validator<'_> {
         let s = self.spec;
         let family_note =
             "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
-             layout rr, copy sync or cp_async, one tile per block, no cluster, is";
+             layout rr, copy sync or cp_async, no cluster, is";
         let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
         let family_checks = [(Key::Out, s.out.name().to_string(), out_ok)];
         self.reject_unimplemented(
@@ -416,6 +426,23 @@ impl Validator<'_> {
             family_note,
             "`mma: mma_sync` (Ampere tensor cores)",
         );
+        if matches!(s.schedule, Schedule::Persistent { .. })
+            && !(matches!(s.copy, Copy::CpAsync(_)) && s.stages > 1)
+        {
+            let error = self.error(
+                Key::Schedule,
+                format!(
+                    "`schedule: {}` needs the cp.async ring (`copy: cp_async`, 2 or more stages)",
+                    s.schedule
+                ),
+            );
+            error.notes.push(
+                "a persistent block issues the next tile's first copies before it stores the \
+                 current tile, so they land while the epilogue runs"
+                    .to_string(),
+            );
+            error.help = Some("copy: cp_async, stages: 3".to_string());
+        }
 
         let element = s.dtype.size_bytes();
         match s.swizzle {
@@ -602,11 +629,6 @@ impl Validator<'_> {
                 Key::Copy,
                 s.copy.to_string(),
                 !matches!(s.copy, Copy::Tma { .. }),
-            ),
-            (
-                Key::Schedule,
-                s.schedule.to_string(),
-                s.schedule == Schedule::Tile,
             ),
             (
                 Key::Cluster,
@@ -845,6 +867,20 @@ pub fn mma_sync_smem_ledger(s: &GemmSpec, g: &MmaSyncGeometry) -> SmemLedger {
     };
     let a_row = s.tile.k * element + pad;
     let b_row = s.tile.n * element + pad;
+    let slabs = g.epilogue_slab(s.out).map(|slab| LedgerLine {
+        what: format!(
+            "epilogue: {} warps x 2 slabs x {EPILOGUE_BAND_ROWS} rows x {} B",
+            g.warps.count(),
+            slab.pitch
+        ),
+        bytes: slab.bytes,
+    });
+    // A persistent block copies the next tile into the ring while it stores this one, so its
+    // slabs need room of their own; one tile per block lays them over the drained ring.
+    let (after_ring, overlay) = match s.schedule {
+        Schedule::Persistent { .. } => (slabs, None),
+        Schedule::Tile => (None, slabs),
+    };
     SmemLedger {
         per_stage: vec![
             LedgerLine {
@@ -876,15 +912,11 @@ pub fn mma_sync_smem_ledger(s: &GemmSpec, g: &MmaSyncGeometry) -> SmemLedger {
                 what: "alignment (tiles are whole 128-byte lines)".into(),
                 bytes: 0,
             },
-        ],
-        overlay: g.epilogue_slab(s.out).map(|slab| LedgerLine {
-            what: format!(
-                "epilogue: {} warps x 2 slabs x {EPILOGUE_BAND_ROWS} rows x {} B",
-                g.warps.count(),
-                slab.pitch
-            ),
-            bytes: slab.bytes,
-        }),
+        ]
+        .into_iter()
+        .chain(after_ring)
+        .collect(),
+        overlay,
         limit: s.arch.max_smem_per_block(),
         arch: s.arch,
     }
@@ -933,6 +965,12 @@ pub fn mma_sync_register_budget(s: &GemmSpec, g: &MmaSyncGeometry) -> RegisterBu
         what: format!("addressing ({copies} copies, shared-memory bases, counters)"),
         registers: 32 + per_copy,
     });
+    if let Schedule::Persistent { .. } = s.schedule {
+        lines.push(RegisterLine {
+            what: "persistent schedule: tile index, C tile origin".to_string(),
+            registers: 2,
+        });
+    }
     RegisterBudget {
         lines,
         limit: RegisterBudget::limit_for(g.threads),
@@ -974,7 +1012,6 @@ mod tests {
             "mma: mma_sync, out: f16",
             "mma: mma_sync, dtype: tf32, out: tf32",
             "mma: mma_sync, acc: f16",
-            "mma: mma_sync, schedule: persistent",
             "mma: mma_sync, arch: sm_90, cluster: 2x1",
             "dtype: bf16",
             "layout: rc",
@@ -1047,6 +1084,46 @@ mod tests {
         let e = &errors("mma: mma_sync, tile: 256x128x64, warps: 4x2, stages: 6")[0];
         assert!(e.message.starts_with("shared memory over budget for sm_80"));
         assert!(message("mma: mma_sync, consumers: 2").contains("not implemented yet"));
+    }
+
+    #[test]
+    fn persistent_schedules_need_the_cp_async_ring_and_own_slabs() {
+        let tile = "arch: sm_90, mma: mma_sync, tile: 128x256x64, warps: 2x4, stages: 3";
+        let overlaid = check_str(tile).unwrap();
+        let persistent = check_str(&format!("{tile}, schedule: persistent")).unwrap();
+        // The slabs (8 warps x 2 x 16 rows x 144 B) move from over the ring to after it.
+        let slabs = 8 * 2 * 16 * 144;
+        assert_eq!(overlaid.smem.total(), 3 * 48 * 1024);
+        assert_eq!(persistent.smem.total(), 3 * 48 * 1024 + slabs);
+        assert!(persistent.smem.overlay.is_none());
+        assert!(persistent.registers.total() > overlaid.registers.total());
+        // Four stages fit only when the slabs overlay the ring.
+        let deep = message(
+            "arch: sm_90, mma: mma_sync, tile: 128x256x64, warps: 2x4, stages: 4, schedule: persistent",
+        );
+        assert!(deep.contains("shared memory over budget"), "{deep}");
+        for (spec, why) in [
+            (
+                "mma: mma_sync, copy: sync, schedule: persistent",
+                "cp.async ring",
+            ),
+            (
+                "mma: mma_sync, stages: 1, schedule: persistent",
+                "cp.async ring",
+            ),
+            (
+                "mma: mma_sync, schedule: persistent(raster = n, group = 0)",
+                "1 to 64 tiles",
+            ),
+            (
+                "mma: mma_sync, schedule: persistent(group = 65)",
+                "1 to 64 tiles",
+            ),
+            ("schedule: persistent", "not implemented yet"),
+        ] {
+            let text = message(spec);
+            assert!(text.contains(why), "{spec}: {text}");
+        }
     }
 
     #[test]

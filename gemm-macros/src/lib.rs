@@ -5,7 +5,7 @@
 //! The expansion refers to `::runtime`, which re-exports this macro: user crates depend on
 //! `runtime` and write `runtime::gemm! { .. }`.
 
-use codegen::{Emitted, LaunchShape, Opcode, SassCheck};
+use codegen::{Emitted, GridSchedule, LaunchShape, Opcode, SassCheck};
 use gemm_dsl::DType;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -70,7 +70,14 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
         output_element_bytes,
         compute_capability,
         arch_specific,
+        schedule,
     } = *launch;
+    let schedule = match schedule {
+        GridSchedule::Tiles => quote!(::runtime::GridSchedule::Tiles),
+        GridSchedule::Persistent { group } => {
+            quote!(::runtime::GridSchedule::Persistent { group: #group })
+        }
+    };
     quote! {
         ::runtime::LaunchShape {
             threads_per_block: #threads_per_block,
@@ -83,6 +90,7 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
             output_element_bytes: #output_element_bytes,
             compute_capability: #compute_capability,
             arch_specific: #arch_specific,
+            schedule: #schedule,
         }
     }
 }
@@ -133,9 +141,11 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
             /// C element type.
             pub type Output = #output;
 
-            /// Grid `(x, y, z)` for an `m x n x k` problem.
-            pub const fn grid(m: u32, n: u32, k: u32) -> (u32, u32, u32) {
-                LAUNCH.grid(m, n, k)
+            /// Grid `(x, y, z)` for an `m x n x k` problem on a device that holds
+            /// `resident_blocks` blocks of this kernel at once (a persistent schedule launches
+            /// no more; see `GemmKernel::resident_blocks`).
+            pub const fn grid(m: u32, n: u32, k: u32, resident_blocks: u32) -> (u32, u32, u32) {
+                LAUNCH.grid(m, n, k, resident_blocks)
             }
 
             /// Loads the kernel into `ctx` (JIT-compiling the PTX for the device).

@@ -27,16 +27,21 @@ pub struct LaunchArgs {
 pub const MAX_GRID_X: u32 = i32::MAX as u32;
 pub const MAX_GRID_YZ: u32 = 65_535;
 
-/// Checks a launch against the kernel's rules and returns the grid to launch.
+/// Checks a launch against the kernel's rules and returns the grid to launch;
+/// `resident_blocks` (how many blocks the device holds at once) sizes persistent grids.
 ///
 /// Order: the problem size first (nothing else is meaningful for a size the kernel cannot
 /// compute), then each operand's stride, alignment and buffer length.
-pub fn check_launch(shape: &LaunchShape, args: &LaunchArgs) -> Result<(u32, u32, u32), Error> {
+pub fn check_launch(
+    shape: &LaunchShape,
+    args: &LaunchArgs,
+    resident_blocks: u32,
+) -> Result<(u32, u32, u32), Error> {
     let LaunchArgs { m, n, k, .. } = *args;
     shape
         .check_dims(m, n, k)
         .map_err(|reason| Error::Dims { m, n, k, reason })?;
-    let grid = shape.grid(m, n, k);
+    let grid = shape.grid(m, n, k, resident_blocks);
     for (axis, blocks, limit) in [
         ('x', grid.0, MAX_GRID_X),
         ('y', grid.1, MAX_GRID_YZ),
@@ -148,6 +153,7 @@ pub fn check_arch(kernel: &str, shape: &LaunchShape, device_cc: u32) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use codegen::GridSchedule;
 
     /// A 128x128x8 f32 kernel with 16-byte vectors, like the SIMT catalog entries.
     const SHAPE: LaunchShape = LaunchShape {
@@ -161,7 +167,11 @@ mod tests {
         output_element_bytes: 4,
         compute_capability: 80,
         arch_specific: false,
+        schedule: GridSchedule::Tiles,
     };
+
+    /// One block per SM of a 132-SM device.
+    const RESIDENT: u32 = 132;
 
     fn packed(m: u32, n: u32, k: u32) -> LaunchArgs {
         let operand = |address, rows: u32, cols: u32| OperandArg {
@@ -182,9 +192,34 @@ mod tests {
     #[test]
     fn packed_launch_passes_and_returns_the_grid() {
         assert_eq!(
-            check_launch(&SHAPE, &packed(256, 384, 64)).unwrap(),
+            check_launch(&SHAPE, &packed(256, 384, 64), RESIDENT).unwrap(),
             (3, 2, 1)
         );
+    }
+
+    #[test]
+    fn persistent_grids_hold_at_most_the_resident_blocks() {
+        let persistent = LaunchShape {
+            schedule: GridSchedule::Persistent { group: 8 },
+            ..SHAPE
+        };
+        // 32 x 32 tiles: one block per resident slot; 2 x 3 tiles: one block per tile.
+        assert_eq!(
+            check_launch(&persistent, &packed(4096, 4096, 64), RESIDENT).unwrap(),
+            (132, 1, 1)
+        );
+        assert_eq!(
+            check_launch(&persistent, &packed(256, 384, 64), RESIDENT).unwrap(),
+            (6, 1, 1)
+        );
+        // The tile index is 32-bit: a problem of more than 2^30 tiles is refused, not wrapped.
+        let wide = LaunchShape {
+            tile_m: 16,
+            tile_n: 16,
+            ..persistent
+        };
+        let error = wide.check_dims(1 << 20, 1 << 20, 8).unwrap_err();
+        assert!(error.contains("32-bit tile index"), "{error}");
     }
 
     #[test]
@@ -194,18 +229,18 @@ mod tests {
         args.a.len = elements_needed(128, 16, 20) as usize;
         args.c.ld = 132;
         args.c.len = elements_needed(128, 128, 132) as usize;
-        check_launch(&SHAPE, &args).unwrap();
+        check_launch(&SHAPE, &args, RESIDENT).unwrap();
     }
 
     #[test]
     fn dims_that_are_not_tile_multiples_are_rejected() {
-        let error = check_launch(&SHAPE, &packed(256, 200, 64)).unwrap_err();
+        let error = check_launch(&SHAPE, &packed(256, 200, 64), RESIDENT).unwrap_err();
         assert!(matches!(error, Error::Dims { n: 200, .. }), "{error:?}");
         let message = error.to_string();
         assert!(message.contains("256 x 200 x 64"), "{message}");
         assert!(message.contains("N = 200"), "{message}");
         assert!(message.contains("128"), "{message}");
-        let zero_k = check_launch(&SHAPE, &packed(128, 128, 0)).unwrap_err();
+        let zero_k = check_launch(&SHAPE, &packed(128, 128, 0), RESIDENT).unwrap_err();
         assert!(matches!(zero_k, Error::Dims { k: 0, .. }), "{zero_k:?}");
     }
 
@@ -213,7 +248,7 @@ mod tests {
     fn grids_over_the_hardware_limit_are_rejected() {
         // 65536 row tiles of 128 would need grid.y = 65536 > 65535.
         let m = 65_536 * 128;
-        let error = check_launch(&SHAPE, &packed(m, 128, 8)).unwrap_err();
+        let error = check_launch(&SHAPE, &packed(m, 128, 8), RESIDENT).unwrap_err();
         match &error {
             Error::GridTooLarge {
                 axis,
@@ -229,7 +264,7 @@ mod tests {
     fn short_buffers_are_rejected_with_the_needed_length() {
         let mut args = packed(128, 256, 32);
         args.b.len -= 1;
-        let error = check_launch(&SHAPE, &args).unwrap_err();
+        let error = check_launch(&SHAPE, &args, RESIDENT).unwrap_err();
         match &error {
             Error::BufferTooSmall {
                 operand,
@@ -257,10 +292,10 @@ mod tests {
         let mut args = packed(128, 128, 8);
         args.c.ld = 132;
         args.c.len = 127 * 132 + 128;
-        check_launch(&SHAPE, &args).unwrap();
+        check_launch(&SHAPE, &args, RESIDENT).unwrap();
         args.c.len -= 1;
         assert!(matches!(
-            check_launch(&SHAPE, &args),
+            check_launch(&SHAPE, &args, RESIDENT),
             Err(Error::BufferTooSmall {
                 operand: Operand::C,
                 needed: 16892,
@@ -273,7 +308,7 @@ mod tests {
     fn leading_dims_shorter_than_a_row_are_rejected() {
         let mut args = packed(128, 128, 16);
         args.a.ld = 12;
-        let error = check_launch(&SHAPE, &args).unwrap_err();
+        let error = check_launch(&SHAPE, &args, RESIDENT).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -295,7 +330,7 @@ mod tests {
     fn misaligned_pointers_are_rejected() {
         let mut args = packed(128, 128, 8);
         args.c.address += 4;
-        let error = check_launch(&SHAPE, &args).unwrap_err();
+        let error = check_launch(&SHAPE, &args, RESIDENT).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -318,7 +353,7 @@ mod tests {
         // 130 floats = 520 B per row: the second row starts 8 B off a 16-B boundary.
         args.b.ld = 130;
         args.b.len = elements_needed(8, 128, 130) as usize;
-        let error = check_launch(&SHAPE, &args).unwrap_err();
+        let error = check_launch(&SHAPE, &args, RESIDENT).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -349,7 +384,7 @@ mod tests {
         let mut args = packed(4, 4, 4);
         args.b.ld = 8;
         args.b.len = 32;
-        let error = check_launch(&shape, &args).unwrap_err();
+        let error = check_launch(&shape, &args, RESIDENT).unwrap_err();
         assert!(matches!(
             error,
             Error::MisalignedLeadingDim {

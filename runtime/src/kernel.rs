@@ -26,6 +26,8 @@ pub struct GemmKernel<In, Out> {
     function: sys::CUfunction,
     /// Owns the code `function` points into; unloaded after the kernel is dropped.
     module: Module,
+    /// Blocks of this kernel the device holds at once: a persistent grid's size.
+    resident_blocks: u32,
     elements: PhantomData<fn(In) -> Out>,
 }
 
@@ -73,11 +75,13 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             .result()
             .during(|| format!("allowing `{}` {smem} B of dynamic shared memory", info.name))?;
         }
+        let resident_blocks = resident_blocks(ctx, function, info)?;
         let kernel = GemmKernel {
             info: *info,
             ctx: ctx.clone(),
             function,
             module,
+            resident_blocks,
             elements: PhantomData,
         };
         if cfg!(debug_assertions) {
@@ -98,6 +102,13 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
 
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// Blocks of this kernel the device runs at once (multiprocessors times blocks per
+    /// multiprocessor, as the driver's occupancy calculator says): the grid of a persistent
+    /// schedule.
+    pub fn resident_blocks(&self) -> u32 {
+        self.resident_blocks
     }
 
     /// `C = A·B` with packed row-major operands (`lda = k`, `ldb = n`, `ldc = n`).
@@ -182,7 +193,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 ld: ldc,
             },
         };
-        let grid = check_launch(&self.info.launch, &args)?;
+        let grid = check_launch(&self.info.launch, &args, self.resident_blocks)?;
         let (mut a_arg, mut b_arg, mut c_arg) = (a_ptr, b_ptr, c_ptr);
         let (mut m_arg, mut n_arg, mut k_arg) = (m, n, k);
         let (mut lda_arg, mut ldb_arg, mut ldc_arg) = (lda, ldb, ldc);
@@ -279,6 +290,33 @@ fn device_compute_capability(ctx: &CudaContext) -> Result<u32, Error> {
         .compute_capability()
         .during(|| "reading the device's compute capability".to_string())?;
     Ok((major * 10 + minor) as u32)
+}
+
+/// Multiprocessors times the blocks of `function` one multiprocessor holds with the launch's
+/// threads and dynamic shared memory.
+fn resident_blocks(
+    ctx: &Arc<CudaContext>,
+    function: sys::CUfunction,
+    info: &KernelInfo<'static>,
+) -> Result<u32, Error> {
+    let launch = &info.launch;
+    let mut per_sm: std::ffi::c_int = 0;
+    // SAFETY: `function` is a live handle of a module loaded in the bound context; the call
+    // writes one int.
+    unsafe {
+        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &mut per_sm,
+            function,
+            launch.threads_per_block as std::ffi::c_int,
+            launch.dynamic_smem_bytes as usize,
+        )
+    }
+    .result()
+    .during(|| format!("asking the occupancy of `{}`", info.name))?;
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .during(|| "reading the multiprocessor count".to_string())?;
+    Ok(u32::try_from(per_sm).unwrap_or(0) * u32::try_from(sms).unwrap_or(0))
 }
 
 /// The launcher writes exactly the GEMM parameter list; anything else would be a wrong call.

@@ -34,6 +34,8 @@ pub use cudarc;
 pub use half;
 
 pub use codegen::sass::SassReport;
-pub use codegen::{KernelInfo, KernelParam, LaunchShape, Opcode, SassCheck, GEMM_PARAMS};
+pub use codegen::{
+    GridSchedule, KernelInfo, KernelParam, LaunchShape, Opcode, SassCheck, GEMM_PARAMS,
+};
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;

@@ -591,3 +591,53 @@ fn verify_picks_cublas_for_large_problems_and_passes() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn persistent_kernels_compute_every_tile_over_many_rounds() {
+    let (ctx, stream) = gpu();
+    // Rasters both ways, bands that do not divide the tile columns or rows, a direct
+    // epilogue (48x24 warp tiles), f32 out, one k step per tile; and the catalog's own.
+    let mut specs: Vec<String> = [
+        "dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 3, schedule: persistent(raster = m, group = 3)",
+        "dtype: f16, tile: 128x128x32, warps: 2x2, stages: 4, schedule: persistent(raster = n, group = 5)",
+        "dtype: bf16, out: f32, tile: 128x128x16, warps: 2x2, stages: 2, schedule: persistent(raster = m, group = 64)",
+        "dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2, schedule: persistent(raster = n, group = 7)",
+    ]
+    .iter()
+    .map(|body| format!("name: persistent, arch: sm_80, mma: mma_sync, {body}"))
+    .collect();
+    specs.extend(
+        CATALOG
+            .iter()
+            .filter(|e| e.spec.contains("schedule: persistent"))
+            .map(|e| e.spec.to_string()),
+    );
+    assert!(specs.len() >= 5);
+    for spec in &specs {
+        let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let kernel = AnyKernel::from_emitted(&ctx, &emitted).unwrap();
+        let launch = kernel.info().launch;
+        let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
+        assert!(resident > 0, "{spec}");
+        // At least three rounds of resident blocks, with a ragged last one; odd tile counts
+        // per side so no band width divides them.
+        let tiles_per_side = ((3 * resident + 1) as f64).sqrt().ceil() as u32 | 1;
+        let (m, n) = (
+            tiles_per_side * launch.tile_m,
+            (tiles_per_side + 2) * launch.tile_n,
+        );
+        let k = 8 * launch.tile_k;
+        assert!(
+            (m / launch.tile_m) * (n / launch.tile_n) > 3 * resident,
+            "{spec}"
+        );
+        let types = kernel.types();
+        let report = with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, 0x9e55))
+            .unwrap_or_else(|e| panic!("{spec} at {m}x{n}x{k}: {e}"));
+        eprintln!("{spec}: {m}x{n}x{k}, {resident} resident blocks: {report}");
+        report
+            .check(&types.tolerance(k))
+            .unwrap_or_else(|broken| panic!("{spec} at {m}x{n}x{k}: {broken}"));
+    }
+}

@@ -39,7 +39,7 @@ use super::{conflict_degree, conflict_degree_for, BankReport, PlanCopy, SmemLayo
 use gemm_dsl::geometry::{
     CopyGeometry, EpilogueSlab, MmaSyncGeometry, COPY_VECTOR_BYTES, EPILOGUE_BAND_ROWS,
 };
-use gemm_dsl::{DType, ValidSpec};
+use gemm_dsl::{DType, Raster, Schedule, ValidSpec};
 use serde::Serialize;
 
 /// Bytes of A (or of a B column block) one mma k step consumes per row: 16 f16/bf16 or 8 tf32.
@@ -95,11 +95,34 @@ pub struct MmaSyncPlan {
     /// The conversion that packs two f32 into one 32-bit word of the output type, or empty
     /// for f32 output.
     pub pack_instruction: &'static str,
+    /// `schedule: persistent`: the block's walk over output tiles; `None` for one tile per
+    /// block.
+    pub persistent: Option<TileWalk>,
     /// The math and the epilogue, handed to the templates on their own.
     #[serde(skip)]
     pub k_steps_plan: Vec<MmaKStep>,
     #[serde(skip)]
     pub epilogue: MmaEpilogue,
+}
+
+/// A persistent block's walk over the output tiles, [`Schedule::tile_at`] in PTX terms: the
+/// raster bands are `group` tiles across and advance along the `along` dimension.
+///
+/// [`Schedule::tile_at`]: gemm_dsl::Schedule::tile_at
+#[derive(Clone, Debug, Serialize)]
+pub struct TileWalk {
+    pub group: u32,
+    /// Dimension the bands advance along: its kernel parameter (`m` or `n`), block tile size
+    /// and the register that receives the tile's first element index.
+    pub along: WalkDim,
+    pub across: WalkDim,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WalkDim {
+    pub param: &'static str,
+    pub tile: u32,
+    pub block_register: &'static str,
 }
 
 /// How one operand's tile is copied: thread `t`'s first 16-byte vector is row
@@ -208,6 +231,10 @@ pub struct MmaEpilogue {
 /// and stores it to the same place in C.
 #[derive(Clone, Debug, Serialize)]
 pub struct StagedEpilogue {
+    /// Where the slabs start in shared memory: 0 (over the drained ring) or, for a persistent
+    /// schedule, after the ring, which then already holds the next tile's first copies.
+    pub smem_offset: u32,
+    pub over_ring: bool,
     pub pitch: u32,
     pub vectors_per_row: u32,
     pub bytes_per_warp: u32,
@@ -533,9 +560,37 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
                     .collect(),
             })
             .collect(),
-        staged: g
-            .epilogue_slab(spec.out)
-            .map(|slab| staged_epilogue(g, &slab, out_bytes)),
+        staged: g.epilogue_slab(spec.out).map(|slab| {
+            let smem_offset = match spec.schedule {
+                Schedule::Tile => 0,
+                Schedule::Persistent { .. } => smem.ring_bytes,
+            };
+            staged_epilogue(g, &slab, out_bytes, smem_offset)
+        }),
+    };
+    let persistent = match spec.schedule {
+        Schedule::Tile => None,
+        Schedule::Persistent { raster, group } => {
+            let m = WalkDim {
+                param: "m",
+                tile: tile.m,
+                block_register: "%block_m",
+            };
+            let n = WalkDim {
+                param: "n",
+                tile: tile.n,
+                block_register: "%block_n",
+            };
+            let (along, across) = match raster {
+                Raster::M => (m, n),
+                Raster::N => (n, m),
+            };
+            Some(TileWalk {
+                group,
+                along,
+                across,
+            })
+        }
     };
 
     let mma_instruction = match spec.dtype {
@@ -585,12 +640,18 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         a_fragment_registers: 2 * a_regs_per_set,
         b_fragment_registers: 2 * b_regs_per_set,
         pack_instruction,
+        persistent,
         k_steps_plan,
         epilogue,
     }
 }
 
-fn staged_epilogue(g: &MmaSyncGeometry, slab: &EpilogueSlab, out_bytes: u32) -> StagedEpilogue {
+fn staged_epilogue(
+    g: &MmaSyncGeometry,
+    slab: &EpilogueSlab,
+    out_bytes: u32,
+    smem_offset: u32,
+) -> StagedEpilogue {
     let vpr = slab.vectors_per_row;
     let slab_bytes = EPILOGUE_BAND_ROWS * slab.pitch;
     let vector_position = |v: u32| (v / vpr, v % vpr);
@@ -633,6 +694,8 @@ fn staged_epilogue(g: &MmaSyncGeometry, slab: &EpilogueSlab, out_bytes: u32) -> 
         })
         .collect();
     StagedEpilogue {
+        smem_offset,
+        over_ring: smem_offset == 0,
         pitch: slab.pitch,
         vectors_per_row: vpr,
         bytes_per_warp: slab.bytes_per_warp,

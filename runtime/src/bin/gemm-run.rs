@@ -8,7 +8,9 @@ use clap::Parser;
 use codegen::catalog;
 use runtime::bench::Shape;
 use runtime::verify::{check_against, cpu_reference, ErrorReport, Problem, Reference};
-use runtime::{open_context, with_kernel, AnyKernel, CudaStream, Element, GemmKernel};
+use runtime::{
+    open_context, with_kernel, AnyKernel, CudaStream, Element, GemmKernel, GridSchedule,
+};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -25,7 +27,8 @@ struct Cli {
     #[arg(long)]
     list: bool,
     /// Problem size MxNxK (default: 2 x 2 block tiles, 8 k-tiles deep, so every pipeline
-    /// stage wraps around at least once).
+    /// stage wraps around at least once; for a persistent schedule, enough tiles that every
+    /// resident block computes two or three of them, 4 k-tiles deep).
     #[arg(long)]
     shape: Option<Shape>,
     /// Seed of the random normal inputs.
@@ -62,13 +65,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let launch = emitted.launch;
-    let shape = cli.shape.unwrap_or(Shape::new(
-        2 * launch.tile_m,
-        2 * launch.tile_n,
-        8 * launch.tile_k,
-    ));
-    match run(&cli, &emitted, shape) {
+    match run(&cli, &emitted) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(error) => {
@@ -78,10 +75,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli, emitted: &codegen::Emitted, shape: Shape) -> Result<bool, runtime::Error> {
+fn run(cli: &Cli, emitted: &codegen::Emitted) -> Result<bool, runtime::Error> {
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
     let kernel = AnyKernel::from_emitted(&ctx, emitted)?;
+    let launch = emitted.launch;
+    let shape = cli.shape.unwrap_or_else(|| match launch.schedule {
+        GridSchedule::Tiles => Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 8 * launch.tile_k),
+        GridSchedule::Persistent { .. } => {
+            let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
+            // Odd tile rows, two more columns: no raster band width divides both.
+            let rows = (f64::from(2 * resident + 1).sqrt().ceil() as u32) | 1;
+            Shape::new(
+                rows * launch.tile_m,
+                (rows + 2) * launch.tile_n,
+                4 * launch.tile_k,
+            )
+        }
+    });
     let report = with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed)?);
     let types = kernel.types();
     let verdict = report.check(&types.tolerance(shape.k));
