@@ -605,7 +605,7 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
         "dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2, schedule: persistent(raster = n, group = 7)",
     ]
     .iter()
-    .map(|body| format!("name: persistent, arch: sm_80, mma: mma_sync, {body}"))
+    .map(|body| format!("name: persistent, arch: sm_90, mma: mma_sync, {body}"))
     .collect();
     specs.extend(
         CATALOG
