@@ -238,7 +238,7 @@ fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
         tiles_copied: 0,
         tiles_before: 0,
         loads_in_output_tile: 0,
-        slabs_over_ring: p.epilogue.staged.as_ref().is_some_and(|e| e.over_ring),
+        slabs_over_ring: p.epilogue.staged.as_ref().is_some_and(|e| e.over_ring()),
         stages: vec![Stage::default(); p.smem.stages as usize],
         visible_from: Vec::new(),
         waited: Vec::new(),

@@ -116,6 +116,16 @@ impl Validator<'_> {
         self.errors.last_mut().expect("just pushed")
     }
 
+    /// Where a problem of the warp grid points: at `warps:` if the spec wrote it, else at the
+    /// tile the default grid came from.
+    fn warps_key(&self) -> Key {
+        if self.spans.given(Key::Warps) {
+            Key::Warps
+        } else {
+            Key::Tile
+        }
+    }
+
     fn help(&mut self, key: Key, message: impl Into<String>, help: impl Into<String>) {
         let error = self.error(key, message);
         error.help = Some(help.into());
@@ -345,11 +355,7 @@ impl Validator<'_> {
         let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
             .first()
             .map(|w| format!("warps: {w}"));
-        let warps_key = if self.spans.given(Key::Warps) {
-            Key::Warps
-        } else {
-            Key::Tile
-        };
+        let warps_key = self.warps_key();
         match error {
             SimtGeometryError::WarpCount => self.help(
                 Key::Warps,
@@ -525,11 +531,7 @@ impl Validator<'_> {
         let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
             .first()
             .map(|w| format!("warps: {w}"));
-        let warps_key = if self.spans.given(Key::Warps) {
-            Key::Warps
-        } else {
-            Key::Tile
-        };
+        let warps_key = self.warps_key();
         match error {
             MmaSyncGeometryError::Dtype => self.help(
                 Key::Dtype,
@@ -668,11 +670,7 @@ impl Validator<'_> {
     ) -> Option<ValidSpec> {
         let s = self.spec;
         if !registers.fits() {
-            let key = if self.spans.given(Key::Warps) {
-                Key::Warps
-            } else {
-                Key::Tile
-            };
+            let key = self.warps_key();
             let help = smaller_tiles().unwrap_or_else(|| "use a smaller tile".to_string());
             let error = self.error(
                 key,

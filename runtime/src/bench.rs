@@ -37,6 +37,18 @@ impl Shape {
     pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
         launch.check_dims(self.m, self.n, self.k)
     }
+
+    /// A problem of more than `rounds x blocks` tiles, `k_tiles` deep, for a persistent grid
+    /// of `blocks`: odd tile rows and two more tile columns, so no raster band width divides
+    /// both and the last round is ragged.
+    pub fn rounds_of(launch: &LaunchShape, blocks: u32, rounds: u32, k_tiles: u32) -> Shape {
+        let rows = (f64::from(rounds * blocks + 1).sqrt().ceil() as u32) | 1;
+        Shape::new(
+            rows * launch.tile_m,
+            (rows + 2) * launch.tile_n,
+            k_tiles * launch.tile_k,
+        )
+    }
 }
 
 impl fmt::Display for Shape {

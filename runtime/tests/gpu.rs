@@ -620,14 +620,8 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
         let launch = kernel.info().launch;
         let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
         assert!(resident > 0, "{spec}");
-        // At least three rounds of resident blocks, with a ragged last one; odd tile counts
-        // per side so no band width divides them.
-        let tiles_per_side = ((3 * resident + 1) as f64).sqrt().ceil() as u32 | 1;
-        let (m, n) = (
-            tiles_per_side * launch.tile_m,
-            (tiles_per_side + 2) * launch.tile_n,
-        );
-        let k = 8 * launch.tile_k;
+        // At least three rounds of resident blocks, with a ragged last one.
+        let Shape { m, n, k } = Shape::rounds_of(&launch, resident, 3, 8);
         assert!(
             (m / launch.tile_m) * (n / launch.tile_n) > 3 * resident,
             "{spec}"

@@ -234,7 +234,6 @@ pub struct StagedEpilogue {
     /// Where the slabs start in shared memory: 0 (over the drained ring) or, for a persistent
     /// schedule, after the ring, which then already holds the next tile's first copies.
     pub smem_offset: u32,
-    pub over_ring: bool,
     pub pitch: u32,
     pub vectors_per_row: u32,
     pub bytes_per_warp: u32,
@@ -243,6 +242,13 @@ pub struct StagedEpilogue {
     /// `st.shared.b32` of a packed pair, or `st.shared.v2.f32`.
     pub pair_bytes: u32,
     pub bands: Vec<EpilogueBand>,
+}
+
+impl StagedEpilogue {
+    /// The slabs lie over the ring, so every read of the ring must be retired first.
+    pub fn over_ring(&self) -> bool {
+        self.smem_offset == 0
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -695,7 +701,6 @@ fn staged_epilogue(
         .collect();
     StagedEpilogue {
         smem_offset,
-        over_ring: smem_offset == 0,
         pitch: slab.pitch,
         vectors_per_row: vpr,
         bytes_per_warp: slab.bytes_per_warp,

@@ -84,13 +84,7 @@ fn run(cli: &Cli, emitted: &codegen::Emitted) -> Result<bool, runtime::Error> {
         GridSchedule::Tiles => Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 8 * launch.tile_k),
         GridSchedule::Persistent { .. } => {
             let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
-            // Odd tile rows, two more columns: no raster band width divides both.
-            let rows = (f64::from(2 * resident + 1).sqrt().ceil() as u32) | 1;
-            Shape::new(
-                rows * launch.tile_m,
-                (rows + 2) * launch.tile_n,
-                4 * launch.tile_k,
-            )
+            Shape::rounds_of(&launch, resident, 2, 4)
         }
     });
     let report = with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed)?);
