@@ -141,8 +141,10 @@ pub struct TileCopy {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TileCopyOp {
-    /// Rows below the previous copy's row (scaled by the runtime leading dimension).
-    pub global_row_delta: u32,
+    /// The global step from the previous copy is `ld · ld_step_scale` bytes: the rows below
+    /// the previous copy's row times the element size. One `mad.wide.u32` of the 32-bit
+    /// leading dimension takes it, where a 64-bit byte stride would take three instructions.
+    pub ld_step_scale: u32,
     /// Bytes right of the thread's first vector.
     pub global_col_bytes: u32,
     /// Index into `TileCopy::bases` and the immediate after it.
@@ -312,6 +314,7 @@ fn must_decompose(base: &[u32], target: &[u32], what: &str) -> XorOffset {
 
 fn tile_copy(
     geometry: &CopyGeometry,
+    element_bytes: u32,
     threads: u32,
     swizzle: SmemSwizzle,
     smem_tile_offset: u32,
@@ -335,12 +338,12 @@ fn tile_copy(
             // Thread t's i-th vector sits a thread-independent number of rows and columns from
             // its first (CopyGeometry::new checks the divisibility that makes it so).
             let (rows, cols) = position(i * threads);
-            let global_row_delta = rows - previous_row;
+            let ld_step_scale = (rows - previous_row) * element_bytes;
             previous_row = rows;
             let XorOffset { xor, offset } =
                 must_decompose(&first, &offsets(i), "cp.async destination");
             TileCopyOp {
-                global_row_delta,
+                ld_step_scale,
                 global_col_bytes: cols * COPY_VECTOR_BYTES,
                 base: base_slot(&mut bases, xor),
                 smem_offset: offset,
@@ -400,9 +403,10 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let a_tile_bytes = tile.m * a_swizzle.pitch;
     let smem = SmemLayout::new(valid.smem.bytes_per_stage(), spec.stages);
 
-    let a_copy = tile_copy(&g.a_copy, g.threads, a_swizzle, 0, 0);
+    let a_copy = tile_copy(&g.a_copy, element, g.threads, a_swizzle, 0, 0);
     let b_copy = tile_copy(
         &g.b_copy,
+        element,
         g.threads,
         b_swizzle,
         a_tile_bytes,
