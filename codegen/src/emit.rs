@@ -1,5 +1,6 @@
 //! `emit`: a validated spec in, PTX and everything a launcher needs out.
 
+use crate::plan::math_only::MathOnlyPlan;
 use crate::plan::{self, FamilyPlan};
 use crate::ptx;
 use gemm_dsl::{Copy as CopyKind, DType, GemmSpec, Mma, Schedule, ValidSpec};
@@ -257,16 +258,12 @@ pub fn expected_sass(spec: &GemmSpec) -> Vec<SassCheck> {
         ]),
         CopyKind::Tma { .. } => checks.push(Present(Opcode::Utmaldg)),
     }
+    checks.extend(math_sass(spec));
     match spec.mma {
-        Mma::Fma => checks.extend([Present(Opcode::Ffma), Present(Opcode::Lds)]),
+        Mma::Fma => checks.push(Present(Opcode::Lds)),
         Mma::MmaSync => {
-            checks.extend([Present(Opcode::Hmma), Present(Opcode::Ldsm)]);
-            // The instruction shape and input type, and the ldmatrix forms of A and B.
-            checks.push(SassCheck::PresentVariant(match spec.dtype {
-                DType::Tf32 => "HMMA.1688.F32.TF32",
-                DType::F16 => "HMMA.16816.F32",
-                _ => "HMMA.16816.F32.BF16",
-            }));
+            // The ldmatrix forms of A and B.
+            checks.push(Present(Opcode::Ldsm));
             checks.push(SassCheck::PresentVariant("LDSM.16.M88.4"));
             if spec.dtype != DType::Tf32 {
                 checks.push(SassCheck::PresentVariant("LDSM.16.MT88.4"));
@@ -275,10 +272,27 @@ pub fn expected_sass(spec: &GemmSpec) -> Vec<SassCheck> {
                 checks.push(Present(Opcode::Depbar));
             }
         }
-        Mma::Wgmma => checks.push(Present(Opcode::Hgmma)),
+        Mma::Wgmma => {}
     }
     checks.extend([Absent(Opcode::Ldl), Absent(Opcode::Stl)]);
     checks
+}
+
+/// The math path's opcode and, for mma.sync, the instruction shape and input type.
+fn math_sass(spec: &GemmSpec) -> Vec<SassCheck> {
+    use SassCheck::{Present, PresentVariant};
+    match spec.mma {
+        Mma::Fma => vec![Present(Opcode::Ffma)],
+        Mma::MmaSync => vec![
+            Present(Opcode::Hmma),
+            PresentVariant(match spec.dtype {
+                DType::Tf32 => "HMMA.1688.F32.TF32",
+                DType::F16 => "HMMA.16816.F32",
+                _ => "HMMA.16816.F32.BF16",
+            }),
+        ],
+        Mma::Wgmma => vec![Present(Opcode::Hgmma)],
+    }
 }
 
 /// Plans and writes the kernel of a validated spec.
@@ -320,4 +334,46 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
 /// Parses, validates and emits spec text in one step.
 pub fn emit_str(text: &str) -> Result<Emitted, gemm_dsl::SpecErrors> {
     Ok(emit(&gemm_dsl::check_str(text)?))
+}
+
+/// A spec's main-loop math alone, as a kernel: see [`MathOnlyPlan`](crate::plan::math_only::MathOnlyPlan).
+/// Parameters `(out: *mut f32, trips: u32)`; `out` holds one f32 per launched thread.
+#[derive(Clone, Debug)]
+pub struct MathOnly {
+    pub kernel_name: String,
+    pub ptx: String,
+    pub threads_per_block: u32,
+    /// Flops of one trip of one block (one k tile of the block tile).
+    pub flops_per_trip: u64,
+    /// The kernel's math opcode, and no memory traffic but the final store.
+    pub expected_sass: Vec<SassCheck>,
+}
+
+pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {
+    let plan = plan::plan(valid);
+    let math = MathOnlyPlan::of(&plan);
+    MathOnly {
+        ptx: ptx::write_math_only(&plan, &math),
+        kernel_name: math.name,
+        threads_per_block: math.threads,
+        flops_per_trip: math.flops_per_trip,
+        expected_sass: expected_math_only_sass(&valid.spec),
+    }
+}
+
+fn expected_math_only_sass(spec: &GemmSpec) -> Vec<SassCheck> {
+    let mut checks = math_sass(spec);
+    checks.extend(
+        [
+            Opcode::Ldg,
+            Opcode::Lds,
+            Opcode::Ldsm,
+            Opcode::Ldgsts,
+            Opcode::Sts,
+            Opcode::Ldl,
+            Opcode::Stl,
+        ]
+        .map(SassCheck::Absent),
+    );
+    checks
 }

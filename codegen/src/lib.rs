@@ -14,7 +14,7 @@ pub mod ptx;
 pub mod sass;
 
 pub use emit::{
-    emit, emit_str, expected_sass, Emitted, GridSchedule, KernelInfo, KernelParam, LaunchShape,
-    Opcode, SassCheck, GEMM_PARAMS,
+    emit, emit_math_only, emit_str, expected_sass, Emitted, GridSchedule, KernelInfo, KernelParam,
+    LaunchShape, MathOnly, Opcode, SassCheck, GEMM_PARAMS,
 };
 pub use gemm_dsl;

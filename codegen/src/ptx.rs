@@ -1,6 +1,7 @@
 //! The PTX writer: renders a [`KernelPlan`] through the family's tera templates.
 //! Templates are compiled into the binary, so emitting needs no files at run time.
 
+use crate::plan::math_only::MathOnlyPlan;
 use crate::plan::mma_sync::MmaOp;
 use crate::plan::simt::FmaBlock;
 use crate::plan::{FamilyPlan, KernelPlan};
@@ -12,6 +13,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "common/header.ptx.tera",
         include_str!("../templates/common/header.ptx.tera"),
+    ),
+    (
+        "common/math_only.ptx.tera",
+        include_str!("../templates/common/math_only.ptx.tera"),
     ),
     (
         "simt/partials.ptx.tera",
@@ -46,19 +51,13 @@ pub fn write(plan: &KernelPlan) -> String {
     let mut context = Context::new();
     let template = match &plan.family {
         FamilyPlan::Simt(simt) => {
-            let fma_text: Vec<String> = simt.consumer.fma_blocks.iter().map(fma_block).collect();
-            context.insert("fma_text", &fma_text);
+            context.insert("fma_text", &math_blocks(plan));
             context.insert("consumer", &simt.consumer);
             context.insert("epilogue", &simt.epilogue);
             "simt/kernel.ptx.tera"
         }
         FamilyPlan::MmaSync(mma) => {
-            let mma_text: Vec<String> = mma
-                .k_steps_plan
-                .iter()
-                .map(|step| mma_block(mma.mma_instruction, &step.mmas))
-                .collect();
-            context.insert("mma_text", &mma_text);
+            context.insert("mma_text", &math_blocks(plan));
             context.insert("k_steps", &mma.k_steps_plan);
             context.insert("epilogue", &mma.epilogue);
             "mma_sync/kernel.ptx.tera"
@@ -67,6 +66,30 @@ pub fn write(plan: &KernelPlan) -> String {
     context.insert("plan", plan);
     context.insert("version", env!("CARGO_PKG_VERSION"));
     tidy(&render(template, &context))
+}
+
+/// The plan's main-loop math alone (see [`MathOnlyPlan`]): the same instruction blocks the
+/// kernel writes, looped with no memory traffic.
+pub fn write_math_only(plan: &KernelPlan, math: &MathOnlyPlan) -> String {
+    let mut context = Context::new();
+    context.insert("blocks", &math_blocks(plan));
+    context.insert("m", math);
+    context.insert("plan", plan);
+    context.insert("version", env!("CARGO_PKG_VERSION"));
+    tidy(&render("common/math_only.ptx.tera", &context))
+}
+
+/// The family's math blocks: the FFMAs of each k position of a group (SIMT) or the mma.sync
+/// instructions of each k step.
+fn math_blocks(plan: &KernelPlan) -> Vec<String> {
+    match &plan.family {
+        FamilyPlan::Simt(simt) => simt.consumer.fma_blocks.iter().map(fma_block).collect(),
+        FamilyPlan::MmaSync(mma) => mma
+            .k_steps_plan
+            .iter()
+            .map(|step| mma_block(mma.mma_instruction, &step.mmas))
+            .collect(),
+    }
 }
 
 /// The FFMAs of one k step. They are most of a SIMT kernel's text (TM·TN lines per k step)

@@ -156,3 +156,40 @@ fn tensor_core_kernels_assemble_for_every_arch() {
         }
     }
 }
+
+/// The math-only probe of every catalog spec: it assembles without spills, runs the kernel's
+/// math instruction (every one of a k tile's, nothing optimized away) and touches no memory
+/// but its final store.
+#[test]
+fn math_only_probes_assemble_with_only_their_math() {
+    for entry in CATALOG {
+        let valid = gemm_dsl::check_str(entry.spec).expect("catalog specs are valid");
+        let probe = codegen::emit_math_only(&valid);
+        let arch = valid.spec.arch.name();
+        let name = &probe.kernel_name;
+        let report = SassReport::from_ptx(&probe.ptx, arch)
+            .unwrap_or_else(|error| panic!("{name}: {error}\n(tools: {INSTALL_HINT})"));
+        let resources = report.resources.as_ref().unwrap();
+        assert!(!resources.spills(), "{name}: {resources}");
+        assert!(resources.warnings.is_empty(), "{name}: {resources}");
+        if let Err(mismatch) = report.require(&probe.expected_sass) {
+            panic!("{name} ({arch}): {mismatch}");
+        }
+        let plan = codegen::plan::plan(&valid);
+        let (opcode, per_trip) = match &plan.family {
+            codegen::plan::FamilyPlan::MmaSync(p) => (
+                Opcode::Hmma,
+                p.k_steps_plan.iter().map(|s| s.mmas.len()).sum::<usize>(),
+            ),
+            codegen::plan::FamilyPlan::Simt(p) => {
+                (Opcode::Ffma, (p.consumer.accumulators * p.block_k) as usize)
+            }
+        };
+        assert!(
+            report.count(opcode) >= per_trip,
+            "{name}: {} {} < {per_trip} per k tile",
+            report.count(opcode),
+            opcode.mnemonic()
+        );
+    }
+}

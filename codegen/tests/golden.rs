@@ -1,5 +1,6 @@
-//! Golden files: the PTX of every catalog spec and three `explain` outputs. A changed snapshot
-//! is a changed kernel: review the PTX diff like code (`cargo insta review`).
+//! Golden files: the PTX of every catalog spec, two math-only probes and three `explain`
+//! outputs. A changed snapshot is a changed kernel: review the PTX diff like code
+//! (`cargo insta review`).
 
 use codegen::catalog::{CATALOG, DEFAULT_SPEC};
 use codegen::explain::explain;
@@ -16,6 +17,19 @@ fn catalog_ptx() {
 fn default_spec_ptx() {
     let emitted = codegen::emit_str(DEFAULT_SPEC).unwrap();
     insta::assert_snapshot!("default_spec", emitted.ptx);
+}
+
+/// The math-only probes of one kernel per family: the kernel's own math blocks in a loop.
+#[test]
+fn math_only_ptx() {
+    for name in ["mma_bf16_128x256x64_s3_h100", "simt_64x64x16_cp4_h100"] {
+        let entry = codegen::catalog::find(name).unwrap();
+        let valid = gemm_dsl::check_str(entry.spec).unwrap();
+        insta::assert_snapshot!(
+            format!("math_only_{name}"),
+            codegen::emit_math_only(&valid).ptx
+        );
+    }
 }
 
 #[test]

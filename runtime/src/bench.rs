@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// An `m x n x k` problem size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -133,73 +134,113 @@ pub fn input_sets(input_bytes: u64, l2_bytes: u64, max_sets: u32) -> u32 {
     wanted.clamp(1, u64::from(max_sets.max(1))) as u32
 }
 
-/// Per-launch times of two competitors, measured alternately on one stream.
+/// Per-launch times of ours and cuBLAS, measured alternately on one stream, and of ours'
+/// math-only probe where it was timed in the same rotation.
 #[derive(Clone, Debug, Default)]
 pub struct InterleavedTimes {
     pub ours_ms: Vec<f32>,
     pub theirs_ms: Vec<f32>,
+    pub math_only: Option<MathOnlyTimes>,
 }
 
-/// Runs `warmup` launches of each, then `iters` timed launches of each, alternating ours and
-/// theirs so that clocks and temperature drift affect both alike. Each launch is bracketed by
-/// its own pair of CUDA events. The closures get a running launch index (for rotating inputs)
-/// and must enqueue exactly one GEMM on `stream`.
-pub fn time_interleaved(
+/// The probe's launches: their own flop count (not the shape's) and times.
+#[derive(Clone, Debug, Default)]
+pub struct MathOnlyTimes {
+    pub flops_per_launch: f64,
+    pub ms: Vec<f32>,
+}
+
+/// How many launches a measurement makes.
+#[derive(Clone, Copy, Debug)]
+pub struct Rounds {
+    /// Untimed rounds first.
+    pub warmup: usize,
+    /// Then untimed rounds for at least this long: the board reaches the clocks it holds
+    /// under sustained load (power and temperature limits) before anything is timed.
+    pub sustain: Duration,
+    /// Timed rounds.
+    pub iters: usize,
+}
+
+/// One launch of a competitor: gets a running launch index (for rotating inputs) and must
+/// enqueue exactly one kernel on the stream.
+pub type Launcher<'a> = dyn FnMut(usize) -> Result<(), Error> + 'a;
+
+/// Runs the competitors in turn, round after round, so that clocks and temperature drift
+/// affect all alike: `warmup` rounds, rounds for `sustain`, then `iters` timed rounds in which
+/// each launch is bracketed by its own pair of CUDA events. Returns each competitor's times.
+pub fn time_round_robin(
     stream: &Arc<CudaStream>,
-    warmup: usize,
-    iters: usize,
-    mut ours: impl FnMut(usize) -> Result<(), Error>,
-    mut theirs: impl FnMut(usize) -> Result<(), Error>,
-) -> Result<InterleavedTimes, Error> {
+    rounds: &Rounds,
+    competitors: &mut [&mut Launcher<'_>],
+) -> Result<Vec<Vec<f32>>, Error> {
     let ctx = stream.context();
-    for index in 0..warmup {
-        ours(index)?;
-        theirs(index)?;
+    let mut index = 0;
+    let round = |competitors: &mut [&mut Launcher<'_>], index: &mut usize| {
+        for launch in competitors.iter_mut() {
+            launch(*index)?;
+        }
+        *index += 1;
+        Ok::<(), Error>(())
+    };
+    for _ in 0..rounds.warmup {
+        round(competitors, &mut index)?;
+    }
+    let sustain_until = Instant::now() + rounds.sustain;
+    while Instant::now() < sustain_until {
+        // Enqueue a few rounds at a time and wait for them, so the clock check sees the GPU's
+        // progress rather than the queue's.
+        for _ in 0..SUSTAIN_ROUNDS_PER_CHECK {
+            round(competitors, &mut index)?;
+        }
+        stream
+            .synchronize()
+            .during(|| "waiting for the sustaining launches".to_string())?;
     }
     // Timing is off for events created without flags: ask for the default (timed) kind.
     let timed_event = || -> Result<CudaEvent, Error> {
         ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .during(|| "creating a timing event".to_string())
     };
-    let mut brackets: Vec<[CudaEvent; 4]> = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        brackets.push([
-            timed_event()?,
-            timed_event()?,
-            timed_event()?,
-            timed_event()?,
-        ]);
+    let mut brackets: Vec<Vec<(CudaEvent, CudaEvent)>> = Vec::with_capacity(rounds.iters);
+    for _ in 0..rounds.iters {
+        brackets.push(
+            (0..competitors.len())
+                .map(|_| Ok((timed_event()?, timed_event()?)))
+                .collect::<Result<_, Error>>()?,
+        );
     }
     let record = |event: &CudaEvent| {
         event
             .record(stream)
             .during(|| "recording a timing event".to_string())
     };
-    for (iteration, [ours_start, ours_end, theirs_start, theirs_end]) in brackets.iter().enumerate()
-    {
-        let index = warmup + iteration;
-        record(ours_start)?;
-        ours(index)?;
-        record(ours_end)?;
-        record(theirs_start)?;
-        theirs(index)?;
-        record(theirs_end)?;
+    for round_events in &brackets {
+        for (launch, (start, end)) in competitors.iter_mut().zip(round_events) {
+            record(start)?;
+            launch(index)?;
+            record(end)?;
+        }
+        index += 1;
     }
     stream
         .synchronize()
         .during(|| "waiting for the timed launches".to_string())?;
-    let elapsed = |start: &CudaEvent, end: &CudaEvent| {
-        start
-            .elapsed_ms(end)
-            .during(|| "reading a timing event".to_string())
-    };
-    let mut times = InterleavedTimes::default();
-    for [ours_start, ours_end, theirs_start, theirs_end] in &brackets {
-        times.ours_ms.push(elapsed(ours_start, ours_end)?);
-        times.theirs_ms.push(elapsed(theirs_start, theirs_end)?);
+    let mut times = vec![Vec::with_capacity(rounds.iters); competitors.len()];
+    for round_events in &brackets {
+        for (competitor, (start, end)) in round_events.iter().enumerate() {
+            times[competitor].push(
+                start
+                    .elapsed_ms(end)
+                    .during(|| "reading a timing event".to_string())?,
+            );
+        }
     }
     Ok(times)
 }
+
+/// Rounds enqueued between clock checks while sustaining.
+const SUSTAIN_ROUNDS_PER_CHECK: usize = 4;
 
 /// One (spec, shape) measurement.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -220,6 +261,10 @@ pub struct BenchRecord {
     pub cublas_tflops: f64,
     /// ours / cuBLAS throughput.
     pub ratio: f64,
+    /// The spec's math-only probe, timed in the same rotation (`--math-only`): the
+    /// throughput its main-loop instructions reach with no memory traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub math_only_tflops: Option<f64>,
     /// The correctness check run before timing (`--check`), as text.
     pub check: Option<String>,
 }
@@ -233,7 +278,7 @@ fn sgemm_baseline() -> String {
 }
 
 impl BenchRecord {
-    /// `None` when either side has no timed launch.
+    /// `None` when a timed competitor has no timed launch.
     pub fn new(
         spec: &str,
         types: &str,
@@ -246,6 +291,10 @@ impl BenchRecord {
         let cublas_median_ms = median(&times.theirs_ms)?;
         let ours_tflops = tflops(shape, ours_median_ms);
         let cublas_tflops = tflops(shape, cublas_median_ms);
+        let math_only_tflops = match &times.math_only {
+            Some(probe) => Some(probe.flops_per_launch / (median(&probe.ms)? * 1e9)),
+            None => None,
+        };
         Some(BenchRecord {
             spec: spec.to_string(),
             types: types.to_string(),
@@ -256,6 +305,7 @@ impl BenchRecord {
             ours_tflops,
             cublas_tflops,
             ratio: ours_tflops / cublas_tflops,
+            math_only_tflops,
             check,
         })
     }
@@ -273,6 +323,9 @@ pub struct Skipped {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Method {
     pub warmup: usize,
+    /// Seconds of untimed rounds after the warm-up (reports from before it existed: none).
+    #[serde(default)]
+    pub sustain_s: u64,
     pub iters: usize,
     pub max_input_sets: u32,
     pub inputs: String,
@@ -293,23 +346,41 @@ pub struct BenchReport {
 impl BenchReport {
     /// The fixed-width table printed on stdout.
     pub fn table(&self) -> String {
+        let with_math_only = self.with_math_only();
         let mut out = format!(
-            "{:<28} {:<10} {:>18} {:>12} {:>12} {:>8}  {}\n",
-            "spec", "types", "shape", "ours TF/s", "cuBLAS TF/s", "ratio", "cuBLAS baseline"
+            "{:<28} {:<10} {:>18} {:>12} {:>12} {:>8}",
+            "spec", "types", "shape", "ours TF/s", "cuBLAS TF/s", "ratio"
         );
+        if with_math_only {
+            out.push_str(&format!(" {:>12} {:>10}", "math TF/s", "ours/math"));
+        }
+        out.push_str("  cuBLAS baseline\n");
         for record in &self.records {
             out.push_str(&format!(
-                "{:<28} {:<10} {:>18} {:>12.2} {:>12.2} {:>8.3}  {}\n",
+                "{:<28} {:<10} {:>18} {:>12.2} {:>12.2} {:>8.3}",
                 record.spec,
                 record.types,
                 record.shape.to_string(),
                 record.ours_tflops,
                 record.cublas_tflops,
                 record.ratio,
-                record.baseline
             ));
+            if with_math_only {
+                match record.math_only_tflops {
+                    Some(math) => out.push_str(&format!(
+                        " {math:>12.2} {:>10.3}",
+                        record.ours_tflops / math
+                    )),
+                    None => out.push_str(&format!(" {:>12} {:>10}", "-", "-")),
+                }
+            }
+            out.push_str(&format!("  {}\n", record.baseline));
         }
         out
+    }
+
+    fn with_math_only(&self) -> bool {
+        self.records.iter().any(|r| r.math_only_tflops.is_some())
     }
 
     /// A dated markdown report: device, method, one table row per measurement, skipped shapes.
@@ -332,9 +403,14 @@ impl BenchReport {
             clock(device.memory_clock_mhz)
         ));
         let method = &self.method;
+        let sustain = if method.sustain_s > 0 {
+            format!(", {} s of untimed launches", method.sustain_s)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "- Method: {}; {} warm-up launches, then {} timed launches each, {}; baseline {}; \
-             up to {} input sets rotated so operands are not L2-resident\n\n",
+            "- Method: {}; {} warm-up launches{sustain}, then {} timed launches each, {}; baseline {}; \
+             up to {} input sets rotated so operands are not L2-resident\n",
             method.inputs,
             method.warmup,
             method.iters,
@@ -342,24 +418,46 @@ impl BenchReport {
             method.baseline,
             method.max_input_sets
         ));
+        let with_math_only = self.with_math_only();
+        if with_math_only {
+            out.push_str(
+                "- math-only: the spec's main-loop instructions alone (no loads, copies or barriers) \
+                 on the kernel's resident blocks, timed in the same rotation\n",
+            );
+        }
+        out.push('\n');
         let with_check = self.records.iter().any(|r| r.check.is_some());
-        out.push_str(
-            "| spec | types | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS | cuBLAS baseline |",
-        );
+        out.push_str("| spec | types | shape | ours TFLOP/s | cuBLAS TFLOP/s | ours / cuBLAS |");
+        if with_math_only {
+            out.push_str(" math-only TFLOP/s | ours / math-only |");
+        }
+        out.push_str(" cuBLAS baseline |");
         out.push_str(if with_check { " check |\n" } else { "\n" });
-        out.push_str("|---|---|---|---:|---:|---:|---|");
+        out.push_str("|---|---|---|---:|---:|---:|");
+        if with_math_only {
+            out.push_str("---:|---:|");
+        }
+        out.push_str("---|");
         out.push_str(if with_check { "---|\n" } else { "\n" });
         for record in &self.records {
             out.push_str(&format!(
-                "| {} | {} | {} | {:.2} | {:.2} | {:.3} | {} |",
+                "| {} | {} | {} | {:.2} | {:.2} | {:.3} |",
                 record.spec,
                 record.types,
                 record.shape,
                 record.ours_tflops,
                 record.cublas_tflops,
                 record.ratio,
-                record.baseline
             ));
+            if with_math_only {
+                match record.math_only_tflops {
+                    Some(math) => {
+                        out.push_str(&format!(" {math:.2} | {:.3} |", record.ours_tflops / math))
+                    }
+                    None => out.push_str(" - | - |"),
+                }
+            }
+            out.push_str(&format!(" {} |", record.baseline));
             if with_check {
                 match &record.check {
                     Some(check) => out.push_str(&format!(" {check} |")),
@@ -625,6 +723,7 @@ mod tests {
         let times = |ours: &[f32], theirs: &[f32]| InterleavedTimes {
             ours_ms: ours.to_vec(),
             theirs_ms: theirs.to_vec(),
+            math_only: None,
         };
         let cube = Shape::cube(1024);
         let big = Shape::cube(2048);
@@ -669,6 +768,7 @@ mod tests {
             },
             method: Method {
                 warmup: 5,
+                sustain_s: 0,
                 iters: 20,
                 max_input_sets: 8,
                 inputs: "random normal f32".to_string(),

@@ -99,6 +99,8 @@ pub enum Error {
         element_bytes: u32,
         align: u32,
     },
+    /// A math-only probe launch with no work or too small an output buffer.
+    ProbeLaunch { kernel: String, reason: String },
     /// A buffer or stream belongs to another CUDA context than the kernel.
     ContextMismatch { what: String },
     /// Getting the SASS failed (nvdisasm missing or failing).
@@ -165,6 +167,7 @@ impl fmt::Display for Error {
                 f,
                 "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32"
             ),
+            Error::ProbeLaunch { kernel, reason } => write!(f, "cannot launch `{kernel}`: {reason}"),
             Error::Dims { m, n, k, reason } => {
                 write!(f, "cannot compute M x N x K = {m} x {n} x {k}: {reason}")
             }

@@ -9,7 +9,8 @@
 //! - [`AnyKernel`] loads a kernel with the Rust element types its spec names (f32 for f32 and
 //!   tf32, `half::bf16`, `half::f16`); [`with_kernel!`] runs generic code on it.
 //! - [`verify`] measures a kernel against a float64 or cuBLAS reference; [`bench`](mod@bench) times it
-//!   against cuBLAS (the `gemm-bench` binary); [`blas`] is cuBLAS for every element type.
+//!   against cuBLAS (the `gemm-bench` binary); [`blas`] is cuBLAS for every element type;
+//!   [`probe`] runs a spec's main-loop math alone, the ceiling `gemm-bench --math-only` shows.
 
 pub mod bench;
 pub mod blas;
@@ -20,6 +21,7 @@ mod element;
 mod error;
 mod jit;
 mod kernel;
+pub mod probe;
 pub mod verify;
 
 pub use device::{driver_present, open_context, DeviceInfo};

@@ -635,3 +635,46 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
             .unwrap_or_else(|broken| panic!("{spec} at {m}x{n}x{k}: {broken}"));
     }
 }
+
+/// A math-only probe runs its k tiles `trips` times: every thread's accumulator sum is finite,
+/// not zero, and doubles (within f32 rounding) from one trip to two. Bad launches are refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn math_only_probes_loop_over_their_trips() {
+    use runtime::probe::MathOnlyKernel;
+    let (ctx, stream) = gpu();
+    for name in [
+        "mma_bf16_128x256x64_s3_h100",
+        "mma_tf32_128x128x16_s4",
+        "simt_64x64x16_cp4_h100",
+    ] {
+        let entry = codegen::catalog::find(name).unwrap();
+        let valid = codegen::gemm_dsl::check_str(entry.spec).unwrap();
+        let probe = MathOnlyKernel::load(&ctx, codegen::emit_math_only(&valid)).unwrap();
+        let blocks = 3;
+        let mut out = stream.alloc_zeros::<f32>(probe.out_len(blocks)).unwrap();
+        let mut sums = Vec::new();
+        for trips in [1, 2] {
+            probe.launch(&stream, blocks, trips, &mut out).unwrap();
+            sums.push(stream.clone_dtoh(&out).unwrap());
+        }
+        for (thread, (&one, &two)) in sums[0].iter().zip(&sums[1]).enumerate() {
+            assert!(
+                one.is_finite() && one != 0.0,
+                "{name} thread {thread}: {one}"
+            );
+            assert!(
+                (two - 2.0 * one).abs() <= 1e-3 * one.abs().max(1.0),
+                "{name} thread {thread}: one trip {one}, two trips {two}"
+            );
+        }
+        assert!(matches!(
+            probe.launch(&stream, blocks, 0, &mut out),
+            Err(Error::ProbeLaunch { .. })
+        ));
+        assert!(matches!(
+            probe.launch(&stream, blocks + 1, 1, &mut out),
+            Err(Error::ProbeLaunch { .. })
+        ));
+    }
+}

@@ -7,7 +7,7 @@
 use clap::{Parser, Subcommand};
 use codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
 use codegen::sass::{self, SassError, SassReport};
-use codegen::{emit, explain::explain};
+use codegen::{emit, emit_math_only, explain::explain};
 use gemm_dsl::{Arch, ValidSpec};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -35,6 +35,10 @@ enum Command {
         /// Write the PTX to this file instead of stdout.
         #[arg(short, long)]
         output: Option<std::path::PathBuf>,
+        /// The spec's main-loop math alone (no loads, copies or barriers): the probe that
+        /// `gemm-bench --math-only` times.
+        #[arg(long)]
+        math_only: bool,
     },
     /// Validate a spec and print it with every default filled in.
     Check { spec: String },
@@ -50,6 +54,9 @@ enum Command {
         /// Print only the opcode summary, not the listing.
         #[arg(long)]
         summary: bool,
+        /// Assemble the spec's math-only probe instead of the kernel.
+        #[arg(long)]
+        math_only: bool,
     },
     /// Unified diff of the PTX of two specs.
     Diff { spec_a: String, spec_b: String },
@@ -127,6 +134,7 @@ fn run(command: Command) -> Result<(), Failure> {
             spec,
             preset,
             output,
+            math_only,
         } => {
             let argument = match (spec, preset) {
                 (Some(spec), _) => spec,
@@ -140,8 +148,13 @@ fn run(command: Command) -> Result<(), Failure> {
                 }
                 (None, None) => DEFAULT_SPEC.to_string(),
             };
-            let emitted = emit(&validate(&argument)?);
-            write_out(&emitted.ptx, output.as_deref())
+            let valid = validate(&argument)?;
+            let ptx = if math_only {
+                emit_math_only(&valid).ptx
+            } else {
+                emit(&valid).ptx
+            };
+            write_out(&ptx, output.as_deref())
         }
         Command::Check { spec } => {
             let valid = validate(&spec)?;
@@ -174,6 +187,7 @@ fn run(command: Command) -> Result<(), Failure> {
             spec,
             arch,
             summary,
+            math_only,
         } => {
             let valid = validate(&spec)?;
             let arch = match arch {
@@ -187,19 +201,25 @@ fn run(command: Command) -> Result<(), Failure> {
                     })?,
                 None => valid.spec.arch,
             };
-            let emitted = emit(&valid);
-            let report = SassReport::from_ptx(&emitted.ptx, arch.name())?;
+            let (name, ptx, expected) = if math_only {
+                let probe = emit_math_only(&valid);
+                (probe.kernel_name, probe.ptx, probe.expected_sass)
+            } else {
+                let emitted = emit(&valid);
+                (emitted.kernel_name, emitted.ptx, emitted.expected_sass)
+            };
+            let report = SassReport::from_ptx(&ptx, arch.name())?;
             if !summary {
                 print!("{}", report.highlighted(std::io::stdout().is_terminal()));
                 println!();
             }
-            println!("{} for {}:", emitted.kernel_name, arch.name());
+            println!("{name} for {}:", arch.name());
             print!("{}", report.summary());
             if let Some(resources) = &report.resources {
                 println!("ptxas: {resources}");
             }
-            match report.require(&emitted.expected_sass) {
-                Ok(()) => println!("promised SASS: ok ({} checks)", emitted.expected_sass.len()),
+            match report.require(&expected) {
+                Ok(()) => println!("promised SASS: ok ({} checks)", expected.len()),
                 Err(mismatch) => println!("promised SASS: VIOLATED: {mismatch}"),
             }
             Ok(())

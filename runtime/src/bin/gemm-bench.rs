@@ -15,14 +15,16 @@
 
 use clap::{Parser, ValueEnum};
 use codegen::catalog::{self, CatalogSpec};
+use codegen::gemm_dsl::ValidSpec;
 use codegen::Emitted;
 use cudarc::driver::{CudaSlice, CudaStream};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use runtime::bench::{
-    full_suite, input_sets, parse_shapes, quick_suite, time_interleaved, today, BenchRecord,
-    BenchReport, Method, Shape, Skipped,
+    full_suite, input_sets, parse_shapes, quick_suite, time_round_robin, today, BenchRecord,
+    BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
 };
 use runtime::blas::{Cublas, CublasGemm};
+use runtime::probe::MathOnlyKernel;
 use runtime::verify::{compare, ErrorReport, Problem, Reference};
 use runtime::{open_context, with_kernel, AnyKernel, DeviceInfo, Element, Error, GemmKernel};
 use std::any::{Any, TypeId};
@@ -78,6 +80,15 @@ struct Cli {
     /// Untimed launches before timing.
     #[arg(long, default_value_t = 5)]
     warmup: u32,
+    /// After the warm-up, keep launching (untimed, same rotation) for this many seconds per
+    /// (spec, shape): times taken at the clocks the board holds under sustained load.
+    #[arg(long, default_value_t = 0)]
+    sustain: u64,
+    /// Also time each spec's math-only probe in the rotation (its main-loop instructions with
+    /// no memory traffic, on the kernel's resident blocks, as many k tiles per block as the
+    /// kernel runs at that shape): how close the kernel comes to its own math's ceiling.
+    #[arg(long)]
+    math_only: bool,
     /// Most copies of the inputs rotated through (to keep operands out of L2).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     max_input_sets: u32,
@@ -222,13 +233,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             cli.iters
         );
     }
-    let mut emitted: Vec<Emitted> = specs
+    let valid: Vec<ValidSpec> = specs
         .iter()
         .map(|(spec, origin)| {
-            codegen::emit_str(spec)
+            codegen::gemm_dsl::check_str(spec)
                 .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
         })
         .collect::<Result<_, _>>()?;
+    let mut emitted: Vec<Emitted> = valid.iter().map(codegen::emit).collect();
     if let Some(dir) = &cli.ptx_dir {
         for kernel in &mut emitted {
             let path = dir.join(format!("{}.ptx", kernel.kernel_name));
@@ -280,6 +292,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .iter()
         .map(|e| AnyKernel::from_emitted(&ctx, e))
         .collect::<Result<_, _>>()?;
+    let probes: Vec<Option<MathOnlyKernel>> = valid
+        .iter()
+        .map(|valid| {
+            cli.math_only
+                .then(|| MathOnlyKernel::load(&ctx, codegen::emit_math_only(valid)))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
     eprintln!(
         "{} (compute capability {}, CUDA {}), {} kernels",
         device.name,
@@ -324,8 +344,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 stream: &stream,
                 blas: &blas,
             };
-            let (times, check) =
-                with_kernel!(kernel, typed => run.measure(typed, types, baseline, &mut inputs)?);
+            let probe = probes[index].as_ref();
+            let (times, check) = with_kernel!(kernel, typed => run.measure(typed, types, baseline, probe, &mut inputs)?);
             let record = BenchRecord::new(
                 name,
                 &types.to_string(),
@@ -363,6 +383,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         device,
         method: Method {
             warmup: cli.warmup as usize,
+            sustain_s: cli.sustain,
             iters: cli.iters as usize,
             max_input_sets: cli.max_input_sets,
             inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B row-major".to_string(),
@@ -422,8 +443,9 @@ impl Run<'_> {
         kernel: &GemmKernel<In, Out>,
         types: runtime::KernelTypes,
         baseline: CublasGemm,
+        probe: Option<&MathOnlyKernel>,
         inputs: &mut ShapeInputs,
-    ) -> Result<(runtime::bench::InterleavedTimes, Option<String>), Failure> {
+    ) -> Result<(InterleavedTimes, Option<String>), Failure> {
         let shape = inputs.shape;
         let Shape { m, n, k } = shape;
         let stream = self.stream;
@@ -449,29 +471,66 @@ impl Run<'_> {
             None => None,
         };
         let sets = typed.a.len();
-        let times = time_interleaved(
+        let mut ours = |launch: usize| {
+            let set = launch % sets;
+            kernel.launch(stream, &typed.a[set], &typed.b[set], &mut c_ours, m, n, k)
+        };
+        let mut theirs = |launch: usize| {
+            // cuBLAS starts half-way round the ring, so the two never read the same copy
+            // back to back.
+            let set = (launch + sets / 2) % sets;
+            self.blas.gemm(
+                baseline,
+                &typed.a[set],
+                &typed.b[set],
+                &mut c_cublas,
+                m,
+                n,
+                k,
+            )
+        };
+        let rounds = Rounds {
+            warmup: self.cli.warmup as usize,
+            sustain: Duration::from_secs(self.cli.sustain),
+            iters: self.cli.iters as usize,
+        };
+        let Some(probe) = probe else {
+            let [ours_ms, theirs_ms]: [Vec<f32>; 2] =
+                time_round_robin(stream, &rounds, &mut [&mut ours, &mut theirs])?
+                    .try_into()
+                    .expect("one list of times per competitor");
+            let times = InterleavedTimes {
+                ours_ms,
+                theirs_ms,
+                math_only: None,
+            };
+            return Ok((times, check));
+        };
+        // The probe runs on the kernel's resident blocks for as many k tiles per block as the
+        // kernel's busiest block computes at this shape, so both launches last about as long.
+        let blocks = kernel.resident_blocks();
+        let launch = &kernel.info().launch;
+        let tiles = m.div_ceil(launch.tile_m) * n.div_ceil(launch.tile_n);
+        let trips = (k / launch.tile_k * tiles.div_ceil(blocks)).max(1);
+        let mut probe_out = stream
+            .alloc_zeros::<f32>(probe.out_len(blocks))
+            .map_err(|source| gpu("allocating the probe's output", source))?;
+        let mut math_only = |_launch: usize| probe.launch(stream, blocks, trips, &mut probe_out);
+        let [ours_ms, theirs_ms, probe_ms]: [Vec<f32>; 3] = time_round_robin(
             stream,
-            self.cli.warmup as usize,
-            self.cli.iters as usize,
-            |launch| {
-                let set = launch % sets;
-                kernel.launch(stream, &typed.a[set], &typed.b[set], &mut c_ours, m, n, k)
-            },
-            |launch| {
-                // cuBLAS starts half-way round the ring, so the two never read the same
-                // copy back to back.
-                let set = (launch + sets / 2) % sets;
-                self.blas.gemm(
-                    baseline,
-                    &typed.a[set],
-                    &typed.b[set],
-                    &mut c_cublas,
-                    m,
-                    n,
-                    k,
-                )
-            },
-        )?;
+            &rounds,
+            &mut [&mut ours, &mut theirs, &mut math_only],
+        )?
+        .try_into()
+        .expect("one list of times per competitor");
+        let times = InterleavedTimes {
+            ours_ms,
+            theirs_ms,
+            math_only: Some(MathOnlyTimes {
+                flops_per_launch: probe.flops(blocks, trips),
+                ms: probe_ms,
+            }),
+        };
         Ok((times, check))
     }
 }

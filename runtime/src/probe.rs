@@ -1,0 +1,110 @@
+//! A spec's math-only probe on the GPU: its main-loop instructions with no memory traffic
+//! (see `codegen::emit_math_only`), launched on as many blocks as the real kernel keeps
+//! resident, so both fill the device alike.
+
+use crate::error::{DriverContext, Error};
+use crate::jit::Module;
+use codegen::MathOnly;
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// A loaded math-only probe.
+#[derive(Debug)]
+pub struct MathOnlyKernel {
+    probe: MathOnly,
+    ctx: Arc<CudaContext>,
+    function: sys::CUfunction,
+    /// Owns the code `function` points into.
+    _module: Module,
+}
+
+// SAFETY: as for GemmKernel: `function` lives as long as `_module`, and every call binds the
+// context first.
+unsafe impl Send for MathOnlyKernel {}
+unsafe impl Sync for MathOnlyKernel {}
+
+impl MathOnlyKernel {
+    pub fn load(ctx: &Arc<CudaContext>, probe: MathOnly) -> Result<MathOnlyKernel, Error> {
+        let module = Module::load(ctx, &probe.ptx, &probe.kernel_name)?;
+        let function = module.function(&probe.kernel_name)?;
+        Ok(MathOnlyKernel {
+            probe,
+            ctx: ctx.clone(),
+            function,
+            _module: module,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.probe.kernel_name
+    }
+
+    /// Flops of one launch of `blocks` blocks running `trips` trips each.
+    pub fn flops(&self, blocks: u32, trips: u32) -> f64 {
+        self.probe.flops_per_trip as f64 * f64::from(blocks) * f64::from(trips)
+    }
+
+    /// Floats `out` must hold for a launch of `blocks` blocks: one per thread.
+    pub fn out_len(&self, blocks: u32) -> usize {
+        blocks as usize * self.probe.threads_per_block as usize
+    }
+
+    /// `blocks` blocks, `trips` k tiles of math each (at least one).
+    pub fn launch(
+        &self,
+        stream: &CudaStream,
+        blocks: u32,
+        trips: u32,
+        out: &mut CudaSlice<f32>,
+    ) -> Result<(), Error> {
+        let name = self.name();
+        if blocks == 0 || trips == 0 {
+            return Err(Error::ProbeLaunch {
+                kernel: name.to_string(),
+                reason: format!("blocks ({blocks}) and trips ({trips}) must both be at least 1"),
+            });
+        }
+        if out.len() < self.out_len(blocks) {
+            return Err(Error::ProbeLaunch {
+                kernel: name.to_string(),
+                reason: format!(
+                    "out holds {} floats, {blocks} blocks write {}",
+                    out.len(),
+                    self.out_len(blocks)
+                ),
+            });
+        }
+        let (out_ptr, _guard) = out.device_ptr_mut(stream);
+        let mut out_arg: u64 = out_ptr;
+        let mut trips_arg = trips;
+        let mut params: [*mut c_void; 2] = [
+            (&mut out_arg as *mut u64).cast(),
+            (&mut trips_arg as *mut u32).cast(),
+        ];
+        self.ctx
+            .bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        // SAFETY: the probe's parameters are (u64 out, u32 trips), as its template writes
+        // them; `out` holds one float per launched thread and stays borrowed until the
+        // guard records the launch.
+        unsafe {
+            sys::cuLaunchKernel(
+                self.function,
+                blocks,
+                1,
+                1,
+                self.probe.threads_per_block,
+                1,
+                1,
+                0,
+                stream.cu_stream(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .during(|| format!("launching `{name}` on {blocks} blocks for {trips} trips"))
+    }
+}
