@@ -1,7 +1,8 @@
 //! A kernel's main-loop math alone: the family's k-step instruction blocks over the kernel's
-//! own registers and in its order, with no loads, copies or barriers. Timed next to the
-//! kernel, it shows how close the main loop comes to what its instruction stream allows on
-//! that board at that moment (clocks, power limit) — the ceiling of the spec's math.
+//! own registers and in its order, with no loads, copies or barriers. Timed next to an
+//! mma.sync kernel, it shows how close the main loop comes to what its instruction stream
+//! allows on that board at that moment (clocks, power limit). (The SIMT family's probe was
+//! measured below its kernel on H100, so for SIMT it is a curiosity, not a ceiling.)
 
 use super::{FamilyPlan, KernelPlan};
 use serde::Serialize;

@@ -86,7 +86,8 @@ struct Cli {
     sustain: u64,
     /// Also time each spec's math-only probe in the rotation (its main-loop instructions with
     /// no memory traffic, on the kernel's resident blocks, as many k tiles per block as the
-    /// kernel runs at that shape): how close the kernel comes to its own math's ceiling.
+    /// kernel runs at that shape): for mma.sync kernels, how close the kernel comes to its
+    /// own math's ceiling (a SIMT probe measured below its kernel: no ceiling there).
     #[arg(long)]
     math_only: bool,
     /// Most copies of the inputs rotated through (to keep operands out of L2).
