@@ -155,19 +155,15 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let own = self.ctx.cu_ctx();
-        for (what, ctx) in [
-            ("the stream", stream.context()),
-            ("A", a.stream().context()),
-            ("B", b.stream().context()),
-            ("C", c.stream().context()),
-        ] {
-            if ctx.cu_ctx() != own {
-                return Err(Error::ContextMismatch {
-                    what: what.to_string(),
-                });
-            }
-        }
+        same_context(
+            &self.ctx,
+            [
+                ("the stream", stream.context()),
+                ("A", a.stream().context()),
+                ("B", b.stream().context()),
+                ("C", c.stream().context()),
+            ],
+        )?;
         let (a_len, b_len, c_len) = (a.len(), b.len(), c.len());
         // The guards make later work on other streams wait for this launch; they drop after it.
         let (a_ptr, _a_done) = a.device_ptr(stream);
@@ -210,28 +206,19 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             (&mut ldc_arg as *mut u32).cast(),
         ];
         let launch = &self.info.launch;
-        self.ctx
-            .bind_to_thread()
-            .during(|| "binding the CUDA context".to_string())?;
         // SAFETY: the parameter list was checked against the kernel's ABI at load; every
         // buffer was checked to hold what the kernel touches for these sizes and strides,
         // and the slices stay borrowed until the guards above record the launch.
         unsafe {
-            sys::cuLaunchKernel(
+            launch_raw(
+                &self.ctx,
                 self.function,
-                grid.0,
-                grid.1,
-                grid.2,
-                launch.threads_per_block,
-                1,
-                1,
-                launch.dynamic_smem_bytes,
-                stream.cu_stream(),
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
+                grid,
+                (launch.threads_per_block, launch.dynamic_smem_bytes),
+                stream,
+                &mut params,
             )
         }
-        .result()
         .during(|| {
             format!(
                 "launching `{}` for {m} x {n} x {k} (grid {grid:?})",
@@ -294,6 +281,56 @@ fn device_compute_capability(ctx: &CudaContext) -> Result<u32, Error> {
 
 /// Multiprocessors times the blocks of `function` one multiprocessor holds with the launch's
 /// threads and dynamic shared memory.
+/// Refuses streams and buffers of another context than the kernel's `own`.
+pub(crate) fn same_context<'a>(
+    own: &CudaContext,
+    parts: impl IntoIterator<Item = (&'static str, &'a Arc<CudaContext>)>,
+) -> Result<(), Error> {
+    match parts
+        .into_iter()
+        .find(|(_, ctx)| ctx.cu_ctx() != own.cu_ctx())
+    {
+        Some((what, _)) => Err(Error::ContextMismatch {
+            what: what.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Binds `ctx` and launches `function` on `stream` with `(threads per block, dynamic shared
+/// memory bytes)`.
+///
+/// # Safety
+/// `params` must point to live values matching the kernel's parameter list, and every buffer
+/// they name must hold what the kernel touches.
+pub(crate) unsafe fn launch_raw(
+    ctx: &CudaContext,
+    function: sys::CUfunction,
+    grid: (u32, u32, u32),
+    (threads, dynamic_smem_bytes): (u32, u32),
+    stream: &CudaStream,
+    params: &mut [*mut c_void],
+) -> Result<(), cudarc::driver::DriverError> {
+    ctx.bind_to_thread()?;
+    // SAFETY: the caller's contract covers the parameters; the context is bound.
+    unsafe {
+        sys::cuLaunchKernel(
+            function,
+            grid.0,
+            grid.1,
+            grid.2,
+            threads,
+            1,
+            1,
+            dynamic_smem_bytes,
+            stream.cu_stream(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
+}
+
 fn resident_blocks(
     ctx: &Arc<CudaContext>,
     function: sys::CUfunction,

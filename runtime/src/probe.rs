@@ -4,6 +4,7 @@
 
 use crate::error::{DriverContext, Error};
 use crate::jit::Module;
+use crate::kernel::{launch_raw, same_context};
 use codegen::MathOnly;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
@@ -76,6 +77,13 @@ impl MathOnlyKernel {
                 ),
             });
         }
+        same_context(
+            &self.ctx,
+            [
+                ("the stream", stream.context()),
+                ("out", out.stream().context()),
+            ],
+        )?;
         let (out_ptr, _guard) = out.device_ptr_mut(stream);
         let mut out_arg: u64 = out_ptr;
         let mut trips_arg = trips;
@@ -83,28 +91,19 @@ impl MathOnlyKernel {
             (&mut out_arg as *mut u64).cast(),
             (&mut trips_arg as *mut u32).cast(),
         ];
-        self.ctx
-            .bind_to_thread()
-            .during(|| "binding the CUDA context".to_string())?;
         // SAFETY: the probe's parameters are (u64 out, u32 trips), as its template writes
         // them; `out` holds one float per launched thread and stays borrowed until the
         // guard records the launch.
         unsafe {
-            sys::cuLaunchKernel(
+            launch_raw(
+                &self.ctx,
                 self.function,
-                blocks,
-                1,
-                1,
-                self.probe.threads_per_block,
-                1,
-                1,
-                0,
-                stream.cu_stream(),
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
+                (blocks, 1, 1),
+                (self.probe.threads_per_block, 0),
+                stream,
+                &mut params,
             )
         }
-        .result()
         .during(|| format!("launching `{name}` on {blocks} blocks for {trips} trips"))
     }
 }

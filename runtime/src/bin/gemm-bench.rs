@@ -8,8 +8,9 @@
 //!
 //! For each shape, random normal inputs are made once per input type (f32 normals rounded to
 //! the type; several copies when they would fit in L2) and shared by every spec of that type
-//! that admits the shape; each spec's launches alternate with cuBLAS's on one stream, each
-//! launch timed by its own CUDA events; the median counts.
+//! that admits the shape; each spec's launches alternate with cuBLAS's (and with `--math-only`,
+//! its math-only probe's) on one stream, each launch timed by its own CUDA events; the median
+//! counts. `--sustain S` keeps the rotation going S seconds before timing.
 //!
 //! Exit codes: 0 done, 1 GPU error or failed `--check`, 2 bad arguments.
 
