@@ -277,16 +277,7 @@ impl Validator<'_> {
 
         let row_bytes = s.tile.k * s.dtype.size_bytes();
         match s.swizzle {
-            Swizzle::Pad(bytes) if bytes % COPY_VECTOR_BYTES != 0 => self.help(
-                Key::Swizzle,
-                format!("padding of {bytes} bytes breaks the 16-byte alignment of vector copies and reads"),
-                format!("swizzle: pad({})", bytes.div_ceil(COPY_VECTOR_BYTES).max(1) * COPY_VECTOR_BYTES),
-            ),
-            Swizzle::Pad(bytes) if bytes > 1024 => self.help(
-                Key::Swizzle,
-                format!("padding of {bytes} bytes per row wastes shared memory"),
-                "swizzle: pad(16)",
-            ),
+            Swizzle::Pad(bytes) => self.padding_error(bytes, "vector copies and reads"),
             Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
                 let width = s.swizzle.xor_width_bytes().unwrap_or(0);
                 if !row_bytes.is_multiple_of(width) {
@@ -350,6 +341,55 @@ impl Validator<'_> {
         )
     }
 
+    /// Both families: row padding must keep 16-byte vectors aligned (`accesses` names what
+    /// reads and writes the rows) and stay modest.
+    fn padding_error(&mut self, bytes: u32, accesses: &str) {
+        if !bytes.is_multiple_of(COPY_VECTOR_BYTES) {
+            self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes breaks the 16-byte alignment of {accesses}"),
+                format!(
+                    "swizzle: pad({})",
+                    bytes.div_ceil(COPY_VECTOR_BYTES).max(1) * COPY_VECTOR_BYTES
+                ),
+            );
+        } else if bytes > 1024 {
+            self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes per row wastes shared memory"),
+                "swizzle: pad(16)",
+            );
+        }
+    }
+
+    /// Both families: more warps than a block holds.
+    fn warp_count_error(&mut self, suggestion: String) {
+        let s = self.spec;
+        self.help(
+            Key::Warps,
+            format!(
+                "a block holds 1 to 32 warps (1024 threads), not {} ({})",
+                s.warps.count(),
+                s.warps
+            ),
+            suggestion,
+        );
+    }
+
+    /// Both families: a warp grid that does not split the block tile evenly.
+    fn warp_grid_error(&mut self, warps_key: Key, suggestion: Option<String>) {
+        let s = self.spec;
+        self.help(
+            warps_key,
+            format!(
+                "warp grid {} does not divide tile {}x{} evenly",
+                s.warps, s.tile.m, s.tile.n
+            ),
+            suggestion
+                .unwrap_or_else(|| "use BM and BN that are multiples of the warp grid".into()),
+        );
+    }
+
     fn simt_geometry_error(&mut self, error: SimtGeometryError) {
         let s = self.spec;
         let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
@@ -357,24 +397,10 @@ impl Validator<'_> {
             .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
-            SimtGeometryError::WarpCount => self.help(
-                Key::Warps,
-                format!(
-                    "a block holds 1 to 32 warps (1024 threads), not {} ({})",
-                    s.warps.count(),
-                    s.warps
-                ),
-                suggestion.unwrap_or_else(|| "warps: 4x2".into()),
-            ),
-            SimtGeometryError::WarpGridDoesNotDivide => self.help(
-                warps_key,
-                format!(
-                    "warp grid {} does not divide tile {}x{} evenly",
-                    s.warps, s.tile.m, s.tile.n
-                ),
-                suggestion
-                    .unwrap_or_else(|| "use BM and BN that are multiples of the warp grid".into()),
-            ),
+            SimtGeometryError::WarpCount => {
+                self.warp_count_error(suggestion.unwrap_or_else(|| "warps: 4x2".into()))
+            }
+            SimtGeometryError::WarpGridDoesNotDivide => self.warp_grid_error(warps_key, suggestion),
             SimtGeometryError::WarpTile {
                 warp_tile_m,
                 warp_tile_n,
@@ -452,16 +478,7 @@ impl Validator<'_> {
 
         let element = s.dtype.size_bytes();
         match s.swizzle {
-            Swizzle::Pad(bytes) if bytes % COPY_VECTOR_BYTES != 0 => self.help(
-                Key::Swizzle,
-                format!("padding of {bytes} bytes breaks the 16-byte alignment of cp.async copies and ldmatrix rows"),
-                format!("swizzle: pad({})", bytes.div_ceil(COPY_VECTOR_BYTES).max(1) * COPY_VECTOR_BYTES),
-            ),
-            Swizzle::Pad(bytes) if bytes > 1024 => self.help(
-                Key::Swizzle,
-                format!("padding of {bytes} bytes per row wastes shared memory"),
-                "swizzle: pad(16)",
-            ),
+            Swizzle::Pad(bytes) => self.padding_error(bytes, "cp.async copies and ldmatrix rows"),
             Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
                 for (operand, dim, row_elements) in [('A', "BK", s.tile.k), ('B', "BN", s.tile.n)] {
                     let row_bytes = row_elements * element;
@@ -541,24 +558,12 @@ impl Validator<'_> {
                 ),
                 "dtype: bf16, f16 or tf32",
             ),
-            MmaSyncGeometryError::WarpCount => self.help(
-                Key::Warps,
-                format!(
-                    "a block holds 1 to 32 warps (1024 threads), not {} ({})",
-                    s.warps.count(),
-                    s.warps
-                ),
-                suggestion.unwrap_or_else(|| "warps: 2x2".into()),
-            ),
-            MmaSyncGeometryError::WarpGridDoesNotDivide => self.help(
-                warps_key,
-                format!(
-                    "warp grid {} does not divide tile {}x{} evenly",
-                    s.warps, s.tile.m, s.tile.n
-                ),
-                suggestion
-                    .unwrap_or_else(|| "use BM and BN that are multiples of the warp grid".into()),
-            ),
+            MmaSyncGeometryError::WarpCount => {
+                self.warp_count_error(suggestion.unwrap_or_else(|| "warps: 2x2".into()))
+            }
+            MmaSyncGeometryError::WarpGridDoesNotDivide => {
+                self.warp_grid_error(warps_key, suggestion)
+            }
             MmaSyncGeometryError::WarpTile {
                 warp_tile_m,
                 warp_tile_n,
