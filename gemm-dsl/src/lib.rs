@@ -30,6 +30,7 @@
 
 pub mod budget;
 pub mod error;
+pub mod family;
 pub mod geometry;
 pub mod parse;
 pub mod spec;

@@ -36,9 +36,8 @@
 
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{conflict_degree, conflict_degree_for, BankReport, PlanCopy, SmemLayout};
-use gemm_dsl::geometry::{
-    CopyGeometry, EpilogueSlab, MmaSyncGeometry, COPY_VECTOR_BYTES, EPILOGUE_BAND_ROWS,
-};
+use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
+use gemm_dsl::geometry::{CopyGeometry, COPY_VECTOR_BYTES};
 use gemm_dsl::{DType, Raster, Schedule, ValidSpec};
 use serde::Serialize;
 

@@ -9,10 +9,8 @@
 //! broadcast and B reads cover 128 consecutive bytes: conflict-free.
 
 use super::{conflict_degree, BankReport, PlanCopy, SmemLayout};
-use gemm_dsl::geometry::{
-    CopyGeometry, SimtGeometry, COPY_VECTOR_BYTES, SIMT_COLUMN_GROUP, SIMT_LANE_COLS,
-    SIMT_LANE_ROWS,
-};
+use gemm_dsl::family::simt::{SimtGeometry, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS};
+use gemm_dsl::geometry::{CopyGeometry, COPY_VECTOR_BYTES};
 use gemm_dsl::ValidSpec;
 use serde::Serialize;
 

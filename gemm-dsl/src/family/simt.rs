@@ -1,0 +1,374 @@
+//! The SIMT family (`mma: fma`): warp-tiled FFMA on f32. Its geometry (how a block tile
+//! splits into warp and thread tiles and copies), its rules and its budgets.
+
+use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
+use crate::geometry::{operand_copies, CopyGeometry, CopySpread, COPY_VECTOR_BYTES, MAX_WARPS};
+use crate::spec::*;
+use crate::validate::{not_implemented, Family, ValidSpec, Validator};
+
+/// SIMT family: lanes of a warp form a 4 x 8 grid. A quarter-warp (8 lanes, one phase of a
+/// 128-bit shared load) then shares one lane row, so A reads broadcast and B reads cover 8
+/// consecutive 16-byte chunks: no bank conflicts without padding.
+pub const SIMT_LANE_ROWS: u32 = 4;
+pub const SIMT_LANE_COLS: u32 = 8;
+/// Each thread reads B and writes C in groups of 4 consecutive columns (one 16-byte vector).
+pub const SIMT_COLUMN_GROUP: u32 = 4;
+
+/// The SIMT (`mma: fma`) family's split of the block tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimtGeometry {
+    pub tile: Tile,
+    pub warps: Grid2,
+    pub threads: u32,
+    pub warp_tile_m: u32,
+    pub warp_tile_n: u32,
+    /// Accumulator rows and columns per thread.
+    pub thread_tile_m: u32,
+    pub thread_tile_n: u32,
+    /// A is stored `BM x BK` (K contiguous), B `BK x BN`, both as in global memory.
+    pub a_copy: CopyGeometry,
+    pub b_copy: CopyGeometry,
+}
+
+/// Why a tile/warp combination has no SIMT geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimtGeometryError {
+    WarpCount,
+    WarpGridDoesNotDivide,
+    WarpTile { warp_tile_m: u32, warp_tile_n: u32 },
+    CopyWidth,
+    CopySpread(CopySpread),
+}
+
+impl SimtGeometry {
+    pub fn new(tile: Tile, warps: Grid2, dtype: DType) -> Result<SimtGeometry, SimtGeometryError> {
+        if warps.count() == 0 || warps.count() > MAX_WARPS {
+            return Err(SimtGeometryError::WarpCount);
+        }
+        if !tile.m.is_multiple_of(warps.rows) || !tile.n.is_multiple_of(warps.cols) {
+            return Err(SimtGeometryError::WarpGridDoesNotDivide);
+        }
+        let warp_tile_m = tile.m / warps.rows;
+        let warp_tile_n = tile.n / warps.cols;
+        if !warp_tile_m.is_multiple_of(SIMT_LANE_ROWS)
+            || !warp_tile_n.is_multiple_of(SIMT_LANE_COLS * SIMT_COLUMN_GROUP)
+        {
+            return Err(SimtGeometryError::WarpTile {
+                warp_tile_m,
+                warp_tile_n,
+            });
+        }
+        let element = dtype.size_bytes();
+        if !(tile.k * element).is_multiple_of(COPY_VECTOR_BYTES) {
+            return Err(SimtGeometryError::CopyWidth);
+        }
+        let threads = warps.count() * 32;
+        let (a_copy, b_copy) =
+            operand_copies(tile, element, threads).map_err(SimtGeometryError::CopySpread)?;
+        Ok(SimtGeometry {
+            tile,
+            warps,
+            threads,
+            warp_tile_m,
+            warp_tile_n,
+            thread_tile_m: warp_tile_m / SIMT_LANE_ROWS,
+            thread_tile_n: warp_tile_n / SIMT_LANE_COLS,
+            a_copy,
+            b_copy,
+        })
+    }
+
+    /// Legal warp grids for a tile, best first: closest to an 8x8 thread tile, then fewer warps.
+    pub fn legal_warp_grids(tile: Tile, dtype: DType) -> Vec<Grid2> {
+        let mut grids: Vec<(u32, Grid2)> = Vec::new();
+        for rows in 1..=MAX_WARPS {
+            for cols in 1..=MAX_WARPS / rows {
+                let warps = Grid2 { rows, cols };
+                if let Ok(g) = SimtGeometry::new(tile, warps, dtype) {
+                    let per_thread = g.thread_tile_m * g.thread_tile_n;
+                    let score = per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8);
+                    grids.push((score, warps));
+                }
+            }
+        }
+        grids.sort_by_key(|&(score, warps)| (score, warps.count(), warps.rows));
+        grids.into_iter().map(|(_, warps)| warps).collect()
+    }
+}
+
+impl Validator<'_> {
+    /// The SIMT family: f32, row-major A and B, sync or cp.async 16-byte copies.
+    pub(crate) fn simt(&mut self) -> Option<ValidSpec> {
+        let s = self.spec;
+        let spans = self.spans;
+        let family_note = "only f32, layout rr, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, is";
+        let family_checks = [
+            (
+                Key::Dtype,
+                s.dtype.name().to_string(),
+                s.dtype == DType::F32,
+            ),
+            (Key::Out, s.out.name().to_string(), s.out == DType::F32),
+            (
+                Key::Schedule,
+                s.schedule.to_string(),
+                s.schedule == Schedule::Tile,
+            ),
+        ];
+        self.reject_unimplemented(family_checks, family_note, "`mma: fma` (SIMT)");
+
+        let row_bytes = s.tile.k * s.dtype.size_bytes();
+        match s.swizzle {
+            Swizzle::Pad(bytes) => self.padding_error(bytes, "vector copies and reads"),
+            Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
+                let width = s.swizzle.xor_width_bytes().unwrap_or(0);
+                if !row_bytes.is_multiple_of(width) {
+                    let error = self.error(
+                        Key::Swizzle,
+                        format!(
+                            "`swizzle: {}` permutes {width}-byte rows, but a tile row of A is {} x {} = {row_bytes} bytes",
+                            s.swizzle,
+                            s.tile.k,
+                            s.dtype.name()
+                        ),
+                    );
+                    error.help = Some(format!(
+                        "use a tile with BK·sizeof({}) a multiple of {width}, or swizzle: none",
+                        s.dtype.name()
+                    ));
+                } else {
+                    self.errors.push(not_implemented(
+                        spans.value(Key::Swizzle),
+                        "swizzle",
+                        &s.swizzle.to_string(),
+                        family_note,
+                    ));
+                }
+            }
+            _ => {}
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+
+        let geometry = match SimtGeometry::new(s.tile, s.warps, s.dtype) {
+            Ok(g) => g,
+            Err(error) => {
+                self.simt_geometry_error(error);
+                return None;
+            }
+        };
+        let smem = simt_smem_ledger(s);
+        let registers = simt_register_budget(s, &geometry);
+        let smaller_tiles = || {
+            SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+                .into_iter()
+                .find(|&w| {
+                    SimtGeometry::new(s.tile, w, s.dtype)
+                        .is_ok_and(|g| simt_register_budget(s, &g).fits())
+                })
+                .map(|w| format!("warps: {w} gives each thread a smaller tile"))
+        };
+        let label = format!(
+            "{}x{} accumulators per thread",
+            geometry.thread_tile_m, geometry.thread_tile_n
+        );
+        self.finish(
+            Family::Simt(geometry),
+            geometry.threads,
+            smem,
+            registers,
+            label,
+            smaller_tiles,
+        )
+    }
+
+    fn simt_geometry_error(&mut self, error: SimtGeometryError) {
+        let s = self.spec;
+        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+            .first()
+            .map(|w| format!("warps: {w}"));
+        let warps_key = self.warps_key();
+        match error {
+            SimtGeometryError::WarpCount => {
+                self.warp_count_error(suggestion.unwrap_or_else(|| "warps: 4x2".into()))
+            }
+            SimtGeometryError::WarpGridDoesNotDivide => self.warp_grid_error(warps_key, suggestion),
+            SimtGeometryError::WarpTile {
+                warp_tile_m,
+                warp_tile_n,
+            } => {
+                let error = self.error(
+                    warps_key,
+                    format!(
+                        "warp tile {warp_tile_m}x{warp_tile_n} does not fit the SIMT lane grid: \
+                         its rows must be a multiple of 4 and its columns of 32"
+                    ),
+                );
+                error.notes.push(
+                    "a warp's 32 lanes form a 4x8 grid, and each lane reads B and writes C \
+                     4 columns (16 bytes) at a time"
+                        .to_string(),
+                );
+                error.help =
+                    Some(suggestion.unwrap_or_else(|| {
+                        "use a tile with BM a multiple of 4 and BN of 32".into()
+                    }));
+            }
+            SimtGeometryError::CopyWidth => {
+                let row_bytes = s.tile.k * s.dtype.size_bytes();
+                let legal_k = s.tile.k.div_ceil(4) * 4;
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "16-byte copies need BK·sizeof({}) to be a multiple of 16, but it is {} x {} = {row_bytes} bytes",
+                        s.dtype.name(),
+                        s.tile.k,
+                        s.dtype.size_bytes()
+                    ),
+                );
+                error.help = Some(format!("tile: {}x{}x{legal_k}", s.tile.m, s.tile.n));
+            }
+            SimtGeometryError::CopySpread(spread) => {
+                let help =
+                    suggest_simt_k(s).map(|k| format!("tile: {}x{}x{k}", s.tile.m, s.tile.n));
+                self.copy_spread_error(spread, help);
+            }
+        }
+    }
+}
+
+/// The BK nearest the spec's (ties: the smaller) that gives a SIMT geometry with its warps.
+fn suggest_simt_k(s: &GemmSpec) -> Option<u32> {
+    let mut candidates: Vec<u32> = (1..=256).collect();
+    candidates.sort_by_key(|&k| (k.abs_diff(s.tile.k), k));
+    candidates
+        .into_iter()
+        .find(|&k| SimtGeometry::new(Tile { k, ..s.tile }, s.warps, s.dtype).is_ok())
+}
+
+/// Shared memory of the SIMT family: A as `BM x BK` and B as `BK x BN`, each row padded.
+pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
+    let element = s.dtype.size_bytes();
+    let pad = s.swizzle.pad_bytes();
+    let pad_note = |pad: u32| {
+        if pad == 0 {
+            String::new()
+        } else {
+            format!(" + {pad} B pad/row")
+        }
+    };
+    let a_row = s.tile.k * element + pad;
+    let b_row = s.tile.n * element + pad;
+    SmemLedger {
+        per_stage: vec![
+            LedgerLine {
+                what: format!(
+                    "A tile {}x{} {}{}",
+                    s.tile.m,
+                    s.tile.k,
+                    s.dtype.name(),
+                    pad_note(pad)
+                ),
+                bytes: s.tile.m * a_row,
+            },
+            LedgerLine {
+                what: format!(
+                    "B tile {}x{} {}{}",
+                    s.tile.k,
+                    s.tile.n,
+                    s.dtype.name(),
+                    pad_note(pad)
+                ),
+                bytes: s.tile.k * b_row,
+            },
+        ],
+        stages: s.stages,
+        fixed: vec![
+            LedgerLine {
+                what: "barriers (cp.async groups and bar.sync need none)".into(),
+                bytes: 0,
+            },
+            LedgerLine {
+                what: "alignment (16-byte rows)".into(),
+                bytes: 0,
+            },
+        ],
+        overlay: None,
+        limit: s.arch.max_smem_per_block(),
+        arch: s.arch,
+    }
+}
+
+/// Registers of the SIMT family: what one k group of the inner loop keeps live. Calibrated
+/// against ptxas 13.0 (sm_80/sm_90): the B fragments of all four k steps of a group are
+/// loaded ahead of their FFMAs, and each 16-byte copy keeps a 64-bit pointer.
+pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
+    let copies = g.a_copy.copies_per_thread + g.b_copy.copies_per_thread;
+    let mut lines = vec![
+        RegisterLine {
+            what: format!("accumulators {}x{}", g.thread_tile_m, g.thread_tile_n),
+            registers: g.thread_tile_m * g.thread_tile_n,
+        },
+        RegisterLine {
+            what: format!("A fragments {} rows x 4 k", g.thread_tile_m),
+            registers: g.thread_tile_m * 4,
+        },
+        RegisterLine {
+            what: format!("B fragments 4 k x {}", g.thread_tile_n),
+            registers: 4 * g.thread_tile_n,
+        },
+    ];
+    if s.copy == Copy::Sync && s.stages > 1 {
+        lines.push(RegisterLine {
+            what: format!("copy staging {copies} x 16 B"),
+            registers: 4 * copies,
+        });
+    }
+    lines.push(RegisterLine {
+        what: format!("addressing ({copies} global pointers, offsets, counters)"),
+        registers: 2 * copies + 16,
+    });
+    RegisterBudget {
+        lines,
+        limit: RegisterBudget::limit_for(g.threads),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F32: DType = DType::F32;
+
+    #[test]
+    fn default_tile_gives_8x8_per_thread() {
+        let g = SimtGeometry::new(
+            Tile {
+                m: 128,
+                n: 128,
+                k: 8,
+            },
+            Grid2 { rows: 4, cols: 2 },
+            F32,
+        )
+        .unwrap();
+        assert_eq!((g.thread_tile_m, g.thread_tile_n), (8, 8));
+        assert_eq!(g.threads, 256);
+        assert_eq!(g.a_copy.copies_per_thread, 1);
+        assert_eq!(g.b_copy.copies_per_thread, 1);
+    }
+
+    #[test]
+    fn legal_warp_grids_prefer_8x8() {
+        let tile = Tile {
+            m: 128,
+            n: 128,
+            k: 8,
+        };
+        assert_eq!(
+            SimtGeometry::legal_warp_grids(tile, F32)[0],
+            Grid2 { rows: 4, cols: 2 }
+        );
+    }
+}
