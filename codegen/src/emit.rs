@@ -3,7 +3,7 @@
 use crate::plan::math_only::MathOnlyPlan;
 use crate::plan::{self, FamilyPlan};
 use crate::ptx;
-use gemm_dsl::{Copy as CopyKind, DType, GemmSpec, Mma, Schedule, ValidSpec};
+use gemm_dsl::{GemmSpec, Schedule, ValidSpec};
 
 /// A SASS opcode that proves (or disproves) which hardware path a kernel takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +85,11 @@ pub struct LaunchShape {
     /// `sm_90a`-style targets run on exactly their compute capability, nowhere newer.
     pub arch_specific: bool,
     pub schedule: GridSchedule,
+    /// Blocks of one thread-block cluster along the grid's x and y (`1 x 1`: no clusters).
+    pub cluster: (u32, u32),
+    /// The kernel computes partial tiles at the edges, so M, N and K need only be positive;
+    /// otherwise they must be tile multiples.
+    pub partial_tiles: bool,
 }
 
 /// How the grid covers the output tiles.
@@ -98,13 +103,23 @@ pub enum GridSchedule {
 }
 
 impl LaunchShape {
+    /// Output tiles along M and N (partial edge tiles included).
+    pub const fn tiles(&self, m: u32, n: u32) -> (u32, u32) {
+        (m.div_ceil(self.tile_m), n.div_ceil(self.tile_n))
+    }
+
     /// Grid for an `m x n x k` problem. `resident_blocks` is how many blocks of this kernel
     /// the device holds at once (SMs times blocks per SM): a persistent grid launches no more,
-    /// a one-tile-per-block grid ignores it.
+    /// a one-tile-per-block grid ignores it. Clustered grids are whole clusters.
     pub const fn grid(&self, m: u32, n: u32, _k: u32, resident_blocks: u32) -> (u32, u32, u32) {
-        let (tiles_n, tiles_m) = (n.div_ceil(self.tile_n), m.div_ceil(self.tile_m));
+        let (tiles_m, tiles_n) = self.tiles(m, n);
+        let (cluster_x, cluster_y) = self.cluster;
         match self.schedule {
-            GridSchedule::Tiles => (tiles_n, tiles_m, 1),
+            GridSchedule::Tiles => (
+                tiles_n.div_ceil(cluster_x) * cluster_x,
+                tiles_m.div_ceil(cluster_y) * cluster_y,
+                1,
+            ),
             GridSchedule::Persistent { .. } => {
                 let tiles = tiles_m.saturating_mul(tiles_n);
                 let blocks = if resident_blocks < tiles {
@@ -112,19 +127,26 @@ impl LaunchShape {
                 } else {
                     tiles
                 };
-                (if blocks == 0 { 1 } else { blocks }, 1, 1)
+                let per_cluster = cluster_x * cluster_y;
+                let blocks = blocks / per_cluster * per_cluster;
+                (if blocks == 0 { per_cluster } else { blocks }, 1, 1)
             }
         }
     }
 
-    /// Whether the kernel can compute this problem (every family so far needs whole tiles).
+    /// Whether the kernel can compute this problem: positive sizes, tile multiples unless the
+    /// kernel computes partial tiles, and tile counts a persistent schedule's 32-bit indices hold.
     pub fn check_dims(&self, m: u32, n: u32, k: u32) -> Result<(), String> {
         for (dim, value, tile) in [
             ("M", m, self.tile_m),
             ("N", n, self.tile_n),
             ("K", k, self.tile_k),
         ] {
-            if value == 0 || value % tile != 0 {
+            if self.partial_tiles {
+                if value == 0 {
+                    return Err(format!("{dim} = 0: every dimension must be at least 1"));
+                }
+            } else if value == 0 || value % tile != 0 {
                 return Err(format!(
                     "{dim} = {value} is not a positive multiple of the tile's {tile}"
                 ));
@@ -132,7 +154,8 @@ impl LaunchShape {
         }
         if let GridSchedule::Persistent { group } = self.schedule {
             // The kernel's tile index, the next index and a band's tile count are 32-bit.
-            let (tiles_m, tiles_n) = (u64::from(m / self.tile_m), u64::from(n / self.tile_n));
+            let (tiles_m, tiles_n) = self.tiles(m, n);
+            let (tiles_m, tiles_n) = (u64::from(tiles_m), u64::from(tiles_n));
             let band_tiles = u64::from(group) * tiles_m.max(tiles_n);
             if 2 * tiles_m * tiles_n + band_tiles > u64::from(i32::MAX as u32) {
                 return Err(format!(
@@ -144,59 +167,146 @@ impl LaunchShape {
     }
 }
 
-/// One kernel parameter, in order.
+/// The three matrices of `C = A·B`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operand {
+    A,
+    B,
+    C,
+}
+
+impl Operand {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Operand::A => "A",
+            Operand::B => "B",
+            Operand::C => "C",
+        }
+    }
+}
+
+impl std::fmt::Display for Operand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A 32-bit number of the problem a kernel takes as a parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    M,
+    N,
+    K,
+    /// Row strides of A, B and C, in elements.
+    Lda,
+    Ldb,
+    Ldc,
+}
+
+/// How a tensor map tiles an operand's global matrix: boxes of `inner` elements along the
+/// contiguous dimension by `outer` rows, landing in shared memory with a `swizzle_bytes` XOR
+/// swizzle (0 for none). Elements outside the matrix read as zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMapBox {
+    pub operand: Operand,
+    pub inner: u32,
+    pub outer: u32,
+    pub swizzle_bytes: u32,
+}
+
+/// What a kernel parameter carries. The launcher fills each kind from the launch's
+/// arguments, so it launches any family from this description alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParamKind {
+    /// An operand's device address (`.u64`).
+    Pointer(Operand),
+    /// A problem number (`.u32`).
+    U32(Scalar),
+    /// A 128-byte `CUtensorMap` over an operand, passed by value (`.align 64 .b8 [128]`).
+    TensorMap(TensorMapBox),
+}
+
+/// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
+pub const TENSOR_MAP_BYTES: u32 = 128;
+pub const TENSOR_MAP_ALIGN: u32 = 64;
+
+/// One kernel parameter, in order. Its PTX name is `<kernel>_<name>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelParam {
     pub name: &'static str,
-    pub ptx_type: &'static str,
+    pub kind: ParamKind,
     pub meaning: &'static str,
 }
 
-/// The parameters of every GEMM kernel so far: `C = A·B`, row-major.
+impl KernelParam {
+    /// The PTX type of the `.param` declaration, without the name (a tensor map adds `[128]`
+    /// after it).
+    pub const fn ptx_type(&self) -> &'static str {
+        match self.kind {
+            ParamKind::Pointer(_) => ".u64",
+            ParamKind::U32(_) => ".u32",
+            ParamKind::TensorMap(_) => ".align 64 .b8",
+        }
+    }
+
+    /// The full `.param` declaration for `kernel`'s entry.
+    pub fn ptx_declaration(&self, kernel: &str) -> String {
+        match self.kind {
+            ParamKind::TensorMap(_) => format!(
+                ".param {} {kernel}_{}[{TENSOR_MAP_BYTES}]",
+                self.ptx_type(),
+                self.name
+            ),
+            _ => format!(".param {} {kernel}_{}", self.ptx_type(), self.name),
+        }
+    }
+}
+
+/// The parameters of the SIMT and mma.sync kernels: `C = A·B`, row-major, by pointers.
 pub const GEMM_PARAMS: &[KernelParam] = &[
     KernelParam {
         name: "a",
-        ptx_type: ".u64",
+        kind: ParamKind::Pointer(Operand::A),
         meaning: "A, M x K, device pointer",
     },
     KernelParam {
         name: "b",
-        ptx_type: ".u64",
+        kind: ParamKind::Pointer(Operand::B),
         meaning: "B, K x N, device pointer",
     },
     KernelParam {
         name: "c",
-        ptx_type: ".u64",
+        kind: ParamKind::Pointer(Operand::C),
         meaning: "C, M x N, device pointer (written)",
     },
     KernelParam {
         name: "m",
-        ptx_type: ".u32",
+        kind: ParamKind::U32(Scalar::M),
         meaning: "rows of A and C",
     },
     KernelParam {
         name: "n",
-        ptx_type: ".u32",
+        kind: ParamKind::U32(Scalar::N),
         meaning: "columns of B and C",
     },
     KernelParam {
         name: "k",
-        ptx_type: ".u32",
+        kind: ParamKind::U32(Scalar::K),
         meaning: "columns of A, rows of B",
     },
     KernelParam {
         name: "lda",
-        ptx_type: ".u32",
+        kind: ParamKind::U32(Scalar::Lda),
         meaning: "A row stride, elements",
     },
     KernelParam {
         name: "ldb",
-        ptx_type: ".u32",
+        kind: ParamKind::U32(Scalar::Ldb),
         meaning: "B row stride, elements",
     },
     KernelParam {
         name: "ldc",
-        ptx_type: ".u32",
+        kind: ParamKind::U32(Scalar::Ldc),
         meaning: "C row stride, elements",
     },
 ];
@@ -222,7 +332,7 @@ pub struct Emitted {
     pub ptx: String,
     pub kernel_name: String,
     pub launch: LaunchShape,
-    pub params: &'static [KernelParam],
+    pub params: Vec<KernelParam>,
     pub expected_sass: Vec<SassCheck>,
 }
 
@@ -233,65 +343,9 @@ impl Emitted {
             ptx: &self.ptx,
             spec: &self.spec_text,
             launch: self.launch,
-            params: self.params,
+            params: &self.params,
             expected_sass: &self.expected_sass,
         }
-    }
-}
-
-/// The SASS a spec promises: the copy path, the math path, and never local memory.
-pub fn expected_sass(spec: &GemmSpec) -> Vec<SassCheck> {
-    use SassCheck::{Absent, Present};
-    let mut checks = Vec::new();
-    match spec.copy {
-        // Every global load of operands goes through LDGSTS: a plain LDG would mean the
-        // compiler fell back to the synchronous path.
-        CopyKind::CpAsync(_) => checks.extend([
-            Present(Opcode::Ldgsts),
-            Present(Opcode::Ldgdepbar),
-            Absent(Opcode::Ldg),
-        ]),
-        CopyKind::Sync => checks.extend([
-            Present(Opcode::Ldg),
-            Present(Opcode::Sts),
-            Absent(Opcode::Ldgsts),
-        ]),
-        CopyKind::Tma { .. } => checks.push(Present(Opcode::Utmaldg)),
-    }
-    checks.extend(math_sass(spec));
-    match spec.mma {
-        Mma::Fma => checks.push(Present(Opcode::Lds)),
-        Mma::MmaSync => {
-            // The ldmatrix forms of A and B.
-            checks.push(Present(Opcode::Ldsm));
-            checks.push(SassCheck::PresentVariant("LDSM.16.M88.4"));
-            if spec.dtype != DType::Tf32 {
-                checks.push(SassCheck::PresentVariant("LDSM.16.MT88.4"));
-            }
-            if let CopyKind::CpAsync(_) = spec.copy {
-                checks.push(Present(Opcode::Depbar));
-            }
-        }
-        Mma::Wgmma => {}
-    }
-    checks.extend([Absent(Opcode::Ldl), Absent(Opcode::Stl)]);
-    checks
-}
-
-/// The math path's opcode and, for mma.sync, the instruction shape and input type.
-fn math_sass(spec: &GemmSpec) -> Vec<SassCheck> {
-    use SassCheck::{Present, PresentVariant};
-    match spec.mma {
-        Mma::Fma => vec![Present(Opcode::Ffma)],
-        Mma::MmaSync => vec![
-            Present(Opcode::Hmma),
-            PresentVariant(match spec.dtype {
-                DType::Tf32 => "HMMA.1688.F32.TF32",
-                DType::F16 => "HMMA.16816.F32",
-                _ => "HMMA.16816.F32.BF16",
-            }),
-        ],
-        Mma::Wgmma => vec![Present(Opcode::Hgmma)],
     }
 }
 
@@ -300,10 +354,7 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
     let plan = plan::plan(valid);
     let ptx = ptx::write(&plan);
     let spec = &valid.spec;
-    let (tile_k, operand_align_bytes) = match &plan.family {
-        FamilyPlan::Simt(p) => (p.block_k, p.vector_bytes),
-        FamilyPlan::MmaSync(p) => (p.block_k, p.vector_bytes),
-    };
+    let contract = plan.family.launch_contract();
     Emitted {
         spec: spec.clone(),
         spec_text: plan.spec_text.clone(),
@@ -312,10 +363,10 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
             threads_per_block: valid.threads_per_block(),
             tile_m: spec.tile.m,
             tile_n: spec.tile.n,
-            tile_k,
+            tile_k: contract.tile_k,
             dynamic_smem_bytes: u32::try_from(valid.smem.total())
                 .expect("validation keeps shared memory under the per-block limit"),
-            operand_align_bytes,
+            operand_align_bytes: contract.operand_align_bytes,
             input_element_bytes: spec.dtype.size_bytes(),
             output_element_bytes: spec.out.size_bytes(),
             compute_capability: spec.arch.compute_capability(),
@@ -324,9 +375,11 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
                 Schedule::Tile => GridSchedule::Tiles,
                 Schedule::Persistent { group, .. } => GridSchedule::Persistent { group },
             },
+            cluster: contract.cluster,
+            partial_tiles: contract.partial_tiles,
         },
-        params: GEMM_PARAMS,
-        expected_sass: expected_sass(spec),
+        params: contract.params,
+        expected_sass: plan.family.sass_promises(spec),
         ptx,
     }
 }
@@ -357,12 +410,12 @@ pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {
         kernel_name: math.name,
         threads_per_block: math.threads,
         flops_per_trip: math.flops_per_trip,
-        expected_sass: expected_math_only_sass(&valid.spec),
+        expected_sass: expected_math_only_sass(&plan.family, &valid.spec),
     }
 }
 
-fn expected_math_only_sass(spec: &GemmSpec) -> Vec<SassCheck> {
-    let mut checks = math_sass(spec);
+fn expected_math_only_sass(family: &FamilyPlan, spec: &GemmSpec) -> Vec<SassCheck> {
+    let mut checks = family.math_promises(spec);
     checks.extend(
         [
             Opcode::Ldg,

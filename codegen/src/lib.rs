@@ -14,7 +14,8 @@ pub mod ptx;
 pub mod sass;
 
 pub use emit::{
-    emit, emit_math_only, emit_str, expected_sass, Emitted, GridSchedule, KernelInfo, KernelParam,
-    LaunchShape, MathOnly, Opcode, SassCheck, GEMM_PARAMS,
+    emit, emit_math_only, emit_str, Emitted, GridSchedule, KernelInfo, KernelParam, LaunchShape,
+    MathOnly, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, GEMM_PARAMS,
+    TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
 };
 pub use gemm_dsl;

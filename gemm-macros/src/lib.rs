@@ -5,7 +5,9 @@
 //! The expansion refers to `::runtime`, which re-exports this macro: user crates depend on
 //! `runtime` and write `runtime::gemm! { .. }`.
 
-use codegen::{Emitted, GridSchedule, LaunchShape, Opcode, SassCheck};
+use codegen::{
+    Emitted, GridSchedule, KernelParam, LaunchShape, Opcode, Operand, ParamKind, SassCheck,
+};
 use gemm_dsl::DType;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -71,6 +73,8 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
         compute_capability,
         arch_specific,
         schedule,
+        cluster: (cluster_x, cluster_y),
+        partial_tiles,
     } = *launch;
     let schedule = match schedule {
         GridSchedule::Tiles => quote!(::runtime::GridSchedule::Tiles),
@@ -91,8 +95,44 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
             compute_capability: #compute_capability,
             arch_specific: #arch_specific,
             schedule: #schedule,
+            cluster: (#cluster_x, #cluster_y),
+            partial_tiles: #partial_tiles,
         }
     }
+}
+
+fn operand_tokens(operand: Operand) -> TokenStream2 {
+    let variant = format_ident!("{}", operand.name());
+    quote!(::runtime::Operand::#variant)
+}
+
+fn param_tokens(param: &KernelParam) -> TokenStream2 {
+    let KernelParam {
+        name,
+        kind,
+        meaning,
+    } = *param;
+    let kind = match kind {
+        ParamKind::Pointer(operand) => {
+            let operand = operand_tokens(operand);
+            quote!(::runtime::ParamKind::Pointer(#operand))
+        }
+        ParamKind::U32(scalar) => {
+            let variant = format_ident!("{}", format!("{scalar:?}"));
+            quote!(::runtime::ParamKind::U32(::runtime::Scalar::#variant))
+        }
+        ParamKind::TensorMap(tile) => {
+            let operand = operand_tokens(tile.operand);
+            let (inner, outer, swizzle_bytes) = (tile.inner, tile.outer, tile.swizzle_bytes);
+            quote!(::runtime::ParamKind::TensorMap(::runtime::TensorMapBox {
+                operand: #operand,
+                inner: #inner,
+                outer: #outer,
+                swizzle_bytes: #swizzle_bytes,
+            }))
+        }
+    };
+    quote!(::runtime::KernelParam { name: #name, kind: #kind, meaning: #meaning })
 }
 
 fn expand(emitted: &Emitted) -> TokenStream2 {
@@ -104,6 +144,7 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
     let threads = emitted.launch.threads_per_block;
     let launch = launch_tokens(&emitted.launch);
     let checks = emitted.expected_sass.iter().map(check_tokens);
+    let params = emitted.params.iter().map(param_tokens);
     let input = element_type(emitted.spec.dtype);
     let output = element_type(emitted.spec.out);
     let doc = format!("GEMM kernel `{kernel}` generated from `{spec}`.");
@@ -124,7 +165,7 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
             /// Launch geometry and argument rules.
             pub const LAUNCH: ::runtime::LaunchShape = #launch;
             /// Kernel parameters, in order.
-            pub const PARAMS: &[::runtime::KernelParam] = ::runtime::GEMM_PARAMS;
+            pub const PARAMS: &[::runtime::KernelParam] = &[#(#params),*];
             /// What the kernel's SASS must (not) contain.
             pub const EXPECTED_SASS: &[::runtime::SassCheck] = &[#(#checks),*];
             /// Everything the runtime needs to load and launch the kernel.

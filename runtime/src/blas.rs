@@ -3,8 +3,7 @@
 //! cuBLAS is column-major: a row-major matrix is its transpose in column-major, so row-major
 //! `C = A·B` is computed as `Cᵀ = Bᵀ·Aᵀ`, with the operands swapped and m and n exchanged.
 
-use crate::dispatch::{KernelTypes, Storage};
-use crate::element::Element;
+use crate::element::{Element, KernelTypes, Storage};
 use crate::error::Error;
 use codegen::gemm_dsl::DType;
 use cudarc::cublas::result as cublas;

@@ -168,6 +168,8 @@ mod tests {
         compute_capability: 80,
         arch_specific: false,
         schedule: GridSchedule::Tiles,
+        cluster: (1, 1),
+        partial_tiles: false,
     };
 
     /// One block per SM of a 132-SM device.

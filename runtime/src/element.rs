@@ -1,10 +1,14 @@
 //! The element types a kernel's operands may have on the Rust side.
 
-use crate::dispatch::Storage;
+use crate::error::Error;
+use codegen::gemm_dsl::{DType, GemmSpec};
+use codegen::KernelInfo;
 use cudarc::cublas::sys::cudaDataType;
+use cudarc::driver::sys::CUtensorMapDataType;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
-use std::fmt::Debug;
+use serde::{Deserialize, Serialize};
+use std::fmt::{self, Debug};
 
 mod sealed {
     pub trait Sealed {}
@@ -29,6 +33,8 @@ pub trait Element:
     const STORAGE: Storage;
     /// cuBLAS's name for the type (the A/B/C types of `cublasGemmEx`).
     const CUBLAS_TYPE: cudaDataType;
+    /// The Tensor Memory Accelerator's name for the type (tensor maps over operands).
+    const TENSOR_MAP_TYPE: CUtensorMapDataType;
 
     /// A quiet NaN with a payload no arithmetic produces: outputs are filled with it before a
     /// launch, so an element that still holds it afterwards was never written.
@@ -50,6 +56,8 @@ impl Element for f32 {
     const BYTES: u32 = 4;
     const STORAGE: Storage = Storage::F32;
     const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_32F;
+    const TENSOR_MAP_TYPE: CUtensorMapDataType =
+        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     const ALSO_STORES: &'static [&'static str] = &["tf32"];
 
     fn poison() -> Self {
@@ -71,6 +79,8 @@ impl Element for bf16 {
     const BYTES: u32 = 2;
     const STORAGE: Storage = Storage::Bf16;
     const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_16BF;
+    const TENSOR_MAP_TYPE: CUtensorMapDataType =
+        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const ALSO_STORES: &'static [&'static str] = &[];
 
     fn poison() -> Self {
@@ -92,6 +102,8 @@ impl Element for f16 {
     const BYTES: u32 = 2;
     const STORAGE: Storage = Storage::F16;
     const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_16F;
+    const TENSOR_MAP_TYPE: CUtensorMapDataType =
+        CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     const ALSO_STORES: &'static [&'static str] = &[];
 
     fn poison() -> Self {
@@ -117,6 +129,140 @@ const F16_POISON: u16 = 0x7E5A;
 /// Whether a kernel element type named in a spec (`f32`, `tf32`, `bf16`, `f16`) is stored as `E`.
 pub(crate) fn stores<E: Element>(spec_type: &str) -> bool {
     spec_type == E::NAME || E::ALSO_STORES.contains(&spec_type)
+}
+
+/// The Rust type an element is stored in: `f32` (for f32 and tf32), `half::bf16`, `half::f16`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Storage {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl Storage {
+    /// Where a spec type lives: tf32 operands are f32 words (the tensor cores round them).
+    pub fn of(dtype: DType) -> Storage {
+        match dtype {
+            DType::F32 | DType::Tf32 => Storage::F32,
+            DType::Bf16 => Storage::Bf16,
+            DType::F16 => Storage::F16,
+        }
+    }
+
+    /// The Rust type's name (`f32`, `bf16`, `f16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Storage::F32 => "f32",
+            Storage::Bf16 => "bf16",
+            Storage::F16 => "f16",
+        }
+    }
+
+    pub fn bytes(self) -> u32 {
+        match self {
+            Storage::F32 => 4,
+            Storage::Bf16 | Storage::F16 => 2,
+        }
+    }
+}
+
+impl fmt::Display for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A kernel's element types as its spec names them: `dtype` (A and B) and `out` (C).
+///
+/// Only pairs the runtime has a launcher for exist: f32 or tf32 in with f32 out, and bf16 or
+/// f16 in with the same type or f32 out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelTypes {
+    dtype: DType,
+    out: DType,
+}
+
+impl KernelTypes {
+    /// The pair, or `None` where no launcher takes it.
+    pub fn new(dtype: DType, out: DType) -> Option<KernelTypes> {
+        let supported = match (Storage::of(dtype), out) {
+            (_, DType::Tf32) => false,
+            (Storage::F32, out) => out == DType::F32,
+            (_, DType::F32) => true,
+            (_, out) => out == dtype,
+        };
+        supported.then_some(KernelTypes { dtype, out })
+    }
+
+    /// The types of a validated spec.
+    pub fn of_spec(spec: &GemmSpec) -> Result<KernelTypes, Error> {
+        KernelTypes::new(spec.dtype, spec.out).ok_or_else(|| Error::UnsupportedTypes {
+            kernel: spec.name.clone(),
+            dtype: spec.dtype.name().to_string(),
+            out: spec.out.name().to_string(),
+        })
+    }
+
+    /// The types a kernel's spec text names (`dtype: bf16, out: f32, ..`); where the text leaves
+    /// a key out, the spec defaults apply (dtype f32; out f32 for f32 and tf32, else the dtype).
+    pub fn of_info(info: &KernelInfo<'_>) -> Result<KernelTypes, Error> {
+        let unsupported = || Error::UnsupportedTypes {
+            kernel: info.name.to_string(),
+            dtype: spec_value(info.spec, "dtype").unwrap_or("f32").to_string(),
+            out: spec_value(info.spec, "out")
+                .unwrap_or("(default)")
+                .to_string(),
+        };
+        let dtype = match spec_value(info.spec, "dtype") {
+            Some(name) => dtype_named(name).ok_or_else(unsupported)?,
+            None => DType::F32,
+        };
+        let out = match spec_value(info.spec, "out") {
+            Some(name) => dtype_named(name).ok_or_else(unsupported)?,
+            None if Storage::of(dtype) == Storage::F32 => DType::F32,
+            None => dtype,
+        };
+        KernelTypes::new(dtype, out).ok_or_else(unsupported)
+    }
+
+    pub fn dtype(self) -> DType {
+        self.dtype
+    }
+
+    pub fn out(self) -> DType {
+        self.out
+    }
+
+    /// The Rust type of A and B.
+    pub fn input(self) -> Storage {
+        Storage::of(self.dtype)
+    }
+
+    /// The Rust type of C.
+    pub fn output(self) -> Storage {
+        Storage::of(self.out)
+    }
+}
+
+impl fmt::Display for KernelTypes {
+    /// `dtype->out`, e.g. `bf16->f32`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}->{}", self.dtype.name(), self.out.name())
+    }
+}
+
+/// The value of `key` in a spec's text (`dtype: bf16, out: f32, ...`).
+pub(crate) fn spec_value<'s>(spec: &'s str, key: &str) -> Option<&'s str> {
+    spec.split(',').find_map(|entry| {
+        let (name, value) = entry.split_once(':')?;
+        (name.trim() == key).then(|| value.trim())
+    })
+}
+
+fn dtype_named(name: &str) -> Option<DType> {
+    [DType::F32, DType::Tf32, DType::Bf16, DType::F16]
+        .into_iter()
+        .find(|dtype| dtype.name() == name)
 }
 
 #[cfg(test)]
@@ -163,5 +309,174 @@ mod tests {
         assert!(stores::<bf16>("bf16"));
         assert!(!stores::<bf16>("f16"));
         assert!(stores::<f16>("f16"));
+    }
+
+    use codegen::catalog::CATALOG;
+    use codegen::gemm_dsl::Mma;
+    use codegen::Emitted;
+
+    const ALL: [DType; 4] = [DType::F32, DType::Tf32, DType::Bf16, DType::F16];
+
+    #[test]
+    fn pairs_with_a_launcher_and_their_storage() {
+        let pairs: Vec<(DType, DType)> = ALL
+            .iter()
+            .flat_map(|&dtype| ALL.iter().map(move |&out| (dtype, out)))
+            .filter(|&(dtype, out)| KernelTypes::new(dtype, out).is_some())
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                (DType::F32, DType::F32),
+                (DType::Tf32, DType::F32),
+                (DType::Bf16, DType::F32),
+                (DType::Bf16, DType::Bf16),
+                (DType::F16, DType::F32),
+                (DType::F16, DType::F16),
+            ]
+        );
+        let storage = |dtype, out| {
+            let types = KernelTypes::new(dtype, out).unwrap();
+            (types.input(), types.output())
+        };
+        assert_eq!(
+            storage(DType::F32, DType::F32),
+            (Storage::F32, Storage::F32)
+        );
+        assert_eq!(
+            storage(DType::Tf32, DType::F32),
+            (Storage::F32, Storage::F32)
+        );
+        assert_eq!(
+            storage(DType::Bf16, DType::Bf16),
+            (Storage::Bf16, Storage::Bf16)
+        );
+        assert_eq!(
+            storage(DType::Bf16, DType::F32),
+            (Storage::Bf16, Storage::F32)
+        );
+        assert_eq!(
+            storage(DType::F16, DType::F16),
+            (Storage::F16, Storage::F16)
+        );
+        assert_eq!(
+            storage(DType::F16, DType::F32),
+            (Storage::F16, Storage::F32)
+        );
+        assert_eq!(
+            KernelTypes::new(DType::Bf16, DType::F32)
+                .unwrap()
+                .to_string(),
+            "bf16->f32"
+        );
+    }
+
+    #[test]
+    fn storage_matches_the_element_types() {
+        assert_eq!(<f32 as Element>::STORAGE, Storage::F32);
+        assert_eq!(<bf16 as Element>::STORAGE, Storage::Bf16);
+        assert_eq!(<f16 as Element>::STORAGE, Storage::F16);
+        for storage in [Storage::F32, Storage::Bf16, Storage::F16] {
+            let bytes = match storage {
+                Storage::F32 => <f32 as Element>::BYTES,
+                Storage::Bf16 => <bf16 as Element>::BYTES,
+                Storage::F16 => <f16 as Element>::BYTES,
+            };
+            assert_eq!(storage.bytes(), bytes);
+        }
+    }
+
+    fn info_with_spec(spec: &'static str) -> KernelInfo<'static> {
+        let emitted: &'static Emitted = Box::leak(Box::new(
+            codegen::emit_str(CATALOG[0].spec).expect("catalog specs are valid"),
+        ));
+        KernelInfo {
+            name: "probe",
+            spec,
+            ..emitted.info()
+        }
+    }
+
+    #[test]
+    fn spec_text_names_the_types() {
+        let types = |spec| KernelTypes::of_info(&info_with_spec(spec));
+        assert_eq!(
+            types("name: a, dtype: bf16, acc: f32, out: f32").unwrap(),
+            KernelTypes::new(DType::Bf16, DType::F32).unwrap()
+        );
+        assert_eq!(
+            types("name: a, dtype: f16").unwrap(),
+            KernelTypes::new(DType::F16, DType::F16).unwrap()
+        );
+        assert_eq!(
+            types("name: a, dtype: tf32").unwrap(),
+            KernelTypes::new(DType::Tf32, DType::F32).unwrap()
+        );
+        assert_eq!(
+            types("name: a, arch: sm_80").unwrap(),
+            KernelTypes::new(DType::F32, DType::F32).unwrap()
+        );
+        let error = types("name: a, dtype: bf16, out: f16").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`probe` has dtype bf16 and out f16; the runtime launches f32 or tf32 -> f32, \
+             bf16 -> bf16 or f32, f16 -> f16 or f32"
+        );
+        assert!(matches!(
+            types("name: a, dtype: f64"),
+            Err(Error::UnsupportedTypes { .. })
+        ));
+    }
+
+    #[test]
+    fn every_catalog_kernel_has_launcher_types_of_its_element_sizes() {
+        for entry in CATALOG {
+            let emitted = codegen::emit_str(entry.spec).unwrap();
+            let types = KernelTypes::of_spec(&emitted.spec)
+                .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+            assert_eq!(types, KernelTypes::of_info(&emitted.info()).unwrap());
+            assert_eq!(
+                (types.input().bytes(), types.output().bytes()),
+                (
+                    emitted.launch.input_element_bytes,
+                    emitted.launch.output_element_bytes
+                ),
+                "{}",
+                entry.name
+            );
+            if emitted.spec.mma == Mma::Fma {
+                assert_eq!(types.dtype(), DType::F32, "{}", entry.name);
+            }
+        }
+    }
+
+    #[test]
+    fn tensor_core_specs_dispatch_to_their_types() {
+        // Specs of the mma.sync family where codegen emits them; plain values otherwise.
+        for (dtype, out, input, output) in [
+            ("bf16", "bf16", Storage::Bf16, Storage::Bf16),
+            ("bf16", "f32", Storage::Bf16, Storage::F32),
+            ("f16", "f16", Storage::F16, Storage::F16),
+            ("f16", "f32", Storage::F16, Storage::F32),
+            ("tf32", "f32", Storage::F32, Storage::F32),
+        ] {
+            let spec = format!(
+                "name: probe, arch: sm_80, mma: mma_sync, dtype: {dtype}, out: {out}, \
+                 tile: 128x128x32, warps: 2x2, stages: 3"
+            );
+            let Ok(emitted) = codegen::emit_str(&spec) else {
+                continue;
+            };
+            let types = KernelTypes::of_spec(&emitted.spec).unwrap();
+            assert_eq!((types.input(), types.output()), (input, output), "{spec}");
+            assert_eq!(types.to_string(), format!("{dtype}->{out}"));
+            assert_eq!(
+                (input.bytes(), output.bytes()),
+                (
+                    emitted.launch.input_element_bytes,
+                    emitted.launch.output_element_bytes
+                )
+            );
+        }
     }
 }

@@ -5,23 +5,7 @@ use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
 use std::fmt;
 
-/// The three matrices of `C = A·B`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Operand {
-    A,
-    B,
-    C,
-}
-
-impl fmt::Display for Operand {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Operand::A => "A",
-            Operand::B => "B",
-            Operand::C => "C",
-        })
-    }
-}
+pub use codegen::Operand;
 
 #[derive(Debug)]
 pub enum Error {
@@ -37,8 +21,18 @@ pub enum Error {
         source: DriverError,
         log: String,
     },
-    /// The kernel's parameter list is not the GEMM ABI this launcher knows.
-    UnsupportedParams { kernel: String, found: String },
+    /// The kernel's description lists other parameters than its PTX declares.
+    ParamsMismatch {
+        kernel: String,
+        declared: String,
+        described: String,
+    },
+    /// Not even one cluster of the kernel fits on a multiprocessor group of the device.
+    ClusterDoesNotFit {
+        kernel: String,
+        cluster: (u32, u32),
+        smem_bytes: u32,
+    },
     /// The kernel targets a compute capability this device cannot run.
     ArchMismatch {
         kernel: String,
@@ -129,9 +123,21 @@ impl fmt::Display for Error {
                 describe_driver_error(source),
                 if log.trim().is_empty() { "(empty)" } else { log.trim_end() }
             ),
-            Error::UnsupportedParams { kernel, found } => write!(
+            Error::ParamsMismatch {
+                kernel,
+                declared,
+                described,
+            } => write!(
                 f,
-                "`{kernel}` takes parameters ({found}); this launcher only knows (a, b, c, m, n, k, lda, ldb, ldc)"
+                "the PTX of `{kernel}` declares the parameters ({declared}), but its description lists ({described})"
+            ),
+            Error::ClusterDoesNotFit {
+                kernel,
+                cluster: (x, y),
+                smem_bytes,
+            } => write!(
+                f,
+                "`{kernel}` cannot run: the device places no cluster of {x} x {y} blocks with {smem_bytes} B of shared memory each; use a smaller cluster or fewer stages"
             ),
             Error::ArchMismatch {
                 kernel,

@@ -1,12 +1,14 @@
 //! A generated kernel loaded on a device, with checked launches.
 
 use crate::check::{check_arch, check_launch, LaunchArgs, OperandArg};
-use crate::dispatch::spec_value;
-use crate::element::{stores, Element};
+use crate::element::{spec_value, stores, Element};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin, Module};
+use crate::tensor_map::{GlobalMatrix, TensorMap};
 use codegen::sass::{self, SassReport};
-use codegen::{Emitted, KernelInfo, SassCheck, GEMM_PARAMS};
+use codegen::{
+    Emitted, KernelInfo, KernelParam, LaunchShape, Operand, ParamKind, SassCheck, Scalar,
+};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use std::collections::{HashMap, HashSet};
@@ -190,31 +192,19 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             },
         };
         let grid = check_launch(&self.info.launch, &args, self.resident_blocks)?;
-        let (mut a_arg, mut b_arg, mut c_arg) = (a_ptr, b_ptr, c_ptr);
-        let (mut m_arg, mut n_arg, mut k_arg) = (m, n, k);
-        let (mut lda_arg, mut ldb_arg, mut ldc_arg) = (lda, ldb, ldc);
-        // In GEMM_PARAMS order: a, b, c, m, n, k, lda, ldb, ldc.
-        let mut params: [*mut c_void; 9] = [
-            (&mut a_arg as *mut u64).cast(),
-            (&mut b_arg as *mut u64).cast(),
-            (&mut c_arg as *mut u64).cast(),
-            (&mut m_arg as *mut u32).cast(),
-            (&mut n_arg as *mut u32).cast(),
-            (&mut k_arg as *mut u32).cast(),
-            (&mut lda_arg as *mut u32).cast(),
-            (&mut ldb_arg as *mut u32).cast(),
-            (&mut ldc_arg as *mut u32).cast(),
-        ];
+        let mut values = bind_params::<In, Out>(self.info.params, &args)?;
+        let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
         let launch = &self.info.launch;
-        // SAFETY: the parameter list was checked against the kernel's ABI at load; every
-        // buffer was checked to hold what the kernel touches for these sizes and strides,
-        // and the slices stay borrowed until the guards above record the launch.
+        // SAFETY: load checked that the parameter list is the one the PTX declares, and
+        // bind_params filled each slot with a value of its declared kind; every buffer was
+        // checked to hold what the kernel touches for these sizes and strides (a tensor map
+        // only describes them), and the slices stay borrowed until the guards above record
+        // the launch.
         unsafe {
             launch_raw(
                 &self.ctx,
                 self.function,
-                grid,
-                (launch.threads_per_block, launch.dynamic_smem_bytes),
+                LaunchDims::of(launch, grid),
                 stream,
                 &mut params,
             )
@@ -297,8 +287,29 @@ pub(crate) fn same_context<'a>(
     }
 }
 
-/// Binds `ctx` and launches `function` on `stream` with `(threads per block, dynamic shared
-/// memory bytes)`.
+/// Where and how wide a launch runs: grid and cluster in blocks, threads per block, dynamic
+/// shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaunchDims {
+    pub grid: (u32, u32, u32),
+    pub cluster: (u32, u32),
+    pub threads: u32,
+    pub dynamic_smem_bytes: u32,
+}
+
+impl LaunchDims {
+    pub fn of(launch: &LaunchShape, grid: (u32, u32, u32)) -> LaunchDims {
+        LaunchDims {
+            grid,
+            cluster: launch.cluster,
+            threads: launch.threads_per_block,
+            dynamic_smem_bytes: launch.dynamic_smem_bytes,
+        }
+    }
+}
+
+/// Binds `ctx` and launches `function` on `stream`, through `cuLaunchKernelEx` with the
+/// cluster dimension attribute where the launch has clusters.
 ///
 /// # Safety
 /// `params` must point to live values matching the kernel's parameter list, and every buffer
@@ -306,37 +317,163 @@ pub(crate) fn same_context<'a>(
 pub(crate) unsafe fn launch_raw(
     ctx: &CudaContext,
     function: sys::CUfunction,
-    grid: (u32, u32, u32),
-    (threads, dynamic_smem_bytes): (u32, u32),
+    dims: LaunchDims,
     stream: &CudaStream,
     params: &mut [*mut c_void],
 ) -> Result<(), cudarc::driver::DriverError> {
     ctx.bind_to_thread()?;
-    // SAFETY: the caller's contract covers the parameters; the context is bound.
-    unsafe {
-        sys::cuLaunchKernel(
-            function,
-            grid.0,
-            grid.1,
-            grid.2,
-            threads,
-            1,
-            1,
-            dynamic_smem_bytes,
-            stream.cu_stream(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
+    let LaunchDims {
+        grid,
+        threads,
+        dynamic_smem_bytes,
+        cluster,
+    } = dims;
+    if cluster == (1, 1) {
+        // SAFETY: the caller's contract covers the parameters; the context is bound.
+        return unsafe {
+            sys::cuLaunchKernel(
+                function,
+                grid.0,
+                grid.1,
+                grid.2,
+                threads,
+                1,
+                1,
+                dynamic_smem_bytes,
+                stream.cu_stream(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result();
     }
-    .result()
+    let mut attribute = cluster_attribute(cluster);
+    let config = launch_config(dims, stream.cu_stream(), &mut attribute);
+    // SAFETY: as above; `config` points at `attribute`, which outlives the call.
+    unsafe { sys::cuLaunchKernelEx(&config, function, params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
 }
 
+/// The launch attribute that groups blocks into `x x y` clusters.
+fn cluster_attribute((x, y): (u32, u32)) -> sys::CUlaunchAttribute {
+    // SAFETY: the attribute is plain data, valid when zeroed.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = x;
+    attribute.value.clusterDim.y = y;
+    attribute.value.clusterDim.z = 1;
+    attribute
+}
+
+/// `cuLaunchKernelEx`'s description of a launch with one attribute.
+fn launch_config(
+    dims: LaunchDims,
+    stream: sys::CUstream,
+    attribute: &mut sys::CUlaunchAttribute,
+) -> sys::CUlaunchConfig {
+    // SAFETY: as for the attribute.
+    let mut config: sys::CUlaunchConfig = unsafe { std::mem::zeroed() };
+    config.gridDimX = dims.grid.0;
+    config.gridDimY = dims.grid.1;
+    config.gridDimZ = dims.grid.2;
+    config.blockDimX = dims.threads;
+    config.blockDimY = 1;
+    config.blockDimZ = 1;
+    config.sharedMemBytes = dims.dynamic_smem_bytes;
+    config.hStream = stream;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    config
+}
+
+/// One kernel parameter's value, laid out as the kernel reads it.
+enum ParamValue {
+    U64(u64),
+    U32(u32),
+    TensorMap(Box<TensorMap>),
+}
+
+impl ParamValue {
+    fn as_ptr(&mut self) -> *mut c_void {
+        match self {
+            ParamValue::U64(value) => (value as *mut u64).cast(),
+            ParamValue::U32(value) => (value as *mut u32).cast(),
+            ParamValue::TensorMap(map) => (&mut **map as *mut TensorMap).cast(),
+        }
+    }
+}
+
+/// The value of every parameter, in order, from a checked launch's arguments: operand
+/// pointers, problem numbers, and tensor maps encoded over the operands.
+fn bind_params<In: Element, Out: Element>(
+    params: &[KernelParam],
+    args: &LaunchArgs,
+) -> Result<Vec<ParamValue>, Error> {
+    let operand = |operand: Operand| match operand {
+        Operand::A => (args.a, args.m, args.k, In::BYTES, In::TENSOR_MAP_TYPE),
+        Operand::B => (args.b, args.k, args.n, In::BYTES, In::TENSOR_MAP_TYPE),
+        Operand::C => (args.c, args.m, args.n, Out::BYTES, Out::TENSOR_MAP_TYPE),
+    };
+    params
+        .iter()
+        .map(|param| {
+            Ok(match param.kind {
+                ParamKind::Pointer(which) => ParamValue::U64(operand(which).0.address),
+                ParamKind::U32(scalar) => ParamValue::U32(match scalar {
+                    Scalar::M => args.m,
+                    Scalar::N => args.n,
+                    Scalar::K => args.k,
+                    Scalar::Lda => args.a.ld,
+                    Scalar::Ldb => args.b.ld,
+                    Scalar::Ldc => args.c.ld,
+                }),
+                ParamKind::TensorMap(tile) => {
+                    let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);
+                    let matrix = GlobalMatrix {
+                        address: arg.address,
+                        rows,
+                        cols,
+                        ld: arg.ld,
+                        element_bytes,
+                    };
+                    ParamValue::TensorMap(Box::new(TensorMap::encode(&tile, matrix, data_type)?))
+                }
+            })
+        })
+        .collect()
+}
+
+/// Blocks of this kernel the device runs at once: multiprocessors times blocks per
+/// multiprocessor, or for a clustered kernel the clusters that fit at once times their size
+/// (`cuOccupancyMaxActiveClusters` also says when a cluster cannot be placed at all).
 fn resident_blocks(
     ctx: &Arc<CudaContext>,
     function: sys::CUfunction,
     info: &KernelInfo<'static>,
 ) -> Result<u32, Error> {
     let launch = &info.launch;
+    let (cluster_x, cluster_y) = launch.cluster;
+    if (cluster_x, cluster_y) != (1, 1) {
+        let cluster_blocks = cluster_x * cluster_y;
+        let dims = LaunchDims::of(launch, (cluster_blocks, 1, 1));
+        let mut attribute = cluster_attribute((cluster_blocks, 1));
+        let config = launch_config(dims, std::ptr::null_mut(), &mut attribute);
+        let mut clusters: std::ffi::c_int = 0;
+        // SAFETY: `function` is a live handle of a module loaded in the bound context;
+        // `config` points at `attribute`, which outlives the call; it writes one int.
+        unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, function, &config) }
+            .result()
+            .during(|| format!("asking how many clusters of `{}` fit", info.name))?;
+        let clusters = u32::try_from(clusters).unwrap_or(0);
+        if clusters == 0 {
+            return Err(Error::ClusterDoesNotFit {
+                kernel: info.name.to_string(),
+                cluster: launch.cluster,
+                smem_bytes: launch.dynamic_smem_bytes,
+            });
+        }
+        return Ok(clusters * cluster_blocks);
+    }
     let mut per_sm: std::ffi::c_int = 0;
     // SAFETY: `function` is a live handle of a module loaded in the bound context; the call
     // writes one int.
@@ -356,26 +493,44 @@ fn resident_blocks(
     Ok(u32::try_from(per_sm).unwrap_or(0) * u32::try_from(sms).unwrap_or(0))
 }
 
-/// The launcher writes exactly the GEMM parameter list; anything else would be a wrong call.
+/// The parameter list the launcher fills must be the one the kernel's PTX declares, in
+/// order, with the same types: launching with any other would hand the kernel garbage.
 fn check_params(info: &KernelInfo<'_>) -> Result<(), Error> {
-    let same = info.params.len() == GEMM_PARAMS.len()
-        && info
-            .params
-            .iter()
-            .zip(GEMM_PARAMS)
-            .all(|(have, want)| have.name == want.name && have.ptx_type == want.ptx_type);
-    if same {
-        return Ok(());
-    }
-    let found: Vec<String> = info
+    let described: Vec<String> = info
         .params
         .iter()
-        .map(|p| format!("{} {}", p.ptx_type, p.name))
+        .map(|param| param.ptx_declaration(info.name))
         .collect();
-    Err(Error::UnsupportedParams {
+    let declared = declared_params(info.ptx, info.name);
+    if declared.as_ref() == Some(&described) {
+        return Ok(());
+    }
+    Err(Error::ParamsMismatch {
         kernel: info.name.to_string(),
-        found: found.join(", "),
+        declared: declared.map_or_else(
+            || format!("no `.entry {}`", info.name),
+            |params| params.join(", "),
+        ),
+        described: described.join(", "),
     })
+}
+
+/// The `.param` declarations of the PTX entry `kernel`, whitespace normalized; `None` when
+/// the PTX has no such entry.
+fn declared_params(ptx: &str, kernel: &str) -> Option<Vec<String>> {
+    let entry = ptx.split(".entry").skip(1).find(|rest| {
+        rest.trim_start()
+            .strip_prefix(kernel)
+            .is_some_and(|after| after.trim_start().starts_with('('))
+    })?;
+    let list = &entry[entry.find('(')? + 1..];
+    let list = &list[..list.find(')')?];
+    Some(
+        list.split(',')
+            .map(|param| param.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|param| !param.is_empty())
+            .collect(),
+    )
 }
 
 /// Sizes must agree; where the spec text names the type, the name must agree too (f16 and
@@ -421,7 +576,7 @@ pub(crate) fn intern(emitted: &Emitted) -> &'static KernelInfo<'static> {
     let variants = table.entry(key).or_default();
     let same = |info: &&&'static KernelInfo<'static>| {
         info.launch == emitted.launch
-            && info.params == emitted.params
+            && info.params == emitted.params.as_slice()
             && info.expected_sass == emitted.expected_sass.as_slice()
     };
     if let Some(info) = variants.iter().find(same) {
@@ -442,7 +597,7 @@ pub(crate) fn intern(emitted: &Emitted) -> &'static KernelInfo<'static> {
         ptx,
         spec,
         launch: emitted.launch,
-        params: emitted.params,
+        params: Box::leak(emitted.params.clone().into_boxed_slice()),
         expected_sass: Box::leak(emitted.expected_sass.clone().into_boxed_slice()),
     }));
     variants.push(info);
@@ -498,18 +653,46 @@ mod tests {
     }
 
     #[test]
-    fn catalog_kernels_have_the_gemm_abi_and_others_are_refused() {
+    fn catalog_kernels_declare_the_params_they_describe_and_others_are_refused() {
         for entry in CATALOG {
             check_params(&codegen::emit_str(entry.spec).unwrap().info()).unwrap();
         }
         let emitted = emitted("simt_64x64x16_ca2");
+        // One parameter short of what the PTX declares.
         let info = KernelInfo {
-            params: &GEMM_PARAMS[..8],
+            params: &codegen::GEMM_PARAMS[..8],
             ..emitted.info()
         };
         let error = check_params(&info).unwrap_err();
-        assert!(matches!(error, Error::UnsupportedParams { .. }));
-        assert!(error.to_string().contains(".u32 ldb)"), "{error}");
+        assert!(matches!(error, Error::ParamsMismatch { .. }));
+        assert!(
+            error
+                .to_string()
+                .contains(".param .u32 simt_64x64x16_ca2_ldb)"),
+            "{error}"
+        );
+        // A description of another kernel's entry.
+        let info = KernelInfo {
+            name: "another_kernel",
+            ..emitted.info()
+        };
+        let error = check_params(&info).unwrap_err().to_string();
+        assert!(error.contains("(no `.entry another_kernel`)"), "{error}");
+    }
+
+    #[test]
+    fn entry_params_are_read_whatever_the_layout() {
+        let ptx = ".visible .entry k(\n\t.param .u64 k_a, .param .u32 k_m,\n\t.param .align 64 .b8 k_map[128]\n)\n{\n}";
+        assert_eq!(
+            declared_params(ptx, "k").unwrap(),
+            [
+                ".param .u64 k_a",
+                ".param .u32 k_m",
+                ".param .align 64 .b8 k_map[128]"
+            ]
+        );
+        assert_eq!(declared_params(ptx, "kk"), None);
+        assert_eq!(declared_params(".visible .entry k_other(\n)", "k"), None);
     }
 
     #[test]

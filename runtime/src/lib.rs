@@ -22,11 +22,12 @@ mod error;
 mod jit;
 mod kernel;
 pub mod probe;
+mod tensor_map;
 pub mod verify;
 
 pub use device::{driver_present, open_context, DeviceInfo};
-pub use dispatch::{AnyKernel, KernelTypes, Storage, TypedKernel};
-pub use element::Element;
+pub use dispatch::{AnyKernel, TypedKernel};
+pub use element::{Element, KernelTypes, Storage};
 pub use error::{Error, Operand};
 pub use jit::jit_cubin;
 pub use kernel::GemmKernel;
@@ -37,7 +38,9 @@ pub use half;
 
 pub use codegen::sass::SassReport;
 pub use codegen::{
-    GridSchedule, KernelInfo, KernelParam, LaunchShape, Opcode, SassCheck, GEMM_PARAMS,
+    GridSchedule, KernelInfo, KernelParam, LaunchShape, Opcode, ParamKind, SassCheck, Scalar,
+    TensorMapBox, GEMM_PARAMS,
 };
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;
+pub use tensor_map::{GlobalMatrix, TensorMap};

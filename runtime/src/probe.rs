@@ -4,7 +4,7 @@
 
 use crate::error::{DriverContext, Error};
 use crate::jit::Module;
-use crate::kernel::{launch_raw, same_context};
+use crate::kernel::{launch_raw, same_context, LaunchDims};
 use codegen::MathOnly;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
@@ -98,8 +98,12 @@ impl MathOnlyKernel {
             launch_raw(
                 &self.ctx,
                 self.function,
-                (blocks, 1, 1),
-                (self.probe.threads_per_block, 0),
+                LaunchDims {
+                    grid: (blocks, 1, 1),
+                    cluster: (1, 1),
+                    threads: self.probe.threads_per_block,
+                    dynamic_smem_bytes: 0,
+                },
                 stream,
                 &mut params,
             )

@@ -2,7 +2,7 @@
 //! poisoned output, and the error measured in float64.
 
 use crate::blas::{Cublas, CublasGemm};
-use crate::element::Element;
+use crate::element::{Element, KernelTypes};
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use codegen::gemm_dsl::DType;
@@ -120,6 +120,13 @@ impl Tolerance {
             DType::Bf16 | DType::F16 => rounded_inputs(1e-2),
             DType::Tf32 => rounded_inputs(5e-3),
         }
+    }
+}
+
+impl KernelTypes {
+    /// The error bounds a correct kernel of these types meets for depth `k` (against float64).
+    pub fn tolerance(self, k: u32) -> Tolerance {
+        Tolerance::for_dtype(self.dtype(), k)
     }
 }
 
@@ -389,6 +396,21 @@ mod tests {
             }
         }
         c
+    }
+
+    #[test]
+    fn tolerances_follow_the_input_type() {
+        let of = |dtype, out| {
+            KernelTypes::new(dtype, out)
+                .unwrap()
+                .tolerance(1024)
+                .rel_frobenius
+        };
+        assert_eq!(of(DType::F32, DType::F32), 1e-5);
+        assert_eq!(of(DType::Tf32, DType::F32), 5e-3);
+        assert_eq!(of(DType::Bf16, DType::Bf16), 1e-2);
+        assert_eq!(of(DType::Bf16, DType::F32), 1e-2);
+        assert_eq!(of(DType::F16, DType::F16), 1e-2);
     }
 
     #[test]

@@ -321,9 +321,9 @@ const BROKEN_PTX: &str = "\
 .address_size 64
 
 .visible .entry broken_gemm(
-\t.param .u64 a, .param .u64 b, .param .u64 c,
-\t.param .u32 m, .param .u32 n, .param .u32 k,
-\t.param .u32 lda, .param .u32 ldb, .param .u32 ldc
+\t.param .u64 broken_gemm_a, .param .u64 broken_gemm_b, .param .u64 broken_gemm_c,
+\t.param .u32 broken_gemm_m, .param .u32 broken_gemm_n, .param .u32 broken_gemm_k,
+\t.param .u32 broken_gemm_lda, .param .u32 broken_gemm_ldb, .param .u32 broken_gemm_ldc
 )
 {
 \t.reg .b32 %r<2>;

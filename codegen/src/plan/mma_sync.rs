@@ -35,10 +35,13 @@
 //! for every thread).
 
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
-use super::{conflict_degree, conflict_degree_for, BankReport, PlanCopy, SmemLayout};
+use super::{
+    conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
+};
+use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
 use gemm_dsl::geometry::{CopyGeometry, COPY_VECTOR_BYTES};
-use gemm_dsl::{DType, Raster, Schedule, ValidSpec};
+use gemm_dsl::{DType, GemmSpec, Raster, Schedule, ValidSpec};
 use serde::Serialize;
 
 /// Bytes of A (or of a B column block) one mma k step consumes per row: 16 f16/bf16 or 8 tf32.
@@ -652,6 +655,47 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         persistent,
         k_steps_plan,
         epilogue,
+    }
+}
+
+/// The mma.sync kernel's SASS: its copy path, the HMMA shape of its input type, and the
+/// ldmatrix forms of A and B (`.MT88`, transposed, for 16-bit B).
+pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
+    let copy = PlanCopy::of(spec.copy).0;
+    let mut checks = copy.sass_promises().to_vec();
+    checks.extend(math_promises(spec));
+    checks.push(SassCheck::Present(Opcode::Ldsm));
+    checks.push(SassCheck::PresentVariant("LDSM.16.M88.4"));
+    if spec.dtype != DType::Tf32 {
+        checks.push(SassCheck::PresentVariant("LDSM.16.MT88.4"));
+    }
+    if copy == PlanCopy::CpAsync {
+        checks.push(SassCheck::Present(Opcode::Depbar));
+    }
+    checks
+}
+
+/// HMMA with the instruction shape and input type.
+pub fn math_promises(spec: &GemmSpec) -> Vec<SassCheck> {
+    vec![
+        SassCheck::Present(Opcode::Hmma),
+        SassCheck::PresentVariant(match spec.dtype {
+            DType::Tf32 => "HMMA.1688.F32.TF32",
+            DType::F16 => "HMMA.16816.F32",
+            _ => "HMMA.16816.F32.BF16",
+        }),
+    ]
+}
+
+impl MmaSyncPlan {
+    pub fn launch_contract(&self) -> LaunchContract {
+        LaunchContract {
+            tile_k: self.block_k,
+            operand_align_bytes: self.vector_bytes,
+            params: GEMM_PARAMS.to_vec(),
+            partial_tiles: false,
+            cluster: (1, 1),
+        }
     }
 }
 

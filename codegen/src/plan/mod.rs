@@ -6,8 +6,9 @@ pub mod mma_sync;
 pub mod simt;
 pub mod swizzle;
 
+use crate::emit::{KernelParam, Opcode, SassCheck};
 use gemm_dsl::geometry::COPY_VECTOR_BYTES;
-use gemm_dsl::{Family, ValidSpec};
+use gemm_dsl::{Family, GemmSpec, ValidSpec};
 use serde::Serialize;
 
 /// PTX ISA version written into every kernel: 8.0 (CUDA 12.0) covers cp.async, mbarriers,
@@ -34,6 +35,51 @@ pub enum FamilyPlan {
     MmaSync(mma_sync::MmaSyncPlan),
 }
 
+/// What the launcher must know of a family's kernel beyond the spec itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchContract {
+    /// The k depth one main-loop trip consumes (a K multiple for whole-tile families).
+    pub tile_k: u32,
+    /// Byte alignment of operand addresses and row strides.
+    pub operand_align_bytes: u32,
+    pub params: Vec<KernelParam>,
+    /// The kernel computes partial edge tiles (any M, N, K of at least 1).
+    pub partial_tiles: bool,
+    /// Blocks per cluster along the grid's x and y.
+    pub cluster: (u32, u32),
+}
+
+impl FamilyPlan {
+    pub fn launch_contract(&self) -> LaunchContract {
+        match self {
+            FamilyPlan::Simt(p) => p.launch_contract(),
+            FamilyPlan::MmaSync(p) => p.launch_contract(),
+        }
+    }
+
+    /// The SASS the kernel promises: its copy and math paths, and never local memory.
+    pub fn sass_promises(&self, spec: &GemmSpec) -> Vec<SassCheck> {
+        let mut checks = match self {
+            FamilyPlan::Simt(_) => simt::sass_promises(spec),
+            FamilyPlan::MmaSync(_) => mma_sync::sass_promises(spec),
+        };
+        checks.extend([
+            SassCheck::Absent(Opcode::Ldl),
+            SassCheck::Absent(Opcode::Stl),
+        ]);
+        checks
+    }
+
+    /// The math instructions the kernel's main loop runs, as SASS (its math-only probe
+    /// promises these too).
+    pub fn math_promises(&self, spec: &GemmSpec) -> Vec<SassCheck> {
+        match self {
+            FamilyPlan::Simt(_) => simt::math_promises(),
+            FamilyPlan::MmaSync(_) => mma_sync::math_promises(spec),
+        }
+    }
+}
+
 /// How tiles reach shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -45,6 +91,25 @@ pub enum PlanCopy {
 }
 
 impl PlanCopy {
+    /// What the copy path shows in SASS: every operand load through LDGSTS for cp.async (a
+    /// plain LDG would mean the compiler fell back to the synchronous path), LDG + STS and no
+    /// LDGSTS for `copy: sync`.
+    pub fn sass_promises(self) -> [SassCheck; 3] {
+        use SassCheck::{Absent, Present};
+        match self {
+            PlanCopy::CpAsync => [
+                Present(Opcode::Ldgsts),
+                Present(Opcode::Ldgdepbar),
+                Absent(Opcode::Ldg),
+            ],
+            PlanCopy::Sync => [
+                Present(Opcode::Ldg),
+                Present(Opcode::Sts),
+                Absent(Opcode::Ldgsts),
+            ],
+        }
+    }
+
     /// The copy path and its `cp.async` cache qualifier (empty for `sync`) of a family that
     /// copies through `ld.global`/`st.shared` or `cp.async`.
     pub fn of(copy: gemm_dsl::Copy) -> (PlanCopy, &'static str) {

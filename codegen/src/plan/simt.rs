@@ -8,10 +8,11 @@
 //! of B as TN/4 vectors. The 8 lanes of a 128-bit read phase share a lane row, so A reads
 //! broadcast and B reads cover 128 consecutive bytes: conflict-free.
 
-use super::{conflict_degree, BankReport, PlanCopy, SmemLayout};
+use super::{conflict_degree, BankReport, LaunchContract, PlanCopy, SmemLayout};
+use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{SimtGeometry, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS};
 use gemm_dsl::geometry::{CopyGeometry, COPY_VECTOR_BYTES};
-use gemm_dsl::ValidSpec;
+use gemm_dsl::{GemmSpec, ValidSpec};
 use serde::Serialize;
 
 /// Bytes of one f32.
@@ -303,7 +304,29 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     }
 }
 
+/// The SIMT kernel's SASS: its copy path, FFMA, and LDS for the shared-memory reads.
+pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
+    let mut checks = PlanCopy::of(spec.copy).0.sass_promises().to_vec();
+    checks.extend(math_promises());
+    checks.push(SassCheck::Present(Opcode::Lds));
+    checks
+}
+
+pub fn math_promises() -> Vec<SassCheck> {
+    vec![SassCheck::Present(Opcode::Ffma)]
+}
+
 impl SimtPlan {
+    pub fn launch_contract(&self) -> LaunchContract {
+        LaunchContract {
+            tile_k: self.block_k,
+            operand_align_bytes: self.vector_bytes,
+            params: GEMM_PARAMS.to_vec(),
+            partial_tiles: false,
+            cluster: (1, 1),
+        }
+    }
+
     /// Bank-conflict degree of the warp's shared-memory accesses (warp 0, first of each kind).
     pub fn bank_conflicts(&self) -> Vec<BankReport> {
         let lanes = 0..32u32;

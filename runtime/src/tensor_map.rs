@@ -1,0 +1,86 @@
+//! Tensor maps: the Tensor Memory Accelerator's description of an operand's global matrix,
+//! encoded on the host at launch for the actual pointer, sizes and row stride, and passed to
+//! the kernel by value.
+
+use crate::error::{DriverContext, Error};
+use codegen::{TensorMapBox, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
+use cudarc::driver::sys::{
+    self, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+    CUtensorMapL2promotion, CUtensorMapSwizzle,
+};
+
+/// A `CUtensorMap`: 128 opaque bytes that the driver fills and the kernel reads.
+#[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
+pub struct TensorMap(sys::CUtensorMap);
+
+const _: () = assert!(std::mem::size_of::<TensorMap>() == TENSOR_MAP_BYTES as usize);
+const _: () = assert!(std::mem::align_of::<TensorMap>().is_multiple_of(TENSOR_MAP_ALIGN as usize));
+
+/// A row-major matrix in device memory: `rows x cols` elements of `element_bytes`, rows `ld`
+/// elements apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlobalMatrix {
+    pub address: u64,
+    pub rows: u32,
+    pub cols: u32,
+    pub ld: u32,
+    pub element_bytes: u32,
+}
+
+impl TensorMap {
+    /// Encodes the map the kernel's `tile` describes over `matrix`. Out-of-bounds parts of a
+    /// box read as zeros, which is what lets the kernel compute partial edge tiles.
+    pub fn encode(
+        tile: &TensorMapBox,
+        matrix: GlobalMatrix,
+        data_type: CUtensorMapDataType,
+    ) -> Result<TensorMap, Error> {
+        let GlobalMatrix {
+            address,
+            rows,
+            cols,
+            ld,
+            element_bytes,
+        } = matrix;
+        let global_dims: [u64; 2] = [u64::from(cols), u64::from(rows)];
+        // The stride of the outer dimension, in bytes (the inner one is the element).
+        let global_strides: [u64; 1] = [u64::from(ld) * u64::from(element_bytes)];
+        let box_dims: [u32; 2] = [tile.inner, tile.outer];
+        let element_strides: [u32; 2] = [1, 1];
+        let swizzle = match tile.swizzle_bytes {
+            0 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            32 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
+            64 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+            _ => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        };
+        let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::uninit();
+        // SAFETY: every pointer refers to a live local array of the length the rank (2)
+        // implies; the driver writes the 128-byte map and reads nothing at `address`.
+        unsafe {
+            sys::cuTensorMapEncodeTiled(
+                map.as_mut_ptr(),
+                data_type,
+                2,
+                address as *mut std::ffi::c_void,
+                global_dims.as_ptr(),
+                global_strides.as_ptr(),
+                box_dims.as_ptr(),
+                element_strides.as_ptr(),
+                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swizzle,
+                CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        }
+        .result()
+        .during(|| {
+            format!(
+                "encoding the tensor map of {} ({rows} x {cols}, ld {ld}, box {} x {}, {}-byte swizzle)",
+                tile.operand, tile.outer, tile.inner, tile.swizzle_bytes
+            )
+        })?;
+        // SAFETY: the call succeeded, so the driver wrote the whole map.
+        Ok(TensorMap(unsafe { map.assume_init() }))
+    }
+}
