@@ -123,6 +123,41 @@ pub const CATALOG: &[CatalogSpec] = &[
         spec: "name: mma_bf16_128x256x64_s3_persistent, arch: sm_90, dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync, schedule: persistent(raster = m, group = 8)",
         summary: "mma.sync bf16 on Hopper, persistent: one block per SM walks raster bands 8 tiles wide; the next tile's copies fly during the epilogue",
     },
+    CatalogSpec {
+        name: "wgmma_bf16_128x256x64_s4_persistent",
+        spec: "name: wgmma_bf16_128x256x64_s4_persistent, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, persistent raster bands 8 tiles wide",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_128x256x64_s4",
+        spec: "name: wgmma_bf16_128x256x64_s4, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
+        summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, one tile per block",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_128x128x64_s4_c1",
+        spec: "name: wgmma_bf16_128x128x64_s4_c1, arch: sm_90a, dtype: bf16, tile: 128x128x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
+        summary: "Hopper bf16: one consumer warpgroup of two m64n128 rows, no register split",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_256x128x64_s4",
+        spec: "name: wgmma_bf16_256x128x64_s4, arch: sm_90a, dtype: bf16, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16: tall tile, 2 consumers of two m64n128 rows each, persistent",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_128x128x32_s6_sw64",
+        spec: "name: wgmma_bf16_128x128x32_s6_sw64, arch: sm_90a, dtype: bf16, tile: 128x128x32, consumers: 2, stages: 6, swizzle: 64B, copy: tma, mma: wgmma",
+        summary: "Hopper bf16: 64-byte swizzle (BK = 32), six shallow stages",
+    },
+    CatalogSpec {
+        name: "wgmma_f16_128x256x64_s4_f32out",
+        spec: "name: wgmma_f16_128x256x64_s4_f32out, arch: sm_90a, dtype: f16, out: f32, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper f16 in, f32 out, persistent",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_64x256x64_s4_c1",
+        spec: "name: wgmma_bf16_64x256x64_s4_c1, arch: sm_90a, dtype: bf16, tile: 64x256x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
+        summary: "Hopper bf16 for small M (decode shapes): one consumer of m64n256",
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {

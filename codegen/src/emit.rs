@@ -30,6 +30,12 @@ pub enum Opcode {
     Hgmma,
     /// TMA tensor load.
     Utmaldg,
+    /// TMA tensor store.
+    Utmastg,
+    /// mbarrier operations (`SYNCS.EXCH`, `SYNCS.ARRIVE.TRANS64`, `SYNCS.PHASECHK`).
+    Syncs,
+    /// `setmaxnreg`.
+    Usetmaxreg,
     /// Local memory load / store: register spills or dynamically indexed arrays.
     Ldl,
     Stl,
@@ -50,6 +56,9 @@ impl Opcode {
             Opcode::Hmma => "HMMA",
             Opcode::Hgmma => "HGMMA",
             Opcode::Utmaldg => "UTMALDG",
+            Opcode::Utmastg => "UTMASTG",
+            Opcode::Syncs => "SYNCS",
+            Opcode::Usetmaxreg => "USETMAXREG",
             Opcode::Ldl => "LDL",
             Opcode::Stl => "STL",
         }
@@ -398,6 +407,8 @@ pub struct MathOnly {
     pub threads_per_block: u32,
     /// Flops of one trip of one block (one k tile of the block tile).
     pub flops_per_trip: u64,
+    /// Dynamic shared memory per block (operands of a wgmma probe live there).
+    pub dynamic_smem_bytes: u32,
     /// The kernel's math opcode, and no memory traffic but the final store.
     pub expected_sass: Vec<SassCheck>,
 }
@@ -410,23 +421,27 @@ pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {
         kernel_name: math.name,
         threads_per_block: math.threads,
         flops_per_trip: math.flops_per_trip,
+        dynamic_smem_bytes: math.smem_bytes,
         expected_sass: expected_math_only_sass(&plan.family, &valid.spec),
     }
 }
 
+/// The probe's math, and no memory traffic but its final store (a wgmma probe also fills its
+/// stage of shared memory once, with STS, before the loop).
 fn expected_math_only_sass(family: &FamilyPlan, spec: &GemmSpec) -> Vec<SassCheck> {
     let mut checks = family.math_promises(spec);
-    checks.extend(
-        [
-            Opcode::Ldg,
-            Opcode::Lds,
-            Opcode::Ldsm,
-            Opcode::Ldgsts,
-            Opcode::Sts,
-            Opcode::Ldl,
-            Opcode::Stl,
-        ]
-        .map(SassCheck::Absent),
-    );
+    let mut absent = vec![
+        Opcode::Ldg,
+        Opcode::Lds,
+        Opcode::Ldsm,
+        Opcode::Ldgsts,
+        Opcode::Utmaldg,
+        Opcode::Ldl,
+        Opcode::Stl,
+    ];
+    if !matches!(family, FamilyPlan::Wgmma(_)) {
+        absent.push(Opcode::Sts);
+    }
+    checks.extend(absent.into_iter().map(SassCheck::Absent));
     checks
 }

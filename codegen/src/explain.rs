@@ -2,8 +2,11 @@
 //! validated spec and its plan; ptxas's own resource line is appended when the tools exist.
 
 use crate::plan::mma_sync::MmaSyncPlan;
+use crate::plan::wgmma::descriptor::{Major, SmemDescriptor};
+use crate::plan::wgmma::{BoxLoad, WgmmaPlan};
 use crate::plan::{self, FamilyPlan, PlanCopy, SmemLayout};
 use crate::sass::PtxasResources;
+use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
 use gemm_dsl::{Family, ValidSpec};
 use std::fmt::Write;
 
@@ -172,8 +175,168 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 let _ = writeln!(out, "    {}", phases.join(" | "));
             }
         }
+        (Family::Wgmma(g), FamilyPlan::Wgmma(p)) => {
+            wgmma_family(&mut out, valid, g, p);
+            budgets(&mut out, valid, ptxas);
+            out.push_str(&wgmma_ring_timeline(p));
+        }
         _ => unreachable!("the plan's family is the spec's family"),
     }
+    out
+}
+
+/// The Hopper family: warpgroup roles, the register split, the TMA boxes, the decoded
+/// descriptors and the epilogue.
+fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &WgmmaPlan) {
+    let spec = &valid.spec;
+    let _ = writeln!(
+        out,
+        "family: Hopper (mma: wgmma), {} in, f32 accumulate, {} out",
+        spec.dtype.name(),
+        spec.out.name()
+    );
+    let _ = writeln!(out, "  {}", p.wgmma_instruction);
+    let _ = writeln!(
+        out,
+        "  block tile {}, {} threads = 1 producer warpgroup (one thread issues the TMA) + {} consumer warpgroup(s)",
+        spec.tile, g.threads, g.consumers
+    );
+    let _ = writeln!(
+        out,
+        "  each consumer: {} rows = {} x m64n{}, {} k steps per k tile, {} f32 accumulators per thread",
+        g.rows_per_consumer,
+        g.m_wgmmas,
+        g.n,
+        g.k_steps,
+        g.accumulators()
+    );
+    match &p.register_split {
+        Some(split) => {
+            let used = WARPGROUP_THREADS * split.producer
+                + WARPGROUP_THREADS * g.consumers * split.consumer;
+            let _ = writeln!(
+                out,
+                "  registers: .maxnreg {} (the even split); setmaxnreg.dec {} in the producer, setmaxnreg.inc {} in the consumers: {} x {} + {} x {} = {used} of 65536",
+                p.max_registers,
+                split.producer,
+                split.consumer,
+                WARPGROUP_THREADS,
+                split.producer,
+                WARPGROUP_THREADS * g.consumers,
+                split.consumer
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  registers: .maxnreg {} for every warpgroup (one consumer: no split needed)",
+                p.max_registers
+            );
+        }
+    }
+    let boxes = |name: char, loads: &[BoxLoad], outer: u32, inner: u32| {
+        format!(
+            "{name} {} box(es) of {outer} rows x {inner} {} ({} B each)",
+            loads.len(),
+            spec.dtype.name(),
+            loads.first().map_or(0, |l| l.bytes)
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  TMA per stage: {}, {}; arrive.expect_tx {} B",
+        boxes('A', &p.a_loads, p.a_box.outer, p.a_box.inner),
+        boxes('B', &p.b_loads, p.b_box.outer, p.b_box.inner),
+        p.ring.expect_tx_bytes
+    );
+    for (operand, descriptor, major, per_step) in [
+        (
+            'A',
+            p.a_descriptor,
+            WgmmaPlan::A_MAJOR,
+            p.k_steps
+                .get(1)
+                .map_or(0, |s| s.mmas[0].a_offset_units * 16),
+        ),
+        (
+            'B',
+            p.b_descriptor,
+            WgmmaPlan::B_MAJOR,
+            p.k_steps.get(1).map_or(0, |s| s.b_offset_units * 16),
+        ),
+    ] {
+        let bits = descriptor.encode();
+        let decoded = SmemDescriptor::decode(bits);
+        let _ = writeln!(
+            out,
+            "  descriptor {operand} (stage 0, first consumer, k step 0): {bits:#018x} = start +{} B, LBO {} B, SBO {} B, {}-byte swizzle; {} (imm-trans {}), +{per_step} B per k step",
+            decoded.start_bytes,
+            decoded.leading_bytes,
+            decoded.stride_bytes,
+            decoded.swizzle_bytes,
+            match major {
+                Major::K => "K-major",
+                Major::MN => "N-major",
+            },
+            major.transpose_flag()
+        );
+    }
+    let pairs = if p.epilogue.pack_instruction.is_empty() {
+        "f32 pairs".to_string()
+    } else {
+        format!("{} pairs", p.epilogue.pack_instruction)
+    };
+    let _ = writeln!(
+        out,
+        "  epilogue: {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
+    );
+    if let Some(walk) = &p.persistent {
+        let _ = writeln!(
+            out,
+            "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk tiles blockIdx.x, + gridDim.x, .. in raster bands {} tiles across {} advancing along {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
+            walk.group,
+            walk.across.param.to_uppercase(),
+            walk.along.param.to_uppercase()
+        );
+    }
+}
+
+/// The ring over time: for each fill of the sequence, its slot and lap, the parities the
+/// producer and the consumers wait for, and when the slot is released.
+fn wgmma_ring_timeline(p: &WgmmaPlan) -> String {
+    let ring = &p.ring;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ring: {} stages; fill i of the k-tile sequence uses slot i mod {}, lap i / {}",
+        ring.stages, ring.stages, ring.stages
+    );
+    let _ = writeln!(
+        out,
+        "  {:>4}  {:>4}  {:>3}  {:<46} {:<34} release",
+        "fill", "slot", "lap", "producer", "consumers"
+    );
+    for fill in 0..u64::from(2 * ring.stages + 2) {
+        let f = ring.fill(fill);
+        let producer = format!(
+            "wait empty[{}] parity {}{}; expect_tx; TMA",
+            f.slot,
+            f.empty_parity(),
+            if f.lap == 0 { " (fresh)" } else { "" }
+        );
+        let consumers = format!("wait full[{}] parity {}; wgmmas", f.slot, f.full_parity());
+        let _ = writeln!(
+            out,
+            "  {fill:>4}  {:>4}  {:>3}  {producer:<46} {consumers:<34} after fill {}'s wait_group 1",
+            f.slot,
+            f.lap,
+            fill + 1
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  ...   (a tile's last fill is released after wait_group 0, before its epilogue)"
+    );
     out
 }
 
@@ -358,6 +521,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ptxas: not run (tools not installed)"));
+    }
+
+    #[test]
+    fn explains_the_hopper_family() {
+        let valid = gemm_dsl::check_str("name: k, arch: sm_90a, mma: wgmma").unwrap();
+        let text = explain(&valid, Err("tools not installed"));
+        for needle in [
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+            "setmaxnreg.dec 40 in the producer, setmaxnreg.inc 232 in the consumers",
+            "A 1 box(es) of 128 rows x 64 bf16 (16384 B each), B 4 box(es) of 64 rows x 64 bf16 (8192 B each); arrive.expect_tx 49152 B",
+            "descriptor A (stage 0, first consumer, k step 0): 0x4000004000010000 = start +0 B, LBO 16 B, SBO 1024 B, 128-byte swizzle; K-major (imm-trans 0), +32 B per k step",
+            "LBO 8192 B, SBO 1024 B, 128-byte swizzle; N-major (imm-trans 1), +2048 B per k step",
+            "wait empty[0] parity 1 (fresh)",
+            "wait full[0] parity 1",
+            "4 stages x 49152 B",
+        ] {
+            assert!(text.contains(needle), "{needle}\n{text}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::plan::math_only::MathOnlyPlan;
 use crate::plan::mma_sync::MmaOp;
 use crate::plan::simt::FmaBlock;
+use crate::plan::wgmma::WgmmaPlan;
 use crate::plan::{FamilyPlan, KernelPlan};
 use std::fmt::Write;
 use std::sync::OnceLock;
@@ -13,6 +14,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "common/header.ptx.tera",
         include_str!("../templates/common/header.ptx.tera"),
+    ),
+    (
+        "common/schedule.ptx.tera",
+        include_str!("../templates/common/schedule.ptx.tera"),
     ),
     (
         "common/math_only.ptx.tera",
@@ -33,6 +38,18 @@ const TEMPLATES: &[(&str, &str)] = &[
     (
         "mma_sync/kernel.ptx.tera",
         include_str!("../templates/mma_sync/kernel.ptx.tera"),
+    ),
+    (
+        "wgmma/partials.ptx.tera",
+        include_str!("../templates/wgmma/partials.ptx.tera"),
+    ),
+    (
+        "wgmma/kernel.ptx.tera",
+        include_str!("../templates/wgmma/kernel.ptx.tera"),
+    ),
+    (
+        "wgmma/math_only.ptx.tera",
+        include_str!("../templates/wgmma/math_only.ptx.tera"),
     ),
 ];
 
@@ -62,6 +79,10 @@ pub fn write(plan: &KernelPlan) -> String {
             context.insert("epilogue", &mma.epilogue);
             "mma_sync/kernel.ptx.tera"
         }
+        FamilyPlan::Wgmma(wgmma) => {
+            context.insert("math_text", &wgmma_block(wgmma));
+            "wgmma/kernel.ptx.tera"
+        }
     };
     context.insert("plan", plan);
     context.insert("version", env!("CARGO_PKG_VERSION"));
@@ -76,7 +97,11 @@ pub fn write_math_only(plan: &KernelPlan, math: &MathOnlyPlan) -> String {
     context.insert("m", math);
     context.insert("plan", plan);
     context.insert("version", env!("CARGO_PKG_VERSION"));
-    tidy(&render("common/math_only.ptx.tera", &context))
+    let template = match &plan.family {
+        FamilyPlan::Wgmma(_) => "wgmma/math_only.ptx.tera",
+        FamilyPlan::Simt(_) | FamilyPlan::MmaSync(_) => "common/math_only.ptx.tera",
+    };
+    tidy(&render(template, &context))
 }
 
 /// The family's math blocks: the FFMAs of each k position of a group (SIMT) or the mma.sync
@@ -89,6 +114,7 @@ fn math_blocks(plan: &KernelPlan) -> Vec<String> {
             .iter()
             .map(|step| mma_block(mma.mma_instruction, &step.mmas))
             .collect(),
+        FamilyPlan::Wgmma(wgmma) => vec![wgmma_block(wgmma)],
     }
 }
 
@@ -120,6 +146,54 @@ fn mma_block(instruction: &str, mmas: &[MmaOp]) -> String {
         );
     }
     text.trim_end().to_string()
+}
+
+/// The wgmmas of one k tile: per k16 step the B descriptor, then per wgmma row of 64 the A
+/// descriptor and the instruction. Each instruction names its N/2 accumulators, so these
+/// lines are most of the kernel's text; they are written here rather than through tera for
+/// the same reason as [`fma_block`].
+fn wgmma_block(plan: &WgmmaPlan) -> String {
+    let transpose = (
+        WgmmaPlan::A_MAJOR.transpose_flag(),
+        WgmmaPlan::B_MAJOR.transpose_flag(),
+    );
+    let mut text = String::new();
+    for (index, step) in plan.k_steps.iter().enumerate() {
+        let scale_d = if step.first { "%p_accumulate" } else { "1" };
+        let _ = writeln!(text, "\t// k step {index}");
+        descriptor(
+            &mut text,
+            "%b_desc",
+            "%b_stage",
+            step.b_offset_units,
+            "%b_hi",
+        );
+        for mma in &step.mmas {
+            descriptor(
+                &mut text,
+                "%a_desc",
+                "%a_stage",
+                mma.a_offset_units,
+                "%a_hi",
+            );
+            let _ = writeln!(
+                text,
+                "\t{}\t{{ {} }}, %a_desc, %b_desc, {scale_d}, 1, 1, {}, {};",
+                plan.wgmma_instruction, mma.accumulators, transpose.0, transpose.1
+            );
+        }
+    }
+    text.trim_end().to_string()
+}
+
+/// A 64-bit descriptor from a stage's low word plus `units` and the high word.
+fn descriptor(text: &mut String, register: &str, low: &str, units: u32, high: &str) {
+    if units == 0 {
+        let _ = writeln!(text, "\tmov.b64\t{register}, {{ {low}, {high} }};");
+    } else {
+        let _ = writeln!(text, "\tadd.u32\t%desc_lo, {low}, {units};");
+        let _ = writeln!(text, "\tmov.b64\t{register}, {{ %desc_lo, {high} }};");
+    }
 }
 
 fn render(template: &str, context: &Context) -> String {

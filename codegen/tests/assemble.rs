@@ -41,10 +41,8 @@ fn every_catalog_kernel_assembles_with_its_promised_sass() {
         let report = assemble_and_check(entry.name, entry.spec);
         let emitted = codegen::emit_str(entry.spec).unwrap();
         // The checks a kernel carries are the ones the design promises for its copy path.
-        let promises_ldgsts = emitted
-            .expected_sass
-            .contains(&SassCheck::Present(Opcode::Ldgsts));
-        if promises_ldgsts {
+        let promises = |opcode| emitted.expected_sass.contains(&SassCheck::Present(opcode));
+        if promises(Opcode::Ldgsts) {
             assert!(report.count(Opcode::Ldgsts) > 0);
             assert_eq!(
                 report.count(Opcode::Ldg),
@@ -52,6 +50,10 @@ fn every_catalog_kernel_assembles_with_its_promised_sass() {
                 "{}: operand LDG in a cp.async kernel",
                 entry.name
             );
+        } else if promises(Opcode::Utmaldg) {
+            // TMA: operands reach shared memory through the copy engine alone.
+            assert!(report.count(Opcode::Utmaldg) > 0);
+            assert_eq!(report.count(Opcode::Ldgsts) + report.count(Opcode::Ldg), 0);
         } else {
             assert_eq!(report.count(Opcode::Ldgsts), 0);
             assert!(report.count(Opcode::Ldg) > 0 && report.count(Opcode::Sts) > 0);
@@ -184,6 +186,10 @@ fn math_only_probes_assemble_with_only_their_math() {
             codegen::plan::FamilyPlan::Simt(p) => {
                 (Opcode::Ffma, (p.consumer.accumulators * p.block_k) as usize)
             }
+            codegen::plan::FamilyPlan::Wgmma(p) => (
+                Opcode::Hgmma,
+                p.k_steps.iter().map(|s| s.mmas.len()).sum::<usize>(),
+            ),
         };
         assert!(
             report.count(opcode) >= per_trip,

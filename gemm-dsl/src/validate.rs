@@ -96,11 +96,15 @@ impl Validator<'_> {
         self.errors.last_mut().expect("just pushed")
     }
 
-    /// Where a problem of the warp grid points: at `warps:` if the spec wrote it, else at the
-    /// tile the default grid came from.
+    /// Where a problem of the block's threads points: at `warps:` (`consumers:` for wgmma)
+    /// if the spec wrote it, else at the tile the default came from.
     pub(crate) fn warps_key(&self) -> Key {
-        if self.spans.given(Key::Warps) {
-            Key::Warps
+        let key = match self.spec.mma {
+            Mma::Wgmma => Key::Consumers,
+            Mma::Fma | Mma::MmaSync => Key::Warps,
+        };
+        if self.spans.given(key) {
+            key
         } else {
             Key::Tile
         }
@@ -310,6 +314,25 @@ impl Validator<'_> {
                 s.layout.name().to_string(),
                 s.layout == Layout::RowRow,
             ),
+        ];
+        let mut checks: Vec<(Key, String, bool)> = family_checks.into_iter().collect();
+        checks.extend(unimplemented_everywhere);
+        checks.sort_by_key(|(key, _, _)| *key);
+        for (key, value, in_scope) in checks {
+            if !in_scope {
+                self.errors.push(
+                    not_implemented(spans.value(key), key.name(), &value, family_note)
+                        .note(format!("this family is {family}")),
+                );
+            }
+        }
+    }
+
+    /// The scope of the families that copy through registers or `cp.async` within one
+    /// block: no TMA, no clusters, no consumer warpgroups.
+    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 3] {
+        let s = self.spec;
+        [
             (
                 Key::Copy,
                 s.copy.to_string(),
@@ -323,20 +346,9 @@ impl Validator<'_> {
             (
                 Key::Consumers,
                 s.consumers.to_string(),
-                !spans.given(Key::Consumers),
+                !self.spans.given(Key::Consumers),
             ),
-        ];
-        let mut checks: Vec<(Key, String, bool)> = family_checks.into_iter().collect();
-        checks.extend(unimplemented_everywhere);
-        checks.sort_by_key(|(key, _, _)| *key);
-        for (key, value, in_scope) in checks {
-            if !in_scope {
-                self.errors.push(
-                    not_implemented(spans.value(key), key.name(), &value, family_note)
-                        .note(format!("this family is {family}")),
-                );
-            }
-        }
+        ]
     }
 
     /// The checks every family ends with: registers and shared memory against the limits,
@@ -468,7 +480,6 @@ mod tests {
     #[test]
     fn unimplemented_values_parse_then_fail_validation() {
         for spec in [
-            "arch: sm_90a, mma: wgmma",
             "mma: mma_sync, layout: rc",
             "mma: mma_sync, arch: sm_90, copy: tma",
             "mma: mma_sync, out: f16",

@@ -63,20 +63,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
 
         let module = Module::load(ctx, info.ptx, info.name)?;
         let function = module.function(info.name)?;
-        let smem = info.launch.dynamic_smem_bytes;
-        if smem > DEFAULT_DYNAMIC_SMEM_LIMIT {
-            // Above 48 KB the kernel must opt in. Module::function bound the context.
-            // SAFETY: `function` is a live handle of `module`.
-            unsafe {
-                sys::cuFuncSetAttribute(
-                    function,
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem as i32,
-                )
-            }
-            .result()
-            .during(|| format!("allowing `{}` {smem} B of dynamic shared memory", info.name))?;
-        }
+        allow_dynamic_smem(function, info.launch.dynamic_smem_bytes, info.name)?;
         let resident_blocks = resident_blocks(ctx, function, info)?;
         let kernel = GemmKernel {
             info: *info,
@@ -260,6 +247,28 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         checked.lock().expect("no panics while held").insert(key);
         Ok(())
     }
+}
+
+/// Above 48 KB of dynamic shared memory a kernel must opt in. The caller has bound the
+/// context `function` lives in (`Module::function` does).
+pub(crate) fn allow_dynamic_smem(
+    function: sys::CUfunction,
+    smem: u32,
+    kernel: &str,
+) -> Result<(), Error> {
+    if smem <= DEFAULT_DYNAMIC_SMEM_LIMIT {
+        return Ok(());
+    }
+    // SAFETY: `function` is a live handle of a module loaded in the bound context.
+    unsafe {
+        sys::cuFuncSetAttribute(
+            function,
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+    }
+    .result()
+    .during(|| format!("allowing `{kernel}` {smem} B of dynamic shared memory"))
 }
 
 fn device_compute_capability(ctx: &CudaContext) -> Result<u32, Error> {

@@ -4,7 +4,7 @@
 
 use crate::error::{DriverContext, Error};
 use crate::jit::Module;
-use crate::kernel::{launch_raw, same_context, LaunchDims};
+use crate::kernel::{allow_dynamic_smem, launch_raw, same_context, LaunchDims};
 use codegen::MathOnly;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
@@ -30,6 +30,7 @@ impl MathOnlyKernel {
     pub fn load(ctx: &Arc<CudaContext>, probe: MathOnly) -> Result<MathOnlyKernel, Error> {
         let module = Module::load(ctx, &probe.ptx, &probe.kernel_name)?;
         let function = module.function(&probe.kernel_name)?;
+        allow_dynamic_smem(function, probe.dynamic_smem_bytes, &probe.kernel_name)?;
         Ok(MathOnlyKernel {
             probe,
             ctx: ctx.clone(),
@@ -102,7 +103,7 @@ impl MathOnlyKernel {
                     grid: (blocks, 1, 1),
                     cluster: (1, 1),
                     threads: self.probe.threads_per_block,
-                    dynamic_smem_bytes: 0,
+                    dynamic_smem_bytes: self.probe.dynamic_smem_bytes,
                 },
                 stream,
                 &mut params,

@@ -9,8 +9,8 @@ use half::{bf16, f16};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
-    check_against, compare, cpu_reference, cublas_reference, verify, ErrorReport, Problem,
-    Reference, Tolerance,
+    check_against, compare, cpu_reference, cublas_reference, reference_for, verify, ErrorReport,
+    Problem, Reference, Tolerance,
 };
 use runtime::{
     open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
@@ -181,21 +181,40 @@ fn check_padded<In: Element, Out: Element>(
     types: KernelTypes,
     stream: &Arc<CudaStream>,
 ) {
-    let name = kernel.info().name;
     let launch = kernel.info().launch;
     let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
     // Strides padded by whole vectors of the kernel's alignment, so they stay aligned.
     let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
-    let (lda, ldb, ldc) = (
+    let ld = (
         k + vector(In::BYTES),
         n + 2 * vector(In::BYTES),
         n + 3 * vector(Out::BYTES),
     );
-    let problem = Problem::<In>::random(m, n, k, 7);
-    let reference = cpu_reference(&problem);
+    check_with_ld(kernel, types, stream, Shape::new(m, n, k), ld, 7);
+}
+
+/// One launch of `shape` with leading dimensions `(lda, ldb, ldc)` on fresh inputs from
+/// `seed`, A and B padded with NaN and C poisoned: the result must match the reference
+/// `reference_for` picks, and the padding of C stay untouched.
+fn check_with_ld<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    types: KernelTypes,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    (lda, ldb, ldc): (u32, u32, u32),
+    seed: u64,
+) {
+    let name = kernel.info().name;
+    let Shape { m, n, k } = shape;
+    let problem = Problem::<In>::random(m, n, k, seed);
+    let kind = reference_for(m, n, k);
+    let reference = match kind {
+        Reference::CpuF64 => cpu_reference(&problem),
+        Reference::Cublas => cublas_reference(stream, &problem).unwrap(),
+    };
     // NaN in the padding of A and B: a kernel that reads past a row's end computes NaNs.
     let pad = |values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
-        let mut padded = vec![In::from_f32(f32::NAN); (rows * ld) as usize];
+        let mut padded = vec![In::from_f32(f32::NAN); rows as usize * ld as usize];
         for row in 0..rows as usize {
             let cols = cols as usize;
             padded[row * ld as usize..][..cols].copy_from_slice(&values[row * cols..][..cols]);
@@ -205,22 +224,73 @@ fn check_padded<In: Element, Out: Element>(
     let a = stream.clone_htod(&pad(&problem.a, m, k, lda)).unwrap();
     let b = stream.clone_htod(&pad(&problem.b, k, n, ldb)).unwrap();
     let mut c = stream
-        .clone_htod(&vec![Out::poison(); (m * ldc) as usize])
+        .clone_htod(&vec![Out::poison(); m as usize * ldc as usize])
         .unwrap();
     kernel
         .launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
     let c = stream.clone_dtoh(&c).unwrap();
-    let report = compare(&c, &reference, m, n, ldc, Reference::CpuF64);
-    eprintln!("{name:<28} {types:<10} {m}x{n}x{k} lda {lda} ldb {ldb} ldc {ldc}: {report}");
+    let report = compare(&c, &reference, m, n, ldc, kind);
+    eprintln!("{name:<28} {types:<10} {shape:>15} lda {lda} ldb {ldb} ldc {ldc}: {report}");
     report
         .check(&types.tolerance(k))
-        .unwrap_or_else(|broken| panic!("{name} with padded strides: {broken}"));
+        .unwrap_or_else(|broken| panic!("{name} at {shape}, ld {lda}/{ldb}/{ldc}: {broken}"));
     let gap_writes = (0..m as usize)
         .flat_map(|row| &c[row * ldc as usize + n as usize..(row + 1) * ldc as usize])
         .filter(|value| !value.is_poison())
         .count();
-    assert_eq!(gap_writes, 0, "{name} wrote into the padding of C");
+    assert_eq!(
+        gap_writes, 0,
+        "{name} at {shape} wrote into the padding of C"
+    );
+}
+
+/// Kernels that compute partial tiles take any M, N, K of at least 1: sizes one under and
+/// over the tile, single rows and columns, a K shorter than one k tile, and the suite's two
+/// shapes that are no tile's multiple. Leading dimensions are the sizes rounded up to the
+/// kernel's alignment (the TMA needs 16-byte row strides).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn partial_tile_kernels_compute_any_shape() {
+    let (ctx, stream) = gpu();
+    let mut checked = 0;
+    for entry in CATALOG {
+        let kernel = load(&ctx, entry);
+        let launch = kernel.info().launch;
+        if !launch.partial_tiles {
+            continue;
+        }
+        let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
+        let shapes = [
+            Shape::new(1, 1, 1),
+            Shape::new(tm - 1, tn + 1, tk + 1),
+            Shape::new(tm + 1, tn - 1, 2 * tk - 1),
+            Shape::new(2 * tm + 3, 3 * tn - 5, tk / 2 + 3),
+            Shape::new(65, 257, 17),
+            Shape::new(16, 4096, 2048),
+            Shape::new(777, 4099, 2048),
+            Shape::new(3000, 5000, 1234),
+        ];
+        let types = kernel.types();
+        for (index, shape) in shapes.into_iter().enumerate() {
+            let round = |value: u32, bytes: u32| {
+                let vector = (launch.operand_align_bytes / bytes).max(1);
+                value.div_ceil(vector) * vector
+            };
+            let ld = with_kernel!(&kernel, typed => {
+                let (input, output) = element_bytes(typed);
+                (round(shape.k, input), round(shape.n, input), round(shape.n, output))
+            });
+            with_kernel!(&kernel, typed => check_with_ld(typed, types, &stream, shape, ld, 0xED6E + index as u64));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "no partial-tile kernel in the catalog");
+}
+
+/// The element sizes of a typed kernel's input and output.
+fn element_bytes<In: Element, Out: Element>(_kernel: &GemmKernel<In, Out>) -> (u32, u32) {
+    (In::BYTES, Out::BYTES)
 }
 
 #[test]
@@ -647,6 +717,8 @@ fn math_only_probes_loop_over_their_trips() {
         "mma_bf16_128x256x64_s3_h100",
         "mma_tf32_128x128x16_s4",
         "simt_64x64x16_cp4_h100",
+        "wgmma_bf16_128x256x64_s4_persistent",
+        "wgmma_bf16_128x128x64_s4_c1",
     ] {
         let entry = codegen::catalog::find(name).unwrap();
         let valid = codegen::gemm_dsl::check_str(entry.spec).unwrap();

@@ -5,6 +5,8 @@
 //! measured below its kernel on H100, so for SIMT it is a curiosity, not a ceiling.)
 
 use super::{FamilyPlan, KernelPlan};
+use gemm_dsl::family::wgmma::{RING_ALIGN_BYTES, WARPGROUP_THREADS};
+use gemm_dsl::RegisterBudget;
 use serde::Serialize;
 
 /// The top exponent bit of every element: clearing it keeps operands below 2 in magnitude,
@@ -31,6 +33,10 @@ pub struct MathOnlyPlan {
     pub trip_blocks: Vec<usize>,
     /// Flops of one trip of one block: one k tile of the block tile, `2·BM·BN·BK`.
     pub flops_per_trip: u64,
+    /// Dynamic shared memory of a probe whose operands live there (wgmma: one stage plus
+    /// its alignment), and the 32-bit words the probe fills; 0 for register operands.
+    pub smem_bytes: u32,
+    pub smem_words: u32,
 }
 
 impl MathOnlyPlan {
@@ -55,6 +61,8 @@ impl MathOnlyPlan {
                         .flat_map(|group| 0..group.k_steps.len())
                         .collect(),
                     flops_per_trip: block_tile_flops(p.block_m, p.block_n, p.block_k),
+                    smem_bytes: 0,
+                    smem_words: 0,
                 }
             }
             FamilyPlan::MmaSync(p) => MathOnlyPlan {
@@ -73,6 +81,23 @@ impl MathOnlyPlan {
                 }),
                 trip_blocks: (0..p.k_steps as usize).collect(),
                 flops_per_trip: block_tile_flops(p.block_m, p.block_n, p.block_k),
+                smem_bytes: 0,
+                smem_words: 0,
+            },
+            // The consumers alone, on one stage of shared memory.
+            FamilyPlan::Wgmma(p) => MathOnlyPlan {
+                name,
+                threads: p.consumers * WARPGROUP_THREADS,
+                max_registers: Some(RegisterBudget::limit_for(p.consumers * WARPGROUP_THREADS)),
+                accumulators: p.accumulators,
+                a_registers: 0,
+                b_registers: 0,
+                operand_type: ".b32",
+                operand_mask: ptx_hex(PACKED_16_BIT_OPERAND_MASK),
+                trip_blocks: vec![0],
+                flops_per_trip: block_tile_flops(p.block_m, p.block_n, p.block_k),
+                smem_bytes: p.ring.stage_bytes + RING_ALIGN_BYTES,
+                smem_words: p.ring.stage_bytes / 4,
             },
         }
     }

@@ -34,6 +34,7 @@
 //! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
 //! for every thread).
 
+use super::schedule::TileWalk;
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
@@ -41,7 +42,7 @@ use super::{
 use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
 use gemm_dsl::geometry::{CopyGeometry, COPY_VECTOR_BYTES};
-use gemm_dsl::{DType, GemmSpec, Raster, Schedule, ValidSpec};
+use gemm_dsl::{DType, GemmSpec, Schedule, ValidSpec};
 use serde::Serialize;
 
 /// Bytes of A (or of a B column block) one mma k step consumes per row: 16 f16/bf16 or 8 tf32.
@@ -105,26 +106,6 @@ pub struct MmaSyncPlan {
     pub k_steps_plan: Vec<MmaKStep>,
     #[serde(skip)]
     pub epilogue: MmaEpilogue,
-}
-
-/// A persistent block's walk over the output tiles, [`Schedule::tile_at`] in PTX terms: the
-/// raster bands are `group` tiles across and advance along the `along` dimension.
-///
-/// [`Schedule::tile_at`]: gemm_dsl::Schedule::tile_at
-#[derive(Clone, Debug, Serialize)]
-pub struct TileWalk {
-    pub group: u32,
-    /// Dimension the bands advance along: its kernel parameter (`m` or `n`), block tile size
-    /// and the register that receives the tile's first element index.
-    pub along: WalkDim,
-    pub across: WalkDim,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct WalkDim {
-    pub param: &'static str,
-    pub tile: u32,
-    pub block_register: &'static str,
 }
 
 /// How one operand's tile is copied: thread `t`'s first 16-byte vector is row
@@ -580,30 +561,8 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
             staged_epilogue(g, &slab, out_bytes, smem_offset)
         }),
     };
-    let persistent = match spec.schedule {
-        Schedule::Tile => None,
-        Schedule::Persistent { raster, group } => {
-            let m = WalkDim {
-                param: "m",
-                tile: tile.m,
-                block_register: "%block_m",
-            };
-            let n = WalkDim {
-                param: "n",
-                tile: tile.n,
-                block_register: "%block_n",
-            };
-            let (along, across) = match raster {
-                Raster::M => (m, n),
-                Raster::N => (n, m),
-            };
-            Some(TileWalk {
-                group,
-                along,
-                across,
-            })
-        }
-    };
+    // Whole tiles only: the tile counts need no rounding.
+    let persistent = TileWalk::of(spec.schedule, tile, false);
 
     let mma_instruction = match spec.dtype {
         DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",

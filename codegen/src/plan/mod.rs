@@ -3,8 +3,10 @@
 
 pub mod math_only;
 pub mod mma_sync;
+pub mod schedule;
 pub mod simt;
 pub mod swizzle;
+pub mod wgmma;
 
 use crate::emit::{KernelParam, Opcode, SassCheck};
 use gemm_dsl::geometry::COPY_VECTOR_BYTES;
@@ -33,6 +35,7 @@ pub struct KernelPlan {
 pub enum FamilyPlan {
     Simt(simt::SimtPlan),
     MmaSync(mma_sync::MmaSyncPlan),
+    Wgmma(wgmma::WgmmaPlan),
 }
 
 /// What the launcher must know of a family's kernel beyond the spec itself.
@@ -54,6 +57,7 @@ impl FamilyPlan {
         match self {
             FamilyPlan::Simt(p) => p.launch_contract(),
             FamilyPlan::MmaSync(p) => p.launch_contract(),
+            FamilyPlan::Wgmma(p) => p.launch_contract(),
         }
     }
 
@@ -62,6 +66,7 @@ impl FamilyPlan {
         let mut checks = match self {
             FamilyPlan::Simt(_) => simt::sass_promises(spec),
             FamilyPlan::MmaSync(_) => mma_sync::sass_promises(spec),
+            FamilyPlan::Wgmma(p) => wgmma::sass_promises(p),
         };
         checks.extend([
             SassCheck::Absent(Opcode::Ldl),
@@ -76,6 +81,7 @@ impl FamilyPlan {
         match self {
             FamilyPlan::Simt(_) => simt::math_promises(),
             FamilyPlan::MmaSync(_) => mma_sync::math_promises(spec),
+            FamilyPlan::Wgmma(p) => wgmma::math_promises(p),
         }
     }
 }
@@ -161,6 +167,7 @@ pub fn plan(valid: &ValidSpec) -> KernelPlan {
     let family = match &valid.family {
         Family::Simt(geometry) => FamilyPlan::Simt(simt::plan(valid, geometry)),
         Family::MmaSync(geometry) => FamilyPlan::MmaSync(mma_sync::plan(valid, geometry)),
+        Family::Wgmma(geometry) => FamilyPlan::Wgmma(wgmma::plan(valid, geometry)),
     };
     KernelPlan {
         name: valid.spec.name.clone(),

@@ -206,6 +206,7 @@ impl Validator<'_> {
              layout rr, copy sync or cp_async, no cluster, is";
         let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
         let family_checks = [(Key::Out, s.out.name().to_string(), out_ok)];
+        let family_checks = family_checks.into_iter().chain(self.block_copy_scope());
         self.reject_unimplemented(
             family_checks,
             family_note,

@@ -5,11 +5,13 @@
 
 pub mod mma_sync;
 pub mod simt;
+pub mod wgmma;
 
-use crate::spec::{Key, Mma};
-use crate::validate::{not_implemented, ValidSpec, Validator};
+use crate::spec::Mma;
+use crate::validate::{ValidSpec, Validator};
 use mma_sync::MmaSyncGeometry;
 use simt::SimtGeometry;
+use wgmma::WgmmaGeometry;
 
 /// The kernel family a valid spec belongs to, with its geometry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +20,8 @@ pub enum Family {
     Simt(SimtGeometry),
     /// `mma: mma_sync`: Ampere tensor cores, ldmatrix from swizzled shared memory.
     MmaSync(MmaSyncGeometry),
+    /// `mma: wgmma`: Hopper, TMA into an mbarrier ring, warpgroup MMAs from shared memory.
+    Wgmma(WgmmaGeometry),
 }
 
 impl Family {
@@ -25,6 +29,7 @@ impl Family {
         match self {
             Family::Simt(g) => g.threads,
             Family::MmaSync(g) => g.threads,
+            Family::Wgmma(g) => g.threads,
         }
     }
 }
@@ -34,14 +39,6 @@ pub(crate) fn validate(v: &mut Validator<'_>) -> Option<ValidSpec> {
     match v.spec.mma {
         Mma::Fma => v.simt(),
         Mma::MmaSync => v.mma_sync(),
-        Mma::Wgmma => {
-            v.errors.push(not_implemented(
-                v.spans.value(Key::Mma),
-                "mma",
-                v.spec.mma.name(),
-                "only `mma: fma` (SIMT) and `mma: mma_sync` (Ampere tensor cores) are",
-            ));
-            None
-        }
+        Mma::Wgmma => v.wgmma(),
     }
 }

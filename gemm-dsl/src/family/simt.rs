@@ -115,6 +115,7 @@ impl Validator<'_> {
                 s.schedule == Schedule::Tile,
             ),
         ];
+        let family_checks = family_checks.into_iter().chain(self.block_copy_scope());
         self.reject_unimplemented(family_checks, family_note, "`mma: fma` (SIMT)");
 
         let row_bytes = s.tile.k * s.dtype.size_bytes();

@@ -1,0 +1,57 @@
+//! How a block finds its output tiles: one tile per block from the grid, or a persistent
+//! block's walk over raster bands ([`TileWalk`]). Shared by the families whose specs take
+//! `schedule:`.
+
+use gemm_dsl::{Raster, Schedule, Tile};
+use serde::Serialize;
+
+/// A persistent block's walk over the output tiles, [`Schedule::tile_at`] in PTX terms: the
+/// raster bands are `group` tiles across and advance along the `along` dimension.
+///
+/// [`Schedule::tile_at`]: gemm_dsl::Schedule::tile_at
+#[derive(Clone, Debug, Serialize)]
+pub struct TileWalk {
+    pub group: u32,
+    /// Dimension the bands advance along: its kernel parameter (`m` or `n`), block tile size
+    /// and the register that receives the tile's first element index.
+    pub along: WalkDim,
+    pub across: WalkDim,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WalkDim {
+    pub param: &'static str,
+    pub tile: u32,
+    pub block_register: &'static str,
+    /// Added to the dimension before dividing by the tile, so a partial last tile counts:
+    /// `tile - 1` for kernels that compute partial tiles, 0 for whole-tile kernels.
+    pub round_up: u32,
+}
+
+impl TileWalk {
+    /// The walk of a persistent schedule over `tile`-sized output tiles; `None` for one tile
+    /// per block. `partial_tiles`: the kernel computes partial edge tiles, so tile counts
+    /// round up.
+    pub fn of(schedule: Schedule, tile: Tile, partial_tiles: bool) -> Option<TileWalk> {
+        let Schedule::Persistent { raster, group } = schedule else {
+            return None;
+        };
+        let dim = |param, tile: u32, block_register| WalkDim {
+            param,
+            tile,
+            block_register,
+            round_up: if partial_tiles { tile - 1 } else { 0 },
+        };
+        let m = dim("m", tile.m, "%block_m");
+        let n = dim("n", tile.n, "%block_n");
+        let (along, across) = match raster {
+            Raster::M => (m, n),
+            Raster::N => (n, m),
+        };
+        Some(TileWalk {
+            group,
+            along,
+            across,
+        })
+    }
+}

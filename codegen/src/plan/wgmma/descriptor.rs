@@ -1,0 +1,183 @@
+//! The wgmma shared-memory matrix descriptor, and the layouts it and the TMA agree on.
+//!
+//! A descriptor is 64 bits: bits 0-13 the start address, 16-29 the leading-dimension byte
+//! offset (LBO), 32-45 the stride-dimension byte offset (SBO), each in 16-byte units, and
+//! bits 62-63 the swizzle (1 = 128B, 2 = 64B, 3 = 32B). With a `W`-byte swizzle, rows of `W`
+//! bytes are grouped in 8-row atoms of `8·W` bytes; inside an atom the 16-byte chunk index is
+//! XORed with the row (address bits 4.. with bits 7..), exactly as the TMA writes a box.
+//!
+//! - **K-major** (A, K contiguous): an m64k16 operand is 8 atoms down M, `SBO = 8·W` apart;
+//!   a k16 step moves the start 32 bytes along the row (into the next box past `W`). LBO is
+//!   unused by swizzled K-major layouts and set to 1.
+//! - **MN-major** (B row-major, N contiguous; `tnspB = 1`): an n`N`k16 operand is `N·size/W`
+//!   boxes of `W` bytes of N side by side, `LBO` apart (one box of BK rows each), and two
+//!   8-row atoms down K, `SBO = 8·W` apart; a k16 step moves the start 16 rows.
+
+use serde::Serialize;
+
+/// Which dimension of an operand is contiguous in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Major {
+    /// K contiguous (A row-major; `imm-trans = 0`).
+    K,
+    /// M or N contiguous (B row-major; `imm-trans = 1`).
+    MN,
+}
+
+impl Major {
+    /// The wgmma `imm-trans-a` / `imm-trans-b` operand.
+    pub fn transpose_flag(self) -> u32 {
+        match self {
+            Major::K => 0,
+            Major::MN => 1,
+        }
+    }
+}
+
+/// A descriptor's fields in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SmemDescriptor {
+    pub start_bytes: u32,
+    pub leading_bytes: u32,
+    pub stride_bytes: u32,
+    pub swizzle_bytes: u32,
+}
+
+/// The descriptor's swizzle field for a swizzle span.
+pub fn layout_type(swizzle_bytes: u32) -> u64 {
+    match swizzle_bytes {
+        128 => 1,
+        64 => 2,
+        32 => 3,
+        _ => 0,
+    }
+}
+
+const FIELD_MASK: u64 = 0x3FFF;
+
+impl SmemDescriptor {
+    pub fn encode(&self) -> u64 {
+        let field = |bytes: u32| (u64::from(bytes) >> 4) & FIELD_MASK;
+        field(self.start_bytes)
+            | field(self.leading_bytes) << 16
+            | field(self.stride_bytes) << 32
+            | layout_type(self.swizzle_bytes) << 62
+    }
+
+    pub fn decode(bits: u64) -> SmemDescriptor {
+        let field = |shift: u32| (((bits >> shift) & FIELD_MASK) << 4) as u32;
+        SmemDescriptor {
+            start_bytes: field(0),
+            leading_bytes: field(16),
+            stride_bytes: field(32),
+            swizzle_bytes: match bits >> 62 {
+                1 => 128,
+                2 => 64,
+                3 => 32,
+                _ => 0,
+            },
+        }
+    }
+
+    /// The descriptor's low word without the start address: the kernel adds `start >> 4`.
+    pub fn low_word_fields(&self) -> u32 {
+        (SmemDescriptor {
+            start_bytes: 0,
+            ..*self
+        })
+        .encode() as u32
+    }
+
+    /// The descriptor's high word: SBO and swizzle.
+    pub fn high_word(&self) -> u32 {
+        (self.encode() >> 32) as u32
+    }
+
+    /// The shared-memory byte of element `(mn, k)` of the operand this descriptor describes
+    /// (rows of `mn` and k16 columns of `k`, in elements of `element_bytes`), swizzle applied:
+    /// the layout wgmma reads.
+    pub fn element_address(&self, major: Major, mn: u32, k: u32, element_bytes: u32) -> u32 {
+        let w = self.swizzle_bytes;
+        let linear = match major {
+            Major::K => {
+                let k_byte = k * element_bytes;
+                self.start_bytes + (mn % 8) * w + (mn / 8) * self.stride_bytes + k_byte
+            }
+            Major::MN => {
+                let per_span = w / element_bytes;
+                self.start_bytes
+                    + (mn % per_span) * element_bytes
+                    + (mn / per_span) * self.leading_bytes
+                    + (k % 8) * w
+                    + (k / 8) * self.stride_bytes
+            }
+        };
+        swizzle(linear, w)
+    }
+}
+
+/// The `W`-byte XOR swizzle on a shared-memory address whose atoms are `8·W`-aligned: the
+/// 16-byte chunk bits (4 ..) XOR the row-in-atom bits (7 ..).
+pub fn swizzle(address: u32, swizzle_bytes: u32) -> u32 {
+    let bits = (swizzle_bytes / 16).trailing_zeros();
+    let mask = (1 << bits) - 1;
+    address ^ (((address >> 7) & mask) << 4)
+}
+
+/// Where the TMA puts element `(row, inner)` of a box that starts at `box_start` (aligned to
+/// its atoms): rows of `swizzle_bytes`, swizzled.
+pub fn tma_box_address(
+    box_start: u32,
+    row: u32,
+    inner: u32,
+    element_bytes: u32,
+    swizzle_bytes: u32,
+) -> u32 {
+    swizzle(
+        box_start + row * swizzle_bytes + inner * element_bytes,
+        swizzle_bytes,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_round_trip_and_sit_where_the_isa_puts_them() {
+        let d = SmemDescriptor {
+            start_bytes: 0x1_2340,
+            leading_bytes: 8192,
+            stride_bytes: 1024,
+            swizzle_bytes: 128,
+        };
+        let bits = d.encode();
+        assert_eq!(bits & 0x3FFF, 0x1234);
+        assert_eq!((bits >> 16) & 0x3FFF, 512);
+        assert_eq!((bits >> 32) & 0x3FFF, 64);
+        assert_eq!(bits >> 62, 1);
+        assert_eq!(SmemDescriptor::decode(bits), d);
+        assert_eq!(
+            u64::from(d.high_word()) << 32 | u64::from(d.low_word_fields()) | 0x1234,
+            bits
+        );
+        for (bytes, field) in [(128, 1), (64, 2), (32, 3), (0, 0)] {
+            assert_eq!(layout_type(bytes), field);
+        }
+    }
+
+    #[test]
+    fn the_128_byte_swizzle_permutes_chunks_by_row() {
+        // Row r of a 1024-byte atom: chunk c lands in chunk c ^ r.
+        for row in 0..8 {
+            for chunk in 0..8 {
+                let address = tma_box_address(2048, row, chunk * 8, 2, 128);
+                assert_eq!(address, 2048 + row * 128 + (chunk ^ row) * 16);
+            }
+        }
+        // 64-byte rows: pairs of rows share a 128-byte line, chunk c ^ (row / 2).
+        assert_eq!(tma_box_address(0, 2, 0, 2, 64), 2 * 64 + 16);
+        assert_eq!(tma_box_address(0, 3, 8, 2, 64), 3 * 64);
+    }
+}

@@ -1,0 +1,467 @@
+//! Plan of the Hopper family (`mma: wgmma`).
+//!
+//! Warpgroup 0 is the producer: one thread walks the block's k tiles (and, persistent, its
+//! output tiles), waits for a free stage of the ring, announces the stage's bytes on its
+//! *full* mbarrier (`arrive.expect_tx`) and issues the TMA boxes of A and B into it. Warpgroups
+//! 1.. are consumers: each waits for a stage's full barrier, issues the k tile's wgmmas on
+//! its rows straight from shared memory ([`descriptor`]), keeps one group in flight, and once
+//! the previous k tile's group has retired (`wgmma.wait_group 1`) releases that stage on its
+//! *empty* mbarrier, one arrival per warp. The ring's slots and phases are in [`ring`], the
+//! stores of the accumulators in [`epilogue`].
+
+pub mod descriptor;
+pub mod epilogue;
+pub mod ring;
+
+use super::schedule::TileWalk;
+use super::LaunchContract;
+use crate::emit::{KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox};
+use descriptor::{Major, SmemDescriptor};
+use epilogue::WgmmaEpilogue;
+use gemm_dsl::family::wgmma::{OperandBoxes, WgmmaGeometry, WGMMA_K, WGMMA_M};
+use gemm_dsl::{DType, ValidSpec};
+use ring::Ring;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Every number the wgmma templates print.
+#[derive(Clone, Debug, Serialize)]
+pub struct WgmmaPlan {
+    pub threads: u32,
+    /// `.maxnreg`: the even split of the register file over the block's threads; ptxas honours
+    /// `setmaxnreg` only under such a cap.
+    pub max_registers: u32,
+    /// `setmaxnreg` of the producer and the consumers, where the producer gives registers
+    /// back.
+    pub register_split: Option<RegisterSplit>,
+    pub consumers: u32,
+    pub dtype: &'static str,
+    pub out_dtype: &'static str,
+    pub in_bytes: u32,
+    pub out_bytes: u32,
+    pub block_m: u32,
+    pub block_n: u32,
+    pub block_k: u32,
+    /// Added to M, N, K before dividing by the tile: partial last tiles count (the TMA fills
+    /// them with zeros, the epilogue checks their edges).
+    pub m_round_up: u32,
+    pub n_round_up: u32,
+    pub k_round_up: u32,
+    pub rows_per_consumer: u32,
+    pub ring: Ring,
+    /// The TMA boxes of one stage, A's then B's.
+    pub a_loads: Vec<BoxLoad>,
+    pub b_loads: Vec<BoxLoad>,
+    #[serde(skip)]
+    pub a_box: TensorMapBox,
+    #[serde(skip)]
+    pub b_box: TensorMapBox,
+    /// wgmma descriptors of a consumer's first k step in stage 0, relative to the ring base.
+    pub a_descriptor: SmemDescriptor,
+    pub b_descriptor: SmemDescriptor,
+    /// Bytes from one consumer's rows of A to the next's (within each box).
+    pub consumer_a_bytes: u32,
+    /// The descriptors' constant parts: low words without the start, and high words.
+    pub a_desc_low: u32,
+    pub a_desc_high: u32,
+    pub b_desc_low: u32,
+    pub b_desc_high: u32,
+    /// `stage_bytes >> 4`: one stage in descriptor start-address units.
+    pub stage_desc_units: u32,
+    pub wgmma_instruction: String,
+    pub accumulators: u32,
+    pub persistent: Option<TileWalk>,
+    pub epilogue: WgmmaEpilogue,
+    /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
+    #[serde(skip)]
+    pub k_steps: Vec<WgmmaKStep>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RegisterSplit {
+    pub producer: u32,
+    pub consumer: u32,
+}
+
+/// One TMA box of a stage: where it lands in the stage and how far along the operand's
+/// contiguous dimension it starts from the tile's first element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BoxLoad {
+    pub smem_offset: u32,
+    pub inner_offset: u32,
+    pub bytes: u32,
+}
+
+/// The wgmmas of one k16 step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgmmaKStep {
+    /// The first k step of a k tile: its scale-d predicate is "accumulate unless this is the
+    /// tile's first k tile"; later steps always accumulate.
+    pub first: bool,
+    /// Descriptor start offsets (16-byte units) from the consumer's stage bases.
+    pub b_offset_units: u32,
+    pub mmas: Vec<WgmmaOp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgmmaOp {
+    /// The accumulator registers, `{ %acc.., .. }`.
+    pub accumulators: String,
+    pub a_offset_units: u32,
+}
+
+/// The TMA boxes of one operand in a stage that starts its tile at `smem_start`.
+fn box_loads(boxes: &OperandBoxes, element_bytes: u32, smem_start: u32) -> Vec<BoxLoad> {
+    let bytes = boxes.bytes_per_box(element_bytes);
+    (0..boxes.boxes)
+        .map(|i| BoxLoad {
+            smem_offset: smem_start + i * bytes,
+            inner_offset: i * boxes.inner,
+            bytes,
+        })
+        .collect()
+}
+
+pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
+    let spec = &valid.spec;
+    let element = spec.dtype.size_bytes();
+    let w = g.swizzle_bytes;
+    let a_loads = box_loads(&g.a_boxes, element, 0);
+    let a_tile_bytes: u32 = a_loads.iter().map(|l| l.bytes).sum();
+    let b_loads = box_loads(&g.b_boxes, element, a_tile_bytes);
+    let stage_bytes = g.stage_bytes(element);
+    let ring = Ring::new(spec.stages, stage_bytes, g.consumers * 4);
+
+    let a_descriptor = SmemDescriptor {
+        start_bytes: 0,
+        leading_bytes: 16,
+        stride_bytes: 8 * w,
+        swizzle_bytes: w,
+    };
+    let b_descriptor = SmemDescriptor {
+        start_bytes: a_tile_bytes,
+        leading_bytes: g.b_boxes.bytes_per_box(element),
+        stride_bytes: 8 * w,
+        swizzle_bytes: w,
+    };
+    let a_box_bytes = g.a_boxes.bytes_per_box(element);
+    let acc_per_wgmma = g.n / 2;
+    let k_steps = (0..g.k_steps)
+        .map(|step| {
+            // A: 32 bytes of K per step, into the next box once a swizzle span is used up.
+            let k_byte = step * WGMMA_K * element;
+            let a_step_bytes = (k_byte / w) * a_box_bytes + k_byte % w;
+            WgmmaKStep {
+                first: step == 0,
+                b_offset_units: step * WGMMA_K * w / 16,
+                mmas: (0..g.m_wgmmas)
+                    .map(|mi| WgmmaOp {
+                        accumulators: (mi * acc_per_wgmma..(mi + 1) * acc_per_wgmma)
+                            .map(|i| format!("%acc{i}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        a_offset_units: (a_step_bytes + mi * WGMMA_M * w) / 16,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let type_name = spec.dtype.name();
+    let wgmma_instruction = format!(
+        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{WGMMA_K}.f32.{type_name}.{type_name}",
+        g.n
+    );
+    let tensor_box = |operand, boxes: &OperandBoxes| TensorMapBox {
+        operand,
+        inner: boxes.inner,
+        outer: boxes.outer,
+        swizzle_bytes: w,
+    };
+    let pack_instruction = match spec.out {
+        DType::Bf16 => "cvt.rn.bf16x2.f32",
+        DType::F16 => "cvt.rn.f16x2.f32",
+        DType::F32 | DType::Tf32 => "",
+    };
+    WgmmaPlan {
+        threads: g.threads,
+        max_registers: gemm_dsl::RegisterBudget::limit_for(g.threads),
+        register_split: g
+            .register_split
+            .map(|(producer, consumer)| RegisterSplit { producer, consumer }),
+        consumers: g.consumers,
+        dtype: spec.dtype.name(),
+        out_dtype: spec.out.name(),
+        in_bytes: element,
+        out_bytes: spec.out.size_bytes(),
+        block_m: spec.tile.m,
+        block_n: spec.tile.n,
+        block_k: spec.tile.k,
+        m_round_up: spec.tile.m - 1,
+        n_round_up: spec.tile.n - 1,
+        k_round_up: spec.tile.k - 1,
+        rows_per_consumer: g.rows_per_consumer,
+        ring,
+        a_loads,
+        b_loads,
+        a_box: tensor_box(Operand::A, &g.a_boxes),
+        b_box: tensor_box(Operand::B, &g.b_boxes),
+        consumer_a_bytes: g.rows_per_consumer * w,
+        a_desc_low: a_descriptor.low_word_fields(),
+        a_desc_high: a_descriptor.high_word(),
+        b_desc_low: b_descriptor.low_word_fields(),
+        b_desc_high: b_descriptor.high_word(),
+        a_descriptor,
+        b_descriptor,
+        stage_desc_units: stage_bytes / 16,
+        wgmma_instruction,
+        accumulators: g.accumulators(),
+        persistent: TileWalk::of(spec.schedule, spec.tile, true),
+        epilogue: WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction),
+        k_steps,
+    }
+}
+
+impl WgmmaPlan {
+    /// The transpose flags of A (K-major) and B (N-major, as row-major B is).
+    pub const A_MAJOR: Major = Major::K;
+    pub const B_MAJOR: Major = Major::MN;
+
+    pub fn launch_contract(&self) -> LaunchContract {
+        LaunchContract {
+            tile_k: self.block_k,
+            // TMA: global addresses 16-byte aligned, row strides multiples of 16 bytes.
+            operand_align_bytes: 16,
+            params: vec![
+                KernelParam {
+                    name: "a_map",
+                    kind: ParamKind::TensorMap(self.a_box),
+                    meaning: "tensor map over A (M x K, row-major)",
+                },
+                KernelParam {
+                    name: "b_map",
+                    kind: ParamKind::TensorMap(self.b_box),
+                    meaning: "tensor map over B (K x N, row-major)",
+                },
+                KernelParam {
+                    name: "c",
+                    kind: ParamKind::Pointer(Operand::C),
+                    meaning: "C, M x N, device pointer (written)",
+                },
+                KernelParam {
+                    name: "m",
+                    kind: ParamKind::U32(Scalar::M),
+                    meaning: "rows of A and C",
+                },
+                KernelParam {
+                    name: "n",
+                    kind: ParamKind::U32(Scalar::N),
+                    meaning: "columns of B and C",
+                },
+                KernelParam {
+                    name: "k",
+                    kind: ParamKind::U32(Scalar::K),
+                    meaning: "columns of A, rows of B",
+                },
+                KernelParam {
+                    name: "ldc",
+                    kind: ParamKind::U32(Scalar::Ldc),
+                    meaning: "C row stride, elements",
+                },
+            ],
+            partial_tiles: true,
+            cluster: (1, 1),
+        }
+    }
+
+    /// The `m64nNk16` HGMMA with the input type as nvdisasm prints it:
+    /// `HGMMA.64x256x16.F32.BF16` for bf16, `HGMMA.64x256x16.F32` for f16.
+    pub fn hgmma_variant(&self) -> &'static str {
+        let suffix = if self.dtype == "bf16" { ".BF16" } else { "" };
+        hgmma_variant(self.block_n, suffix)
+    }
+}
+
+/// The Hopper kernel's SASS: TMA loads, mbarrier traffic, the HGMMA shape, `setmaxnreg`
+/// where the registers are split.
+pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
+    let mut checks = vec![
+        SassCheck::Present(Opcode::Utmaldg),
+        SassCheck::Present(Opcode::Syncs),
+        SassCheck::Absent(Opcode::Ldgsts),
+    ];
+    checks.extend(math_promises(plan));
+    if plan.register_split.is_some() {
+        checks.push(SassCheck::Present(Opcode::Usetmaxreg));
+    }
+    checks
+}
+
+/// HGMMA of the kernel's exact shape and type.
+pub fn math_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
+    vec![
+        SassCheck::Present(Opcode::Hgmma),
+        SassCheck::PresentVariant(plan.hgmma_variant()),
+    ]
+}
+
+/// `HGMMA.64x{n}x16.F32{type_suffix}` as a `'static` string (SASS promises are plain data):
+/// each distinct variant, at most one per legal N and type, is made once per process.
+fn hgmma_variant(n: u32, type_suffix: &str) -> &'static str {
+    static VARIANTS: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
+    let text = format!("HGMMA.{WGMMA_M}x{n}x{WGMMA_K}.F32{type_suffix}");
+    let mut variants = VARIANTS
+        .get_or_init(Default::default)
+        .lock()
+        .expect("no panics while held");
+    variants
+        .entry(text.clone())
+        .or_insert_with(|| Box::leak(text.into_boxed_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::descriptor::{tma_box_address, Major};
+    use super::*;
+
+    fn wgmma(text: &str) -> WgmmaPlan {
+        let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
+        let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let gemm_dsl::Family::Wgmma(g) = valid.family else {
+            panic!("{text} is not a wgmma spec");
+        };
+        plan(&valid, &g)
+    }
+
+    /// Specs over every swizzle, both consumer counts, several k tiles per swizzle span and
+    /// several boxes of B.
+    const SPECS: &[&str] = &[
+        "tile: 128x256x64",
+        "tile: 128x128x64, consumers: 1",
+        "tile: 256x128x64, stages: 3",
+        "tile: 64x256x64, consumers: 1",
+        "tile: 128x128x128, stages: 3",
+        "tile: 128x128x32, swizzle: 64B, stages: 6",
+        "tile: 128x64x16, swizzle: 32B",
+        "tile: 128x256x64, dtype: f16, out: f32",
+    ];
+
+    /// The wgmma proof: for every consumer, k step and wgmma of a k tile, the element the
+    /// descriptor hands the tensor cores at each (row, k) of A and (n, k) of B is the element
+    /// the TMA wrote there: same operand position, same shared-memory byte.
+    #[test]
+    fn descriptors_read_exactly_what_the_tma_wrote() {
+        for spec in SPECS {
+            let p = wgmma(spec);
+            let element = p.in_bytes;
+            let w = p.a_descriptor.swizzle_bytes;
+            for consumer in 0..p.consumers {
+                for (step, k_step) in p.k_steps.iter().enumerate() {
+                    let k0 = step as u32 * WGMMA_K;
+                    for (mi, op) in k_step.mmas.iter().enumerate() {
+                        let a = SmemDescriptor {
+                            start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
+                            ..p.a_descriptor
+                        };
+                        for m in 0..WGMMA_M {
+                            for k in 0..WGMMA_K {
+                                let row = consumer * p.rows_per_consumer + mi as u32 * WGMMA_M + m;
+                                let kk = k0 + k;
+                                let inner = p.a_box.inner;
+                                let box_load = &p.a_loads[(kk / inner) as usize];
+                                let written = tma_box_address(
+                                    box_load.smem_offset,
+                                    row,
+                                    kk % inner,
+                                    element,
+                                    w,
+                                );
+                                let read = a.element_address(Major::K, m, k, element);
+                                assert_eq!(read, written, "{spec}: A row {row} k {kk}");
+                            }
+                        }
+                    }
+                    let b = SmemDescriptor {
+                        start_bytes: p.b_descriptor.start_bytes + k_step.b_offset_units * 16,
+                        ..p.b_descriptor
+                    };
+                    for n in 0..p.block_n {
+                        for k in 0..WGMMA_K {
+                            let kk = k0 + k;
+                            let inner = p.b_box.inner;
+                            let box_load = &p.b_loads[(n / inner) as usize];
+                            let written =
+                                tma_box_address(box_load.smem_offset, kk, n % inner, element, w);
+                            let read = b.element_address(Major::MN, n, k, element);
+                            assert_eq!(read, written, "{spec}: B k {kk} column {n}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The boxes of a stage tile it exactly: A's cover BM x BK, B's BK x BN, each box starts
+    /// on its swizzle atom, and the bytes announced per stage are the boxes' bytes.
+    #[test]
+    fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
+        for spec in SPECS {
+            let p = wgmma(spec);
+            let atom = 8 * p.a_descriptor.swizzle_bytes;
+            let loads: Vec<&BoxLoad> = p.a_loads.iter().chain(&p.b_loads).collect();
+            let bytes: u32 = loads.iter().map(|l| l.bytes).sum();
+            assert_eq!(bytes, p.ring.expect_tx_bytes, "{spec}");
+            assert_eq!(bytes, p.ring.stage_bytes, "{spec}");
+            assert_eq!(
+                bytes,
+                (p.block_m * p.block_k + p.block_k * p.block_n) * p.in_bytes,
+                "{spec}"
+            );
+            assert!(
+                loads.iter().all(|l| l.smem_offset.is_multiple_of(atom)),
+                "{spec}"
+            );
+            assert!(
+                p.ring.stage_bytes.is_multiple_of(atom),
+                "{spec}: every stage starts on an atom"
+            );
+            let a_cover: u32 = p.a_loads.len() as u32 * p.a_box.inner;
+            let b_cover: u32 = p.b_loads.len() as u32 * p.b_box.inner;
+            assert_eq!((a_cover, p.a_box.outer), (p.block_k, p.block_m), "{spec}");
+            assert_eq!((b_cover, p.b_box.outer), (p.block_n, p.block_k), "{spec}");
+        }
+    }
+
+    #[test]
+    fn plan_numbers_of_the_default_spec() {
+        let p = wgmma("");
+        assert_eq!(
+            p.wgmma_instruction,
+            "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"
+        );
+        assert_eq!(p.hgmma_variant(), "HGMMA.64x256x16.F32.BF16");
+        assert_eq!((p.threads, p.max_registers), (384, 168));
+        assert_eq!(
+            p.register_split,
+            Some(RegisterSplit {
+                producer: 40,
+                consumer: 232
+            })
+        );
+        // K-major A: SBO 1024 B, LBO unused (1), 128-byte swizzle; N-major B: LBO one box.
+        assert_eq!(p.a_descriptor.encode(), 1 << 62 | 64 << 32 | 1 << 16);
+        assert_eq!(p.b_descriptor.leading_bytes, 64 * 128);
+        let offsets: Vec<(u32, u32)> = p
+            .k_steps
+            .iter()
+            .map(|s| (s.mmas[0].a_offset_units, s.b_offset_units))
+            .collect();
+        assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
+        assert_eq!(p.ring.expect_tx_bytes, 49152);
+        assert_eq!(p.ring.consumer_arrivals, 8);
+        assert_eq!(p.epilogue.rows.len(), 2);
+        assert_eq!(p.epilogue.rows[1].ld_scale, 8 * 2);
+        let f16 = wgmma("dtype: f16, out: f32");
+        assert_eq!(f16.hgmma_variant(), "HGMMA.64x256x16.F32");
+    }
+}

@@ -1,0 +1,493 @@
+//! The Hopper family (`mma: wgmma`): a producer warpgroup loads A and B tiles with the Tensor
+//! Memory Accelerator into a ring of shared-memory stages guarded by mbarriers; one or two
+//! consumer warpgroups multiply them with `wgmma.mma_async` straight from shared memory. Its
+//! geometry, rules and budgets.
+
+use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
+use crate::spec::*;
+use crate::validate::{Family, ValidSpec, Validator};
+
+/// Threads of one warpgroup: the unit that issues a wgmma, and the producer's size.
+pub const WARPGROUP_THREADS: u32 = 128;
+/// Rows of A (and of the accumulator) one wgmma instruction covers.
+pub const WGMMA_M: u32 = 64;
+/// k of one wgmma instruction for 16-bit inputs.
+pub const WGMMA_K: u32 = 16;
+/// The widest N of one wgmma instruction.
+pub const WGMMA_MAX_N: u32 = 256;
+/// The most rows a tensor-map box may have.
+pub const TMA_MAX_BOX_ROWS: u32 = 256;
+/// Registers the producer warpgroup keeps after `setmaxnreg.dec`: it only counts tiles and
+/// issues copies.
+pub const PRODUCER_REGISTERS: u32 = 40;
+/// Shared memory kept free to align the ring to 1024 bytes, the period of the 128-byte
+/// swizzle that TMA writes and wgmma reads (the dynamic base is only 16-byte aligned).
+pub const RING_ALIGN_BYTES: u32 = 1024;
+/// Bytes of one mbarrier.
+pub const MBARRIER_BYTES: u32 = 8;
+
+/// One operand's tensor-map boxes per stage: `boxes` boxes of `inner` elements along the
+/// contiguous dimension by `outer` rows, each landing as `outer` swizzled rows of
+/// `swizzle_bytes` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OperandBoxes {
+    pub inner: u32,
+    pub outer: u32,
+    pub boxes: u32,
+}
+
+impl OperandBoxes {
+    pub fn bytes_per_box(&self, element_bytes: u32) -> u32 {
+        self.inner * self.outer * element_bytes
+    }
+}
+
+/// The Hopper family's split of the block tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WgmmaGeometry {
+    pub tile: Tile,
+    pub consumers: u32,
+    /// A producer warpgroup and the consumers.
+    pub threads: u32,
+    /// Rows of the block tile each consumer warpgroup computes, in `m_wgmmas` wgmma rows of 64.
+    pub rows_per_consumer: u32,
+    pub m_wgmmas: u32,
+    /// N of each wgmma instruction: the whole block tile's width.
+    pub n: u32,
+    /// wgmma k steps per k tile (`BK / 16`).
+    pub k_steps: u32,
+    /// The XOR swizzle span of shared-memory rows (32, 64 or 128 bytes).
+    pub swizzle_bytes: u32,
+    /// A is K-major: boxes of `swizzle_bytes` of K by BM rows, `BK·sizeof / swizzle` of them.
+    pub a_boxes: OperandBoxes,
+    /// B (row-major, N contiguous) is N-major: boxes of `swizzle_bytes` of N by BK rows.
+    pub b_boxes: OperandBoxes,
+    /// Registers per consumer thread: the kernel's even split, or what `setmaxnreg.inc`
+    /// raises it to when the producer gives registers back.
+    pub consumer_registers: u32,
+    /// `setmaxnreg` values `(producer, consumers)` where the split pays.
+    pub register_split: Option<(u32, u32)>,
+}
+
+/// Why a spec has no wgmma geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WgmmaGeometryError {
+    /// wgmma from shared memory takes f16 or bf16 here.
+    Dtype,
+    /// TMA and wgmma share an XOR swizzle; `none` and padding are not implemented.
+    Swizzle,
+    Consumers,
+    /// BM is not `64 x consumers` rows per consumer, or over a box's 256 rows.
+    TileM,
+    TileN {
+        step: u32,
+    },
+    TileK {
+        step: u32,
+    },
+}
+
+impl WgmmaGeometry {
+    pub fn new(spec: &GemmSpec) -> Result<WgmmaGeometry, WgmmaGeometryError> {
+        let element = match spec.dtype {
+            DType::F16 | DType::Bf16 => spec.dtype.size_bytes(),
+            DType::Tf32 | DType::F32 => return Err(WgmmaGeometryError::Dtype),
+        };
+        let swizzle_bytes = spec
+            .swizzle
+            .xor_width_bytes()
+            .ok_or(WgmmaGeometryError::Swizzle)?;
+        let tile = spec.tile;
+        let consumers = spec.consumers;
+        if !(1..=2).contains(&consumers) {
+            return Err(WgmmaGeometryError::Consumers);
+        }
+        if tile.m == 0 || tile.m > TMA_MAX_BOX_ROWS || !tile.m.is_multiple_of(WGMMA_M * consumers) {
+            return Err(WgmmaGeometryError::TileM);
+        }
+        // B lands as boxes of one swizzle span of N each.
+        let swizzle_elements = swizzle_bytes / element;
+        let n_step = swizzle_elements.max(8);
+        if tile.n == 0 || tile.n > WGMMA_MAX_N || !tile.n.is_multiple_of(n_step) {
+            return Err(WgmmaGeometryError::TileN { step: n_step });
+        }
+        // A lands as boxes of one swizzle span of K each; wgmma steps 16 k at a time.
+        let k_step = swizzle_elements.max(WGMMA_K);
+        if tile.k == 0 || !tile.k.is_multiple_of(k_step) {
+            return Err(WgmmaGeometryError::TileK { step: k_step });
+        }
+        let threads = WARPGROUP_THREADS * (consumers + 1);
+        let even_split = RegisterBudget::limit_for(threads);
+        let register_split = (consumers > 1).then(|| {
+            let freed = WARPGROUP_THREADS * (even_split - PRODUCER_REGISTERS);
+            let raised = even_split + freed / (WARPGROUP_THREADS * consumers);
+            (
+                PRODUCER_REGISTERS,
+                (raised / 8 * 8).min(RegisterBudget::LIMIT / 8 * 8),
+            )
+        });
+        let rows_per_consumer = tile.m / consumers;
+        Ok(WgmmaGeometry {
+            tile,
+            consumers,
+            threads,
+            rows_per_consumer,
+            m_wgmmas: rows_per_consumer / WGMMA_M,
+            n: tile.n,
+            k_steps: tile.k / WGMMA_K,
+            swizzle_bytes,
+            a_boxes: OperandBoxes {
+                inner: swizzle_elements,
+                outer: tile.m,
+                boxes: tile.k / swizzle_elements,
+            },
+            b_boxes: OperandBoxes {
+                inner: swizzle_elements,
+                outer: tile.k,
+                boxes: tile.n / swizzle_elements,
+            },
+            consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
+            register_split,
+        })
+    }
+
+    /// f32 accumulator registers per consumer thread: N/2 per wgmma row of 64.
+    pub fn accumulators(&self) -> u32 {
+        self.m_wgmmas * self.n / 2
+    }
+
+    /// Bytes the TMA writes into one stage: A's and B's boxes.
+    pub fn stage_bytes(&self, element_bytes: u32) -> u32 {
+        self.a_boxes.boxes * self.a_boxes.bytes_per_box(element_bytes)
+            + self.b_boxes.boxes * self.b_boxes.bytes_per_box(element_bytes)
+    }
+}
+
+impl Validator<'_> {
+    /// The Hopper family: f16/bf16 in, f32 accumulate, layout rr, TMA into an XOR-swizzled
+    /// ring of 2 to 8 stages, one or two consumer warpgroups, one tile per block or
+    /// persistent, no clusters yet.
+    pub(crate) fn wgmma(&mut self) -> Option<ValidSpec> {
+        let s = self.spec;
+        let family_note = "only f16/bf16 inputs with f32 accumulators, out f32 or the input type, \
+             layout rr, copy tma, no cluster, is";
+        let out_ok = s.out == DType::F32 || s.out == s.dtype;
+        let family_checks = [
+            (Key::Out, s.out.name().to_string(), out_ok),
+            (
+                Key::Copy,
+                s.copy.to_string(),
+                s.copy == Copy::Tma { multicast: 1 },
+            ),
+            (
+                Key::Cluster,
+                s.cluster.to_string(),
+                s.cluster == Grid2 { rows: 1, cols: 1 },
+            ),
+        ];
+        self.reject_unimplemented(family_checks, family_note, "`mma: wgmma` (Hopper)");
+        if s.stages < 2 {
+            self.help(
+                Key::Stages,
+                format!(
+                    "the TMA ring needs 2 or more stages so copies overlap the math, not {}",
+                    s.stages
+                ),
+                "stages: 4",
+            );
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        let geometry = match WgmmaGeometry::new(s) {
+            Ok(g) => g,
+            Err(error) => {
+                self.wgmma_geometry_error(error);
+                return None;
+            }
+        };
+        let smem = wgmma_smem_ledger(s, &geometry);
+        let registers = wgmma_register_budget(&geometry);
+        let label = format!(
+            "{} rows x {} columns per consumer = {} f32 accumulators per thread",
+            geometry.rows_per_consumer,
+            geometry.n,
+            geometry.accumulators()
+        );
+        let smaller_tiles = || {
+            (geometry.consumers == 1 && s.tile.m.is_multiple_of(2 * WGMMA_M))
+                .then(|| "consumers: 2 splits the rows over two warpgroups".to_string())
+        };
+        self.finish(
+            Family::Wgmma(geometry),
+            geometry.threads,
+            smem,
+            registers,
+            label,
+            smaller_tiles,
+        )
+    }
+
+    fn wgmma_geometry_error(&mut self, error: WgmmaGeometryError) {
+        let s = self.spec;
+        let element = s.dtype.size_bytes();
+        match error {
+            WgmmaGeometryError::Dtype => self.help(
+                Key::Dtype,
+                format!(
+                    "`mma: wgmma` multiplies f16 or bf16 from shared memory, not {}",
+                    s.dtype.name()
+                ),
+                "dtype: bf16",
+            ),
+            WgmmaGeometryError::Swizzle => {
+                let widest = [Swizzle::Xor128, Swizzle::Xor64, Swizzle::Xor32]
+                    .into_iter()
+                    .find(|sw| {
+                        (s.tile.k * element)
+                            .is_multiple_of(sw.xor_width_bytes().unwrap_or(u32::MAX))
+                    })
+                    .unwrap_or(Swizzle::Xor32);
+                let error = self.error(
+                    Key::Swizzle,
+                    format!(
+                        "`swizzle: {}` is not a layout TMA and wgmma share",
+                        s.swizzle
+                    ),
+                );
+                error.notes.push(
+                    "the Hopper family reads operands through 32-, 64- or 128-byte XOR swizzles"
+                        .to_string(),
+                );
+                error.help = Some(format!("swizzle: {widest}"));
+            }
+            WgmmaGeometryError::Consumers => self.help(
+                Key::Consumers,
+                format!(
+                    "consumers must be 1 or 2 warpgroups for `mma: wgmma`, not {}",
+                    s.consumers
+                ),
+                "consumers: 2",
+            ),
+            WgmmaGeometryError::TileM => {
+                let per_consumer = WGMMA_M * s.consumers.max(1);
+                let legal = (s.tile.m.div_ceil(per_consumer).max(1) * per_consumer)
+                    .min(TMA_MAX_BOX_ROWS / per_consumer * per_consumer);
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "BM = {} is not a multiple of 64 rows per consumer warpgroup ({} consumer(s)) up to {TMA_MAX_BOX_ROWS}",
+                        s.tile.m, s.consumers
+                    ),
+                );
+                error.notes.push(
+                    "each consumer warpgroup computes its rows 64 at a time (wgmma m64), and A's tensor-map box holds at most 256 rows"
+                        .to_string(),
+                );
+                error.help = Some(format!("tile: {legal}x{}x{}", s.tile.n, s.tile.k));
+            }
+            WgmmaGeometryError::TileN { step } => {
+                let legal = (s.tile.n.div_ceil(step).max(1) * step).min(WGMMA_MAX_N);
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "BN = {} is not a multiple of {step} up to {WGMMA_MAX_N}",
+                        s.tile.n
+                    ),
+                );
+                error.notes.push(format!(
+                    "B lands in boxes of one {}-byte swizzle span ({step} {} columns), and one wgmma is at most {WGMMA_MAX_N} wide",
+                    step * element,
+                    s.dtype.name()
+                ));
+                error.help = Some(format!("tile: {}x{legal}x{}", s.tile.m, s.tile.k));
+            }
+            WgmmaGeometryError::TileK { step } => {
+                let legal = s.tile.k.div_ceil(step).max(1) * step;
+                let error = self.error(
+                    Key::Tile,
+                    format!("BK = {} is not a multiple of {step}", s.tile.k),
+                );
+                error.notes.push(format!(
+                    "A lands in boxes of one `swizzle: {}` span ({step} {} values of K), read 16 k at a time",
+                    s.swizzle,
+                    s.dtype.name()
+                ));
+                error.help = Some(format!("tile: {}x{}x{legal}", s.tile.m, s.tile.n));
+            }
+        }
+    }
+}
+
+/// Shared memory of the Hopper family: per stage A's and B's boxes exactly as TMA writes them
+/// (a swizzle costs no bytes), then one full and one empty mbarrier per stage, and room to
+/// align the ring.
+pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
+    let element = s.dtype.size_bytes();
+    let line = |operand: char, rows: u32, cols: u32, boxes: &OperandBoxes| LedgerLine {
+        what: format!(
+            "{operand} tile {rows}x{cols} {}, {} box(es) of {}x{}, {} swizzle",
+            s.dtype.name(),
+            boxes.boxes,
+            boxes.outer,
+            boxes.inner,
+            s.swizzle
+        ),
+        bytes: boxes.boxes * boxes.bytes_per_box(element),
+    };
+    SmemLedger {
+        per_stage: vec![
+            line('A', s.tile.m, s.tile.k, &g.a_boxes),
+            line('B', s.tile.k, s.tile.n, &g.b_boxes),
+        ],
+        stages: s.stages,
+        fixed: vec![
+            LedgerLine {
+                what: format!(
+                    "mbarriers: full and empty per stage, {} x 2 x 8 B",
+                    s.stages
+                ),
+                bytes: 2 * s.stages * MBARRIER_BYTES,
+            },
+            LedgerLine {
+                what: format!("alignment of the ring to {RING_ALIGN_BYTES} B"),
+                bytes: RING_ALIGN_BYTES,
+            },
+        ],
+        overlay: None,
+        limit: s.arch.max_smem_per_block(),
+        arch: s.arch,
+    }
+}
+
+/// Registers of a consumer thread: the accumulators of its rows, the shared-memory
+/// descriptors and ring counters, and the epilogue's addressing. The producer runs on
+/// [`PRODUCER_REGISTERS`] where the split applies.
+pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
+    RegisterBudget {
+        lines: vec![
+            RegisterLine {
+                what: format!(
+                    "accumulators {} x m64n{} (f32, {} per wgmma row)",
+                    g.m_wgmmas,
+                    g.n,
+                    g.n / 2
+                ),
+                registers: g.accumulators(),
+            },
+            RegisterLine {
+                what: "descriptors, ring stage and phase, tile walk".to_string(),
+                registers: 24,
+            },
+            RegisterLine {
+                what: "epilogue: row pointer, bounds, packing".to_string(),
+                registers: 8,
+            },
+        ],
+        limit: g.consumer_registers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::validate::check_str;
+    use crate::{Family, SpecError, Swizzle};
+
+    fn errors(text: &str) -> Vec<SpecError> {
+        check_str(text).expect_err("spec must be invalid").0
+    }
+
+    const HOPPER: &str = "arch: sm_90a, mma: wgmma";
+
+    #[test]
+    fn default_hopper_spec() {
+        let v = check_str(HOPPER).unwrap();
+        let Family::Wgmma(g) = v.family else {
+            panic!("not the wgmma family")
+        };
+        assert_eq!(v.threads_per_block(), 384);
+        assert_eq!((g.consumers, g.rows_per_consumer, g.m_wgmmas), (2, 64, 1));
+        assert_eq!((g.n, g.k_steps, g.swizzle_bytes), (256, 4, 128));
+        assert_eq!(v.spec.swizzle, Swizzle::Xor128);
+        assert_eq!(
+            (g.a_boxes.inner, g.a_boxes.outer, g.a_boxes.boxes),
+            (64, 128, 1)
+        );
+        assert_eq!(
+            (g.b_boxes.inner, g.b_boxes.outer, g.b_boxes.boxes),
+            (64, 64, 4)
+        );
+        assert_eq!(g.accumulators(), 128);
+        assert_eq!(g.register_split, Some((40, 232)));
+        // 4 stages of 16 KB of A and 32 KB of B, 8 mbarriers, 1 KB to align the ring.
+        assert_eq!(v.smem.total(), 4 * 49152 + 64 + 1024);
+        assert_eq!(v.occupancy.blocks_per_sm, 1);
+    }
+
+    #[test]
+    fn one_consumer_keeps_the_even_split() {
+        let v = check_str(&format!("{HOPPER}, tile: 128x128x64, consumers: 1")).unwrap();
+        let Family::Wgmma(g) = v.family else {
+            unreachable!()
+        };
+        assert_eq!((g.m_wgmmas, g.n, g.threads), (2, 128, 256));
+        assert_eq!(g.register_split, None);
+        assert_eq!(g.consumer_registers, 255);
+        let v = check_str(&format!(
+            "{HOPPER}, tile: 128x128x32, swizzle: 64B, stages: 6"
+        ))
+        .unwrap();
+        let Family::Wgmma(g) = v.family else {
+            unreachable!()
+        };
+        assert_eq!((g.a_boxes.inner, g.b_boxes.boxes, g.k_steps), (32, 4, 2));
+    }
+
+    #[test]
+    fn hopper_rules_have_help() {
+        for (spec, message, help) in [
+            (
+                "tile: 96x256x64",
+                "BM = 96 is not a multiple of 64 rows per consumer",
+                "tile: 128x256x64",
+            ),
+            (
+                "tile: 128x200x64",
+                "BN = 200 is not a multiple of 64",
+                "tile: 128x256x64",
+            ),
+            (
+                "tile: 128x256x48, swizzle: 128B",
+                "BK = 48 is not a multiple of 64",
+                "tile: 128x256x64",
+            ),
+            ("dtype: tf32", "multiplies f16 or bf16", "dtype: bf16"),
+            (
+                "swizzle: none",
+                "not a layout TMA and wgmma share",
+                "swizzle: 128B",
+            ),
+            ("consumers: 3", "1 or 2 warpgroups", "consumers: 2"),
+            ("stages: 1", "2 or more stages", "stages: 4"),
+            ("stages: 5", "shared memory over budget", "stages: 4 fits"),
+            (
+                "tile: 256x256x64, consumers: 2",
+                "registers per thread",
+                "use a smaller tile",
+            ),
+            ("copy: cp_async", "not implemented yet", "only f16/bf16"),
+            ("cluster: 2x1", "not implemented yet", "only f16/bf16"),
+            ("layout: rc", "not implemented yet", "only f16/bf16"),
+        ] {
+            let all = errors(&format!("{HOPPER}, {spec}"));
+            let e = all
+                .iter()
+                .find(|e| e.message.contains(message))
+                .unwrap_or_else(|| panic!("{spec}: {all:?}"));
+            assert!(
+                e.help.as_deref().is_some_and(|h| h.starts_with(help)),
+                "{spec}: {e:?}"
+            );
+        }
+    }
+}
