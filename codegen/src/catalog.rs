@@ -134,6 +134,16 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, one tile per block",
     },
     CatalogSpec {
+        name: "wgmma_bf16_128x256x64_s4_cluster2x1",
+        spec: "name: wgmma_bf16_128x256x64_s4_cluster2x1, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
+        summary: "Hopper bf16, persistent clusters of 2 blocks down M: each loads half of the shared B tile and multicasts it",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_256x128x64_s4_cluster1x2",
+        spec: "name: wgmma_bf16_256x128x64_s4_cluster1x2, arch: sm_90a, dtype: bf16, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 1x2",
+        summary: "Hopper bf16, tall tile, persistent clusters of 2 blocks along N: each loads half of the shared A tile and multicasts it",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_128x128x64_s4_c1",
         spec: "name: wgmma_bf16_128x128x64_s4_c1, arch: sm_90a, dtype: bf16, tile: 128x128x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
         summary: "Hopper bf16: one consumer warpgroup of two m64n128 rows, no register split",

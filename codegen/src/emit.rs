@@ -94,7 +94,8 @@ pub struct LaunchShape {
     /// `sm_90a`-style targets run on exactly their compute capability, nowhere newer.
     pub arch_specific: bool,
     pub schedule: GridSchedule,
-    /// Blocks of one thread-block cluster along the grid's x and y (`1 x 1`: no clusters).
+    /// Output tiles one thread-block cluster covers, down M and along N (`(1, 1)`: no
+    /// clusters); [`LaunchShape::cluster_dims`] is the launch's cluster shape.
     pub cluster: (u32, u32),
     /// The kernel computes partial tiles at the edges, so M, N and K need only be positive;
     /// otherwise they must be tile multiples.
@@ -117,26 +118,40 @@ impl LaunchShape {
         (m.div_ceil(self.tile_m), n.div_ceil(self.tile_n))
     }
 
+    /// Blocks per cluster along the grid's x and y: a one-tile-per-block grid runs N tiles
+    /// along x and M tiles along y, a persistent grid is one-dimensional.
+    pub const fn cluster_dims(&self) -> (u32, u32) {
+        let (rows, cols) = self.cluster;
+        match self.schedule {
+            GridSchedule::Tiles => (cols, rows),
+            GridSchedule::Persistent { .. } => (rows * cols, 1),
+        }
+    }
+
     /// Grid for an `m x n x k` problem. `resident_blocks` is how many blocks of this kernel
-    /// the device holds at once (SMs times blocks per SM): a persistent grid launches no more,
-    /// a one-tile-per-block grid ignores it. Clustered grids are whole clusters.
+    /// the device holds at once (SMs times blocks per SM, whole clusters): a persistent grid
+    /// launches no more, a one-tile-per-block grid ignores it. Clustered grids are whole
+    /// clusters; the blocks over the matrix's edge compute nothing they store.
     pub const fn grid(&self, m: u32, n: u32, _k: u32, resident_blocks: u32) -> (u32, u32, u32) {
         let (tiles_m, tiles_n) = self.tiles(m, n);
-        let (cluster_x, cluster_y) = self.cluster;
+        let (rows, cols) = self.cluster;
         match self.schedule {
             GridSchedule::Tiles => (
-                tiles_n.div_ceil(cluster_x) * cluster_x,
-                tiles_m.div_ceil(cluster_y) * cluster_y,
+                tiles_n.div_ceil(cols) * cols,
+                tiles_m.div_ceil(rows) * rows,
                 1,
             ),
             GridSchedule::Persistent { .. } => {
-                let tiles = tiles_m.saturating_mul(tiles_n);
-                let blocks = if resident_blocks < tiles {
+                let per_cluster = rows * cols;
+                let needed = tiles_m
+                    .div_ceil(rows)
+                    .saturating_mul(tiles_n.div_ceil(cols))
+                    .saturating_mul(per_cluster);
+                let blocks = if resident_blocks < needed {
                     resident_blocks
                 } else {
-                    tiles
+                    needed
                 };
-                let per_cluster = cluster_x * cluster_y;
                 let blocks = blocks / per_cluster * per_cluster;
                 (if blocks == 0 { per_cluster } else { blocks }, 1, 1)
             }

@@ -290,10 +290,29 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
         out,
         "  epilogue: {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
     );
+    if let Some(c) = &p.cluster {
+        let _ = writeln!(
+            out,
+            "  cluster: {} blocks share {}'s tiles; block rank r loads rows {}r..{}r+{} of each {} box ({} B) and multicasts them (mask {:#b}); empty barriers count the consumer warps of both blocks",
+            c.blocks,
+            c.shared.to_uppercase(),
+            c.slice_rows,
+            c.slice_rows,
+            c.slice_rows - 1,
+            c.shared.to_uppercase(),
+            c.slice_bytes,
+            c.cta_mask
+        );
+    }
     if let Some(walk) = &p.persistent {
         let _ = writeln!(
             out,
-            "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk tiles blockIdx.x, + gridDim.x, .. in raster bands {} tiles across {} advancing along {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
+            "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk {}x{} tiles ({}) {}, + {}, .. in raster bands {} tiles across {} advancing along {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
+            p.walk_tile_m,
+            p.walk_tile_n,
+            if p.cluster.is_some() { "one per cluster" } else { "one per block" },
+            p.tile_index_register,
+            if p.cluster.is_some() { "%nclusterid.x" } else { "%nctaid.x" },
             walk.group,
             walk.across.param.to_uppercase(),
             walk.along.param.to_uppercase()

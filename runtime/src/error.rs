@@ -137,7 +137,7 @@ impl fmt::Display for Error {
                 smem_bytes,
             } => write!(
                 f,
-                "`{kernel}` cannot run: the device places no cluster of {x} x {y} blocks with {smem_bytes} B of shared memory each; use a smaller cluster or fewer stages"
+                "`{kernel}` cannot run: the device places no cluster of {x} x {y} tiles' blocks with {smem_bytes} B of shared memory each; use a smaller cluster or fewer stages"
             ),
             Error::ArchMismatch {
                 kernel,

@@ -310,7 +310,7 @@ impl LaunchDims {
     pub fn of(launch: &LaunchShape, grid: (u32, u32, u32)) -> LaunchDims {
         LaunchDims {
             grid,
-            cluster: launch.cluster,
+            cluster: launch.cluster_dims(),
             threads: launch.threads_per_block,
             dynamic_smem_bytes: launch.dynamic_smem_bytes,
         }
@@ -461,11 +461,11 @@ fn resident_blocks(
     info: &KernelInfo<'static>,
 ) -> Result<u32, Error> {
     let launch = &info.launch;
-    let (cluster_x, cluster_y) = launch.cluster;
-    if (cluster_x, cluster_y) != (1, 1) {
-        let cluster_blocks = cluster_x * cluster_y;
-        let dims = LaunchDims::of(launch, (cluster_blocks, 1, 1));
-        let mut attribute = cluster_attribute((cluster_blocks, 1));
+    let cluster = launch.cluster_dims();
+    if cluster != (1, 1) {
+        let cluster_blocks = cluster.0 * cluster.1;
+        let dims = LaunchDims::of(launch, (cluster.0, cluster.1, 1));
+        let mut attribute = cluster_attribute(cluster);
         let config = launch_config(dims, std::ptr::null_mut(), &mut attribute);
         let mut clusters: std::ffi::c_int = 0;
         // SAFETY: `function` is a live handle of a module loaded in the bound context;
@@ -477,7 +477,7 @@ fn resident_blocks(
         if clusters == 0 {
             return Err(Error::ClusterDoesNotFit {
                 kernel: info.name.to_string(),
-                cluster: launch.cluster,
+                cluster: launch.cluster_dims(),
                 smem_bytes: launch.dynamic_smem_bytes,
             });
         }

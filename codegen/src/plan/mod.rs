@@ -48,7 +48,7 @@ pub struct LaunchContract {
     pub params: Vec<KernelParam>,
     /// The kernel computes partial edge tiles (any M, N, K of at least 1).
     pub partial_tiles: bool,
-    /// Blocks per cluster along the grid's x and y.
+    /// Output tiles one cluster covers, down M and along N.
     pub cluster: (u32, u32),
 }
 

@@ -42,6 +42,23 @@ impl OperandBoxes {
     }
 }
 
+/// Which operand the blocks of a cluster share, and so load once and multicast: a `2x1`
+/// cluster (two tiles down M) shares B's columns, a `1x2` cluster (two tiles along N) A's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharedOperand {
+    A,
+    B,
+}
+
+/// Blocks that share one operand's tiles: each loads `1 / blocks` of the shared operand's
+/// boxes (a slice of their rows) and multicasts it to every block of the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClusterSharing {
+    pub shape: Grid2,
+    pub blocks: u32,
+    pub shared: SharedOperand,
+}
+
 /// The Hopper family's split of the block tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WgmmaGeometry {
@@ -67,6 +84,8 @@ pub struct WgmmaGeometry {
     pub consumer_registers: u32,
     /// `setmaxnreg` values `(producer, consumers)` where the split pays.
     pub register_split: Option<(u32, u32)>,
+    /// Thread-block clusters that multicast a shared operand, if any.
+    pub cluster: Option<ClusterSharing>,
 }
 
 /// Why a spec has no wgmma geometry.
@@ -85,6 +104,8 @@ pub enum WgmmaGeometryError {
     TileK {
         step: u32,
     },
+    /// Only `1x1`, and `2x1` / `1x2` with `copy: tma(multicast = 2)`.
+    Cluster,
 }
 
 impl WgmmaGeometry {
@@ -126,6 +147,24 @@ impl WgmmaGeometry {
                 (raised / 8 * 8).min(RegisterBudget::LIMIT / 8 * 8),
             )
         });
+        let cluster = match (spec.cluster, spec.copy) {
+            (Grid2 { rows: 1, cols: 1 }, Copy::Tma { multicast: 1 }) => None,
+            (shape @ Grid2 { rows: 2, cols: 1 }, Copy::Tma { multicast: 2 }) => {
+                Some(ClusterSharing {
+                    shape,
+                    blocks: 2,
+                    shared: SharedOperand::B,
+                })
+            }
+            (shape @ Grid2 { rows: 1, cols: 2 }, Copy::Tma { multicast: 2 }) => {
+                Some(ClusterSharing {
+                    shape,
+                    blocks: 2,
+                    shared: SharedOperand::A,
+                })
+            }
+            _ => return Err(WgmmaGeometryError::Cluster),
+        };
         let rows_per_consumer = tile.m / consumers;
         Ok(WgmmaGeometry {
             tile,
@@ -148,6 +187,7 @@ impl WgmmaGeometry {
             },
             consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
             register_split,
+            cluster,
         })
     }
 
@@ -166,23 +206,24 @@ impl WgmmaGeometry {
 impl Validator<'_> {
     /// The Hopper family: f16/bf16 in, f32 accumulate, layout rr, TMA into an XOR-swizzled
     /// ring of 2 to 8 stages, one or two consumer warpgroups, one tile per block or
-    /// persistent, no clusters yet.
+    /// persistent, clusters of two blocks that multicast the operand they share.
     pub(crate) fn wgmma(&mut self) -> Option<ValidSpec> {
         let s = self.spec;
         let family_note = "only f16/bf16 inputs with f32 accumulators, out f32 or the input type, \
-             layout rr, copy tma, no cluster, is";
+             layout rr, copy tma, clusters 1x1, 2x1 or 1x2, is";
         let out_ok = s.out == DType::F32 || s.out == s.dtype;
+        let two_block_cluster = [Grid2 { rows: 2, cols: 1 }, Grid2 { rows: 1, cols: 2 }];
         let family_checks = [
             (Key::Out, s.out.name().to_string(), out_ok),
             (
                 Key::Copy,
                 s.copy.to_string(),
-                s.copy == Copy::Tma { multicast: 1 },
+                matches!(s.copy, Copy::Tma { .. }),
             ),
             (
                 Key::Cluster,
                 s.cluster.to_string(),
-                s.cluster == Grid2 { rows: 1, cols: 1 },
+                s.cluster.count() == 1 || two_block_cluster.contains(&s.cluster),
             ),
         ];
         self.reject_unimplemented(family_checks, family_note, "`mma: wgmma` (Hopper)");
@@ -302,6 +343,29 @@ impl Validator<'_> {
                 ));
                 error.help = Some(format!("tile: {}x{legal}x{}", s.tile.m, s.tile.k));
             }
+            WgmmaGeometryError::Cluster => {
+                let blocks = s.cluster.count();
+                let (key, message, help) = match s.copy {
+                    Copy::Tma { multicast } if multicast != blocks => (
+                        Key::Copy,
+                        format!(
+                            "a cluster of {blocks} block(s) shares its operand tiles through `copy: tma(multicast = {blocks})`, not `copy: {}`",
+                            s.copy
+                        ),
+                        if blocks == 1 {
+                            "copy: tma, or cluster: 2x1".to_string()
+                        } else {
+                            format!("copy: tma(multicast = {blocks})")
+                        },
+                    ),
+                    _ => (
+                        Key::Cluster,
+                        format!("`cluster: {}` is not a cluster the Hopper family multicasts over", s.cluster),
+                        "cluster: 2x1 (two tiles down M share B) or 1x2 (two tiles along N share A)".to_string(),
+                    ),
+                };
+                self.help(key, message, help);
+            }
             WgmmaGeometryError::TileK { step } => {
                 let legal = s.tile.k.div_ceil(step).max(1) * step;
                 let error = self.error(
@@ -390,6 +454,7 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
 
 #[cfg(test)]
 mod tests {
+    use super::SharedOperand;
     use crate::validate::check_str;
     use crate::{Family, SpecError, Swizzle};
 
@@ -444,6 +509,19 @@ mod tests {
     }
 
     #[test]
+    fn two_block_clusters_share_an_operand() {
+        for (cluster, shared) in [("2x1", SharedOperand::B), ("1x2", SharedOperand::A)] {
+            let text = format!("{HOPPER}, cluster: {cluster}, copy: tma(multicast = 2)");
+            let v = check_str(&text).unwrap();
+            let Family::Wgmma(g) = v.family else {
+                unreachable!()
+            };
+            let sharing = g.cluster.unwrap();
+            assert_eq!((sharing.blocks, sharing.shared), (2, shared), "{text}");
+        }
+    }
+
+    #[test]
     fn hopper_rules_have_help() {
         for (spec, message, help) in [
             (
@@ -476,7 +554,16 @@ mod tests {
                 "use a smaller tile",
             ),
             ("copy: cp_async", "not implemented yet", "only f16/bf16"),
-            ("cluster: 2x1", "not implemented yet", "only f16/bf16"),
+            (
+                "cluster: 2x1",
+                "shares its operand tiles through `copy: tma(multicast = 2)`",
+                "copy: tma(multicast = 2)",
+            ),
+            (
+                "cluster: 2x2, copy: tma(multicast = 4)",
+                "not implemented yet",
+                "only f16/bf16",
+            ),
             ("layout: rc", "not implemented yet", "only f16/bf16"),
         ] {
             let all = errors(&format!("{HOPPER}, {spec}"));

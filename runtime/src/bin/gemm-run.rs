@@ -7,7 +7,7 @@
 use clap::Parser;
 use codegen::catalog;
 use runtime::bench::Shape;
-use runtime::verify::{check_against, cpu_reference, ErrorReport, Problem, Reference};
+use runtime::verify::{compare, cpu_reference, run_poisoned, ErrorReport, Problem, Reference};
 use runtime::{
     open_context, with_kernel, AnyKernel, CudaStream, Element, GemmKernel, GridSchedule,
 };
@@ -37,6 +37,14 @@ struct Cli {
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Also print the relative error of each 64 x 64 block of C (rows down, columns across):
+    /// where a wrong result is wrong.
+    #[arg(long)]
+    blocks: bool,
+    /// Launch this PTX file instead of the generated text, under the spec's launch rules (a
+    /// hand-edited variant of the kernel; its entry and parameters must be the kernel's).
+    #[arg(long)]
+    ptx: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -58,13 +66,22 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let emitted = match codegen::emit_str(spec) {
+    let mut emitted = match codegen::emit_str(spec) {
         Ok(emitted) => emitted,
         Err(errors) => {
             eprint!("{}", errors.render(spec, label));
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &cli.ptx {
+        match std::fs::read_to_string(path) {
+            Ok(ptx) => emitted.ptx = ptx,
+            Err(error) => {
+                eprintln!("error: reading {}: {error}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
     match run(&cli, &emitted) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
@@ -87,7 +104,11 @@ fn run(cli: &Cli, emitted: &codegen::Emitted) -> Result<bool, runtime::Error> {
             Shape::rounds_of(&launch, resident, 2, 4)
         }
     });
-    let report = with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed)?);
+    let (report, blocks) =
+        with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed)?);
+    if cli.blocks {
+        print!("{blocks}");
+    }
     let types = kernel.types();
     let verdict = report.check(&types.tolerance(shape.k));
     println!(
@@ -101,14 +122,34 @@ fn run(cli: &Cli, emitted: &codegen::Emitted) -> Result<bool, runtime::Error> {
     Ok(verdict.is_ok())
 }
 
-/// One poisoned launch on random normal inputs of the kernel's type, against float64.
+/// One poisoned launch on random normal inputs of the kernel's type, against float64; also
+/// the relative error of each 64 x 64 block of C as a table.
 fn run_once<In: Element, Out: Element>(
     kernel: &GemmKernel<In, Out>,
     stream: &std::sync::Arc<CudaStream>,
     shape: Shape,
     seed: u64,
-) -> Result<ErrorReport, runtime::Error> {
+) -> Result<(ErrorReport, String), runtime::Error> {
+    const BLOCK: u32 = 64;
     let problem = Problem::<In>::random(shape.m, shape.n, shape.k, seed);
     let reference = cpu_reference(&problem);
-    check_against(kernel, stream, &problem, &reference, Reference::CpuF64)
+    let c = run_poisoned(kernel, stream, &problem, shape.n)?;
+    let report = compare(&c, &reference, shape.m, shape.n, shape.n, Reference::CpuF64);
+    let mut table = String::new();
+    for block_row in 0..shape.m.div_ceil(BLOCK) {
+        for block_col in 0..shape.n.div_ceil(BLOCK) {
+            let (mut error, mut norm) = (0.0f64, 0.0f64);
+            for row in block_row * BLOCK..((block_row + 1) * BLOCK).min(shape.m) {
+                for col in block_col * BLOCK..((block_col + 1) * BLOCK).min(shape.n) {
+                    let at = (row * shape.n + col) as usize;
+                    let want = reference[at];
+                    error += (c[at].to_f64() - want).powi(2);
+                    norm += want * want;
+                }
+            }
+            table.push_str(&format!(" {:8.1e}", (error / norm).sqrt()));
+        }
+        table.push('\n');
+    }
+    Ok((report, table))
 }

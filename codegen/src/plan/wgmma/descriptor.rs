@@ -56,6 +56,10 @@ pub fn layout_type(swizzle_bytes: u32) -> u64 {
 
 const FIELD_MASK: u64 = 0x3FFF;
 
+/// The address bits the 14-bit start field covers: `(address & START_ADDRESS_MASK) >> 4`.
+/// A block's shared-window address may carry more (its rank within a cluster).
+pub const START_ADDRESS_MASK: u32 = 0x3FFFF;
+
 impl SmemDescriptor {
     pub fn encode(&self) -> u64 {
         let field = |bytes: u32| (u64::from(bytes) >> 4) & FIELD_MASK;

@@ -18,7 +18,7 @@ use super::LaunchContract;
 use crate::emit::{KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox};
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
-use gemm_dsl::family::wgmma::{OperandBoxes, WgmmaGeometry, WGMMA_K, WGMMA_M};
+use gemm_dsl::family::wgmma::{OperandBoxes, SharedOperand, WgmmaGeometry, WGMMA_K, WGMMA_M};
 use gemm_dsl::{DType, ValidSpec};
 use ring::Ring;
 use serde::Serialize;
@@ -69,13 +69,45 @@ pub struct WgmmaPlan {
     pub b_desc_high: u32,
     /// `stage_bytes >> 4`: one stage in descriptor start-address units.
     pub stage_desc_units: u32,
+    /// The bits of a shared-memory address the descriptor's start field takes (before `>> 4`).
+    pub descriptor_address_mask: String,
     pub wgmma_instruction: String,
     pub accumulators: u32,
     pub persistent: Option<TileWalk>,
+    /// The output tiles a persistent block (or cluster) walks: one tile, or the cluster's.
+    pub walk_tile_m: u32,
+    pub walk_tile_n: u32,
+    /// A two-block cluster that multicasts its shared operand.
+    pub cluster: Option<ClusterPlan>,
+    /// The register that numbers a persistent walk's units: the block, or its cluster.
+    pub tile_index_register: &'static str,
     pub epilogue: WgmmaEpilogue,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
     #[serde(skip)]
     pub k_steps: Vec<WgmmaKStep>,
+}
+
+/// Two blocks of a cluster compute neighbouring tiles that share one operand's tiles: block
+/// rank `r` loads row slice `r` of each of that operand's boxes and multicasts it into both
+/// blocks' stages, so each stage holds the whole tile in both, from half the loads. A slot is
+/// refilled only when the consumers of both blocks have released it: each consumer warp
+/// arrives on its own block's empty barrier and on the peer's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClusterPlan {
+    pub blocks: u32,
+    /// `.reqnctapercluster`: the launch's cluster shape along the grid's x and y.
+    pub dims_x: u32,
+    pub dims_y: u32,
+    /// `a` or `b`.
+    pub shared: &'static str,
+    /// Rows of each shared box one block loads, and their bytes in shared memory.
+    pub slice_rows: u32,
+    pub slice_bytes: u32,
+    /// Where block rank `r`'s tile sits in the cluster's: `r` times these, down M or along N.
+    pub rank_tile_m: u32,
+    pub rank_tile_n: u32,
+    /// Every block of the cluster, as `.multicast::cluster`'s mask.
+    pub cta_mask: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -90,7 +122,11 @@ pub struct RegisterSplit {
 pub struct BoxLoad {
     pub smem_offset: u32,
     pub inner_offset: u32,
+    /// Bytes the box brings into each block's stage.
     pub bytes: u32,
+    /// The box belongs to the operand a cluster shares: this block loads only its row slice
+    /// and multicasts it.
+    pub multicast: bool,
 }
 
 /// The wgmmas of one k16 step.
@@ -112,13 +148,19 @@ pub struct WgmmaOp {
 }
 
 /// The TMA boxes of one operand in a stage that starts its tile at `smem_start`.
-fn box_loads(boxes: &OperandBoxes, element_bytes: u32, smem_start: u32) -> Vec<BoxLoad> {
+fn box_loads(
+    boxes: &OperandBoxes,
+    element_bytes: u32,
+    smem_start: u32,
+    multicast: bool,
+) -> Vec<BoxLoad> {
     let bytes = boxes.bytes_per_box(element_bytes);
     (0..boxes.boxes)
         .map(|i| BoxLoad {
             smem_offset: smem_start + i * bytes,
             inner_offset: i * boxes.inner,
             bytes,
+            multicast,
         })
         .collect()
 }
@@ -127,11 +169,48 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let spec = &valid.spec;
     let element = spec.dtype.size_bytes();
     let w = g.swizzle_bytes;
-    let a_loads = box_loads(&g.a_boxes, element, 0);
+    let shared = g.cluster.map(|c| c.shared);
+    let a_loads = box_loads(&g.a_boxes, element, 0, shared == Some(SharedOperand::A));
     let a_tile_bytes: u32 = a_loads.iter().map(|l| l.bytes).sum();
-    let b_loads = box_loads(&g.b_boxes, element, a_tile_bytes);
+    let b_loads = box_loads(
+        &g.b_boxes,
+        element,
+        a_tile_bytes,
+        shared == Some(SharedOperand::B),
+    );
     let stage_bytes = g.stage_bytes(element);
-    let ring = Ring::new(spec.stages, stage_bytes, g.consumers * 4);
+    let cluster_blocks = g.cluster.map_or(1, |c| c.blocks);
+    // Every consumer warp of every block the slot's multicast reaches releases it.
+    let ring = Ring::new(spec.stages, stage_bytes, g.consumers * 4 * cluster_blocks);
+    let cluster = g.cluster.map(|c| {
+        let (boxes, rank_tile_m, rank_tile_n) = match c.shared {
+            SharedOperand::A => (&g.a_boxes, 0, spec.tile.n),
+            SharedOperand::B => (&g.b_boxes, spec.tile.m, 0),
+        };
+        let slice_rows = boxes.outer / c.blocks;
+        let (dims_x, dims_y) = match spec.schedule {
+            gemm_dsl::Schedule::Tile => (c.shape.cols, c.shape.rows),
+            gemm_dsl::Schedule::Persistent { .. } => (c.blocks, 1),
+        };
+        ClusterPlan {
+            blocks: c.blocks,
+            dims_x,
+            dims_y,
+            shared: match c.shared {
+                SharedOperand::A => "a",
+                SharedOperand::B => "b",
+            },
+            slice_rows,
+            slice_bytes: slice_rows * g.swizzle_bytes,
+            rank_tile_m,
+            rank_tile_n,
+            cta_mask: (1 << c.blocks) - 1,
+        }
+    });
+    let (walk_tile_m, walk_tile_n) = match g.cluster {
+        Some(c) => (spec.tile.m * c.shape.rows, spec.tile.n * c.shape.cols),
+        None => (spec.tile.m, spec.tile.n),
+    };
 
     let a_descriptor = SmemDescriptor {
         start_bytes: 0,
@@ -172,10 +251,15 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{WGMMA_K}.f32.{type_name}.{type_name}",
         g.n
     );
-    let tensor_box = |operand, boxes: &OperandBoxes| TensorMapBox {
+    // The shared operand's map loads one block's row slice of each box.
+    let tensor_box = |operand, boxes: &OperandBoxes, shared_here: bool| TensorMapBox {
         operand,
         inner: boxes.inner,
-        outer: boxes.outer,
+        outer: if shared_here {
+            boxes.outer / cluster_blocks
+        } else {
+            boxes.outer
+        },
         swizzle_bytes: w,
     };
     let pack_instruction = match spec.out {
@@ -197,15 +281,15 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         block_m: spec.tile.m,
         block_n: spec.tile.n,
         block_k: spec.tile.k,
-        m_round_up: spec.tile.m - 1,
-        n_round_up: spec.tile.n - 1,
+        m_round_up: walk_tile_m - 1,
+        n_round_up: walk_tile_n - 1,
         k_round_up: spec.tile.k - 1,
         rows_per_consumer: g.rows_per_consumer,
         ring,
         a_loads,
         b_loads,
-        a_box: tensor_box(Operand::A, &g.a_boxes),
-        b_box: tensor_box(Operand::B, &g.b_boxes),
+        a_box: tensor_box(Operand::A, &g.a_boxes, shared == Some(SharedOperand::A)),
+        b_box: tensor_box(Operand::B, &g.b_boxes, shared == Some(SharedOperand::B)),
         consumer_a_bytes: g.rows_per_consumer * w,
         a_desc_low: a_descriptor.low_word_fields(),
         a_desc_high: a_descriptor.high_word(),
@@ -214,9 +298,26 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         a_descriptor,
         b_descriptor,
         stage_desc_units: stage_bytes / 16,
+        descriptor_address_mask: format!("{:#x}", descriptor::START_ADDRESS_MASK),
         wgmma_instruction,
         accumulators: g.accumulators(),
-        persistent: TileWalk::of(spec.schedule, spec.tile, true),
+        persistent: TileWalk::of(
+            spec.schedule,
+            gemm_dsl::Tile {
+                m: walk_tile_m,
+                n: walk_tile_n,
+                k: spec.tile.k,
+            },
+            true,
+        ),
+        walk_tile_m,
+        walk_tile_n,
+        tile_index_register: if g.cluster.is_some() {
+            "%clusterid.x"
+        } else {
+            "%ctaid.x"
+        },
+        cluster,
         epilogue: WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction),
         k_steps,
     }
@@ -270,7 +371,10 @@ impl WgmmaPlan {
                 },
             ],
             partial_tiles: true,
-            cluster: (1, 1),
+            cluster: (
+                self.walk_tile_m / self.block_m,
+                self.walk_tile_n / self.block_n,
+            ),
         }
     }
 
@@ -458,7 +562,7 @@ mod tests {
             .collect();
         assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
         assert_eq!(p.ring.expect_tx_bytes, 49152);
-        assert_eq!(p.ring.consumer_arrivals, 8);
+        assert_eq!(p.ring.empty_arrivals, 8);
         assert_eq!(p.epilogue.rows.len(), 2);
         assert_eq!(p.epilogue.rows[1].ld_scale, 8 * 2);
         let f16 = wgmma("dtype: f16, out: f32");

@@ -23,8 +23,9 @@ pub struct Ring {
     /// Bytes one fill brings: every box of the stage, counted whole even where the TMA fills
     /// parts outside the matrix with zeros.
     pub expect_tx_bytes: u32,
-    /// Arrivals that complete an empty barrier's phase: one per consumer warp.
-    pub consumer_arrivals: u32,
+    /// Arrivals that complete an empty barrier's phase: one per consumer warp of every block
+    /// whose stage the slot's loads fill (the cluster's, under multicast).
+    pub empty_arrivals: u32,
     /// Per slot, the byte offsets of its barriers from the first of their kind.
     pub barrier_offsets: Vec<u32>,
 }
@@ -49,7 +50,7 @@ impl Fill {
 }
 
 impl Ring {
-    pub fn new(stages: u32, stage_bytes: u32, consumer_arrivals: u32) -> Ring {
+    pub fn new(stages: u32, stage_bytes: u32, empty_arrivals: u32) -> Ring {
         let ring_bytes = stages * stage_bytes;
         Ring {
             stages,
@@ -58,7 +59,7 @@ impl Ring {
             full_offset: ring_bytes,
             empty_offset: ring_bytes + stages * MBARRIER_BYTES,
             expect_tx_bytes: stage_bytes,
-            consumer_arrivals,
+            empty_arrivals,
             barrier_offsets: (0..stages).map(|slot| slot * MBARRIER_BYTES).collect(),
         }
     }
