@@ -96,6 +96,11 @@ impl AnyKernel {
     pub fn sass(&self) -> Result<SassReport, Error> {
         crate::with_kernel!(self, kernel => kernel.sass())
     }
+
+    /// [`GemmKernel::check_sass`].
+    pub fn check_sass(&self) -> Result<SassReport, Error> {
+        crate::with_kernel!(self, kernel => kernel.check_sass())
+    }
 }
 
 /// Runs `$body` with `$kernel` bound to the typed [`GemmKernel`] inside an [`AnyKernel`]: the

@@ -14,8 +14,8 @@ const LOG_BYTES: usize = 64 * 1024;
 struct JitLogs {
     error: Vec<u8>,
     info: Vec<u8>,
-    options: [CUjit_option; 4],
-    values: [*mut c_void; 4],
+    options: [CUjit_option; 5],
+    values: [*mut c_void; 5],
 }
 
 impl JitLogs {
@@ -30,8 +30,10 @@ impl JitLogs {
                 CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                 CUjit_option::CU_JIT_INFO_LOG_BUFFER,
                 CUjit_option::CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                // The compiler's resource lines and notes (registers, ignored setmaxnreg, ..).
+                CUjit_option::CU_JIT_LOG_VERBOSE,
             ],
-            values: [std::ptr::null_mut(); 4],
+            values: [std::ptr::null_mut(); 5],
         };
         // Size options travel as integers cast to pointers (the driver's convention).
         logs.values = [
@@ -39,6 +41,7 @@ impl JitLogs {
             LOG_BYTES as *mut c_void,
             logs.info.as_mut_ptr().cast(),
             LOG_BYTES as *mut c_void,
+            std::ptr::without_provenance_mut(1),
         ];
         logs
     }
@@ -157,6 +160,15 @@ impl Drop for LinkState {
 /// Compiles PTX with the driver's JIT for the context's device and returns the cubin: exactly
 /// the machine code `cuModuleLoadDataEx` would run.
 pub fn jit_cubin(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<Vec<u8>, Error> {
+    jit_cubin_logged(ctx, ptx, kernel).map(|(cubin, _)| cubin)
+}
+
+/// [`jit_cubin`], with the JIT's log (its resource lines and notes, as `ptxas -v` prints them).
+pub fn jit_cubin_logged(
+    ctx: &Arc<CudaContext>,
+    ptx: &str,
+    kernel: &str,
+) -> Result<(Vec<u8>, String), Error> {
     ctx.bind_to_thread()
         .during(|| "binding the CUDA context".to_string())?;
     let source = ptx_cstring(ptx, kernel)?;
@@ -207,6 +219,5 @@ pub fn jit_cubin(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<Vec<
     // copied out before the guard drops.
     let copy = unsafe { std::slice::from_raw_parts(cubin.cast::<u8>(), cubin_bytes) }.to_vec();
     drop(state);
-    drop(logs);
-    Ok(copy)
+    Ok((copy, logs.text()))
 }

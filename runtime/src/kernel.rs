@@ -3,11 +3,11 @@
 use crate::check::{check_arch, check_launch, LaunchArgs, OperandArg};
 use crate::element::{spec_value, stores, Element};
 use crate::error::{DriverContext, Error};
-use crate::jit::{jit_cubin, Module};
+use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
-use codegen::sass::{self, SassReport};
+use codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
 use codegen::{
-    Emitted, KernelInfo, KernelParam, LaunchShape, Operand, ParamKind, SassCheck, Scalar,
+    Emitted, KernelInfo, KernelParam, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar,
 };
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
@@ -91,6 +91,26 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
 
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// Registers per thread of the loaded function, as the driver compiled it (for a kernel
+    /// that moves registers between warpgroups with `setmaxnreg`, its `.maxnreg` cap).
+    pub fn registers(&self) -> Result<u32, Error> {
+        let mut registers: std::ffi::c_int = 0;
+        self.ctx
+            .bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        // SAFETY: `function` is a live handle of `module`; the call writes one int.
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut registers,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                self.function,
+            )
+        }
+        .result()
+        .during(|| format!("reading the register count of `{}`", self.info.name))?;
+        Ok(u32::try_from(registers).unwrap_or(0))
     }
 
     /// Blocks of this kernel the device runs at once (multiprocessors times blocks per
@@ -206,9 +226,58 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
 
     /// The SASS the driver runs for this kernel on this device: its JIT compiles the PTX to a
     /// cubin (`cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`), nvdisasm reads it.
+    ///
+    /// The report's resources are the JIT's own `ptxas` lines. This route compiles for linking,
+    /// which ignores `setmaxnreg` (note C7504, "to maintain compatibility across compilation
+    /// units"); the module that runs is compiled whole and keeps it. [`GemmKernel::check_sass`]
+    /// accounts for that.
     pub fn sass(&self) -> Result<SassReport, Error> {
-        let cubin = jit_cubin(&self.ctx, self.info.ptx, self.info.name)?;
-        Ok(SassReport::parse(&sass::disassemble(&cubin)?))
+        let (cubin, log) = jit_cubin_logged(&self.ctx, self.info.ptx, self.info.name)?;
+        let mut report = SassReport::parse(&sass::disassemble(&cubin)?);
+        report.resources = Some(PtxasResources::parse(&log));
+        Ok(report)
+    }
+
+    /// Checks the driver's SASS against the spec's promises and returns it. Where the linking
+    /// route ignored `setmaxnreg` (note C7504), the `USETMAXREG` promise is checked on the
+    /// loaded function instead: compiled whole, it keeps the kernel's `.maxnreg` as its
+    /// register count only when the registers are moved between warpgroups (otherwise ptxas
+    /// allocates what the code needs, fewer).
+    pub fn check_sass(&self) -> Result<SassReport, Error> {
+        let report = self.sass()?;
+        let relocatable = report.resources.as_ref().is_some_and(|r| {
+            r.warnings
+                .iter()
+                .any(|w| w.contains(SETMAXNREG_IGNORED_FOR_LINKING))
+        });
+        let setmaxnreg = SassCheck::Present(Opcode::Usetmaxreg);
+        let mut promises: Vec<SassCheck> = self.info.expected_sass.to_vec();
+        if relocatable && promises.contains(&setmaxnreg) {
+            promises.retain(|check| *check != setmaxnreg);
+            let cap = ptx_max_registers(self.info.ptx);
+            let loaded = self.registers()?;
+            if cap != Some(loaded) {
+                return Err(Error::SassMismatch {
+                    kernel: self.info.name.to_string(),
+                    mismatch: SassMismatch(vec![SassViolation {
+                        check: setmaxnreg,
+                        count: 0,
+                    }]),
+                    summary: format!(
+                        "the loaded function has {loaded} registers per thread, not the .maxnreg {} that setmaxnreg works under",
+                        cap.map_or("(none)".to_string(), |c| c.to_string())
+                    ),
+                });
+            }
+        }
+        report
+            .require(&promises)
+            .map_err(|mismatch| Error::SassMismatch {
+                kernel: self.info.name.to_string(),
+                mismatch,
+                summary: report.summary(),
+            })?;
+        Ok(report)
     }
 
     /// The debug-build SASS check: once per kernel text and device per process. Without
@@ -236,17 +305,20 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         if checked.lock().expect("no panics while held").contains(&key) {
             return Ok(());
         }
-        let report = self.sass()?;
-        report
-            .require(self.info.expected_sass)
-            .map_err(|mismatch| Error::SassMismatch {
-                kernel: self.info.name.to_string(),
-                mismatch,
-                summary: report.summary(),
-            })?;
+        self.check_sass()?;
         checked.lock().expect("no panics while held").insert(key);
         Ok(())
     }
+}
+
+/// The JIT's note when it compiled relocatable code and so ignored `setmaxnreg`.
+const SETMAXNREG_IGNORED_FOR_LINKING: &str = "C7504";
+
+/// The `.maxnreg` directive of a kernel's PTX.
+fn ptx_max_registers(ptx: &str) -> Option<u32> {
+    ptx.lines()
+        .find_map(|line| line.trim().strip_prefix(".maxnreg"))
+        .and_then(|value| value.trim().parse().ok())
 }
 
 /// Above 48 KB of dynamic shared memory a kernel must opt in. The caller has bound the
@@ -687,6 +759,13 @@ mod tests {
         };
         let error = check_params(&info).unwrap_err().to_string();
         assert!(error.contains("(no `.entry another_kernel`)"), "{error}");
+    }
+
+    #[test]
+    fn the_register_cap_is_read_from_the_ptx() {
+        let hopper = emitted("wgmma_bf16_128x256x64_s4_persistent");
+        assert_eq!(ptx_max_registers(&hopper.ptx), Some(168));
+        assert_eq!(ptx_max_registers(".visible .entry k()\n{\n}"), None);
     }
 
     #[test]

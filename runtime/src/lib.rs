@@ -29,7 +29,7 @@ pub use device::{driver_present, open_context, DeviceInfo};
 pub use dispatch::{AnyKernel, TypedKernel};
 pub use element::{Element, KernelTypes, Storage};
 pub use error::{Error, Operand};
-pub use jit::jit_cubin;
+pub use jit::{jit_cubin, jit_cubin_logged};
 pub use kernel::GemmKernel;
 
 // Crates the `gemm!` expansion and users name through the runtime, so versions always match.

@@ -41,6 +41,9 @@ struct Cli {
     /// where a wrong result is wrong.
     #[arg(long)]
     blocks: bool,
+    /// Write the SASS the driver's JIT makes of the kernel to this file, with the JIT's log.
+    #[arg(long)]
+    sass: Option<std::path::PathBuf>,
     /// Launch this PTX file instead of the generated text, under the spec's launch rules (a
     /// hand-edited variant of the kernel; its entry and parameters must be the kernel's).
     #[arg(long)]
@@ -96,6 +99,13 @@ fn run(cli: &Cli, emitted: &codegen::Emitted) -> Result<bool, runtime::Error> {
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
     let kernel = AnyKernel::from_emitted(&ctx, emitted)?;
+    if let Some(path) = &cli.sass {
+        let (cubin, log) = runtime::jit_cubin_logged(&ctx, &emitted.ptx, &emitted.kernel_name)?;
+        let sass = codegen::sass::disassemble(&cubin)?;
+        if let Err(error) = std::fs::write(path, format!("// JIT log:\n{log}\n\n{sass}")) {
+            eprintln!("error: writing {}: {error}", path.display());
+        }
+    }
     let launch = emitted.launch;
     let shape = cli.shape.unwrap_or_else(|| match launch.schedule {
         GridSchedule::Tiles => Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 8 * launch.tile_k),
@@ -110,6 +120,11 @@ fn run(cli: &Cli, emitted: &codegen::Emitted) -> Result<bool, runtime::Error> {
         print!("{blocks}");
     }
     let types = kernel.types();
+    let registers = with_kernel!(&kernel, typed => typed.registers()?);
+    println!(
+        "{}: {registers} registers per thread as loaded",
+        emitted.kernel_name
+    );
     let verdict = report.check(&types.tolerance(shape.k));
     println!(
         "{} ({types}) {shape}: {report}: {}",

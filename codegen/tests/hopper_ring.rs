@@ -1,0 +1,612 @@
+//! Pipeline proofs of the Hopper family's stage ring, on the emitted PTX itself.
+//!
+//! The ring's protocol is read out of each kernel's text: the mbarrier init counts, the bytes
+//! the producer announces (`arrive.expect_tx`) and the boxes its TMA loads bring (from the
+//! kernel's tensor-map parameters, multicast or not), the parity each side waits for, when the
+//! consumers release a slot (after the next k tile's `wgmma.wait_group 1`, or the last after
+//! `wait_group 0`) and on which blocks' barriers. A model of the cluster's blocks then runs
+//! that protocol over several output tiles (at least three laps of the ring) under many
+//! interleavings, with mbarriers as the PTX ISA defines them (phases, pending arrivals,
+//! transaction bytes) and TMA loads landing whenever they like. It fails on a deadlock, on a
+//! load landing in a slot some consumer warp still reads, and on a consumer reading a slot
+//! before all of its fill's bytes landed. Each check has a negative case: a broken variant of
+//! the PTX is caught.
+
+use codegen::{Emitted, ParamKind};
+use std::collections::HashMap;
+
+/// The ring protocol as one kernel's PTX writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Protocol {
+    stages: u32,
+    full_init: u32,
+    empty_init: u32,
+    expect_tx: u32,
+    /// Bytes the producer's own (unicast) loads bring into its block's stage per fill, and
+    /// bytes its multicast loads bring into every block's stage.
+    unicast_bytes: u32,
+    multicast_bytes: u32,
+    /// Blocks of a cluster, consumer warps per block.
+    blocks: u32,
+    consumer_warps: u32,
+    /// The producer waits for parity `lap + 1` (the phase before the lap's), the consumers
+    /// for `lap`; false where the PTX waits for the other parity.
+    producer_waits_previous_phase: bool,
+    consumers_wait_lap_phase: bool,
+    /// A consumer warp releases a fill after its next fill's `wait_group 1` (true), or right
+    /// after committing the fill's own wgmmas (false: the wgmmas may still read it).
+    releases_after_retirement: bool,
+    /// Releases arrive on the peer blocks' empty barriers too.
+    releases_remote: bool,
+}
+
+/// The operand's tensor-map box bytes from the kernel's parameters, by map register.
+fn box_bytes(emitted: &Emitted) -> HashMap<String, u32> {
+    emitted
+        .params
+        .iter()
+        .filter_map(|param| match param.kind {
+            ParamKind::TensorMap(tile) => Some((
+                format!("%{}", param.name),
+                tile.inner * tile.outer * emitted.spec.dtype.size_bytes(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The number after the last comma of an instruction line (`..., 8;`).
+fn last_number(line: &str) -> u32 {
+    line.trim_end_matches(';')
+        .rsplit(',')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no number at the end of `{line}`"))
+}
+
+fn protocol(emitted: &Emitted) -> Protocol {
+    let ptx = &emitted.ptx;
+    let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
+    let boxes = box_bytes(emitted);
+    let inits = |barrier: &str| -> Vec<u32> {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("mbarrier.init") && l.contains(barrier))
+            .map(|l| last_number(l))
+            .collect()
+    };
+    let (full, empty) = (inits("[%full_bar"), inits("[%empty_bar"));
+    assert_eq!(full.len(), empty.len());
+    assert!(full.windows(2).all(|w| w[0] == w[1]) && empty.windows(2).all(|w| w[0] == w[1]));
+    let expect_tx = lines
+        .iter()
+        .find(|l| l.starts_with("mbarrier.arrive.expect_tx"))
+        .map(|l| last_number(l))
+        .expect("the producer announces its bytes");
+    let (mut unicast_bytes, mut multicast_bytes) = (0, 0);
+    for line in lines.iter().filter(|l| l.contains("cp.async.bulk.tensor")) {
+        let map = line
+            .split('[')
+            .nth(2)
+            .and_then(|rest| rest.split(',').next())
+            .expect("a tensor map operand");
+        let bytes = boxes[map.trim()];
+        if line.contains(".multicast::cluster") {
+            multicast_bytes += bytes;
+        } else {
+            unicast_bytes += bytes;
+        }
+    }
+    // The wait loops: the register each side's try_wait names.
+    let wait_register = |barrier: &str| -> &str {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with("mbarrier.try_wait.parity") && l.contains(barrier))
+            .unwrap_or_else(|| panic!("no wait on {barrier}"));
+        line.trim_end_matches(';').rsplit(", ").next().unwrap()
+    };
+    let producer_register = wait_register("[%empty_addr]");
+    let producer_waits_previous_phase =
+        producer_register == "%parity" && lines.contains(&"xor.b32\t%parity, %phase, 1;");
+    let consumers_wait_lap_phase = wait_register("[%full_addr]") == "%phase";
+    // The release inside the consumer loop: after `wait_group 1`, of the previous fill.
+    let retire = lines
+        .iter()
+        .position(|l| *l == "wgmma.wait_group.sync.aligned\t1;")
+        .expect("the consumers keep one group in flight");
+    let release = lines[retire..]
+        .iter()
+        .find(|l| l.contains("mbarrier.arrive.shared::cta"))
+        .expect("the consumers release slots");
+    let releases_after_retirement = release.contains("[%prev_empty]");
+    let releases_remote = lines[retire..]
+        .iter()
+        .take_while(|l| !l.starts_with("wgmma.wait_group.sync.aligned\t0"))
+        .any(|l| l.contains("mbarrier.arrive.release.cluster.shared::cluster"));
+    let (rows, cols) = emitted.launch.cluster;
+    let blocks = rows * cols;
+    let consumer_warps = (emitted.launch.threads_per_block - 128) / 32;
+    Protocol {
+        stages: full.len() as u32,
+        full_init: full[0],
+        empty_init: empty[0],
+        expect_tx,
+        unicast_bytes,
+        multicast_bytes,
+        blocks,
+        consumer_warps,
+        producer_waits_previous_phase,
+        consumers_wait_lap_phase,
+        releases_after_retirement,
+        releases_remote,
+    }
+}
+
+/// An mbarrier as the PTX ISA defines it.
+#[derive(Clone, Debug)]
+struct Mbarrier {
+    init: u32,
+    pending: u32,
+    tx: i64,
+    completed: u64,
+}
+
+impl Mbarrier {
+    fn new(init: u32) -> Mbarrier {
+        Mbarrier {
+            init,
+            pending: init,
+            tx: 0,
+            completed: 0,
+        }
+    }
+
+    /// `try_wait.parity`: the phase of that parity is complete (the current phase, still
+    /// running, has the other parity).
+    fn passes(&self, parity: u64) -> bool {
+        self.completed % 2 != parity % 2
+    }
+
+    fn settle(&mut self) {
+        if self.pending == 0 && self.tx == 0 {
+            self.completed += 1;
+            self.pending = self.init;
+        }
+    }
+
+    fn arrive(&mut self) -> Result<(), String> {
+        if self.pending == 0 {
+            return Err("arrival on a barrier whose phase has no pending arrivals".into());
+        }
+        self.pending -= 1;
+        self.settle();
+        Ok(())
+    }
+
+    fn expect_tx(&mut self, bytes: u32) {
+        self.tx += i64::from(bytes);
+    }
+
+    fn complete_tx(&mut self, bytes: u32) {
+        self.tx -= i64::from(bytes);
+        self.settle();
+    }
+}
+
+/// Where one consumer warp is: its fill, and the step of that fill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WarpStep {
+    WaitFull,
+    Release,
+    Done,
+}
+
+#[derive(Clone, Debug)]
+struct Warp {
+    fill: u64,
+    step: WarpStep,
+    /// Fills whose wgmmas may still read their slot.
+    reading: Vec<u64>,
+    /// Fills this warp released.
+    released_through: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+struct Block {
+    full: Vec<Mbarrier>,
+    empty: Vec<Mbarrier>,
+    /// Per slot, the fill whose bytes land there and how many have landed.
+    landed: Vec<(u64, u32)>,
+    producer_fill: u64,
+    warps: Vec<Warp>,
+}
+
+/// A TMA load in flight.
+#[derive(Clone, Copy, Debug)]
+struct Load {
+    dest: usize,
+    slot: u32,
+    fill: u64,
+    bytes: u32,
+}
+
+/// Runs the protocol for `tiles` output tiles of `k_tiles` fills each under the schedule
+/// `choose` picks; the error says what broke.
+fn run(
+    p: &Protocol,
+    k_tiles: u64,
+    tiles: u64,
+    mut choose: impl FnMut(usize) -> usize,
+) -> Result<(), String> {
+    let fills = k_tiles * tiles;
+    let stages = u64::from(p.stages);
+    let stage_bytes = p.unicast_bytes + p.multicast_bytes * p.blocks;
+    let mut blocks: Vec<Block> = (0..p.blocks)
+        .map(|_| Block {
+            full: (0..p.stages).map(|_| Mbarrier::new(p.full_init)).collect(),
+            empty: (0..p.stages).map(|_| Mbarrier::new(p.empty_init)).collect(),
+            landed: vec![(u64::MAX, 0); p.stages as usize],
+            producer_fill: 0,
+            warps: vec![
+                Warp {
+                    fill: 0,
+                    step: WarpStep::WaitFull,
+                    reading: Vec::new(),
+                    released_through: None,
+                };
+                p.consumer_warps as usize
+            ],
+        })
+        .collect();
+    let mut in_flight: Vec<Load> = Vec::new();
+    let parity = |lap: u64, previous: bool| if previous { lap + 1 } else { lap };
+    loop {
+        // Every action enabled now: (kind, block, index).
+        let mut actions: Vec<(u8, usize, usize)> = Vec::new();
+        for (b, block) in blocks.iter().enumerate() {
+            let f = block.producer_fill;
+            if f < fills {
+                let slot = (f % stages) as usize;
+                let wait = parity(f / stages, p.producer_waits_previous_phase);
+                if block.empty[slot].passes(wait) {
+                    actions.push((0, b, 0));
+                }
+            }
+            for (w, warp) in block.warps.iter().enumerate() {
+                let slot = (warp.fill % stages) as usize;
+                let enabled = match warp.step {
+                    WarpStep::WaitFull => block.full[slot]
+                        .passes(parity(warp.fill / stages, !p.consumers_wait_lap_phase)),
+                    WarpStep::Release => true,
+                    WarpStep::Done => false,
+                };
+                if enabled {
+                    actions.push((1, b, w));
+                }
+            }
+        }
+        for index in 0..in_flight.len() {
+            actions.push((2, 0, index));
+        }
+        if actions.is_empty() {
+            let done = blocks.iter().all(|b| {
+                b.producer_fill == fills && b.warps.iter().all(|w| w.step == WarpStep::Done)
+            });
+            return if done {
+                Ok(())
+            } else {
+                Err(format!(
+                    "deadlock: producers at fills {:?}, consumer warps at {:?}",
+                    blocks.iter().map(|b| b.producer_fill).collect::<Vec<_>>(),
+                    blocks
+                        .iter()
+                        .map(|b| b.warps.iter().map(|w| (w.fill, w.step)).collect::<Vec<_>>())
+                        .collect::<Vec<_>>()
+                ))
+            };
+        }
+        let (kind, b, index) = actions[choose(actions.len())];
+        match kind {
+            // The producer: announce the fill's bytes, then issue its loads.
+            0 => {
+                let f = blocks[b].producer_fill;
+                let slot = (f % stages) as u32;
+                let full = &mut blocks[b].full[slot as usize];
+                full.expect_tx(p.expect_tx);
+                full.arrive().map_err(|e| {
+                    format!("block {b} re-arms slot {slot} for fill {f} before the fill before landed: {e}")
+                })?;
+                if p.unicast_bytes > 0 {
+                    in_flight.push(Load {
+                        dest: b,
+                        slot,
+                        fill: f,
+                        bytes: p.unicast_bytes,
+                    });
+                }
+                if p.multicast_bytes > 0 {
+                    for dest in 0..p.blocks as usize {
+                        in_flight.push(Load {
+                            dest,
+                            slot,
+                            fill: f,
+                            bytes: p.multicast_bytes,
+                        });
+                    }
+                }
+                blocks[b].producer_fill += 1;
+            }
+            // A consumer warp's next step.
+            1 => {
+                let warp = blocks[b].warps[index].clone();
+                let f = warp.fill;
+                let slot = (f % stages) as usize;
+                match warp.step {
+                    WarpStep::WaitFull => {
+                        let (fill, bytes) = blocks[b].landed[slot];
+                        if fill != f || bytes != stage_bytes {
+                            return Err(format!(
+                                "block {b} warp {index} reads fill {f} in slot {slot} with {} of {stage_bytes} bytes landed",
+                                if fill == f { bytes } else { 0 }
+                            ));
+                        }
+                        let warp = &mut blocks[b].warps[index];
+                        warp.reading.push(f);
+                        warp.step = WarpStep::Release;
+                    }
+                    WarpStep::Release => {
+                        // Commit, then `wait_group 1` retires every earlier fill; the fill
+                        // before this one in the same tile is released. At a tile's last
+                        // fill, `wait_group 0` retires this one and releases it too.
+                        let first_of_tile = f.is_multiple_of(k_tiles);
+                        let last_of_tile = f % k_tiles == k_tiles - 1;
+                        let mut releases = Vec::new();
+                        if p.releases_after_retirement {
+                            blocks[b].warps[index].reading.retain(|&r| r == f);
+                            if !first_of_tile {
+                                releases.push(f - 1);
+                            }
+                            if last_of_tile {
+                                blocks[b].warps[index].reading.clear();
+                                releases.push(f);
+                            }
+                        } else {
+                            // Released as soon as committed: the wgmmas may still read it
+                            // until the next fill's wait_group 1 retires them.
+                            blocks[b].warps[index].reading.retain(|&r| r + 1 >= f);
+                            releases.push(f);
+                            if last_of_tile {
+                                blocks[b].warps[index].reading.clear();
+                            }
+                        }
+                        for r in releases {
+                            let s = (r % stages) as usize;
+                            blocks[b].empty[s].arrive()?;
+                            if p.releases_remote {
+                                for peer in (0..blocks.len()).filter(|&peer| peer != b) {
+                                    blocks[peer].empty[s].arrive()?;
+                                }
+                            }
+                            blocks[b].warps[index].released_through = Some(r);
+                        }
+                        let warp = &mut blocks[b].warps[index];
+                        warp.fill += 1;
+                        warp.step = if warp.fill == fills {
+                            WarpStep::Done
+                        } else {
+                            WarpStep::WaitFull
+                        };
+                    }
+                    WarpStep::Done => unreachable!(),
+                }
+            }
+            // A TMA load lands: its slot must be free of readers of older fills.
+            _ => {
+                let load = in_flight.swap_remove(index);
+                let block = &mut blocks[load.dest];
+                for (w, warp) in block.warps.iter().enumerate() {
+                    let older = load.fill.checked_sub(stages);
+                    let still_reading = warp.reading.iter().any(|&r| Some(r) == older);
+                    let not_released =
+                        older.is_some_and(|o| warp.released_through.is_none_or(|r| r < o));
+                    if still_reading || not_released {
+                        return Err(format!(
+                            "fill {} lands in block {} slot {} before warp {w} released fill {}",
+                            load.fill,
+                            load.dest,
+                            load.slot,
+                            older.unwrap_or(0)
+                        ));
+                    }
+                }
+                let landed = &mut block.landed[load.slot as usize];
+                if landed.0 != load.fill {
+                    *landed = (load.fill, 0);
+                }
+                landed.1 += load.bytes;
+                block.full[load.slot as usize].complete_tx(load.bytes);
+            }
+        }
+    }
+}
+
+/// A tiny deterministic generator for schedules.
+struct Schedule(u64);
+
+impl Schedule {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// Runs the protocol under fixed and random schedules over at least three laps, for tiles of
+/// one k tile, of fewer k tiles than stages and of more.
+fn check(p: &Protocol) -> Result<(), String> {
+    let stages = u64::from(p.stages);
+    for k_tiles in [1, stages.saturating_sub(1).max(1), stages + 1] {
+        let tiles = (3 * stages).div_ceil(k_tiles) + 1;
+        // Producers first, consumers first, loads first; then random interleavings.
+        for policy in 0..3u8 {
+            run(p, k_tiles, tiles, |n| match policy {
+                0 => 0,
+                1 => n / 2,
+                _ => n - 1,
+            })?;
+        }
+        for seed in 0..40 {
+            let mut schedule = Schedule(seed * 7919 + k_tiles);
+            run(p, k_tiles, tiles, |n| schedule.next(n))?;
+        }
+    }
+    Ok(())
+}
+
+fn hopper_specs() -> Vec<Emitted> {
+    let mut specs: Vec<Emitted> = codegen::catalog::CATALOG
+        .iter()
+        .filter(|e| e.spec.contains("mma: wgmma"))
+        .map(|e| codegen::emit_str(e.spec).unwrap())
+        .collect();
+    for stages in 2..=8 {
+        for (tile, consumers) in [("64x128x64", 1), ("128x64x64", 2)] {
+            for cluster in ["", ", cluster: 2x1, copy: tma(multicast = 2)"] {
+                let text = format!(
+                    "name: ring, arch: sm_90a, mma: wgmma, tile: {tile}, consumers: {consumers}, stages: {stages}{cluster}"
+                );
+                specs.push(codegen::emit_str(&text).unwrap_or_else(|e| panic!("{text}: {e}")));
+            }
+        }
+    }
+    specs
+}
+
+#[test]
+fn every_ring_keeps_its_protocol_under_any_interleaving() {
+    let specs = hopper_specs();
+    assert!(specs.len() >= 30);
+    for emitted in &specs {
+        let p = protocol(emitted);
+        // The numbers agree before anything runs: one producer arrival completes a full
+        // barrier with exactly the bytes landing in the block; every consumer warp whose stage
+        // a load reaches releases it.
+        assert_eq!(p.full_init, 1, "{}", emitted.spec_text);
+        assert_eq!(
+            p.expect_tx,
+            p.unicast_bytes + p.multicast_bytes * p.blocks,
+            "{}",
+            emitted.spec_text
+        );
+        assert_eq!(
+            p.empty_init,
+            p.consumer_warps * p.blocks,
+            "{}",
+            emitted.spec_text
+        );
+        check(&p).unwrap_or_else(|error| panic!("{}: {error}", emitted.spec_text));
+    }
+}
+
+/// A persistent walk counts the tiles of its unit, the block's or the cluster's: a count in
+/// block tiles would send clusters past the last tile with coordinates off the matrix.
+#[test]
+fn persistent_walks_count_their_own_tiles() {
+    let divisor = |ptx: &str, register: &str| -> u32 {
+        let prefix = format!("div.u32\t{register}, {register}, ");
+        ptx.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.trim_end_matches(';').parse().ok())
+            .unwrap_or_else(|| panic!("no tile count into {register}"))
+    };
+    let mut walks = 0;
+    for emitted in hopper_specs() {
+        if !emitted.spec_text.contains("persistent") {
+            continue;
+        }
+        let (rows, cols) = emitted.launch.cluster;
+        let unit = (emitted.launch.tile_m * rows, emitted.launch.tile_n * cols);
+        assert_eq!(
+            (
+                divisor(&emitted.ptx, "%tiles"),
+                divisor(&emitted.ptx, "%tiles_n")
+            ),
+            unit,
+            "{}",
+            emitted.spec_text
+        );
+        walks += 1;
+    }
+    assert!(walks >= 4);
+}
+
+/// Each way the ring could be wrong, written into the PTX, is caught.
+#[test]
+fn broken_rings_are_caught() {
+    let base = codegen::emit_str(
+        "name: ring, arch: sm_90a, mma: wgmma, tile: 128x128x64, consumers: 2, stages: 3, cluster: 2x1, copy: tma(multicast = 2)",
+    )
+    .unwrap();
+    let good = protocol(&base);
+    check(&good).unwrap();
+    let broken = |edits: &[(String, String)]| {
+        let mut emitted = base.clone();
+        for (from, to) in edits {
+            assert!(emitted.ptx.contains(from.as_str()), "{from}");
+            emitted.ptx = emitted.ptx.replacen(from.as_str(), to, 1);
+        }
+        protocol(&emitted)
+    };
+    let edit = |from: &str, to: &str| vec![(from.to_string(), to.to_string())];
+    let halve_empty_counts: Vec<(String, String)> = (0..good.stages)
+        .map(|slot| {
+            let line = |count| format!("[%empty_bar+{}], {count};", slot * 8);
+            (line(good.empty_init), line(good.empty_init / 2))
+        })
+        .collect();
+    let cases = [
+        (
+            // The producer waits for the lap's own phase: on a fresh barrier, forever.
+            broken(&edit("xor.b32\t%parity, %phase, 1;", "mov.u32\t%parity, %phase;")),
+            "deadlock",
+        ),
+        (
+            // Half the consumer warps complete an empty phase: a slot refills under readers
+            // (or is re-armed before its last fill even landed).
+            broken(&halve_empty_counts),
+            "before",
+        ),
+        (
+            // One box's bytes too few announced: the consumers may start before it lands.
+            broken(&edit(
+                &format!("[%full_addr], {};", good.expect_tx),
+                &format!("[%full_addr], {};", good.expect_tx - good.unicast_bytes / 2),
+            )),
+            "reads fill",
+        ),
+        (
+            // The current slot released right after the commit, not the previous one after
+            // wait_group 1.
+            broken(&edit(
+                "@%p_release mbarrier.arrive.shared::cta.b64\t_, [%prev_empty];",
+                "@%p_release mbarrier.arrive.shared::cta.b64\t_, [%empty_addr];",
+            )),
+            "before warp",
+        ),
+        (
+            // No remote release: the peer's producer waits for arrivals that never come.
+            broken(&edit(
+                "@%p_release mbarrier.arrive.release.cluster.shared::cluster.b64\t_, [%prev_peer_empty];",
+                "",
+            )),
+            "deadlock",
+        ),
+    ];
+    for (index, (p, want)) in cases.iter().enumerate() {
+        let error = check(p).expect_err(&format!("broken ring {index} passed"));
+        eprintln!("broken ring {index}: {error}");
+        assert!(error.contains(want), "broken ring {index}: {error}");
+    }
+}
