@@ -122,7 +122,7 @@ fn protocol(emitted: &Emitted) -> Protocol {
     let releases_remote = lines[retire..]
         .iter()
         .take_while(|l| !l.starts_with("wgmma.wait_group.sync.aligned\t0"))
-        .any(|l| l.contains("mbarrier.arrive.release.cluster.shared::cluster"));
+        .any(|l| l.contains("mbarrier.arrive.shared::cluster"));
     let (rows, cols) = emitted.launch.cluster;
     let blocks = rows * cols;
     let consumer_warps = (emitted.launch.threads_per_block - 128) / 32;
@@ -569,7 +569,10 @@ fn broken_rings_are_caught() {
     let cases = [
         (
             // The producer waits for the lap's own phase: on a fresh barrier, forever.
-            broken(&edit("xor.b32\t%parity, %phase, 1;", "mov.u32\t%parity, %phase;")),
+            broken(&edit(
+                "xor.b32\t%parity, %phase, 1;",
+                "mov.u32\t%parity, %phase;",
+            )),
             "deadlock",
         ),
         (
@@ -598,7 +601,7 @@ fn broken_rings_are_caught() {
         (
             // No remote release: the peer's producer waits for arrivals that never come.
             broken(&edit(
-                "@%p_release mbarrier.arrive.release.cluster.shared::cluster.b64\t_, [%prev_peer_empty];",
+                "@%p_release mbarrier.arrive.shared::cluster.b64\t_, [%prev_peer_empty];",
                 "",
             )),
             "deadlock",
