@@ -131,8 +131,10 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             cols: (tile.n / 64).max(1),
         },
         Mma::MmaSync => Grid2 { rows: 2, cols: 2 },
+        // Saturating here and below: validation rejects out-of-range numbers at their token,
+        // so a default derived from one only has to be computed without overflow.
         Mma::Wgmma => Grid2 {
-            rows: consumers * 4,
+            rows: consumers.saturating_mul(4),
             cols: 1,
         },
     };
@@ -148,7 +150,9 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
         // The 128-byte XOR keeps ldmatrix conflict-free for A (K rows) and B (N rows) alike.
         Mma::MmaSync => {
             let element = dtype.size_bytes();
-            let fits = |elements: u32| crate::geometry::xor_swizzle_fits_row(elements * element);
+            let fits = |elements: u32| {
+                crate::geometry::xor_swizzle_fits_row(elements.saturating_mul(element))
+            };
             if fits(tile.k) && fits(tile.n) {
                 Swizzle::Xor128
             } else {
@@ -156,7 +160,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             }
         }
         Mma::Wgmma => {
-            let row_bytes = tile.k * dtype.size_bytes();
+            let row_bytes = tile.k.saturating_mul(dtype.size_bytes());
             if row_bytes.is_multiple_of(128) {
                 Swizzle::Xor128
             } else if row_bytes.is_multiple_of(64) {
