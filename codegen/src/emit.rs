@@ -64,6 +64,10 @@ pub enum SassCheck {
     /// An instruction whose opcode with modifiers is this text or starts with it followed by
     /// `.`, e.g. `HMMA.16816.F32.BF16` or `LDSM.16.MT88.4`: proves the exact variant.
     PresentVariant(&'static str),
+    /// An instruction whose opcode with modifiers is exactly this text: for variants that are
+    /// a prefix of others, e.g. the f16 `HMMA.16816.F32`, which `HMMA.16816.F32.BF16` would
+    /// satisfy as a [`SassCheck::PresentVariant`].
+    PresentExact(&'static str),
 }
 
 /// Launch geometry and argument rules of an emitted kernel. Plain data, so `gemm!` can write
@@ -280,16 +284,17 @@ pub fn expected_sass(spec: &GemmSpec) -> Vec<SassCheck> {
 
 /// The math path's opcode and, for mma.sync, the instruction shape and input type.
 fn math_sass(spec: &GemmSpec) -> Vec<SassCheck> {
-    use SassCheck::{Present, PresentVariant};
+    use SassCheck::{Present, PresentExact, PresentVariant};
     match spec.mma {
         Mma::Fma => vec![Present(Opcode::Ffma)],
         Mma::MmaSync => vec![
             Present(Opcode::Hmma),
-            PresentVariant(match spec.dtype {
-                DType::Tf32 => "HMMA.1688.F32.TF32",
-                DType::F16 => "HMMA.16816.F32",
-                _ => "HMMA.16816.F32.BF16",
-            }),
+            match spec.dtype {
+                DType::Tf32 => PresentVariant("HMMA.1688.F32.TF32"),
+                // nvdisasm names no input type for f16 inputs with f32 accumulators.
+                DType::F16 => PresentExact("HMMA.16816.F32"),
+                _ => PresentVariant("HMMA.16816.F32.BF16"),
+            },
         ],
         Mma::Wgmma => vec![Present(Opcode::Hgmma)],
     }
