@@ -98,7 +98,7 @@ impl Problems {
             .entry(TypeId::of::<In>())
             .or_insert_with(|| {
                 let problem = Problem::<In>::random(m, n, k, seed);
-                let reference = cpu_reference(&problem);
+                let reference = cpu_reference(&problem).expect("a random problem is packed");
                 Box::new((problem, reference))
             })
             .downcast_ref()
@@ -192,7 +192,7 @@ fn check_padded<In: Element, Out: Element>(
         n + 3 * vector(Out::BYTES),
     );
     let problem = Problem::<In>::random(m, n, k, 7);
-    let reference = cpu_reference(&problem);
+    let reference = cpu_reference(&problem).unwrap();
     // NaN in the padding of A and B: a kernel that reads past a row's end computes NaNs.
     let pad = |values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
         let mut padded = vec![In::from_f32(f32::NAN); (rows * ld) as usize];
@@ -211,7 +211,7 @@ fn check_padded<In: Element, Out: Element>(
         .launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let c = stream.clone_dtoh(&c).unwrap();
-    let report = compare(&c, &reference, m, n, ldc, Reference::CpuF64);
+    let report = compare(&c, &reference, m, n, ldc, Reference::CpuF64).unwrap();
     eprintln!("{name:<28} {types:<10} {m}x{n}x{k} lda {lda} ldb {ldb} ldc {ldc}: {report}");
     report
         .check(&types.tolerance(k))
@@ -365,6 +365,63 @@ fn bad_ptx_reports_the_driver_jit_log() {
         matches!(&error, Error::Jit { log, .. } if log.contains("undeclared_register")),
         "{error}"
     );
+    // A name the driver cannot take is an error, not a panic.
+    let error = runtime::jit_cubin(&ctx, BROKEN_PTX, "broken\0gemm").unwrap_err();
+    assert!(
+        matches!(&error, Error::Jit { log, .. } if log.contains("NUL")),
+        "{error}"
+    );
+}
+
+/// Verification helpers take public, possibly inconsistent data: every mismatch is an error
+/// before anything runs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn verification_refuses_inconsistent_problems() {
+    let (ctx, stream) = gpu();
+    let kernel = load_simt(&ctx);
+    let launch = kernel.info().launch;
+    let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
+    let problem = Problem::<f32>::random(m, n, k, 12);
+    let reference = cpu_reference(&problem).unwrap();
+    let error = check_against(
+        &kernel,
+        &stream,
+        &problem,
+        &reference[1..],
+        Reference::CpuF64,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::PackedSize {
+                what: "the reference",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let mut short = problem.clone();
+    short.b.pop();
+    for error in [
+        check_against(&kernel, &stream, &short, &reference, Reference::CpuF64).unwrap_err(),
+        cublas_reference(&stream, &short).unwrap_err(),
+    ] {
+        eprintln!("{error}");
+        assert!(
+            matches!(
+                error,
+                Error::PackedSize {
+                    what: "the problem's B",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+    }
+    let report = check_against(&kernel, &stream, &problem, &reference, Reference::CpuF64).unwrap();
+    report.check(&Tolerance::f32_accumulation(k)).unwrap();
 }
 
 #[test]
@@ -500,12 +557,13 @@ fn bad_launch_arguments_are_refused() {
     let result = stream.clone_dtoh(&c).unwrap();
     let report = compare(
         &result,
-        &cpu_reference(&problem),
+        &cpu_reference(&problem).unwrap(),
         m,
         n,
         n,
         Reference::CpuF64,
-    );
+    )
+    .unwrap();
     report.check(&Tolerance::f32_accumulation(k)).unwrap();
 }
 
@@ -518,9 +576,9 @@ fn cublas_reference_agrees_with_float64() {
     fn reference_error<In: Element>(stream: &Arc<CudaStream>, m: u32, n: u32, k: u32) {
         let problem = Problem::<In>::random(m, n, k, 3);
         let from_cublas = cublas_reference(stream, &problem).unwrap();
-        let exact = cpu_reference(&problem);
+        let exact = cpu_reference(&problem).unwrap();
         let as_f32: Vec<f32> = from_cublas.iter().map(|&v| v as f32).collect();
-        let report = compare(&as_f32, &exact, m, n, n, Reference::CpuF64);
+        let report = compare(&as_f32, &exact, m, n, n, Reference::CpuF64).unwrap();
         eprintln!(
             "cuBLAS reference on {} inputs vs float64: {report}",
             In::NAME
@@ -555,7 +613,15 @@ fn cublas_baselines_compute_the_same_product() {
             .unwrap();
         blas.gemm(baseline, &a, &b, &mut c, m, n, k).unwrap();
         let c = stream.clone_dtoh(&c).unwrap();
-        let report = compare(&c, &cpu_reference(&problem), m, n, n, Reference::CpuF64);
+        let report = compare(
+            &c,
+            &cpu_reference(&problem).unwrap(),
+            m,
+            n,
+            n,
+            Reference::CpuF64,
+        )
+        .unwrap();
         eprintln!("{} ({types}) vs float64: {report}", baseline.short_name());
         report
             .check(&types.tolerance(k))

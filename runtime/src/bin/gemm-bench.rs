@@ -671,6 +671,6 @@ impl<In: Element> TypedInputs<In> {
         let result = stream
             .clone_dtoh(c)
             .map_err(|source| gpu("copying C back", source))?;
-        Ok(compare(&result, reference, m, n, n, Reference::Cublas))
+        Ok(compare(&result, reference, m, n, n, Reference::Cublas)?)
     }
 }

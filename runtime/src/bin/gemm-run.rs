@@ -109,6 +109,6 @@ fn run_once<In: Element, Out: Element>(
     seed: u64,
 ) -> Result<ErrorReport, runtime::Error> {
     let problem = Problem::<In>::random(shape.m, shape.n, shape.k, seed);
-    let reference = cpu_reference(&problem);
+    let reference = cpu_reference(&problem)?;
     check_against(kernel, stream, &problem, &reference, Reference::CpuF64)
 }
