@@ -158,6 +158,37 @@ impl ErrorReport {
     }
 }
 
+impl ErrorReport {
+    /// Every element written and equal to the reference. Against cuBLAS this is common: both
+    /// accumulate each element in the same k order, so the same roundings happen.
+    pub fn is_exact(&self) -> bool {
+        self.max_abs == 0.0 && self.unwritten == 0
+    }
+
+    /// The error in a few words, for tables: `identical to cuBLAS` (or `to float64`) for an
+    /// exact match, else `rel 1.2e-6, max abs 3.4e-5`.
+    pub fn brief(&self) -> String {
+        if self.is_exact() {
+            format!("identical to {}", self.reference.short_name())
+        } else {
+            format!(
+                "rel {:.1e}, max abs {:.1e}",
+                self.rel_frobenius, self.max_abs
+            )
+        }
+    }
+}
+
+impl Reference {
+    /// `float64` or `cuBLAS`.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Reference::CpuF64 => "float64",
+            Reference::Cublas => "cuBLAS",
+        }
+    }
+}
+
 /// `value <= bound`, false for NaN.
 fn within(value: f64, bound: f64) -> bool {
     value <= bound
@@ -165,6 +196,13 @@ fn within(value: f64, bound: f64) -> bool {
 
 impl std::fmt::Display for ErrorReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // "rel Frobenius 0.000e0" reads like a kernel compared with itself.
+        if self.is_exact() {
+            return match self.reference {
+                Reference::CpuF64 => f.write_str("identical to the CPU float64 reference"),
+                Reference::Cublas => f.write_str("identical to cuBLAS (f32 accumulation)"),
+            };
+        }
         write!(
             f,
             "rel Frobenius {:.3e}, max abs {:.3e}, unwritten {} (vs {})",
@@ -551,6 +589,25 @@ mod tests {
             b: Vec::new(),
         };
         assert!(cpu_reference(&huge).is_err());
+    }
+
+    #[test]
+    fn exact_matches_read_as_identical() {
+        let c = [3.0f32, 4.0];
+        let report = compare(&c, &[3.0, 4.0], 1, 2, 2, Reference::Cublas).unwrap();
+        assert!(report.is_exact());
+        assert_eq!(report.brief(), "identical to cuBLAS");
+        assert_eq!(report.to_string(), "identical to cuBLAS (f32 accumulation)");
+        let report = compare(&c, &[3.0, 4.0], 1, 2, 2, Reference::CpuF64).unwrap();
+        assert_eq!(report.brief(), "identical to float64");
+        // Close is not identical, and neither is an unwritten element.
+        let report = compare(&[3.0f32, 4.5], &[3.0, 4.0], 1, 2, 2, Reference::Cublas).unwrap();
+        assert!(!report.is_exact());
+        assert_eq!(report.brief(), "rel 1.0e-1, max abs 5.0e-1");
+        assert!(report.to_string().starts_with("rel Frobenius 1.000e-1"));
+        let unwritten = [3.0f32, f32::poison()];
+        let report = compare(&unwritten, &[3.0, 0.0], 1, 2, 2, Reference::Cublas).unwrap();
+        assert!(!report.is_exact());
     }
 
     #[test]

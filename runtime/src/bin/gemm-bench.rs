@@ -465,10 +465,7 @@ impl Run<'_> {
                 report.check(&types.tolerance(k)).map_err(|broken| {
                     Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
                 })?;
-                Some(format!(
-                    "rel {:.1e}, max abs {:.1e}",
-                    report.rel_frobenius, report.max_abs
-                ))
+                Some(report.brief())
             }
             None => None,
         };
