@@ -73,6 +73,10 @@ pub enum SassCheck {
     /// An instruction whose opcode with modifiers is this text or starts with it followed by
     /// `.`, e.g. `HMMA.16816.F32.BF16` or `LDSM.16.MT88.4`: proves the exact variant.
     PresentVariant(&'static str),
+    /// An instruction whose opcode with modifiers is exactly this text: for variants that are
+    /// a prefix of others, e.g. the f16 `HMMA.16816.F32`, which `HMMA.16816.F32.BF16` would
+    /// satisfy as a [`SassCheck::PresentVariant`].
+    PresentExact(&'static str),
 }
 
 /// Launch geometry and argument rules of an emitted kernel. Plain data, so `gemm!` can write

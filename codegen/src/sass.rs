@@ -251,6 +251,9 @@ impl fmt::Display for SassViolation {
             SassCheck::PresentVariant(variant) => {
                 write!(f, "expected {variant} in the SASS, found none")
             }
+            SassCheck::PresentExact(opcode) => {
+                write!(f, "expected exactly {opcode} in the SASS, found none")
+            }
         }
     }
 }
@@ -336,6 +339,14 @@ impl SassReport {
             .count()
     }
 
+    /// Instructions whose opcode with modifiers is exactly `opcode`.
+    pub fn count_exact(&self, opcode: &str) -> usize {
+        self.instructions
+            .iter()
+            .filter(|i| i.opcode == opcode)
+            .count()
+    }
+
     /// Checks every promise; all violations are reported together.
     pub fn require(&self, checks: &[SassCheck]) -> Result<(), SassMismatch> {
         let violations: Vec<SassViolation> = checks
@@ -345,6 +356,7 @@ impl SassReport {
                     SassCheck::Present(op) => (self.count(op), true),
                     SassCheck::Absent(op) => (self.count(op), false),
                     SassCheck::PresentVariant(variant) => (self.count_variant(variant), true),
+                    SassCheck::PresentExact(opcode) => (self.count_exact(opcode), true),
                 };
                 ((count > 0) != want_present).then_some(SassViolation { check, count })
             })
@@ -434,6 +446,20 @@ mod tests {
             mismatch.to_string(),
             "expected HMMA.1688.F32.TF32 in the SASS, found none"
         );
+    }
+
+    #[test]
+    fn an_exact_opcode_is_not_satisfied_by_a_longer_variant() {
+        let bf16 = SassReport::parse("/*0000*/  HMMA.16816.F32.BF16 R4, R8, R12, R4 ;");
+        let f16 = SassReport::parse("/*0000*/  HMMA.16816.F32 R4, R8, R12, R4 ;");
+        let promise = [SassCheck::PresentExact("HMMA.16816.F32")];
+        assert_eq!(bf16.count_exact("HMMA.16816.F32"), 0);
+        assert_eq!(
+            bf16.require(&promise).unwrap_err().to_string(),
+            "expected exactly HMMA.16816.F32 in the SASS, found none"
+        );
+        assert_eq!(f16.count_exact("HMMA.16816.F32"), 1);
+        assert!(f16.require(&promise).is_ok());
     }
 
     #[test]

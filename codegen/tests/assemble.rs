@@ -199,3 +199,37 @@ fn math_only_probes_assemble_with_only_their_math() {
         );
     }
 }
+
+/// The HMMA promise names the input type: an f16 kernel's SASS (`HMMA.16816.F32`) breaks a
+/// bf16 kernel's promise and a bf16 kernel's (`HMMA.16816.F32.BF16`) breaks an f16 one's.
+#[test]
+fn hmma_promises_tell_f16_from_bf16() {
+    let shape = "arch: sm_80, mma: mma_sync, tile: 64x64x32, stages: 3";
+    let [f16, bf16] = ["f16", "bf16"].map(|dtype| {
+        let emitted = codegen::emit_str(&format!("name: k_{dtype}, dtype: {dtype}, {shape}"))
+            .expect("valid spec");
+        let report = SassReport::from_ptx(&emitted.ptx, "sm_80")
+            .unwrap_or_else(|error| panic!("{dtype}: {error}\n(tools: {INSTALL_HINT})"));
+        let hmma: Vec<SassCheck> = emitted
+            .expected_sass
+            .into_iter()
+            .filter(|check| {
+                matches!(check, SassCheck::PresentVariant(op) | SassCheck::PresentExact(op)
+                    if op.starts_with("HMMA."))
+            })
+            .collect();
+        assert_eq!(hmma.len(), 1, "{dtype}: one HMMA variant promised");
+        // Every HMMA of the kernel is the promised variant.
+        assert!(report.require(&hmma).is_ok(), "{dtype}");
+        (report, hmma)
+    });
+    let (f16_report, f16_promise) = f16;
+    let (bf16_report, bf16_promise) = bf16;
+    assert_eq!(f16_promise, [SassCheck::PresentExact("HMMA.16816.F32")]);
+    assert_eq!(
+        f16_report.count_exact("HMMA.16816.F32"),
+        f16_report.count(Opcode::Hmma)
+    );
+    assert!(bf16_report.require(&f16_promise).is_err());
+    assert!(f16_report.require(&bf16_promise).is_err());
+}

@@ -111,6 +111,48 @@ fn sass_highlights_and_checks_the_promise() {
     assert!(text.contains("promised SASS: ok"));
 }
 
+/// A broken promise is a failure: `nvdisasm` is replaced by one that drops every LDGSTS from
+/// the real listing, so the cp.async kernel's SASS breaks its LDGSTS promise.
+#[cfg(unix)]
+#[test]
+fn sass_exits_1_when_the_promise_is_violated() {
+    use std::os::unix::fs::PermissionsExt;
+    let nvdisasm = codegen::sass::find_tool("nvdisasm").expect("run scripts/install-tools");
+    let dir = std::env::temp_dir().join(format!("gemm-codegen-violated-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let without_ldgsts = dir.join("nvdisasm");
+    std::fs::write(
+        &without_ldgsts,
+        format!(
+            "#!/bin/sh\nset -e\n'{}' \"$@\" > '{}/listing'\ngrep -v LDGSTS '{}/listing'\n",
+            nvdisasm.display(),
+            dir.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&without_ldgsts, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gemm-codegen"))
+        .args(["sass", "simt_128x128x8_cp2", "--summary"])
+        .env("GEMM_DSL_NVDISASM", &without_ldgsts)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stdout(&output)
+            .contains("promised SASS: VIOLATED: expected LDGSTS in the SASS, found none"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output)
+            .starts_with("error: simt_128x128x8_cp2's SASS for sm_80 breaks its promise"),
+        "{}",
+        stderr(&output)
+    );
+}
+
 #[test]
 fn diff_shows_the_ptx_difference() {
     let output = gemm_codegen(&["diff", "simt_128x128x8_cp2", "simt_128x128x8_sync2"]);

@@ -28,12 +28,14 @@ pub struct SmemLedger {
 }
 
 impl SmemLedger {
+    /// Saturates, as do the other sums of lines: a ledger built from outlandish numbers
+    /// then reads as over budget rather than wrapping under it.
     pub fn bytes_per_stage(&self) -> u32 {
-        self.per_stage.iter().map(|line| line.bytes).sum()
+        sum_saturating(self.per_stage.iter().map(|line| line.bytes))
     }
 
     pub fn fixed_bytes(&self) -> u32 {
-        self.fixed.iter().map(|line| line.bytes).sum()
+        sum_saturating(self.fixed.iter().map(|line| line.bytes))
     }
 
     pub fn total_for(&self, stages: u32) -> u64 {
@@ -106,6 +108,10 @@ impl fmt::Display for SmemLedger {
     }
 }
 
+fn sum_saturating(values: impl Iterator<Item = u32>) -> u32 {
+    values.fold(0, u32::saturating_add)
+}
+
 /// One line of the register estimate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegisterLine {
@@ -132,7 +138,7 @@ impl RegisterBudget {
     }
 
     pub fn total(&self) -> u32 {
-        self.lines.iter().map(|line| line.registers).sum()
+        sum_saturating(self.lines.iter().map(|line| line.registers))
     }
 
     pub fn fits(&self) -> bool {
@@ -170,12 +176,14 @@ impl Occupancy {
     /// memory (each block also reserves 1 KB).
     pub fn compute(arch: Arch, threads: u32, registers: u32, smem_bytes: u64) -> Occupancy {
         let warps = threads.div_ceil(32);
-        let registers_per_warp = (registers.max(1) * 32).div_ceil(256) * 256;
+        // In 64 bits: a block's register file need not fit 32 for numbers no spec passes.
+        let registers_per_warp = (u64::from(registers.max(1)) * 32).div_ceil(256) * 256;
+        let registers_per_block = (registers_per_warp * u64::from(warps)).max(1);
         let limits = [
             (arch.max_blocks_per_sm(), "blocks per SM"),
             (arch.max_threads_per_sm() / threads.max(1), "threads"),
             (
-                arch.registers_per_sm() / (registers_per_warp * warps).max(1),
+                (u64::from(arch.registers_per_sm()) / registers_per_block) as u32,
                 "registers",
             ),
             (
@@ -269,5 +277,30 @@ mod tests {
         let o = Occupancy::compute(Arch::Sm90, 128, 32, 100 * 1024);
         assert_eq!(o.blocks_per_sm, 2);
         assert_eq!(o.limited_by, "shared memory");
+        let o = Occupancy::compute(Arch::Sm90, 1024, u32::MAX, 0);
+        assert_eq!((o.blocks_per_sm, o.limited_by), (0, "registers"));
+    }
+
+    #[test]
+    fn sums_of_huge_lines_saturate_over_the_limit() {
+        let mut l = ledger(1);
+        l.per_stage[0].bytes = u32::MAX;
+        assert_eq!(l.bytes_per_stage(), u32::MAX);
+        assert!(!l.fits());
+        let registers = RegisterBudget {
+            lines: vec![
+                RegisterLine {
+                    what: "a".into(),
+                    registers: u32::MAX,
+                },
+                RegisterLine {
+                    what: "b".into(),
+                    registers: 1,
+                },
+            ],
+            limit: 255,
+        };
+        assert_eq!(registers.total(), u32::MAX);
+        assert!(!registers.fits());
     }
 }

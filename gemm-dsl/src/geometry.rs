@@ -28,7 +28,7 @@ impl CopyGeometry {
             return None;
         }
         let vectors_per_row = row_bytes / COPY_VECTOR_BYTES;
-        let vectors = rows * vectors_per_row;
+        let vectors = rows.checked_mul(vectors_per_row)?;
         let divides =
             threads.is_multiple_of(vectors_per_row) || vectors_per_row.is_multiple_of(threads);
         if vectors == 0 || !vectors.is_multiple_of(threads) || !divides {
@@ -92,5 +92,6 @@ mod tests {
         assert_eq!(g.copies_per_thread, 1);
         assert_eq!(CopyGeometry::new(8, 4 * 4, 256), None);
         assert_eq!(CopyGeometry::new(3, 24 * 4, 32), None);
+        assert_eq!(CopyGeometry::new(u32::MAX, 32, 32), None);
     }
 }

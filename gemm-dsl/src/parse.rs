@@ -131,8 +131,10 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             cols: (tile.n / 64).max(1),
         },
         Mma::MmaSync => Grid2 { rows: 2, cols: 2 },
+        // Saturating here and below: validation rejects out-of-range numbers at their token,
+        // so a default derived from one only has to be computed without overflow.
         Mma::Wgmma => Grid2 {
-            rows: consumers * 4,
+            rows: consumers.saturating_mul(4),
             cols: 1,
         },
     };
@@ -148,7 +150,9 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
         // The 128-byte XOR keeps ldmatrix conflict-free for A (K rows) and B (N rows) alike.
         Mma::MmaSync => {
             let element = dtype.size_bytes();
-            let fits = |elements: u32| crate::geometry::xor_swizzle_fits_row(elements * element);
+            let fits = |elements: u32| {
+                crate::geometry::xor_swizzle_fits_row(elements.saturating_mul(element))
+            };
             if fits(tile.k) && fits(tile.n) {
                 Swizzle::Xor128
             } else {
@@ -156,7 +160,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             }
         }
         Mma::Wgmma => {
-            let row_bytes = tile.k * dtype.size_bytes();
+            let row_bytes = tile.k.saturating_mul(dtype.size_bytes());
             if row_bytes.is_multiple_of(128) {
                 Swizzle::Xor128
             } else if row_bytes.is_multiple_of(64) {
@@ -401,8 +405,25 @@ fn parse_name(text: &str) -> ValueResult<String> {
             "a name of at most 200 characters".into(),
         ));
     }
+    if RUST_KEYWORDS.contains(&text) {
+        return Err((
+            format!("`{text}` is a Rust keyword, and the name becomes a Rust module"),
+            format!("an identifier that is not a Rust keyword, e.g. `{text}_gemm`"),
+        ));
+    }
     Ok(text.to_string())
 }
+
+/// Every strict and reserved keyword of every Rust edition (`gen` from 2024; `async`,
+/// `await`, `dyn` and `try` from 2018): none can name a module in the crate that expands
+/// `gemm!`, whatever its edition.
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
+    "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub",
+    "ref", "return", "self", "Self", "static", "struct", "super", "trait", "true", "type",
+    "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "gen", "macro",
+    "override", "priv", "try", "typeof", "unsized", "virtual", "yield",
+];
 
 fn parse_arch(text: &str) -> ValueResult<Arch> {
     Arch::ALL
@@ -688,6 +709,28 @@ mod tests {
         assert!(parse_str("stages:").is_err());
         assert!(parse_str("3: 4").is_err());
         assert!(parse_str("tile: 99999999999x1x1").is_err());
+    }
+
+    #[test]
+    fn rust_keywords_are_not_names() {
+        for keyword in RUST_KEYWORDS {
+            let e = first_error(&format!("name: {keyword}, arch: sm_80"));
+            assert_eq!(
+                e.message,
+                format!("`{keyword}` is a Rust keyword, and the name becomes a Rust module")
+            );
+            assert_eq!(e.span.start().column, 6, "{keyword}");
+            assert_eq!(
+                e.help,
+                Some(format!(
+                    "`name` takes an identifier that is not a Rust keyword, e.g. `{keyword}_gemm`"
+                ))
+            );
+        }
+        // Keywords are whole names: identifiers that contain one are fine.
+        for name in ["fn_k", "types", "selfish", "r_type", "union", "gemm"] {
+            assert_eq!(spec(&format!("name: {name}")).name, name);
+        }
     }
 
     #[test]

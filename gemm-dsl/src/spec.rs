@@ -148,6 +148,13 @@ pub struct Tile {
     pub k: u32,
 }
 
+impl Tile {
+    /// The longest side a block tile may have. No longer side fits: every operand row is whole
+    /// 16-byte vectors, so a side of 16384 makes an A or B tile of at least 256 KiB, more than
+    /// a block's shared memory. The bound keeps the families' tile arithmetic within 32 bits.
+    pub const MAX_SIDE: u32 = 16384;
+}
+
 impl fmt::Display for Tile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}x{}x{}", self.m, self.n, self.k)
@@ -162,8 +169,11 @@ pub struct Grid2 {
 }
 
 impl Grid2 {
+    /// Cells of the grid. Saturates at `u32::MAX`, so a grid of user numbers too large to
+    /// count still fails every range check instead of wrapping into one (65536x65536 would
+    /// wrap to 0) or panicking.
     pub fn count(self) -> u32 {
-        self.rows * self.cols
+        self.rows.saturating_mul(self.cols)
     }
 }
 
@@ -186,6 +196,9 @@ pub enum Swizzle {
 }
 
 impl Swizzle {
+    /// The most padding a shared-memory row may have (`pad(BYTES)`).
+    pub const MAX_PAD_BYTES: u32 = 1024;
+
     /// Bytes per swizzled row for the XOR modes.
     pub fn xor_width_bytes(self) -> Option<u32> {
         match self {
@@ -301,7 +314,8 @@ pub enum Schedule {
 impl Schedule {
     /// The (tile row, tile column) of tile `index` of a `tiles_m x tiles_n` output: row-major
     /// for `Tile` (`blockIdx.y`, `blockIdx.x`), grouped bands for `Persistent` (the last band
-    /// is narrower where `group` does not divide the tile count).
+    /// is narrower where `group` does not divide the tile count). `index` is below
+    /// `tiles_m * tiles_n`.
     pub fn tile_at(self, index: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
         match self {
             Schedule::Tile => (index / tiles_n, index % tiles_n),
@@ -311,11 +325,17 @@ impl Schedule {
                     Raster::M => (tiles_m, tiles_n),
                     Raster::N => (tiles_n, tiles_m),
                 };
-                let band_tiles = group * along_count;
+                // In 64 bits: a band of `group` x `along_count` tiles may not fit 32.
+                let (index, group) = (u64::from(index), u64::from(group));
+                let band_tiles = group * u64::from(along_count);
                 let band_start = index / band_tiles * group;
-                let width = group.min(across_count - band_start);
+                let width = group.min(u64::from(across_count) - band_start);
                 let within = index % band_tiles;
-                let (along, across) = (within / width, band_start + within % width);
+                // Both are below `along_count` and `across_count`, so they fit 32 bits.
+                let (along, across) = (
+                    (within / width) as u32,
+                    (band_start + within % width) as u32,
+                );
                 match raster {
                     Raster::M => (along, across),
                     Raster::N => (across, along),
@@ -509,5 +529,25 @@ mod tests {
         let order: Vec<_> = (0..6).map(|i| n.tile_at(i, 6, 10)).collect();
         assert_eq!(order, [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1)]);
         assert_eq!(n.tile_at(40, 6, 10), (4, 0));
+    }
+
+    #[test]
+    fn bands_of_more_than_u32_max_tiles_do_not_overflow() {
+        let m = Schedule::Persistent {
+            raster: Raster::M,
+            group: 64,
+        };
+        // One band of 64 x 2^26 = 2^32 tiles; the last tile is its bottom-right corner.
+        assert_eq!(m.tile_at(u32::MAX, 1 << 26, 64), ((1 << 26) - 1, 63));
+    }
+
+    #[test]
+    fn grids_too_large_to_count_saturate() {
+        let huge = Grid2 {
+            rows: 65536,
+            cols: 65536,
+        };
+        assert_eq!(huge.count(), u32::MAX);
+        assert_eq!(Grid2 { rows: 4, cols: 2 }.count(), 8);
     }
 }

@@ -115,8 +115,11 @@ impl Validator<'_> {
         error.help = Some(help.into());
     }
 
-    /// Numeric ranges that hold for every family.
+    /// Numeric ranges that hold for every family. They run first, and validation stops when
+    /// one fails, so the rules after them compute with bounded numbers: no product of a
+    /// spec's numbers overflows 32 bits, in debug builds (a panic) or release (a wrap).
     fn ranges(&mut self) {
+        use crate::geometry::MAX_WARPS;
         let s = self.spec;
         if !(1..=MAX_STAGES).contains(&s.stages) {
             let legal = s.stages.clamp(1, MAX_STAGES);
@@ -129,11 +132,19 @@ impl Validator<'_> {
                 format!("stages: {legal}"),
             );
         }
-        if s.tile.m == 0 || s.tile.n == 0 || s.tile.k == 0 {
+        let tile_sides = [s.tile.m, s.tile.n, s.tile.k];
+        if tile_sides.contains(&0) {
             self.help(
                 Key::Tile,
                 format!("tile dimensions must be positive, not {}", s.tile),
                 "e.g. tile: 128x128x8",
+            );
+        } else if tile_sides.iter().any(|&side| side > Tile::MAX_SIDE) {
+            let max = Tile::MAX_SIDE;
+            self.help(
+                Key::Tile,
+                format!("tile dimensions must be 1 to {max}, not {}", s.tile),
+                format!("BM, BN and BK are each 1 to {max}, e.g. tile: 128x128x8"),
             );
         }
         if s.warps.rows == 0 || s.warps.cols == 0 {
@@ -141,6 +152,18 @@ impl Validator<'_> {
                 Key::Warps,
                 "the warp grid must have at least one warp",
                 "e.g. warps: 4x2",
+            );
+        } else if self.spans.given(Key::Warps) && s.warps.rows.max(s.warps.cols) > MAX_WARPS {
+            // A default grid comes from the tile (or `consumers`), bounded here; the family
+            // rules report one that holds too many warps, with a grid that fits.
+            self.help(
+                Key::Warps,
+                format!(
+                    "a block holds 1 to {MAX_WARPS} warps ({} threads), not {}",
+                    MAX_WARPS * 32,
+                    s.warps
+                ),
+                format!("warps: ROWSxCOLS with ROWS x COLS from 1 to {MAX_WARPS}, e.g. warps: 4x2"),
             );
         }
         if s.consumers == 0 || s.consumers > 4 {
@@ -156,6 +179,16 @@ impl Validator<'_> {
                 format!("a cluster holds 1 to 16 blocks, not {}", s.cluster),
                 "cluster: 1x1",
             );
+        }
+        if let Swizzle::Pad(bytes) = s.swizzle {
+            let max = Swizzle::MAX_PAD_BYTES;
+            if bytes > max {
+                self.help(
+                    Key::Swizzle,
+                    format!("row padding is 0 to {max} bytes, not {bytes}"),
+                    format!("swizzle: pad(16), or another multiple of 16 up to {max}"),
+                );
+            }
         }
         if let Copy::Tma { multicast } = s.copy {
             if multicast == 0 || multicast > 16 {
@@ -211,7 +244,8 @@ impl Validator<'_> {
             );
         }
         if let Copy::Tma { multicast } = s.copy {
-            if multicast > 1 && multicast > s.cluster.count() {
+            // An out-of-range multicast is the range check's error, not a cluster to suggest.
+            if (2..=16).contains(&multicast) && multicast > s.cluster.count() {
                 self.help(
                     Key::Copy,
                     format!(

@@ -57,6 +57,9 @@ fn check_tokens(check: &SassCheck) -> TokenStream2 {
         SassCheck::PresentVariant(variant) => {
             quote!(::runtime::SassCheck::PresentVariant(#variant))
         }
+        SassCheck::PresentExact(opcode) => {
+            quote!(::runtime::SassCheck::PresentExact(#opcode))
+        }
     }
 }
 

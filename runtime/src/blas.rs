@@ -5,6 +5,7 @@
 
 use crate::element::{Element, KernelTypes, Storage};
 use crate::error::Error;
+use crate::error::Operand;
 use codegen::gemm_dsl::DType;
 use cudarc::cublas::result as cublas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t};
@@ -117,7 +118,13 @@ pub struct Cublas {
 }
 
 impl Cublas {
+    /// `Err(Error::NoCublas)` where the library cannot be loaded.
     pub fn new(stream: &Arc<CudaStream>) -> Result<Cublas, Error> {
+        // cudarc loads the library at its first call and panics there if it is missing.
+        // SAFETY: `is_culib_present` only tries to open the library.
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err(Error::NoCublas);
+        }
         let blas = CudaBlas::new(stream.clone()).map_err(|source| Error::Cublas {
             action: "creating a cuBLAS handle".to_string(),
             source,
@@ -147,8 +154,8 @@ impl Cublas {
     /// Row-major, packed `C = A·B` (`A` m x k, `B` k x n) by `gemm`, enqueued on the handle's
     /// stream.
     ///
-    /// Panics if `In`/`Out` are not `gemm`'s types or a buffer is shorter than its matrix:
-    /// both are mistakes of the calling code, not of the data.
+    /// Panics if `In`/`Out` are not `gemm`'s types, a mistake of the calling code; a buffer
+    /// shorter than its packed matrix is an [`Error::BufferTooSmall`].
     #[allow(clippy::too_many_arguments)]
     pub fn gemm<In, Out, A, B, C>(
         &self,
@@ -175,11 +182,23 @@ impl Cublas {
             In::NAME,
             Out::NAME
         );
-        let needed = |rows: u32, cols: u32| rows as usize * cols as usize;
-        assert!(
-            a.len() >= needed(m, k) && b.len() >= needed(k, n) && c.len() >= needed(m, n),
-            "cuBLAS {m} x {n} x {k}: buffers shorter than the packed matrices"
-        );
+        for (operand, len, rows, cols) in [
+            (Operand::A, a.len(), m, k),
+            (Operand::B, b.len(), k, n),
+            (Operand::C, c.len(), m, n),
+        ] {
+            let needed = u64::from(rows) * u64::from(cols);
+            if (len as u64) < needed {
+                return Err(Error::BufferTooSmall {
+                    operand,
+                    len,
+                    needed,
+                    rows,
+                    cols,
+                    ld: cols,
+                });
+            }
+        }
         let action = || format!("cuBLAS {} {m} x {n} x {k}", gemm.short_name());
         let stream = &self.stream;
         stream
@@ -199,7 +218,7 @@ impl Cublas {
         let no_op = cublasOperation_t::CUBLAS_OP_N;
         let (m, n, k) = (m as i32, n as i32, k as i32);
         // Column-major Cᵀ (n x m) = Bᵀ (n x k) · Aᵀ (k x m): B first, ld = row lengths.
-        // SAFETY: the buffers hold the packed matrices the call describes (asserted above) and
+        // SAFETY: the buffers hold the packed matrices the call describes (checked above) and
         // have the element types the call names; alpha and beta are f32, the scale type of
         // every call here, and live across the call.
         let result = unsafe {
@@ -290,6 +309,17 @@ mod tests {
             cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
         );
         assert!(CublasGemm::Sgemm.description().contains("no TF32"));
+    }
+
+    #[cfg(not(windows))]
+    #[test]
+    fn a_missing_cublas_names_the_library_and_the_path_variable() {
+        let message = Error::NoCublas.to_string();
+        assert!(
+            message.contains("libcublas.so could not be loaded"),
+            "{message}"
+        );
+        assert!(message.contains("LD_LIBRARY_PATH"), "{message}");
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub enum Error {
     Driver { action: String, source: DriverError },
     /// A cuBLAS call failed.
     Cublas { action: String, source: CublasError },
+    /// The cuBLAS library (`libcublas`, with its `libcublasLt`) could not be loaded.
+    NoCublas,
     /// The driver rejected the PTX; `log` is the JIT compiler's error log.
     Jit {
         kernel: String,
@@ -70,6 +72,14 @@ pub enum Error {
         ld: u32,
         row_len: u32,
     },
+    /// A matrix that should be packed `rows x cols` (a [`Problem`](crate::verify::Problem)'s
+    /// A or B, a reference result) holding another number of elements.
+    PackedSize {
+        what: &'static str,
+        len: usize,
+        rows: u32,
+        cols: u32,
+    },
     /// A buffer shorter than `(rows - 1) * ld + cols` elements.
     BufferTooSmall {
         operand: Operand,
@@ -117,6 +127,11 @@ impl fmt::Display for Error {
                 write!(f, "{action} failed: {}", describe_driver_error(source))
             }
             Error::Cublas { action, source } => write!(f, "{action} failed: {source:?}"),
+            Error::NoCublas => write!(
+                f,
+                "no cuBLAS found ({CUBLAS_LIBRARY} could not be loaded); install it (CUDA toolkit, \
+                 or the nvidia-cublas wheel) and add its folder to {LIBRARY_PATH_VARIABLE}"
+            ),
             Error::Jit { kernel, source, log } => write!(
                 f,
                 "the driver rejected the PTX of `{kernel}` ({}); JIT log:\n{}",
@@ -194,6 +209,16 @@ impl fmt::Display for Error {
                 "ld{} = {ld} is shorter than a row of {operand} ({row_len} elements)",
                 operand.to_string().to_lowercase()
             ),
+            Error::PackedSize {
+                what,
+                len,
+                rows,
+                cols,
+            } => write!(
+                f,
+                "{what} holds {len} elements, but a packed {rows} x {cols} matrix has {}",
+                u64::from(*rows) * u64::from(*cols)
+            ),
             Error::BufferTooSmall {
                 operand,
                 len,
@@ -259,6 +284,18 @@ impl From<SassError> for Error {
         Error::Sass(error)
     }
 }
+
+/// The library file cuBLAS calls load, as the loader looks for it.
+#[cfg(windows)]
+const CUBLAS_LIBRARY: &str = "cublas64_*.dll";
+#[cfg(not(windows))]
+const CUBLAS_LIBRARY: &str = "libcublas.so";
+
+/// Where the loader looks for libraries besides the system's folders.
+#[cfg(windows)]
+const LIBRARY_PATH_VARIABLE: &str = "PATH";
+#[cfg(not(windows))]
+const LIBRARY_PATH_VARIABLE: &str = "LD_LIBRARY_PATH";
 
 /// `"9.0"` for 90.
 fn cc_name(cc: u32) -> String {

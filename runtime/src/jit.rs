@@ -67,6 +67,16 @@ impl JitLogs {
     }
 }
 
+/// A kernel or file name for the driver; a NUL inside is an error, as the driver would read
+/// only the text before it.
+fn name_cstring(name: &str, kernel: &str) -> Result<CString, Error> {
+    CString::new(name).map_err(|_| Error::Jit {
+        kernel: kernel.to_string(),
+        source: cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND),
+        log: "the kernel name contains a NUL byte".to_string(),
+    })
+}
+
 fn ptx_cstring(ptx: &str, kernel: &str) -> Result<CString, Error> {
     CString::new(ptx).map_err(|_| Error::Jit {
         kernel: kernel.to_string(),
@@ -119,11 +129,7 @@ impl Module {
 
     /// The kernel entry `name`.
     pub(crate) fn function(&self, name: &str) -> Result<sys::CUfunction, Error> {
-        let name_c = CString::new(name).map_err(|_| Error::Jit {
-            kernel: name.to_string(),
-            source: cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_NOT_FOUND),
-            log: "the kernel name contains a NUL byte".to_string(),
-        })?;
+        let name_c = name_cstring(name, name)?;
         let mut function: sys::CUfunction = std::ptr::null_mut();
         self.ctx
             .bind_to_thread()
@@ -172,6 +178,7 @@ pub fn jit_cubin_logged(
     ctx.bind_to_thread()
         .during(|| "binding the CUDA context".to_string())?;
     let source = ptx_cstring(ptx, kernel)?;
+    let name = name_cstring(&format!("{kernel}.ptx"), kernel)?;
     let mut logs = JitLogs::new();
     let mut state: sys::CUlinkState = std::ptr::null_mut();
     let jit_error = |logs: &JitLogs, error| Error::Jit {
@@ -192,7 +199,6 @@ pub fn jit_cubin_logged(
     .result()
     .during(|| format!("creating a JIT link state for `{kernel}`"))?;
     let state = LinkState(state);
-    let name = CString::new(format!("{kernel}.ptx")).expect("kernel names hold no NUL");
     let bytes = source.as_bytes_with_nul();
     // SAFETY: `bytes` is NUL-terminated PTX of the given size; the driver copies it.
     unsafe {

@@ -3,6 +3,7 @@
 
 use crate::blas::{Cublas, CublasGemm};
 use crate::element::{Element, KernelTypes};
+use crate::error::Operand;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use codegen::gemm_dsl::DType;
@@ -38,6 +39,13 @@ impl<In: Element> Problem<In> {
 
     pub fn flops(&self) -> f64 {
         2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
+    }
+
+    /// `Ok` if `a` and `b` are packed `m x k` and `k x n`: the fields are public, so only
+    /// this check keeps them consistent.
+    pub fn check_packed(&self) -> Result<(), Error> {
+        require_packed("the problem's A", self.a.len(), self.m, self.k)?;
+        require_packed("the problem's B", self.b.len(), self.k, self.n)
     }
 }
 
@@ -157,6 +165,37 @@ impl ErrorReport {
     }
 }
 
+impl ErrorReport {
+    /// Every element written and equal to the reference. Against cuBLAS this is common: both
+    /// accumulate each element in the same k order, so the same roundings happen.
+    pub fn is_exact(&self) -> bool {
+        self.max_abs == 0.0 && self.unwritten == 0
+    }
+
+    /// The error in a few words, for tables: `identical to cuBLAS` (or `to float64`) for an
+    /// exact match, else `rel 1.2e-6, max abs 3.4e-5`.
+    pub fn brief(&self) -> String {
+        if self.is_exact() {
+            format!("identical to {}", self.reference.short_name())
+        } else {
+            format!(
+                "rel {:.1e}, max abs {:.1e}",
+                self.rel_frobenius, self.max_abs
+            )
+        }
+    }
+}
+
+impl Reference {
+    /// `float64` or `cuBLAS`.
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Reference::CpuF64 => "float64",
+            Reference::Cublas => "cuBLAS",
+        }
+    }
+}
+
 /// `value <= bound`, false for NaN.
 fn within(value: f64, bound: f64) -> bool {
     value <= bound
@@ -164,6 +203,13 @@ fn within(value: f64, bound: f64) -> bool {
 
 impl std::fmt::Display for ErrorReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // "rel Frobenius 0.000e0" reads like a kernel compared with itself.
+        if self.is_exact() {
+            return match self.reference {
+                Reference::CpuF64 => f.write_str("identical to the CPU float64 reference"),
+                Reference::Cublas => f.write_str("identical to cuBLAS (f32 accumulation)"),
+            };
+        }
         write!(
             f,
             "rel Frobenius {:.3e}, max abs {:.3e}, unwritten {} (vs {})",
@@ -178,7 +224,8 @@ impl std::fmt::Display for ErrorReport {
     }
 }
 
-/// Compares an `m x n` result with row stride `ldc` to a packed reference.
+/// Compares an `m x n` result with row stride `ldc` to a packed reference. A reference of
+/// another size, a stride shorter than a row or a result too short for its rows are errors.
 pub fn compare<Out: Element>(
     c: &[Out],
     reference: &[f64],
@@ -186,9 +233,30 @@ pub fn compare<Out: Element>(
     n: u32,
     ldc: u32,
     kind: Reference,
-) -> ErrorReport {
+) -> Result<ErrorReport, Error> {
+    require_packed("the reference", reference.len(), m, n)?;
+    if ldc < n {
+        return Err(Error::LeadingDimTooSmall {
+            operand: Operand::C,
+            ld: ldc,
+            row_len: n,
+        });
+    }
+    let needed = match m {
+        0 => 0,
+        m => u64::from(m - 1) * u64::from(ldc) + u64::from(n),
+    };
+    if (c.len() as u64) < needed {
+        return Err(Error::BufferTooSmall {
+            operand: Operand::C,
+            len: c.len(),
+            needed,
+            rows: m,
+            cols: n,
+            ld: ldc,
+        });
+    }
     let (m, n, ldc) = (m as usize, n as usize, ldc as usize);
-    assert_eq!(reference.len(), m * n, "reference must be packed m x n");
     let (mut max_abs, mut error_sq, mut reference_sq, mut unwritten) = (0.0f64, 0.0, 0.0, 0);
     for row in 0..m {
         let computed = &c[row * ldc..row * ldc + n];
@@ -207,22 +275,38 @@ pub fn compare<Out: Element>(
             error_sq += diff * diff;
         }
     }
-    ErrorReport {
+    Ok(ErrorReport {
         max_abs,
         rel_frobenius: (error_sq / reference_sq).sqrt(),
         unwritten,
         reference: kind,
+    })
+}
+
+/// `Ok` if `len` elements are exactly a packed `rows x cols` matrix.
+fn require_packed(what: &'static str, len: usize, rows: u32, cols: u32) -> Result<(), Error> {
+    if len as u64 == u64::from(rows) * u64::from(cols) {
+        Ok(())
+    } else {
+        Err(Error::PackedSize {
+            what,
+            len,
+            rows,
+            cols,
+        })
     }
 }
 
-/// `A·B` in float64 on all CPU cores: packed `m x n`.
-pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Vec<f64> {
+/// `A·B` in float64 on all CPU cores: packed `m x n`. A problem whose `a` or `b` is not
+/// packed `m x k` or `k x n` is an error.
+pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Result<Vec<f64>, Error> {
+    problem.check_packed()?;
     let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
     let a: Vec<f64> = problem.a.iter().map(|x| x.to_f64()).collect();
     let b: Vec<f64> = problem.b.iter().map(|x| x.to_f64()).collect();
     let mut c = vec![0.0f64; m * n];
     if m == 0 || n == 0 {
-        return c;
+        return Ok(c);
     }
     let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
     let rows_per_thread = m.div_ceil(threads);
@@ -234,7 +318,7 @@ pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Vec<f64> {
             scope.spawn(move || gemm_f64_rows(a_rows, b, c_rows, n, k));
         }
     });
-    c
+    Ok(c)
 }
 
 /// `c += a·b` for a band of rows: `a` is rows x k, `b` is k x n, `c` is rows x n, packed.
@@ -297,6 +381,8 @@ pub fn cublas_reference<In: Element>(
     stream: &Arc<CudaStream>,
     problem: &Problem<In>,
 ) -> Result<Vec<f64>, Error> {
+    problem.check_packed()?;
+    let blas = Cublas::new(stream)?;
     let a = stream
         .clone_htod(&problem.a)
         .during(|| "copying A to the device".to_string())?;
@@ -306,7 +392,6 @@ pub fn cublas_reference<In: Element>(
     let mut c = stream
         .alloc_zeros::<f32>(problem.m as usize * problem.n as usize)
         .during(|| "allocating C".to_string())?;
-    let blas = Cublas::new(stream)?;
     blas.gemm(
         CublasGemm::reference(In::STORAGE),
         &a,
@@ -330,6 +415,7 @@ pub fn run_poisoned<In: Element, Out: Element>(
     problem: &Problem<In>,
     ldc: u32,
 ) -> Result<Vec<Out>, Error> {
+    problem.check_packed()?;
     let Problem { m, n, k, .. } = *problem;
     let a = stream
         .clone_htod(&problem.a)
@@ -347,7 +433,8 @@ pub fn run_poisoned<In: Element, Out: Element>(
         .during(|| format!("copying C of `{}` back", kernel.info().name))
 }
 
-/// Runs the kernel on `problem` and measures it against a precomputed reference.
+/// Runs the kernel on `problem` and measures it against a precomputed reference (packed
+/// `m x n`, else an error before anything runs).
 pub fn check_against<In: Element, Out: Element>(
     kernel: &GemmKernel<In, Out>,
     stream: &Arc<CudaStream>,
@@ -355,10 +442,9 @@ pub fn check_against<In: Element, Out: Element>(
     reference: &[f64],
     kind: Reference,
 ) -> Result<ErrorReport, Error> {
+    require_packed("the reference", reference.len(), problem.m, problem.n)?;
     let c = run_poisoned(kernel, stream, problem, problem.n)?;
-    Ok(compare(
-        &c, reference, problem.m, problem.n, problem.n, kind,
-    ))
+    compare(&c, reference, problem.m, problem.n, problem.n, kind)
 }
 
 /// One verification: fresh inputs from `seed`, poisoned C, and the reference `reference_for`
@@ -374,7 +460,7 @@ pub fn verify<In: Element, Out: Element>(
     let problem = Problem::<In>::random(m, n, k, seed);
     let kind = reference_for(m, n, k);
     let reference = match kind {
-        Reference::CpuF64 => cpu_reference(&problem),
+        Reference::CpuF64 => cpu_reference(&problem)?,
         Reference::Cublas => cublas_reference(stream, &problem)?,
     };
     check_against(kernel, stream, &problem, &reference, kind)
@@ -435,7 +521,7 @@ mod tests {
         // between threads.
         for (m, n, k) in [(1, 1, 1), (3, 5, 7), (37, 300, 130), (64, 257, 129)] {
             let problem = Problem::<f32>::random(m, n, k, u64::from(m * n * k));
-            let fast = cpu_reference(&problem);
+            let fast = cpu_reference(&problem).unwrap();
             let slow = naive(&problem);
             for (x, y) in fast.iter().zip(&slow) {
                 assert!((x - y).abs() <= 1e-12 * (1.0 + y.abs()), "{x} vs {y}");
@@ -447,14 +533,14 @@ mod tests {
     fn compare_measures_error_and_counts_unwritten() {
         let reference = vec![3.0, 4.0, 0.0, 0.0];
         let exact = [3.0f32, 4.0, 0.0, 0.0];
-        let report = compare(&exact, &reference, 2, 2, 2, Reference::CpuF64);
+        let report = compare(&exact, &reference, 2, 2, 2, Reference::CpuF64).unwrap();
         assert_eq!(
             (report.max_abs, report.rel_frobenius, report.unwritten),
             (0.0, 0.0, 0)
         );
 
         let off = [3.0f32, 4.5, f32::poison(), 0.0];
-        let report = compare(&off, &reference, 2, 2, 2, Reference::CpuF64);
+        let report = compare(&off, &reference, 2, 2, 2, Reference::CpuF64).unwrap();
         assert_eq!(report.unwritten, 1);
         assert_eq!(report.max_abs, 0.5);
         assert!((report.rel_frobenius - 0.1).abs() < 1e-12);
@@ -470,16 +556,86 @@ mod tests {
     fn compare_skips_the_gap_between_rows_and_flags_nans() {
         // ldc = 3: the third column of each row is padding the kernel must not touch.
         let c = [1.0f32, 2.0, f32::poison(), 3.0, f32::NAN, f32::poison()];
-        let report = compare(&c, &[1.0, 2.0, 3.0, 4.0], 2, 2, 3, Reference::Cublas);
+        let report = compare(&c, &[1.0, 2.0, 3.0, 4.0], 2, 2, 3, Reference::Cublas).unwrap();
         assert_eq!(report.unwritten, 0);
         assert!(report.max_abs.is_nan());
         assert!(report.check(&Tolerance::f32_accumulation(8)).is_err());
     }
 
     #[test]
+    fn compare_refuses_shapes_its_buffers_do_not_hold() {
+        let c = [1.0f32; 6];
+        let error = compare(&c, &[0.0; 5], 2, 3, 3, Reference::CpuF64).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the reference holds 5 elements, but a packed 2 x 3 matrix has 6"
+        );
+        let error = compare(&c, &[0.0; 6], 2, 3, 2, Reference::CpuF64).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "ldc = 2 is shorter than a row of C (3 elements)"
+        );
+        let error = compare(&c, &[0.0; 6], 2, 3, 4, Reference::CpuF64).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("C holds 6 elements, but 2 rows x 3 columns"),
+            "{error}"
+        );
+        // Rows that overflow 32 bits are counted in 64.
+        let error = compare(&c, &[], 0, u32::MAX, u32::MAX, Reference::CpuF64).unwrap();
+        assert_eq!(error.unwritten, 0);
+    }
+
+    #[test]
+    fn inconsistent_problems_are_errors() {
+        let mut problem = Problem::<f32>::random(4, 3, 2, 1);
+        problem.a.pop();
+        let error = cpu_reference(&problem).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the problem's A holds 7 elements, but a packed 4 x 2 matrix has 8"
+        );
+        let mut problem = Problem::<f32>::random(4, 3, 2, 1);
+        problem.k = 3;
+        let error = problem.check_packed().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the problem's A holds 8 elements, but a packed 4 x 3 matrix has 12"
+        );
+        let huge = Problem::<f32> {
+            m: u32::MAX,
+            n: u32::MAX,
+            k: u32::MAX,
+            a: Vec::new(),
+            b: Vec::new(),
+        };
+        assert!(cpu_reference(&huge).is_err());
+    }
+
+    #[test]
+    fn exact_matches_read_as_identical() {
+        let c = [3.0f32, 4.0];
+        let report = compare(&c, &[3.0, 4.0], 1, 2, 2, Reference::Cublas).unwrap();
+        assert!(report.is_exact());
+        assert_eq!(report.brief(), "identical to cuBLAS");
+        assert_eq!(report.to_string(), "identical to cuBLAS (f32 accumulation)");
+        let report = compare(&c, &[3.0, 4.0], 1, 2, 2, Reference::CpuF64).unwrap();
+        assert_eq!(report.brief(), "identical to float64");
+        // Close is not identical, and neither is an unwritten element.
+        let report = compare(&[3.0f32, 4.5], &[3.0, 4.0], 1, 2, 2, Reference::Cublas).unwrap();
+        assert!(!report.is_exact());
+        assert_eq!(report.brief(), "rel 1.0e-1, max abs 5.0e-1");
+        assert!(report.to_string().starts_with("rel Frobenius 1.000e-1"));
+        let unwritten = [3.0f32, f32::poison()];
+        let report = compare(&unwritten, &[3.0, 0.0], 1, 2, 2, Reference::Cublas).unwrap();
+        assert!(!report.is_exact());
+    }
+
+    #[test]
     fn compare_reads_narrow_outputs() {
         let c = [bf16::from_f32(1.0), bf16::from_f32(-2.0)];
-        let report = compare(&c, &[1.0, -2.0], 1, 2, 2, Reference::CpuF64);
+        let report = compare(&c, &[1.0, -2.0], 1, 2, 2, Reference::CpuF64).unwrap();
         assert_eq!((report.max_abs, report.unwritten), (0.0, 0));
     }
 
@@ -511,15 +667,15 @@ mod tests {
     fn rounding_c_to_16_bits_stays_within_the_tolerance() {
         // Only the output rounding differs from float64 here: the bound must leave room for it.
         let problem = Problem::<bf16>::random(96, 160, 512, 5);
-        let exact = cpu_reference(&problem);
+        let exact = cpu_reference(&problem).unwrap();
         let as_bf16: Vec<bf16> = exact.iter().map(|&v| bf16::from_f64(v)).collect();
-        let report = compare(&as_bf16, &exact, 96, 160, 160, Reference::CpuF64);
+        let report = compare(&as_bf16, &exact, 96, 160, 160, Reference::CpuF64).unwrap();
         assert!(report.rel_frobenius > 5e-4, "{report}");
         report
             .check(&Tolerance::for_dtype(DType::Bf16, 512))
             .unwrap();
         let as_f16: Vec<half::f16> = exact.iter().map(|&v| half::f16::from_f64(v)).collect();
-        let report = compare(&as_f16, &exact, 96, 160, 160, Reference::CpuF64);
+        let report = compare(&as_f16, &exact, 96, 160, 160, Reference::CpuF64).unwrap();
         report
             .check(&Tolerance::for_dtype(DType::F16, 512))
             .unwrap();
@@ -540,17 +696,19 @@ mod tests {
             ..problem.clone()
         };
         let from_tf32: Vec<f32> = cpu_reference(&truncated)
+            .unwrap()
             .iter()
             .map(|&v| v as f32)
             .collect();
         let report = compare(
             &from_tf32,
-            &cpu_reference(&problem),
+            &cpu_reference(&problem).unwrap(),
             96,
             160,
             160,
             Reference::CpuF64,
-        );
+        )
+        .unwrap();
         assert!(report.rel_frobenius > 1e-4, "{report}");
         report
             .check(&Tolerance::for_dtype(DType::Tf32, 512))

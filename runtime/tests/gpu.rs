@@ -98,7 +98,7 @@ impl Problems {
             .entry(TypeId::of::<In>())
             .or_insert_with(|| {
                 let problem = Problem::<In>::random(m, n, k, seed);
-                let reference = cpu_reference(&problem);
+                let reference = cpu_reference(&problem).expect("a random problem is packed");
                 Box::new((problem, reference))
             })
             .downcast_ref()
@@ -209,7 +209,7 @@ fn check_with_ld<In: Element, Out: Element>(
     let problem = Problem::<In>::random(m, n, k, seed);
     let kind = reference_for(m, n, k);
     let reference = match kind {
-        Reference::CpuF64 => cpu_reference(&problem),
+        Reference::CpuF64 => cpu_reference(&problem).unwrap(),
         Reference::Cublas => cublas_reference(stream, &problem).unwrap(),
     };
     // NaN in the padding of A and B: a kernel that reads past a row's end computes NaNs.
@@ -230,7 +230,7 @@ fn check_with_ld<In: Element, Out: Element>(
         .launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
         .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
     let c = stream.clone_dtoh(&c).unwrap();
-    let report = compare(&c, &reference, m, n, ldc, kind);
+    let report = compare(&c, &reference, m, n, ldc, kind).unwrap();
     eprintln!("{name:<28} {types:<10} {shape:>15} lda {lda} ldb {ldb} ldc {ldc}: {report}");
     report
         .check(&types.tolerance(k))
@@ -448,6 +448,63 @@ fn bad_ptx_reports_the_driver_jit_log() {
         matches!(&error, Error::Jit { log, .. } if log.contains("undeclared_register")),
         "{error}"
     );
+    // A name the driver cannot take is an error, not a panic.
+    let error = runtime::jit_cubin(&ctx, BROKEN_PTX, "broken\0gemm").unwrap_err();
+    assert!(
+        matches!(&error, Error::Jit { log, .. } if log.contains("NUL")),
+        "{error}"
+    );
+}
+
+/// Verification helpers take public, possibly inconsistent data: every mismatch is an error
+/// before anything runs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn verification_refuses_inconsistent_problems() {
+    let (ctx, stream) = gpu();
+    let kernel = load_simt(&ctx);
+    let launch = kernel.info().launch;
+    let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
+    let problem = Problem::<f32>::random(m, n, k, 12);
+    let reference = cpu_reference(&problem).unwrap();
+    let error = check_against(
+        &kernel,
+        &stream,
+        &problem,
+        &reference[1..],
+        Reference::CpuF64,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::PackedSize {
+                what: "the reference",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let mut short = problem.clone();
+    short.b.pop();
+    for error in [
+        check_against(&kernel, &stream, &short, &reference, Reference::CpuF64).unwrap_err(),
+        cublas_reference(&stream, &short).unwrap_err(),
+    ] {
+        eprintln!("{error}");
+        assert!(
+            matches!(
+                error,
+                Error::PackedSize {
+                    what: "the problem's B",
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+    }
+    let report = check_against(&kernel, &stream, &problem, &reference, Reference::CpuF64).unwrap();
+    report.check(&Tolerance::f32_accumulation(k)).unwrap();
 }
 
 #[test]
@@ -583,12 +640,13 @@ fn bad_launch_arguments_are_refused() {
     let result = stream.clone_dtoh(&c).unwrap();
     let report = compare(
         &result,
-        &cpu_reference(&problem),
+        &cpu_reference(&problem).unwrap(),
         m,
         n,
         n,
         Reference::CpuF64,
-    );
+    )
+    .unwrap();
     report.check(&Tolerance::f32_accumulation(k)).unwrap();
 }
 
@@ -601,9 +659,9 @@ fn cublas_reference_agrees_with_float64() {
     fn reference_error<In: Element>(stream: &Arc<CudaStream>, m: u32, n: u32, k: u32) {
         let problem = Problem::<In>::random(m, n, k, 3);
         let from_cublas = cublas_reference(stream, &problem).unwrap();
-        let exact = cpu_reference(&problem);
+        let exact = cpu_reference(&problem).unwrap();
         let as_f32: Vec<f32> = from_cublas.iter().map(|&v| v as f32).collect();
-        let report = compare(&as_f32, &exact, m, n, n, Reference::CpuF64);
+        let report = compare(&as_f32, &exact, m, n, n, Reference::CpuF64).unwrap();
         eprintln!(
             "cuBLAS reference on {} inputs vs float64: {report}",
             In::NAME
@@ -638,7 +696,15 @@ fn cublas_baselines_compute_the_same_product() {
             .unwrap();
         blas.gemm(baseline, &a, &b, &mut c, m, n, k).unwrap();
         let c = stream.clone_dtoh(&c).unwrap();
-        let report = compare(&c, &cpu_reference(&problem), m, n, n, Reference::CpuF64);
+        let report = compare(
+            &c,
+            &cpu_reference(&problem).unwrap(),
+            m,
+            n,
+            n,
+            Reference::CpuF64,
+        )
+        .unwrap();
         eprintln!("{} ({types}) vs float64: {report}", baseline.short_name());
         report
             .check(&types.tolerance(k))

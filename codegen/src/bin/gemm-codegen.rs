@@ -1,8 +1,9 @@
 //! `gemm-codegen`: emit, check, explain, disassemble and compare gemm-dsl kernels.
 //!
 //! SPEC arguments are the body of `gemm! { .. }` as one string, `@FILE` to read it from a
-//! file, or the name of a catalog spec. Exit codes: 0 success, 1 I/O or tool failure,
-//! 2 invalid spec (or bad arguments), 3 ptxas/nvdisasm not installed.
+//! file, or the name of a catalog spec. Exit codes: 0 success, 1 I/O or tool failure (or, for
+//! `sass`, SASS that breaks the spec's promise), 2 invalid spec (or bad arguments),
+//! 3 ptxas/nvdisasm not installed.
 
 use clap::{Parser, Subcommand};
 use codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
@@ -67,6 +68,8 @@ enum Command {
 /// Why the command failed, mapped to the exit code.
 enum Failure {
     Io(String),
+    /// The SASS lacks what the spec promises (or has what it rules out).
+    SassViolated(String),
     InvalidSpec(String),
     ToolsMissing(String),
 }
@@ -84,7 +87,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Io(message)) => {
+        Err(Failure::Io(message) | Failure::SassViolated(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(1)
         }
@@ -220,7 +223,13 @@ fn run(command: Command) -> Result<(), Failure> {
             }
             match report.require(&expected) {
                 Ok(()) => println!("promised SASS: ok ({} checks)", expected.len()),
-                Err(mismatch) => println!("promised SASS: VIOLATED: {mismatch}"),
+                Err(mismatch) => {
+                    println!("promised SASS: VIOLATED: {mismatch}");
+                    return Err(Failure::SassViolated(format!(
+                        "{name}'s SASS for {} breaks its promise: {mismatch}",
+                        arch.name()
+                    )));
+                }
             }
             Ok(())
         }

@@ -638,11 +638,13 @@ pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
 pub fn math_promises(spec: &GemmSpec) -> Vec<SassCheck> {
     vec![
         SassCheck::Present(Opcode::Hmma),
-        SassCheck::PresentVariant(match spec.dtype {
-            DType::Tf32 => "HMMA.1688.F32.TF32",
-            DType::F16 => "HMMA.16816.F32",
-            _ => "HMMA.16816.F32.BF16",
-        }),
+        match spec.dtype {
+            DType::Tf32 => SassCheck::PresentVariant("HMMA.1688.F32.TF32"),
+            // nvdisasm names no input type for f16 inputs with f32 accumulators: only the
+            // exact opcode tells it from the bf16 form.
+            DType::F16 => SassCheck::PresentExact("HMMA.16816.F32"),
+            _ => SassCheck::PresentVariant("HMMA.16816.F32.BF16"),
+        },
     ]
 }
 

@@ -227,6 +227,13 @@ impl Validator<'_> {
             ),
         ];
         self.reject_unimplemented(family_checks, family_note, "`mma: wgmma` (Hopper)");
+        if self.spans.given(Key::Warps) {
+            self.help(
+                Key::Warps,
+                "`warps:` does not apply to `mma: wgmma`: its threads are a producer warpgroup and consumer warpgroups",
+                format!("consumers: {} (warpgroups of 4 warps that split BM)", s.consumers),
+            );
+        }
         if s.stages < 2 {
             self.help(
                 Key::Stages,
@@ -547,6 +554,11 @@ mod tests {
             ),
             ("consumers: 3", "1 or 2 warpgroups", "consumers: 2"),
             ("stages: 1", "2 or more stages", "stages: 4"),
+            (
+                "warps: 4x1",
+                "does not apply to `mma: wgmma`",
+                "consumers: 2",
+            ),
             ("stages: 5", "shared memory over budget", "stages: 4 fits"),
             (
                 "tile: 256x256x64, consumers: 2",

@@ -465,10 +465,7 @@ impl Run<'_> {
                 report.check(&types.tolerance(k)).map_err(|broken| {
                     Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
                 })?;
-                Some(format!(
-                    "rel {:.1e}, max abs {:.1e}",
-                    report.rel_frobenius, report.max_abs
-                ))
+                Some(report.brief())
             }
             None => None,
         };
@@ -671,6 +668,6 @@ impl<In: Element> TypedInputs<In> {
         let result = stream
             .clone_dtoh(c)
             .map_err(|source| gpu("copying C back", source))?;
-        Ok(compare(&result, reference, m, n, n, Reference::Cublas))
+        Ok(compare(&result, reference, m, n, n, Reference::Cublas)?)
     }
 }

@@ -147,9 +147,9 @@ fn run_once<In: Element, Out: Element>(
 ) -> Result<(ErrorReport, String), runtime::Error> {
     const BLOCK: u32 = 64;
     let problem = Problem::<In>::random(shape.m, shape.n, shape.k, seed);
-    let reference = cpu_reference(&problem);
+    let reference = cpu_reference(&problem)?;
     let c = run_poisoned(kernel, stream, &problem, shape.n)?;
-    let report = compare(&c, &reference, shape.m, shape.n, shape.n, Reference::CpuF64);
+    let report = compare(&c, &reference, shape.m, shape.n, shape.n, Reference::CpuF64)?;
     let mut table = String::new();
     for block_row in 0..shape.m.div_ceil(BLOCK) {
         for block_col in 0..shape.n.div_ceil(BLOCK) {

@@ -401,11 +401,17 @@ pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
     checks
 }
 
-/// HGMMA of the kernel's exact shape and type.
+/// HGMMA of the kernel's exact shape and type (f16 has no type suffix, so only the exact
+/// opcode tells it from bf16).
 pub fn math_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
+    let variant = plan.hgmma_variant();
     vec![
         SassCheck::Present(Opcode::Hgmma),
-        SassCheck::PresentVariant(plan.hgmma_variant()),
+        if plan.dtype == "f16" {
+            SassCheck::PresentExact(variant)
+        } else {
+            SassCheck::PresentVariant(variant)
+        },
     ]
 }
 

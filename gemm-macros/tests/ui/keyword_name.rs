@@ -1,0 +1,6 @@
+gemm_macros::gemm! {
+    name: fn,
+    arch: sm_80,
+}
+
+fn main() {}
