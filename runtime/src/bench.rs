@@ -33,8 +33,16 @@ impl Shape {
         2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
     }
 
-    /// Whether a kernel with this launch shape computes this size (every family so far
-    /// needs whole tiles).
+    /// The row stride the benchmark gives a matrix of rows `row_len` elements of
+    /// `element_bytes` long: the row length rounded up to 16 bytes (a packed row where that
+    /// already holds), the alignment every kernel's copies and the TMA need.
+    pub fn leading_dim(&self, row_len: u32, element_bytes: u32) -> u32 {
+        let vector = (16 / element_bytes).max(1);
+        row_len.div_ceil(vector) * vector
+    }
+
+    /// Whether a kernel with this launch shape computes this size (SIMT and mma.sync kernels
+    /// need whole tiles; the Hopper family takes any size).
     pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
         launch.check_dims(self.m, self.n, self.k)
     }
@@ -955,6 +963,15 @@ mod tests {
         single.records.retain(|r| r.shape == Shape::cube(1024));
         let svg = single.svg().unwrap();
         assert!(svg.contains("1024x1024x1024") && svg.contains("k2"));
+    }
+
+    #[test]
+    fn unaligned_rows_are_padded_to_16_bytes() {
+        let shape = Shape::new(777, 4099, 1234);
+        assert_eq!(shape.leading_dim(4099, 2), 4104);
+        assert_eq!(shape.leading_dim(1234, 2), 1240);
+        assert_eq!(shape.leading_dim(4096, 2), 4096);
+        assert_eq!(shape.leading_dim(4099, 4), 4100);
     }
 
     #[test]

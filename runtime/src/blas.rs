@@ -3,6 +3,7 @@
 //! cuBLAS is column-major: a row-major matrix is its transpose in column-major, so row-major
 //! `C = A·B` is computed as `Cᵀ = Bᵀ·Aᵀ`, with the operands swapped and m and n exchanged.
 
+use crate::check::elements_needed;
 use crate::element::{Element, KernelTypes, Storage};
 use crate::error::Error;
 use crate::error::Operand;
@@ -174,6 +175,31 @@ impl Cublas {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
+        self.gemm_with_ld(gemm, a, b, c, m, n, k, k, n, n)
+    }
+
+    /// [`Cublas::gemm`] with row strides in elements (each at least its row's length).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_with_ld<In, Out, A, B, C>(
+        &self,
+        gemm: CublasGemm,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        m: u32,
+        n: u32,
+        k: u32,
+        lda: u32,
+        ldb: u32,
+        ldc: u32,
+    ) -> Result<(), Error>
+    where
+        In: Element,
+        Out: Element,
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
         assert_eq!(
             (In::STORAGE, Out::STORAGE),
             (gemm.input(), gemm.output()),
@@ -182,12 +208,19 @@ impl Cublas {
             In::NAME,
             Out::NAME
         );
-        for (operand, len, rows, cols) in [
-            (Operand::A, a.len(), m, k),
-            (Operand::B, b.len(), k, n),
-            (Operand::C, c.len(), m, n),
+        for (operand, len, rows, cols, ld) in [
+            (Operand::A, a.len(), m, k, lda),
+            (Operand::B, b.len(), k, n, ldb),
+            (Operand::C, c.len(), m, n, ldc),
         ] {
-            let needed = u64::from(rows) * u64::from(cols);
+            if ld < cols {
+                return Err(Error::LeadingDimTooSmall {
+                    operand,
+                    ld,
+                    row_len: cols,
+                });
+            }
+            let needed = elements_needed(rows, cols, ld);
             if (len as u64) < needed {
                 return Err(Error::BufferTooSmall {
                     operand,
@@ -195,7 +228,7 @@ impl Cublas {
                     needed,
                     rows,
                     cols,
-                    ld: cols,
+                    ld,
                 });
             }
         }
@@ -217,8 +250,9 @@ impl Cublas {
         let handle = *self.blas.handle();
         let no_op = cublasOperation_t::CUBLAS_OP_N;
         let (m, n, k) = (m as i32, n as i32, k as i32);
-        // Column-major Cᵀ (n x m) = Bᵀ (n x k) · Aᵀ (k x m): B first, ld = row lengths.
-        // SAFETY: the buffers hold the packed matrices the call describes (checked above) and
+        let (lda, ldb, ldc) = (lda as i32, ldb as i32, ldc as i32);
+        // Column-major Cᵀ (n x m) = Bᵀ (n x k) · Aᵀ (k x m): B first, ld = row strides.
+        // SAFETY: the buffers hold the matrices the call describes (checked above) and
         // have the element types the call names; alpha and beta are f32, the scale type of
         // every call here, and live across the call.
         let result = unsafe {
@@ -232,12 +266,12 @@ impl Cublas {
                     k,
                     &alpha,
                     b_ptr as *const f32,
-                    n,
+                    ldb,
                     a_ptr as *const f32,
-                    k,
+                    lda,
                     &beta,
                     c_ptr as *mut f32,
-                    n,
+                    ldc,
                 ),
                 CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32 => cublas::gemm_ex(
                     handle,
@@ -249,14 +283,14 @@ impl Cublas {
                     (&alpha as *const f32).cast::<c_void>(),
                     b_ptr as *const c_void,
                     In::CUBLAS_TYPE,
-                    n,
+                    ldb,
                     a_ptr as *const c_void,
                     In::CUBLAS_TYPE,
-                    k,
+                    lda,
                     (&beta as *const f32).cast::<c_void>(),
                     c_ptr as *mut c_void,
                     Out::CUBLAS_TYPE,
-                    n,
+                    ldc,
                     gemm.compute_type(),
                     cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 ),

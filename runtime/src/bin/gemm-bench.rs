@@ -388,7 +388,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             sustain_s: cli.sustain,
             iters: cli.iters as usize,
             max_input_sets: cli.max_input_sets,
-            inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B row-major".to_string(),
+            inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B row-major; rows padded to 16 bytes where a packed row is not (ours and cuBLAS alike)".to_string(),
             baseline: format!(
                 "per row (cuBLAS baseline column): {}; same stream, launches interleaved with ours",
                 baselines.join("; ")
@@ -452,11 +452,13 @@ impl Run<'_> {
         let Shape { m, n, k } = shape;
         let stream = self.stream;
         let typed = inputs.typed::<In>(stream, self.blas, self.cli.check)?;
+        let (lda, ldb) = (typed.lda, typed.ldb);
+        let ldc = shape.leading_dim(n, Out::BYTES);
         let mut c_ours = stream
-            .alloc_zeros::<Out>(m as usize * n as usize)
+            .alloc_zeros::<Out>(m as usize * ldc as usize)
             .map_err(|source| gpu("allocating C", source))?;
         let mut c_cublas = stream
-            .alloc_zeros::<Out>(m as usize * n as usize)
+            .alloc_zeros::<Out>(m as usize * ldc as usize)
             .map_err(|source| gpu("allocating C", source))?;
         let check = match &typed.reference {
             Some(reference) => {
@@ -472,13 +474,24 @@ impl Run<'_> {
         let sets = typed.a.len();
         let mut ours = |launch: usize| {
             let set = launch % sets;
-            kernel.launch(stream, &typed.a[set], &typed.b[set], &mut c_ours, m, n, k)
+            kernel.launch_with_ld(
+                stream,
+                &typed.a[set],
+                &typed.b[set],
+                &mut c_ours,
+                m,
+                n,
+                k,
+                lda,
+                ldb,
+                ldc,
+            )
         };
         let mut theirs = |launch: usize| {
             // cuBLAS starts half-way round the ring, so the two never read the same copy
             // back to back.
             let set = (launch + sets / 2) % sets;
-            self.blas.gemm(
+            self.blas.gemm_with_ld(
                 baseline,
                 &typed.a[set],
                 &typed.b[set],
@@ -486,6 +499,9 @@ impl Run<'_> {
                 m,
                 n,
                 k,
+                lda,
+                ldb,
+                ldc,
             )
         };
         let rounds = Rounds {
@@ -580,8 +596,12 @@ impl ShapeInputs {
 }
 
 /// The device copies of one shape's inputs of one type, and optionally the reference on set 0.
+/// Rows are `lda` / `ldb` elements apart: the row lengths rounded up to 16 bytes, which every
+/// kernel's copies (and the TMA) need, for ours and cuBLAS alike.
 struct TypedInputs<In: Element> {
     shape: Shape,
+    lda: u32,
+    ldb: u32,
     a: Vec<CudaSlice<In>>,
     b: Vec<CudaSlice<In>>,
     reference: Option<Vec<f64>>,
@@ -600,23 +620,29 @@ impl<In: Element> TypedInputs<In> {
         let input_bytes =
             u64::from(In::BYTES) * (u64::from(m) * u64::from(k) + u64::from(k) * u64::from(n));
         let sets = input_sets(input_bytes, u64::from(l2_bytes), max_sets);
+        let (lda, ldb) = (
+            shape.leading_dim(k, In::BYTES),
+            shape.leading_dim(n, In::BYTES),
+        );
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for set in 0..sets {
             // The same seeds for every type: each type's inputs are the f32 ones rounded.
             let problem = Problem::<In>::random(m, n, k, 1000 + u64::from(set));
             a.push(
                 stream
-                    .clone_htod(&problem.a)
+                    .clone_htod(&with_row_stride(&problem.a, m, k, lda))
                     .map_err(|source| gpu("copying A to the device", source))?,
             );
             b.push(
                 stream
-                    .clone_htod(&problem.b)
+                    .clone_htod(&with_row_stride(&problem.b, k, n, ldb))
                     .map_err(|source| gpu("copying B to the device", source))?,
             );
         }
         let mut inputs = TypedInputs {
             shape,
+            lda,
+            ldb,
             a,
             b,
             reference: None,
@@ -637,7 +663,7 @@ impl<In: Element> TypedInputs<In> {
         let mut c = stream
             .alloc_zeros::<f32>(m as usize * n as usize)
             .map_err(|source| gpu("allocating the reference C", source))?;
-        blas.gemm(
+        blas.gemm_with_ld(
             CublasGemm::reference(In::STORAGE),
             &self.a[0],
             &self.b[0],
@@ -645,6 +671,9 @@ impl<In: Element> TypedInputs<In> {
             m,
             n,
             k,
+            self.lda,
+            self.ldb,
+            n,
         )?;
         let c = stream
             .clone_dtoh(&c)
@@ -661,13 +690,29 @@ impl<In: Element> TypedInputs<In> {
         reference: &[f64],
     ) -> Result<ErrorReport, Failure> {
         let Shape { m, n, k } = self.shape;
+        let ldc = self.shape.leading_dim(n, Out::BYTES);
         stream
             .memcpy_htod(&vec![Out::poison(); c.len()], c)
             .map_err(|source| gpu("poisoning C", source))?;
-        kernel.launch(stream, &self.a[0], &self.b[0], c, m, n, k)?;
+        kernel.launch_with_ld(
+            stream, &self.a[0], &self.b[0], c, m, n, k, self.lda, self.ldb, ldc,
+        )?;
         let result = stream
             .clone_dtoh(c)
             .map_err(|source| gpu("copying C back", source))?;
-        Ok(compare(&result, reference, m, n, n, Reference::Cublas)?)
+        Ok(compare(&result, reference, m, n, ldc, Reference::Cublas)?)
     }
+}
+
+/// A packed `rows x cols` matrix laid out with rows `ld` elements apart (zeros between).
+fn with_row_stride<T: Element>(packed: &[T], rows: u32, cols: u32, ld: u32) -> Vec<T> {
+    if ld == cols {
+        return packed.to_vec();
+    }
+    let (cols, ld) = (cols as usize, ld as usize);
+    let mut strided = vec![T::from_f32(0.0); rows as usize * ld];
+    for (row, values) in packed.chunks(cols).enumerate() {
+        strided[row * ld..][..cols].copy_from_slice(values);
+    }
+    strided
 }
