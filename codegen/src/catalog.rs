@@ -149,8 +149,8 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16: one consumer warpgroup of two m64n128 rows, no register split",
     },
     CatalogSpec {
-        name: "wgmma_bf16_256x128x64_s4",
-        spec: "name: wgmma_bf16_256x128x64_s4, arch: sm_90a, dtype: bf16, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        name: "wgmma_bf16_256x128x64_s4_persistent",
+        spec: "name: wgmma_bf16_256x128x64_s4_persistent, arch: sm_90a, dtype: bf16, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
         summary: "Hopper bf16: tall tile, 2 consumers of two m64n128 rows each, persistent",
     },
     CatalogSpec {

@@ -20,7 +20,7 @@
 //! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)` | `tma` for wgmma on sm_90+, else `cp_async` |
 //! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
 //! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; see [`Schedule::tile_at`]) | `tile` |
-//! | `cluster` | `ROWSxCOLS` blocks | `1x1` |
+//! | `cluster` | `ROWSxCOLS` blocks (wgmma: `2x1`, two tiles down M sharing B, or `1x2`, two tiles along N sharing A, with `copy: tma(multicast = 2)`) | `1x1` |
 //!
 //! ```
 //! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();
