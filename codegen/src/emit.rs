@@ -350,6 +350,25 @@ impl KernelParam {
 }
 
 /// The parameters of the SIMT and mma.sync kernels: `C = A·B`, row-major, by pointers.
+/// The problem sizes, which every family's kernel takes in this order.
+pub const SIZE_PARAMS: [KernelParam; 3] = [
+    KernelParam {
+        name: "m",
+        kind: ParamKind::U32(Scalar::M),
+        meaning: "rows of A and C",
+    },
+    KernelParam {
+        name: "n",
+        kind: ParamKind::U32(Scalar::N),
+        meaning: "columns of B and C",
+    },
+    KernelParam {
+        name: "k",
+        kind: ParamKind::U32(Scalar::K),
+        meaning: "columns of A, rows of B",
+    },
+];
+
 pub const GEMM_PARAMS: &[KernelParam] = &[
     KernelParam {
         name: "a",
@@ -366,21 +385,9 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
         kind: ParamKind::Pointer(Operand::C),
         meaning: "C, M x N, device pointer (written)",
     },
-    KernelParam {
-        name: "m",
-        kind: ParamKind::U32(Scalar::M),
-        meaning: "rows of A and C",
-    },
-    KernelParam {
-        name: "n",
-        kind: ParamKind::U32(Scalar::N),
-        meaning: "columns of B and C",
-    },
-    KernelParam {
-        name: "k",
-        kind: ParamKind::U32(Scalar::K),
-        meaning: "columns of A, rows of B",
-    },
+    SIZE_PARAMS[0],
+    SIZE_PARAMS[1],
+    SIZE_PARAMS[2],
     KernelParam {
         name: "lda",
         kind: ParamKind::U32(Scalar::Lda),

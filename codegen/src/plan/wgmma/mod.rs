@@ -15,7 +15,9 @@ pub mod ring;
 
 use super::schedule::TileWalk;
 use super::LaunchContract;
-use crate::emit::{KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox};
+use crate::emit::{
+    KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, SIZE_PARAMS,
+};
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::family::wgmma::{
@@ -447,23 +449,7 @@ impl WgmmaPlan {
                 None => "C, M x N, device pointer (written)",
             },
         });
-        params.extend([
-            KernelParam {
-                name: "m",
-                kind: ParamKind::U32(Scalar::M),
-                meaning: "rows of A and C",
-            },
-            KernelParam {
-                name: "n",
-                kind: ParamKind::U32(Scalar::N),
-                meaning: "columns of B and C",
-            },
-            KernelParam {
-                name: "k",
-                kind: ParamKind::U32(Scalar::K),
-                meaning: "columns of A, rows of B",
-            },
-        ]);
+        params.extend(SIZE_PARAMS);
         params.push(KernelParam {
             name: "ldc",
             kind: ParamKind::U32(Scalar::Ldc),
@@ -527,17 +513,24 @@ fn hgmma_variant(n: u32, type_suffix: &str) -> &'static str {
         .or_insert_with(|| Box::leak(text.into_boxed_str()))
 }
 
+/// A wgmma spec of the tests: `text` after a name, `sm_90a` and `mma: wgmma`.
+#[cfg(test)]
+fn test_spec(text: &str) -> (ValidSpec, WgmmaGeometry) {
+    let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
+    let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let gemm_dsl::Family::Wgmma(g) = valid.family else {
+        panic!("{text} is not a wgmma spec");
+    };
+    (valid, g)
+}
+
 #[cfg(test)]
 mod tests {
     use super::descriptor::tma_box_address;
     use super::*;
 
     fn wgmma(text: &str) -> WgmmaPlan {
-        let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
-        let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let gemm_dsl::Family::Wgmma(g) = valid.family else {
-            panic!("{text} is not a wgmma spec");
-        };
+        let (valid, g) = test_spec(text);
         plan(&valid, &g)
     }
 
