@@ -557,11 +557,23 @@ fn bad_launch_arguments_are_refused() {
         eprintln!("{what}: {error}");
         error
     };
+    let error = refused(kernel.launch(&stream, &a, &b, &mut c, 0, n, k), "M = 0");
+    assert!(matches!(error, Error::Dims { m: 0, .. }), "{error:?}");
+    // Any positive M is computable, but not from buffers sized for m rows.
     let error = refused(
         kernel.launch(&stream, &a, &b, &mut c, m + 8, n, k),
-        "M not a tile multiple",
+        "M past the buffers",
     );
-    assert!(matches!(error, Error::Dims { .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            Error::BufferTooSmall {
+                operand: Operand::A,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
 
     let short_a = stream.alloc_zeros::<f32>(mk - 1).unwrap();
     let error = refused(
