@@ -41,8 +41,8 @@ impl Shape {
         row_len.div_ceil(vector) * vector
     }
 
-    /// Whether a kernel with this launch shape computes this size (every family takes any
-    /// M, N, K of at least 1; a whole-tile kernel would need tile multiples).
+    /// Whether a kernel with this launch shape computes this size (every catalog kernel takes
+    /// any M, N, K of at least 1; a whole-tile launch shape needs tile multiples).
     pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
         launch.check_dims(self.m, self.n, self.k)
     }
