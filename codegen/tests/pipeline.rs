@@ -3,8 +3,10 @@
 //! schedule: of two output tiles, the second one's copies issued during the first one's
 //! epilogue) are replayed as one thread's sequence of copies, commits, waits, barriers and
 //! fragment loads (every thread runs the same sequence; guarded copies follow their guard),
-//! and every shared-memory access is checked against the barriers around it. A missing or
-//! misplaced `wait_group`/`bar.sync` fails here, without a GPU.
+//! and every shared-memory access is checked against the barriers around it. Each K is
+//! replayed three ways: an interior block, a block whose partial last k tile goes through the
+//! bounded copies, and an edge block whose every tile does. A missing or misplaced
+//! `wait_group`/`bar.sync` fails here, without a GPU.
 
 use codegen::catalog::CATALOG;
 use codegen::plan::mma_sync::MmaSyncPlan;
@@ -27,6 +29,8 @@ struct Replay {
     k_steps: usize,
     /// The simulated problem's K tiles, and the kernel's counters and copy guard.
     k_tiles: u32,
+    /// Tiles from this one on go through the bounded copies (`u32::MAX`: none).
+    k_bounded: u32,
     k_tile: u32,
     k_load: u32,
     p_load: bool,
@@ -70,7 +74,12 @@ impl Replay {
                 .unwrap_or("")
                 .trim_end_matches(';')
         };
-        let (guarded, line) = match line.strip_prefix("@%p_load ") {
+        // A bounded copy's own predicate implies %p_load; which of its bytes it copies does not
+        // matter to the ring.
+        let (guarded, line) = match line
+            .strip_prefix("@%p_load ")
+            .or_else(|| line.strip_prefix("@%p_copy "))
+        {
             Some(rest) => (true, rest),
             None => (false, line),
         };
@@ -88,8 +97,12 @@ impl Replay {
             self.k_tile += 1;
         } else if line.starts_with("add.u32\t%k_load, %k_tile,") {
             self.k_load = self.k_tile + operand(3).parse::<u32>().unwrap();
+        } else if line.starts_with("mov.u32\t%k_load,") {
+            self.k_load = operand(2).parse().unwrap();
         } else if line.starts_with("setp.lt.u32\t%p_load, %k_load, %k_tiles;") {
             self.p_load = self.k_load < self.k_tiles;
+        } else if line.starts_with("setp.lt.u32\t%p_load, %k_load, %k_fast;") {
+            self.p_load = self.k_load < self.k_tiles.min(self.k_bounded);
         } else if line.starts_with("setp.gt.u32\t%p_load, %k_tiles,") {
             self.p_load = self.k_tiles > operand(3).parse::<u32>().unwrap();
         } else if line.starts_with("mov.u32\t%read_stage,") {
@@ -220,11 +233,30 @@ fn replay_ptx(spec: &str, ptx: &str) {
         "{spec}"
     );
     for k_tiles in 2 * p.smem.stages..3 * p.smem.stages {
-        replay_k(spec, ptx, &p, k_tiles);
+        // An interior block, a partial last k tile, an edge block.
+        for k_bounded in [u32::MAX, k_tiles - 1, 0] {
+            replay_k(spec, ptx, &p, k_tiles, k_bounded);
+        }
     }
 }
 
-fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
+/// Runs `lines` through the replay, taking the way into the bounded copies (and back) where
+/// the kernel would.
+fn run(r: &mut Replay, lines: &[&str], bounded: &[&str], spec: &str) {
+    for line in lines {
+        if line.trim() == "@%p_bounded bra.uni\t$L_bounded_copy;" {
+            if r.k_load >= r.k_bounded {
+                for line in bounded {
+                    r.step(line, spec);
+                }
+            }
+        } else {
+            r.step(line, spec);
+        }
+    }
+}
+
+fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32, k_bounded: u32) {
     let step = &p.k_steps_plan[0];
     let mut r = Replay {
         stage_bytes: p.smem.stage_bytes,
@@ -232,6 +264,7 @@ fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
         loads_per_k_step: step.a_loads.len() + step.b_loads.len(),
         k_steps: p.k_steps as usize,
         k_tiles,
+        k_bounded,
         k_tile: 0,
         k_load: 0,
         p_load: false,
@@ -252,6 +285,7 @@ fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
     let first_head = section(ptx, "\tsetp.eq.u32\t%p_empty", "$L_main_loop:");
     let body = section(ptx, "$L_main_loop:", "@%p_more bra");
     let tail = section(ptx, "$L_epilogue:", "ret;");
+    let bounded = section(ptx, "$L_bounded_copy:", "bra.uni\t$L_copied;");
     // A persistent block's second output tile starts at `$L_tile`, its first copies issued
     // during the first tile's epilogue.
     let (output_tiles, next_head) = match p.persistent {
@@ -264,13 +298,9 @@ fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
         } else {
             &next_head
         };
-        for line in head {
-            r.step(line, spec);
-        }
+        run(&mut r, head, &bounded, spec);
         for _ in 0..r.k_tiles {
-            for line in &body {
-                r.step(line, spec);
-            }
+            run(&mut r, &body, &bounded, spec);
         }
         // Every k step of every K tile, and the look-ahead into the tile past the end.
         assert_eq!(
@@ -278,11 +308,11 @@ fn replay_k(spec: &str, ptx: &str, p: &MmaSyncPlan, k_tiles: u32) {
             (r.k_tiles as usize * r.k_steps + 1) * r.loads_per_k_step,
             "{spec}: output tile {output_tile} of K = {k_tiles} tiles"
         );
-        let mut stores = 0;
-        for line in &tail {
-            r.step(line, spec);
-            stores += usize::from(line.trim().starts_with("st.shared"));
-        }
+        run(&mut r, &tail, &bounded, spec);
+        let stores = tail
+            .iter()
+            .filter(|line| line.trim().starts_with("st.shared"))
+            .count();
         assert!(
             stores > 0,
             "{spec}: the epilogue is staged through shared memory"
@@ -353,4 +383,18 @@ fn a_persistent_kernel_without_its_tile_end_barrier_fails_the_replay() {
         &ptx[barrier + "\tbar.sync\t0;".len()..]
     );
     replay_ptx(spec, &edited);
+}
+
+#[test]
+#[should_panic(expected = "reads stage")]
+fn bounded_copies_that_copy_nothing_fail_the_replay() {
+    let spec = "name: k, mma: mma_sync, dtype: bf16, tile: 128x128x32, warps: 2x2, stages: 3";
+    let ptx = codegen::emit_str(spec).unwrap().ptx;
+    let start = ptx.find("$L_bounded_copy:").unwrap();
+    let bounded: String = ptx[start..]
+        .lines()
+        .filter(|line| !line.contains("cp.async.cg.shared.global"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    replay_ptx(spec, &format!("{}{bounded}", &ptx[..start]));
 }
