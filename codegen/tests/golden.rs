@@ -9,14 +9,14 @@ use codegen::explain::explain;
 fn catalog_ptx() {
     for entry in CATALOG {
         let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
-        insta::assert_snapshot!(entry.name, emitted.ptx);
+        insta::assert_snapshot!(entry.name, emitted.ptx());
     }
 }
 
 #[test]
 fn default_spec_ptx() {
     let emitted = codegen::emit_str(DEFAULT_SPEC).unwrap();
-    insta::assert_snapshot!("default_spec", emitted.ptx);
+    insta::assert_snapshot!("default_spec", emitted.ptx());
 }
 
 /// The math-only probes of one kernel per family: the kernel's own math blocks in a loop.
@@ -35,9 +35,9 @@ fn math_only_ptx() {
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {
-        let first = codegen::emit_str(entry.spec).unwrap().ptx;
-        let second = codegen::emit_str(entry.spec).unwrap().ptx;
-        assert_eq!(first, second, "{}", entry.name);
+        let first = codegen::emit_str(entry.spec).unwrap();
+        let second = codegen::emit_str(entry.spec).unwrap();
+        assert_eq!(first.ptx(), second.ptx(), "{}", entry.name);
     }
 }
 

@@ -810,9 +810,9 @@ mod tests {
 
     #[test]
     fn suites_are_filtered_by_the_tile() {
-        let launch = codegen::emit_str(codegen::catalog::CATALOG[0].spec)
+        let launch = *codegen::emit_str(codegen::catalog::CATALOG[0].spec)
             .unwrap()
-            .launch;
+            .launch();
         let admitted: Vec<Shape> = full_suite()
             .into_iter()
             .filter(|s| s.admitted_by(&launch).is_ok())

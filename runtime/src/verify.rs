@@ -430,7 +430,7 @@ pub fn run_poisoned<In: Element, Out: Element>(
     kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, k, n, ldc)?;
     stream
         .clone_dtoh(&c)
-        .during(|| format!("copying C of `{}` back", kernel.info().name))
+        .during(|| format!("copying C of `{}` back", kernel.info().name()))
 }
 
 /// Runs the kernel on `problem` and measures it against a precomputed reference (packed

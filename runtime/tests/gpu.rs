@@ -4,7 +4,7 @@
 
 use codegen::catalog::{CatalogSpec, CATALOG};
 use codegen::gemm_dsl::{DType, Mma};
-use codegen::{Emitted, KernelInfo, LaunchShape, SassCheck, GEMM_PARAMS};
+use codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
 use half::{bf16, f16};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
@@ -52,7 +52,7 @@ fn load(ctx: &Arc<CudaContext>, entry: &CatalogSpec) -> AnyKernel {
 fn simt_entry() -> &'static CatalogSpec {
     CATALOG
         .iter()
-        .find(|entry| emit(entry).spec.mma == Mma::Fma)
+        .find(|entry| emit(entry).spec().mma == Mma::Fma)
         .expect("the catalog has a SIMT kernel")
 }
 
@@ -65,7 +65,7 @@ fn load_simt(ctx: &Arc<CudaContext>) -> GemmKernel<f32, f32> {
 fn one_entry_per_types() -> Vec<(&'static CatalogSpec, KernelTypes)> {
     let mut seen: Vec<(&CatalogSpec, KernelTypes)> = Vec::new();
     for entry in CATALOG {
-        let types = KernelTypes::of_spec(&emit(entry).spec).unwrap();
+        let types = KernelTypes::of_spec(emit(entry).spec()).unwrap();
         if !seen.iter().any(|(_, t)| *t == types) {
             seen.push((entry, types));
         }
@@ -129,8 +129,8 @@ fn every_catalog_kernel_matches_float64_on_the_shape_suite() {
             // of that input type that admits the shape.
             let mut problems = Problems::new(shape, seed);
             for (index, kernel) in kernels.iter().enumerate() {
-                let name = kernel.info().name;
-                if shape.admitted_by(&kernel.info().launch).is_err() {
+                let name = kernel.info().name();
+                if shape.admitted_by(kernel.info().launch()).is_err() {
                     continue;
                 }
                 let types = kernel.types();
@@ -158,7 +158,7 @@ fn every_catalog_kernel_matches_float64_on_the_shape_suite() {
         assert!(
             *count >= 4,
             "{} was checked only {count} times",
-            kernel.info().name
+            kernel.info().name()
         );
     }
 }
@@ -181,7 +181,7 @@ fn check_padded<In: Element, Out: Element>(
     types: KernelTypes,
     stream: &Arc<CudaStream>,
 ) {
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
     // Strides padded by whole vectors of the kernel's alignment, so they stay aligned.
     let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
@@ -204,7 +204,7 @@ fn check_with_ld<In: Element, Out: Element>(
     (lda, ldb, ldc): (u32, u32, u32),
     seed: u64,
 ) {
-    let name = kernel.info().name;
+    let name = kernel.info().name();
     let Shape { m, n, k } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
     let kind = reference_for(m, n, k);
@@ -256,7 +256,7 @@ fn partial_tile_kernels_compute_any_shape() {
     let mut checked = 0;
     for entry in CATALOG {
         let kernel = load(&ctx, entry);
-        let launch = kernel.info().launch;
+        let launch = kernel.info().launch();
         if !launch.partial_tiles {
             continue;
         }
@@ -327,32 +327,32 @@ fn driver_sass_keeps_the_specs_promises() {
             report.instructions.len()
         );
         assert!(
-            !info.expected_sass.is_empty(),
+            !info.expected_sass().is_empty(),
             "{} promises nothing",
             entry.name
         );
         // The copy and math paths stated outright: cp.async specs must show LDGSTS, mma.sync
         // specs HMMA.
-        if emitted.spec_text.contains("copy: cp_async") {
+        if emitted.spec_text().contains("copy: cp_async") {
             assert!(
-                info.expected_sass
+                info.expected_sass()
                     .contains(&SassCheck::Present(Opcode::Ldgsts)),
                 "{} is cp_async but does not promise LDGSTS",
                 entry.name
             );
         }
-        if emitted.spec.mma == Mma::MmaSync {
+        if emitted.spec().mma == Mma::MmaSync {
             assert!(
-                info.expected_sass
+                info.expected_sass()
                     .contains(&SassCheck::Present(Opcode::Hmma)),
                 "{} is mma_sync but does not promise HMMA",
                 entry.name
             );
         }
-        if emitted.spec.mma == Mma::Wgmma {
+        if emitted.spec().mma == Mma::Wgmma {
             for opcode in [Opcode::Hgmma, Opcode::Utmaldg, Opcode::Syncs] {
                 assert!(
-                    info.expected_sass.contains(&SassCheck::Present(opcode)),
+                    info.expected_sass().contains(&SassCheck::Present(opcode)),
                     "{} is wgmma but does not promise {}",
                     entry.name,
                     opcode.mnemonic()
@@ -373,12 +373,15 @@ fn load_checks_sass_promises_in_debug_builds() {
     let (ctx, _stream) = gpu();
     // The first kernel of each pair of element types.
     for (entry, types) in one_entry_per_types() {
-        let mut emitted = emit(entry);
+        let emitted: &'static Emitted = Box::leak(Box::new(emit(entry)));
         // A promise neither SIMT nor mma.sync kernels keep.
-        emitted
-            .expected_sass
-            .push(SassCheck::Present(Opcode::Hgmma));
-        let result = AnyKernel::from_emitted(&ctx, &emitted);
+        let mut promises = emitted.expected_sass().to_vec();
+        promises.push(SassCheck::Present(Opcode::Hgmma));
+        let mut parts = emitted.info().parts();
+        parts.expected_sass = Box::leak(promises.into_boxed_slice());
+        // SAFETY: the kernel is the spec's own; one promise more only makes load stricter.
+        let info = unsafe { KernelInfo::from_parts(parts) };
+        let result = AnyKernel::load(&ctx, &info);
         if cfg!(debug_assertions) {
             let error = result.expect_err("a debug build checks the SASS at load");
             eprintln!("{} ({types}): {error}", entry.name);
@@ -416,13 +419,16 @@ const BROKEN_PTX: &str = "\
 ";
 
 fn broken_info(launch: LaunchShape) -> KernelInfo<'static> {
-    KernelInfo {
-        name: "broken_gemm",
-        ptx: BROKEN_PTX,
-        spec: "name: broken_gemm, dtype: f32, out: f32",
-        launch,
-        params: GEMM_PARAMS,
-        expected_sass: &[],
+    // SAFETY: the PTX does not assemble, so it never runs.
+    unsafe {
+        KernelInfo::from_parts(KernelParts {
+            name: "broken_gemm",
+            ptx: BROKEN_PTX,
+            spec: "name: broken_gemm, dtype: f32, out: f32",
+            launch,
+            params: GEMM_PARAMS,
+            expected_sass: &[],
+        })
     }
 }
 
@@ -430,7 +436,7 @@ fn broken_info(launch: LaunchShape) -> KernelInfo<'static> {
 #[ignore = "needs a CUDA GPU"]
 fn bad_ptx_reports_the_driver_jit_log() {
     let (ctx, _stream) = gpu();
-    let launch = emit(simt_entry()).launch;
+    let launch = *emit(simt_entry()).launch();
     let error = GemmKernel::<f32, f32>::load(&ctx, &broken_info(launch)).unwrap_err();
     let message = error.to_string();
     eprintln!("{message}");
@@ -463,7 +469,7 @@ fn bad_ptx_reports_the_driver_jit_log() {
 fn verification_refuses_inconsistent_problems() {
     let (ctx, stream) = gpu();
     let kernel = load_simt(&ctx);
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
     let problem = Problem::<f32>::random(m, n, k, 12);
     let reference = cpu_reference(&problem).unwrap();
@@ -513,7 +519,7 @@ fn bad_launch_arguments_are_refused() {
     let (ctx, stream) = gpu();
     let entry = simt_entry();
     let kernel = load_simt(&ctx);
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     assert_eq!(
         launch.operand_align_bytes, 16,
         "the cases below assume 16-byte vectors"
@@ -624,10 +630,13 @@ fn bad_launch_arguments_are_refused() {
         (major * 10 + minor) as u32
     };
     for (kernel_cc, arch_specific) in [(device_cc + 10, false), (device_cc - 10, true)] {
-        let mut probe = emit(entry);
-        probe.launch.compute_capability = kernel_cc;
-        probe.launch.arch_specific = arch_specific;
-        let error = GemmKernel::<f32, f32>::from_emitted(&ctx, &probe).unwrap_err();
+        let emitted: &'static Emitted = Box::leak(Box::new(emit(entry)));
+        let mut parts = emitted.info().parts();
+        parts.launch.compute_capability = kernel_cc;
+        parts.launch.arch_specific = arch_specific;
+        // SAFETY: load refuses the architecture before the PTX is compiled.
+        let probe = unsafe { KernelInfo::from_parts(parts) };
+        let error = GemmKernel::<f32, f32>::load(&ctx, &probe).unwrap_err();
         eprintln!("cc {kernel_cc} arch-specific {arch_specific}: {error}");
         assert!(
             matches!(error, Error::ArchMismatch { device_cc: d, .. } if d == device_cc),
@@ -726,9 +735,9 @@ fn verify_picks_cublas_for_large_problems_and_passes() {
     let (ctx, stream) = gpu();
     for (entry, types) in one_entry_per_types() {
         let kernel = load(&ctx, entry);
-        let launch = kernel.info().launch;
+        let launch = kernel.info().launch();
         let large = Shape::cube(2048);
-        large.admitted_by(&launch).unwrap();
+        large.admitted_by(launch).unwrap();
         let small = Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
         for (shape, reference) in [(large, Reference::Cublas), (small, Reference::CpuF64)] {
             let Shape { m, n, k } = shape;
@@ -766,11 +775,11 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
     for spec in &specs {
         let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         let kernel = AnyKernel::from_emitted(&ctx, &emitted).unwrap();
-        let launch = kernel.info().launch;
+        let launch = kernel.info().launch();
         let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
         assert!(resident > 0, "{spec}");
         // At least three rounds of resident blocks, with a ragged last one.
-        let Shape { m, n, k } = Shape::rounds_of(&launch, resident, 3, 8);
+        let Shape { m, n, k } = Shape::rounds_of(launch, resident, 3, 8);
         assert!(
             (m / launch.tile_m) * (n / launch.tile_n) > 3 * resident,
             "{spec}"

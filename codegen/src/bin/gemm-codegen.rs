@@ -155,7 +155,7 @@ fn run(command: Command) -> Result<(), Failure> {
             let ptx = if math_only {
                 emit_math_only(&valid).ptx
             } else {
-                emit(&valid).ptx
+                emit(&valid).ptx().to_string()
             };
             write_out(&ptx, output.as_deref())
         }
@@ -174,7 +174,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Explain { spec } => {
             let valid = validate(&spec)?;
             let emitted = emit(&valid);
-            let assembled = sass::assemble(&emitted.ptx, valid.spec.arch.name());
+            let assembled = sass::assemble(emitted.ptx(), valid.spec.arch.name());
             let text = match &assembled {
                 Ok(assembled) => explain(&valid, Ok(&assembled.resources)),
                 Err(SassError::ToolMissing { tool }) => explain(
@@ -209,7 +209,11 @@ fn run(command: Command) -> Result<(), Failure> {
                 (probe.kernel_name, probe.ptx, probe.expected_sass)
             } else {
                 let emitted = emit(&valid);
-                (emitted.kernel_name, emitted.ptx, emitted.expected_sass)
+                (
+                    emitted.kernel_name().to_string(),
+                    emitted.ptx().to_string(),
+                    emitted.expected_sass().to_vec(),
+                )
             };
             let report = SassReport::from_ptx(&ptx, arch.name())?;
             if !summary {
@@ -236,12 +240,12 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Diff { spec_a, spec_b } => {
             let a = emit(&validate(&spec_a)?);
             let b = emit(&validate(&spec_b)?);
-            let diff = similar::TextDiff::from_lines(&a.ptx, &b.ptx);
+            let diff = similar::TextDiff::from_lines(a.ptx(), b.ptx());
             print!(
                 "{}",
                 diff.unified_diff()
                     .context_radius(3)
-                    .header(&a.kernel_name, &b.kernel_name)
+                    .header(a.kernel_name(), b.kernel_name())
             );
             Ok(())
         }
