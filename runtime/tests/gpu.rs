@@ -1,6 +1,7 @@
 //! GPU tests: every catalog kernel on the device, each with the element types its spec names.
 //! Run with `cargo test -p runtime -- --ignored` on a machine with an NVIDIA GPU (or
-//! `.gpu/run-gpu-tests` on the lent device).
+//! `.gpu/run-gpu-tests` on the lent device). The tests that are not ignored check, without a
+//! GPU, what the GPU tests launch.
 
 use codegen::catalog::{CatalogSpec, CATALOG};
 use codegen::gemm_dsl::{DType, Mma};
@@ -14,10 +15,10 @@ use runtime::verify::{
 };
 use runtime::{
     open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
-    KernelTypes, Opcode, Operand,
+    KernelTypes, Opcode, Operand, SassReport,
 };
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Problem sizes: small, non-square, the usual squares, and one that is a multiple of some
@@ -837,4 +838,161 @@ fn math_only_probes_loop_over_their_trips() {
             Err(Error::ProbeLaunch { .. })
         ));
     }
+}
+
+/// Kernels of both cp.async families whose main loop the tests below break.
+const SKIPPING_KERNELS: [&str; 2] = ["simt_128x128x16_cp3", "mma_bf16_128x128x32_s3"];
+
+/// Two ways to skip k tiles, written into a kernel's PTX: the last k tile dropped (one trip
+/// fewer), and the read stage never advancing (every trip computes stage 0, which holds every
+/// `stages`-th tile). Either reads and writes only what the kernel does, inside the ring.
+fn k_tile_skipping_edits(ptx: &str) -> [(&'static str, String); 2] {
+    let count = ptx
+        .lines()
+        .find(|line| line.starts_with("\tdiv.u32\t%k_tiles, %k, "))
+        .expect("the kernel counts its k tiles");
+    let dropped = ptx.replacen(
+        count,
+        &format!("{count}\n\tsub.u32\t%k_tiles, %k_tiles, 1;"),
+        1,
+    );
+    let rotate = "\tadd.u32\t%read_stage, %read_stage, ";
+    let stuck: String = ptx
+        .lines()
+        .map(|line| match line.strip_prefix(rotate) {
+            Some(_) => format!("{rotate}0;\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    assert!(
+        stuck.contains(&format!("{rotate}0;")),
+        "the read stage rotates"
+    );
+    [
+        ("last k tile dropped", dropped),
+        ("read stage stuck", stuck),
+    ]
+}
+
+/// The edited kernels the GPU test launches assemble, and keep every SASS promise of the
+/// kernel they come from: what breaks is the result, not the code path.
+#[test]
+fn kernels_edited_to_skip_a_k_tile_assemble_with_their_promises() {
+    for name in SKIPPING_KERNELS {
+        let emitted = emit(codegen::catalog::find(name).unwrap());
+        for (edit, ptx) in k_tile_skipping_edits(emitted.ptx()) {
+            assert_ne!(ptx, emitted.ptx(), "{name}, {edit}");
+            let report = SassReport::from_ptx(&ptx, emitted.spec().arch.name())
+                .unwrap_or_else(|error| panic!("{name}, {edit}: {error}"));
+            report
+                .require(emitted.expected_sass())
+                .unwrap_or_else(|mismatch| panic!("{name}, {edit}: {mismatch}"));
+        }
+    }
+}
+
+/// verify must be able to say no: a kernel whose main loop skips a k tile is off by far more
+/// than any tolerance, while the same kernel unedited passes on the same problem.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn verify_fails_kernels_whose_main_loop_skips_a_k_tile() {
+    let (ctx, stream) = gpu();
+    for name in SKIPPING_KERNELS {
+        let emitted: &'static Emitted =
+            Box::leak(Box::new(emit(codegen::catalog::find(name).unwrap())));
+        let launch = emitted.launch();
+        // Four k tiles: dropping one leaves about half the norm of C wrong (sqrt(1/4)).
+        let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
+        let seed = 0x5C1B;
+        let kernel = AnyKernel::from_emitted(&ctx, emitted).unwrap();
+        let types = kernel.types();
+        let tolerance = types.tolerance(k);
+        let good = with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, seed)).unwrap();
+        eprintln!("{name} ({types}) {m}x{n}x{k}: {good}");
+        good.check(&tolerance)
+            .unwrap_or_else(|broken| panic!("{name} unedited: {broken}"));
+        for (edit, ptx) in k_tile_skipping_edits(emitted.ptx()) {
+            let mut parts = emitted.info().parts();
+            parts.ptx = Box::leak(ptx.into_boxed_str());
+            // SAFETY: the edits only shorten the loop or keep the reads on one stage of the
+            // ring: the kernel touches no memory the unedited one does not.
+            let info = unsafe { KernelInfo::from_parts(parts) };
+            let broken =
+                AnyKernel::load(&ctx, &info).unwrap_or_else(|e| panic!("{name}, {edit}: {e}"));
+            let report =
+                with_kernel!(&broken, typed => verify(typed, &stream, m, n, k, seed)).unwrap();
+            eprintln!("{name} ({types}) {m}x{n}x{k}, {edit}: {report}");
+            assert!(
+                report.rel_frobenius > 0.1,
+                "{name}, {edit}: relative error {} passes for a skipped k tile",
+                report.rel_frobenius
+            );
+            assert!(
+                report.check(&tolerance).is_err(),
+                "{name}, {edit}: {report}"
+            );
+        }
+    }
+}
+
+/// One poisoned launch on fresh inputs against float64.
+fn against_float64<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    seed: u64,
+) -> Result<ErrorReport, Error> {
+    let problem = Problem::<In>::random(shape.m, shape.n, shape.k, seed);
+    let reference = cpu_reference(&problem)?;
+    check_against(kernel, stream, &problem, &reference, Reference::CpuF64)
+}
+
+/// Fewer k tiles than pipeline stages: the prologue's copies past K must stay unissued and the
+/// loop must not wait on groups that never come. K of one, two and `stages - 1` k tiles for
+/// every catalog kernel with more than one stage (every family: the Hopper kernels take any K).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_stage_kernels_compute_ks_shorter_than_their_ring() {
+    let (ctx, stream) = gpu();
+    let mut failures = Vec::new();
+    let mut kernels = 0;
+    for entry in CATALOG {
+        let emitted = emit(entry);
+        let stages = emitted.spec().stages;
+        if stages < 2 {
+            continue;
+        }
+        kernels += 1;
+        let kernel = load(&ctx, entry);
+        let launch = *kernel.info().launch();
+        let types = kernel.types();
+        let ks: BTreeSet<u32> = [1, 2, stages - 1]
+            .into_iter()
+            .map(|tiles| tiles * launch.tile_k)
+            .collect();
+        for k in ks {
+            let shape = Shape::new(2 * launch.tile_m, 2 * launch.tile_n, k);
+            shape
+                .admitted_by(&launch)
+                .unwrap_or_else(|reason| panic!("{} at {shape}: {reason}", entry.name));
+            let report = with_kernel!(&kernel, typed => against_float64(typed, &stream, shape, 0x5407 + u64::from(k)))
+                .unwrap_or_else(|e| panic!("{} at {shape}: {e}", entry.name));
+            eprintln!(
+                "{:<28} {types:<10} {stages} stages {shape:>15}: {report}",
+                entry.name
+            );
+            if let Err(broken) = report.check(&types.tolerance(k)) {
+                failures.push(format!(
+                    "{} ({types}, {stages} stages) at {shape}: {broken}",
+                    entry.name
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "wrong results:\n{}",
+        failures.join("\n")
+    );
+    assert!(kernels >= 20, "only {kernels} multi-stage catalog kernels");
 }
