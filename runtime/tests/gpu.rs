@@ -375,9 +375,9 @@ fn load_checks_sass_promises_in_debug_builds() {
     // The first kernel of each pair of element types.
     for (entry, types) in one_entry_per_types() {
         let emitted: &'static Emitted = Box::leak(Box::new(emit(entry)));
-        // A promise neither SIMT nor mma.sync kernels keep.
+        // A promise no kernel keeps: each promises no local memory.
         let mut promises = emitted.expected_sass().to_vec();
-        promises.push(SassCheck::Present(Opcode::Hgmma));
+        promises.push(SassCheck::Present(Opcode::Ldl));
         let mut parts = emitted.info().parts();
         parts.expected_sass = Box::leak(promises.into_boxed_slice());
         // SAFETY: the kernel is the spec's own; one promise more only makes load stricter.
@@ -390,7 +390,7 @@ fn load_checks_sass_promises_in_debug_builds() {
             assert!(
                 error
                     .to_string()
-                    .contains("expected HGMMA in the SASS, found none"),
+                    .contains("expected LDL in the SASS, found none"),
                 "{error}"
             );
             // The kernel's true promises pass the same check.
