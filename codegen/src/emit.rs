@@ -582,17 +582,45 @@ pub fn emit_str(text: &str) -> Result<Emitted, gemm_dsl::SpecErrors> {
 
 /// A spec's main-loop math alone, as a kernel: see [`MathOnlyPlan`](crate::plan::math_only::MathOnlyPlan).
 /// Parameters `(out: *mut f32, trips: u32)`; `out` holds one f32 per launched thread.
+/// Read-only, like [`Emitted`]: the runtime launches the PTX with this block size and sizes
+/// `out` by it.
 #[derive(Clone, Debug)]
 pub struct MathOnly {
-    pub kernel_name: String,
-    pub ptx: String,
-    pub threads_per_block: u32,
+    kernel_name: String,
+    ptx: String,
+    threads_per_block: u32,
+    flops_per_trip: u64,
+    dynamic_smem_bytes: u32,
+    expected_sass: Vec<SassCheck>,
+}
+
+impl MathOnly {
+    pub fn kernel_name(&self) -> &str {
+        &self.kernel_name
+    }
+
+    pub fn ptx(&self) -> &str {
+        &self.ptx
+    }
+
+    pub fn threads_per_block(&self) -> u32 {
+        self.threads_per_block
+    }
+
     /// Flops of one trip of one block (one k tile of the block tile).
-    pub flops_per_trip: u64,
+    pub fn flops_per_trip(&self) -> u64 {
+        self.flops_per_trip
+    }
+
     /// Dynamic shared memory per block (operands of a wgmma probe live there).
-    pub dynamic_smem_bytes: u32,
+    pub fn dynamic_smem_bytes(&self) -> u32 {
+        self.dynamic_smem_bytes
+    }
+
     /// The kernel's math opcode, and no memory traffic but the final store.
-    pub expected_sass: Vec<SassCheck>,
+    pub fn expected_sass(&self) -> &[SassCheck] {
+        &self.expected_sass
+    }
 }
 
 pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {

@@ -172,13 +172,13 @@ fn math_only_probes_assemble_with_only_their_math() {
         let valid = gemm_dsl::check_str(entry.spec).expect("catalog specs are valid");
         let probe = codegen::emit_math_only(&valid);
         let arch = valid.spec.arch.name();
-        let name = &probe.kernel_name;
-        let report = SassReport::from_ptx(&probe.ptx, arch)
+        let name = probe.kernel_name();
+        let report = SassReport::from_ptx(probe.ptx(), arch)
             .unwrap_or_else(|error| panic!("{name}: {error}\n(tools: {INSTALL_HINT})"));
         let resources = report.resources.as_ref().unwrap();
         assert!(!resources.spills(), "{name}: {resources}");
         assert!(resources.warnings.is_empty(), "{name}: {resources}");
-        if let Err(mismatch) = report.require(&probe.expected_sass) {
+        if let Err(mismatch) = report.require(probe.expected_sass()) {
             panic!("{name} ({arch}): {mismatch}");
         }
         let plan = codegen::plan::plan(&valid);

@@ -27,7 +27,7 @@ fn math_only_ptx() {
         let valid = gemm_dsl::check_str(entry.spec).unwrap();
         insta::assert_snapshot!(
             format!("math_only_{name}"),
-            codegen::emit_math_only(&valid).ptx
+            codegen::emit_math_only(&valid).ptx()
         );
     }
 }

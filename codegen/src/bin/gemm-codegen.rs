@@ -153,7 +153,7 @@ fn run(command: Command) -> Result<(), Failure> {
             };
             let valid = validate(&argument)?;
             let ptx = if math_only {
-                emit_math_only(&valid).ptx
+                emit_math_only(&valid).ptx().to_string()
             } else {
                 emit(&valid).ptx().to_string()
             };
@@ -206,7 +206,11 @@ fn run(command: Command) -> Result<(), Failure> {
             };
             let (name, ptx, expected) = if math_only {
                 let probe = emit_math_only(&valid);
-                (probe.kernel_name, probe.ptx, probe.expected_sass)
+                (
+                    probe.kernel_name().to_string(),
+                    probe.ptx().to_string(),
+                    probe.expected_sass().to_vec(),
+                )
             } else {
                 let emitted = emit(&valid);
                 (
