@@ -24,6 +24,8 @@ pub enum Opcode {
     Depbar,
     /// `ldmatrix`.
     Ldsm,
+    /// `stmatrix`.
+    Stsm,
     /// `mma.sync` tensor-core op.
     Hmma,
     /// `wgmma.mma_async`.
@@ -53,6 +55,7 @@ impl Opcode {
             Opcode::Ldgdepbar => "LDGDEPBAR",
             Opcode::Depbar => "DEPBAR",
             Opcode::Ldsm => "LDSM",
+            Opcode::Stsm => "STSM",
             Opcode::Hmma => "HMMA",
             Opcode::Hgmma => "HGMMA",
             Opcode::Utmaldg => "UTMALDG",

@@ -286,10 +286,22 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     } else {
         format!("{} pairs", p.epilogue.pack_instruction)
     };
-    let _ = writeln!(
-        out,
-        "  epilogue: {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
-    );
+    let _ = match &p.epilogue.tma {
+        Some(t) => writeln!(
+            out,
+            "  epilogue: tma; per consumer, {} boxes of {}x{} per tile: {pairs} by stmatrix.x4 ({} per warp per box) into 2 buffers of {} B ({}B swizzle) in turn; thread 0 issues each box's TMA store (clipped at the matrix edge) once the previous box's store has read its buffer, and the warps go on without waiting for the stores",
+            t.boxes.len(),
+            t.box_rows,
+            t.box_cols,
+            t.matrices_per_box,
+            t.buffer_bytes,
+            t.swizzle_bytes
+        ),
+        None => writeln!(
+            out,
+            "  epilogue: direct; {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
+        ),
+    };
     if let Some(c) = &p.cluster {
         let _ = writeln!(
             out,

@@ -88,7 +88,11 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
         .map(|l| last_number(l))
         .expect("the producer announces its bytes");
     let (mut unicast_bytes, mut multicast_bytes) = (0, 0);
-    for line in lines.iter().filter(|l| l.contains("cp.async.bulk.tensor")) {
+    // The ring's loads (the epilogue's TMA stores complete no barrier).
+    let loads = lines
+        .iter()
+        .filter(|l| l.contains("cp.async.bulk.tensor") && l.contains("mbarrier::complete_tx"));
+    for line in loads {
         let map = line
             .split('[')
             .nth(2)

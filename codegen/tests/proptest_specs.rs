@@ -146,6 +146,7 @@ const DTYPES: &[&str] = &["f16", "bf16", "tf32", "f32"];
 const LAYOUTS: &[&str] = &["rr", "rc", "cr", "cc"];
 const COPIES: &[&str] = &["sync", "cp_async", "cp_async(cg)", "cp_async(ca)", "tma"];
 const XOR_SWIZZLES: &[&str] = &["none", "32B", "64B", "128B"];
+const EPILOGUES: &[&str] = &["direct", "tma"];
 
 /// Names: nearly always `prop`; rarely one that is no identifier or a Rust keyword.
 fn name() -> BoxedStrategy<String> {
@@ -163,6 +164,7 @@ fn rare_keys(probability: f64) -> Vec<Entry> {
         sometimes(probability, "layout", one_of(LAYOUTS)),
         sometimes(probability, "cluster", grid(tame(&[1, 2]), tame(&[1, 2]))),
         sometimes(probability, "consumers", tame(&[1, 2])),
+        sometimes(probability, "epilogue", one_of(EPILOGUES)),
     ]
 }
 
@@ -295,6 +297,7 @@ fn wgmma_like() -> BoxedStrategy<String> {
             prop_oneof![one_of(&["tile"]), persistent(tame(&[1, 8, 64]))].boxed(),
         ),
         sometimes(0.4, "cluster", grid(tame(&[1, 2, 4]), tame(&[1, 2]))),
+        sometimes(0.4, "epilogue", one_of(EPILOGUES)),
     ])
 }
 
@@ -330,6 +333,7 @@ fn anything() -> BoxedStrategy<String> {
             prop_oneof![one_of(&["tile"]), persistent(loose())].boxed(),
         ),
         sometimes(0.5, "cluster", grid(loose(), loose())),
+        sometimes(0.5, "epilogue", one_of(EPILOGUES)),
     ])
 }
 

@@ -21,6 +21,7 @@
 //! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
 //! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; see [`Schedule::tile_at`]) | `tile` |
 //! | `cluster` | `ROWSxCOLS` blocks (wgmma: `2x1`, two tiles down M sharing B, or `1x2`, two tiles along N sharing A, with `copy: tma(multicast = 2)`) | `1x1` |
+//! | `epilogue` | `direct` (threads store C from registers), `tma` (wgmma, 16-bit C: `stmatrix` into swizzled shared-memory buffers, TMA stores that clip at the matrix edge) | `tma` for wgmma with f16/bf16 C, else `direct` |
 //!
 //! ```
 //! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();

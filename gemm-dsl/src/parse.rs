@@ -181,6 +181,13 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let copy = builder.value(Key::Copy, default_copy, parse_copy);
     let schedule = builder.value(Key::Schedule, Schedule::Tile, parse_schedule);
     let cluster = builder.value(Key::Cluster, Grid2 { rows: 1, cols: 1 }, parse_grid);
+    // The Hopper family stages 16-bit C through shared memory for a TMA store; everything
+    // else stores from registers.
+    let default_epilogue = match (mma, out) {
+        (Mma::Wgmma, DType::Bf16 | DType::F16) => Epilogue::Tma,
+        _ => Epilogue::Direct,
+    };
+    let epilogue = builder.value(Key::Epilogue, default_epilogue, parse_epilogue);
 
     if !errors.is_empty() {
         return Err(SpecErrors(errors));
@@ -206,6 +213,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             mma,
             schedule,
             cluster,
+            epilogue,
         },
         spans: SpecSpans { whole, keys },
     })
@@ -455,6 +463,18 @@ fn parse_layout(text: &str) -> ValueResult<Layout> {
             "layout",
             text,
             "one of rr, rc, cr, cc (A then B; r = row-major, c = column-major)",
+        ),
+    }
+}
+
+fn parse_epilogue(text: &str) -> ValueResult<Epilogue> {
+    match text {
+        "direct" => Ok(Epilogue::Direct),
+        "tma" => Ok(Epilogue::Tma),
+        _ => bad(
+            "epilogue",
+            text,
+            "one of direct (threads store C from registers), tma (stmatrix into shared memory, then a TMA store)",
         ),
     }
 }

@@ -140,6 +140,26 @@ impl Layout {
     }
 }
 
+/// How the accumulators reach C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// Each thread stores its accumulators to global memory itself.
+    Direct,
+    /// Each warp writes its accumulators into a swizzled shared-memory buffer with
+    /// `stmatrix`, and one thread hands the buffer to a TMA store that runs on while the
+    /// warps go on to the next tile (the Hopper family, 16-bit C).
+    Tma,
+}
+
+impl Epilogue {
+    pub fn name(self) -> &'static str {
+        match self {
+            Epilogue::Direct => "direct",
+            Epilogue::Tma => "tma",
+        }
+    }
+}
+
 /// Block tile `BM x BN x BK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -378,19 +398,25 @@ pub struct GemmSpec {
     pub mma: Mma,
     pub schedule: Schedule,
     pub cluster: Grid2,
+    pub epilogue: Epilogue,
 }
 
 impl GemmSpec {
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
-    /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` for wgmma).
+    /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
+    /// wgmma).
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers),
             Mma::Fma | Mma::MmaSync => format!("warps: {}", self.warps),
         };
+        let epilogue = match self.mma {
+            Mma::Wgmma => format!(", epilogue: {}", self.epilogue.name()),
+            Mma::Fma | Mma::MmaSync => String::new(),
+        };
         format!(
             "name: {}, arch: {}, dtype: {}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
-             stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}",
+             stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}{epilogue}",
             self.name,
             self.arch.name(),
             self.dtype.name(),
@@ -426,10 +452,11 @@ pub enum Key {
     Mma,
     Schedule,
     Cluster,
+    Epilogue,
 }
 
 impl Key {
-    pub const ALL: [Key; 15] = [
+    pub const ALL: [Key; 16] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -445,6 +472,7 @@ impl Key {
         Key::Mma,
         Key::Schedule,
         Key::Cluster,
+        Key::Epilogue,
     ];
 
     pub fn name(self) -> &'static str {
@@ -464,6 +492,7 @@ impl Key {
             Key::Mma => "mma",
             Key::Schedule => "schedule",
             Key::Cluster => "cluster",
+            Key::Epilogue => "epilogue",
         }
     }
 

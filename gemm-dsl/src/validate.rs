@@ -363,8 +363,8 @@ impl Validator<'_> {
     }
 
     /// The scope of the families that copy through registers or `cp.async` within one
-    /// block: no TMA, no clusters, no consumer warpgroups.
-    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 3] {
+    /// block: no TMA, no clusters, no consumer warpgroups, C stored from registers.
+    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 4] {
         let s = self.spec;
         [
             (
@@ -381,6 +381,11 @@ impl Validator<'_> {
                 Key::Consumers,
                 s.consumers.to_string(),
                 !self.spans.given(Key::Consumers),
+            ),
+            (
+                Key::Epilogue,
+                s.epilogue.name().to_string(),
+                s.epilogue == Epilogue::Direct,
             ),
         ]
     }

@@ -3,7 +3,9 @@
 //! the language and not to the dictionary fails here. The matches below stop compiling when a
 //! variant is added.
 
-use gemm_dsl::{Arch, CacheHint, Copy, DType, Key, Layout, Mma, Raster, Schedule, Swizzle};
+use gemm_dsl::{
+    Arch, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster, Schedule, Swizzle,
+};
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
 fn entries() -> Vec<String> {
@@ -87,6 +89,9 @@ fn values() -> Vec<String> {
             Schedule::Tile | Schedule::Persistent { .. } => s.to_string(),
         }),
     );
+    values.extend([Epilogue::Direct, Epilogue::Tma].map(|e| match e {
+        Epilogue::Direct | Epilogue::Tma => e.name().to_string(),
+    }));
     values
 }
 

@@ -257,36 +257,63 @@ fn partial_tile_kernels_compute_any_shape() {
     let mut checked = 0;
     for entry in CATALOG {
         let kernel = load(&ctx, entry);
-        let launch = kernel.info().launch();
-        if !launch.partial_tiles {
-            continue;
-        }
-        let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
-        let shapes = [
-            Shape::new(1, 1, 1),
-            Shape::new(tm - 1, tn + 1, tk + 1),
-            Shape::new(tm + 1, tn - 1, 2 * tk - 1),
-            Shape::new(2 * tm + 3, 3 * tn - 5, tk / 2 + 3),
-            Shape::new(65, 257, 17),
-            Shape::new(16, 4096, 2048),
-            Shape::new(777, 4099, 2048),
-            Shape::new(3000, 5000, 1234),
-        ];
-        let types = kernel.types();
-        for (index, shape) in shapes.into_iter().enumerate() {
-            let round = |value: u32, bytes: u32| {
-                let vector = (launch.operand_align_bytes / bytes).max(1);
-                value.div_ceil(vector) * vector
-            };
-            let ld = with_kernel!(&kernel, typed => {
-                let (input, output) = element_bytes(typed);
-                (round(shape.k, input), round(shape.n, input), round(shape.n, output))
-            });
-            with_kernel!(&kernel, typed => check_with_ld(typed, types, &stream, shape, ld, 0xED6E + index as u64));
-            checked += 1;
+        if kernel.info().launch().partial_tiles {
+            checked += check_any_shapes(&kernel, &stream);
         }
     }
     assert!(checked >= 8, "no partial-tile kernel in the catalog");
+}
+
+/// Hopper epilogues beyond the catalog's: TMA stores through 64- and 32-byte swizzled boxes of
+/// C, f16 C, and bf16 C stored directly, over the same shapes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_hopper_epilogue_computes_any_shape() {
+    let (ctx, stream) = gpu();
+    for spec in [
+        "name: c_box64, arch: sm_90a, mma: wgmma, tile: 128x96x32, swizzle: 64B",
+        "name: c_box32, arch: sm_90a, mma: wgmma, tile: 64x48x16, consumers: 1, swizzle: 32B, stages: 3",
+        "name: c_f16, arch: sm_90a, mma: wgmma, dtype: f16, tile: 128x128x64, schedule: persistent",
+        "name: c_direct, arch: sm_90a, mma: wgmma, epilogue: direct, schedule: persistent",
+    ] {
+        let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let kernel =
+            AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(check_any_shapes(&kernel, &stream), 8, "{spec}");
+    }
+}
+
+/// Sizes one under and over the tile, single rows and columns, a K shorter than one k tile,
+/// and the suite's two shapes that are no tile's multiple, against float64 (or cuBLAS).
+/// Leading dimensions are the sizes rounded up to the kernel's alignment (the TMA needs
+/// 16-byte row strides), so C's rows end inside a 16-byte unit where N does. Returns the
+/// shapes checked.
+fn check_any_shapes(kernel: &AnyKernel, stream: &Arc<CudaStream>) -> usize {
+    let launch = kernel.info().launch();
+    let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
+    let shapes = [
+        Shape::new(1, 1, 1),
+        Shape::new(tm - 1, tn + 1, tk + 1),
+        Shape::new(tm + 1, tn - 1, 2 * tk - 1),
+        Shape::new(2 * tm + 3, 3 * tn - 5, tk / 2 + 3),
+        Shape::new(65, 257, 17),
+        Shape::new(16, 4096, 2048),
+        Shape::new(777, 4099, 2048),
+        Shape::new(3000, 5000, 1234),
+    ];
+    let types = kernel.types();
+    for (index, shape) in shapes.into_iter().enumerate() {
+        let round = |value: u32, bytes: u32| {
+            let vector = (launch.operand_align_bytes / bytes).max(1);
+            value.div_ceil(vector) * vector
+        };
+        let ld = with_kernel!(kernel, typed => {
+            let (input, output) = element_bytes(typed);
+            (round(shape.k, input), round(shape.n, input), round(shape.n, output))
+        });
+        with_kernel!(kernel, typed => check_with_ld(typed, types, stream, shape, ld, 0xED6E + index as u64));
+    }
+    shapes.len()
 }
 
 /// The element sizes of a typed kernel's input and output.

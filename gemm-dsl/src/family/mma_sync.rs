@@ -203,7 +203,7 @@ impl Validator<'_> {
         let s = self.spec;
         let family_note =
             "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
-             layout rr, copy sync or cp_async, no cluster, is";
+             layout rr, copy sync or cp_async, no cluster, epilogue direct, is";
         let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
         let family_checks = [(Key::Out, s.out.name().to_string(), out_ok)];
         let family_checks = family_checks.into_iter().chain(self.block_copy_scope());

@@ -101,7 +101,7 @@ impl Validator<'_> {
     pub(crate) fn simt(&mut self) -> Option<ValidSpec> {
         let s = self.spec;
         let spans = self.spans;
-        let family_note = "only f32, layout rr, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, is";
+        let family_note = "only f32, layout rr, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, epilogue direct, is";
         let family_checks = [
             (
                 Key::Dtype,

@@ -26,6 +26,38 @@ pub const RING_ALIGN_BYTES: u32 = 1024;
 /// Bytes of one mbarrier.
 pub const MBARRIER_BYTES: u32 = 8;
 
+/// Rows of one buffer of a TMA-store epilogue: a warpgroup's rows of one wgmma row.
+pub const STORE_BOX_ROWS: u32 = WGMMA_M;
+/// The epilogue's buffers start on the period of the widest swizzle after the ring.
+pub const STAGING_ALIGN_BYTES: u32 = 1024;
+/// Buffers each consumer warpgroup stages C through: it fills one while the TMA stores the
+/// other.
+pub const STORE_BUFFERS: u32 = 2;
+
+/// A TMA-store epilogue's shared memory: each consumer writes its accumulators, one box of
+/// [`STORE_BOX_ROWS`] rows by one swizzle span of C at a time, into [`STORE_BUFFERS`]
+/// buffers in turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreStaging {
+    /// Columns of C in one box: one swizzle span.
+    pub box_cols: u32,
+    /// The box's swizzle: the widest of 128, 64, 32 bytes whose span divides BN.
+    pub swizzle_bytes: u32,
+    /// Boxes of one consumer's rows per output tile.
+    pub boxes_per_tile: u32,
+}
+
+impl StoreStaging {
+    pub fn buffer_bytes(&self) -> u32 {
+        STORE_BOX_ROWS * self.swizzle_bytes
+    }
+
+    /// All consumers' buffers.
+    pub fn bytes(&self, consumers: u32) -> u32 {
+        consumers * STORE_BUFFERS * self.buffer_bytes()
+    }
+}
+
 /// One operand's tensor-map boxes per stage: `boxes` boxes of `inner` elements along the
 /// contiguous dimension by `outer` rows, each landing as `outer` swizzled rows of
 /// `swizzle_bytes` bytes.
@@ -86,6 +118,8 @@ pub struct WgmmaGeometry {
     pub register_split: Option<(u32, u32)>,
     /// Thread-block clusters that multicast a shared operand, if any.
     pub cluster: Option<ClusterSharing>,
+    /// `epilogue: tma`: C staged in shared memory for TMA stores.
+    pub store_staging: Option<StoreStaging>,
 }
 
 /// Why a spec has no wgmma geometry.
@@ -166,6 +200,19 @@ impl WgmmaGeometry {
             _ => return Err(WgmmaGeometryError::Cluster),
         };
         let rows_per_consumer = tile.m / consumers;
+        let store_staging = (spec.epilogue == Epilogue::Tma).then(|| {
+            let out = spec.out.size_bytes();
+            let swizzle_bytes = [128, 64, 32]
+                .into_iter()
+                .find(|w| tile.n.is_multiple_of(w / out))
+                .unwrap_or(32);
+            let box_cols = swizzle_bytes / out;
+            StoreStaging {
+                box_cols,
+                swizzle_bytes,
+                boxes_per_tile: (rows_per_consumer / STORE_BOX_ROWS) * tile.n / box_cols,
+            }
+        });
         Ok(WgmmaGeometry {
             tile,
             consumers,
@@ -188,6 +235,7 @@ impl WgmmaGeometry {
             consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
             register_split,
             cluster,
+            store_staging,
         })
     }
 
@@ -232,6 +280,16 @@ impl Validator<'_> {
                 Key::Warps,
                 "`warps:` does not apply to `mma: wgmma`: its threads are a producer warpgroup and consumer warpgroups",
                 format!("consumers: {} (warpgroups of 4 warps that split BM)", s.consumers),
+            );
+        }
+        if s.epilogue == Epilogue::Tma && s.out.size_bytes() != 2 {
+            self.help(
+                Key::Epilogue,
+                format!(
+                    "`epilogue: tma` stages 16-bit C through `stmatrix`; `out: {}` is stored from registers",
+                    s.out.name()
+                ),
+                "epilogue: direct",
             );
         }
         if s.stages < 2 {
@@ -424,7 +482,24 @@ pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
                 what: format!("alignment of the ring to {RING_ALIGN_BYTES} B"),
                 bytes: RING_ALIGN_BYTES,
             },
-        ],
+        ]
+        .into_iter()
+        .chain(g.store_staging.map(|staging| {
+            let ring_bytes = s.stages * g.stage_bytes(element);
+            let align = ring_bytes.next_multiple_of(STAGING_ALIGN_BYTES) - ring_bytes;
+            LedgerLine {
+                what: format!(
+                    "epilogue: {} consumer(s) x {STORE_BUFFERS} buffers of C, {STORE_BOX_ROWS}x{} {}, {}B swizzle{}",
+                    g.consumers,
+                    staging.box_cols,
+                    s.out.name(),
+                    staging.swizzle_bytes,
+                    if align > 0 { format!(", {align} B to align them") } else { String::new() }
+                ),
+                bytes: staging.bytes(g.consumers) + align,
+            }
+        }))
+        .collect(),
         overlay: None,
         limit: s.arch.max_smem_per_block(),
         arch: s.arch,
@@ -450,9 +525,15 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
                 what: "descriptors, ring stage and phase, tile walk".to_string(),
                 registers: 24,
             },
-            RegisterLine {
-                what: "epilogue: row pointer, bounds, packing".to_string(),
-                registers: 8,
+            match g.store_staging {
+                Some(staging) => RegisterLine {
+                    what: "epilogue: stmatrix offsets, buffers, packing".to_string(),
+                    registers: 8 + staging.box_cols / 16,
+                },
+                None => RegisterLine {
+                    what: "epilogue: row pointer, bounds, packing".to_string(),
+                    registers: 8,
+                },
             },
         ],
         limit: g.consumer_registers,
@@ -491,9 +572,65 @@ mod tests {
         );
         assert_eq!(g.accumulators(), 128);
         assert_eq!(g.register_split, Some((40, 232)));
-        // 4 stages of 16 KB of A and 32 KB of B, 8 mbarriers, 1 KB to align the ring.
-        assert_eq!(v.smem.total(), 4 * 49152 + 64 + 1024);
+        // 4 stages of 16 KB of A and 32 KB of B, 8 mbarriers, 1 KB to align the ring, and
+        // two 64x64 bf16 buffers of C per consumer for the TMA stores.
+        let staging = g.store_staging.expect("bf16 C is stored by TMA");
+        assert_eq!((staging.box_cols, staging.swizzle_bytes), (64, 128));
+        assert_eq!(staging.boxes_per_tile, 4);
+        assert_eq!(v.smem.total(), 4 * 49152 + 64 + 1024 + 2 * 2 * 8192);
         assert_eq!(v.occupancy.blocks_per_sm, 1);
+    }
+
+    #[test]
+    fn epilogues_by_family_and_output() {
+        let direct = |text: &str| {
+            let v = check_str(text).unwrap();
+            assert_eq!(v.spec.epilogue, crate::Epilogue::Direct, "{text}");
+            let Family::Wgmma(g) = v.family else {
+                return;
+            };
+            assert_eq!(g.store_staging, None, "{text}");
+        };
+        direct(&format!("{HOPPER}, dtype: f16, out: f32"));
+        direct(&format!("{HOPPER}, epilogue: direct"));
+        direct("arch: sm_80, mma: mma_sync");
+        // C's box follows the widest swizzle whose span divides BN.
+        let v = check_str(&format!("{HOPPER}, tile: 128x96x32, swizzle: 64B")).unwrap();
+        let Family::Wgmma(g) = v.family else {
+            unreachable!()
+        };
+        let staging = g.store_staging.unwrap();
+        assert_eq!((staging.box_cols, staging.swizzle_bytes), (32, 64));
+        // The ring's end rounds up to the buffers' 1024-byte period, in the ledger too.
+        let v = check_str(&format!(
+            "{HOPPER}, tile: 64x48x16, consumers: 1, swizzle: 32B, stages: 3"
+        ))
+        .unwrap();
+        let ring = 3 * (64 * 16 + 16 * 48) * 2;
+        assert_eq!(ring % 1024, 512);
+        assert_eq!(v.smem.total(), ring + 512 + 2 * 64 * 32 + 48 + 1024);
+
+        for (text, message, help) in [
+            (
+                format!("{HOPPER}, dtype: f16, out: f32, epilogue: tma"),
+                "`epilogue: tma` stages 16-bit C",
+                "epilogue: direct",
+            ),
+            (
+                "arch: sm_80, mma: mma_sync, epilogue: tma".to_string(),
+                "epilogue: tma",
+                "",
+            ),
+        ] {
+            let errs = errors(&text);
+            let e = errs
+                .iter()
+                .find(|e| e.message.contains(message))
+                .unwrap_or_else(|| panic!("{text}: {errs:?}"));
+            if !help.is_empty() {
+                assert_eq!(e.help.as_deref(), Some(help), "{text}");
+            }
+        }
     }
 
     #[test]

@@ -1,10 +1,23 @@
-//! Accumulators to C straight from registers. A consumer warpgroup's m64nN accumulator
-//! fragment gives thread `(warp, lane)` rows `16·warp + lane/4` and `+8` of each wgmma row
-//! of 64, and columns `8j + 2·(lane%4)`, `+1` for `j < N/8`: registers `4j`, `4j+1` (first
-//! row) and `4j+2`, `4j+3` (second). Full tiles store each pair as one packed word (or two
-//! f32); tiles at the matrix edge store element by element, each under its own bounds check.
+//! How the accumulators reach C. A consumer warpgroup's m64nN accumulator fragment gives
+//! thread `(warp, lane)` rows `16·warp + lane/4` and `+8` of each wgmma row of 64, and
+//! columns `8j + 2·(lane%4)`, `+1` for `j < N/8`: registers `4j`, `4j+1` (first row) and
+//! `4j+2`, `4j+3` (second).
+//!
+//! - **direct**: each pair is one packed word (or two f32) stored to global memory; tiles at
+//!   the matrix edge store element by element, each under its own bounds check.
+//! - **tma**: the warpgroup writes its rows one box (64 rows by one swizzle span of C) at a
+//!   time into a shared-memory buffer with `stmatrix` (each 8x8 matrix of a warp's 16x16
+//!   piece is exactly such a fragment), and one thread hands the box to a TMA store, which
+//!   clips it at the matrix edge. Two buffers per warpgroup alternate, so the warps fill one
+//!   while the TMA reads the other; the warps go on to the next tile without waiting for the
+//!   stores to land. A TMA store clips columns only at 16-byte granularity of the row: past
+//!   an N whose rows end inside a 16-byte unit it would write up to that unit's end (into the
+//!   padding of a padded C). So when N·sizeof(C) is not a multiple of 16, the boxes that
+//!   cross column N are stored directly, element by element under bounds checks.
 
-use gemm_dsl::family::wgmma::{WgmmaGeometry, WGMMA_M};
+use gemm_dsl::family::wgmma::{
+    StoreStaging, WgmmaGeometry, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
+};
 use serde::Serialize;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -13,8 +26,10 @@ pub struct WgmmaEpilogue {
     pub pack_instruction: &'static str,
     /// The single-element conversion of edge stores (`cvt.rn.bf16.f32`), or empty for f32.
     pub convert_instruction: &'static str,
-    /// Rows the thread stores, in increasing order.
+    /// `epilogue: direct`: rows the thread stores, in increasing order (empty for tma).
     pub rows: Vec<EpilogueRow>,
+    /// `epilogue: tma`.
+    pub tma: Option<TmaStore>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -39,43 +54,276 @@ pub struct PairStore {
     pub offset_hi: u32,
 }
 
+/// The TMA-store epilogue of one consumer warpgroup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TmaStore {
+    pub box_rows: u32,
+    pub box_cols: u32,
+    pub swizzle_bytes: u32,
+    /// `log2(swizzle_bytes)`: a box row's bytes as a shift.
+    pub row_shift: u32,
+    /// The swizzle XORs address bits `7..` masked by this into the 16-byte unit bits `4..`.
+    pub swizzle_mask: u32,
+    pub buffer_bytes: u32,
+    /// Bytes of one consumer's buffers.
+    pub consumer_bytes: u32,
+    /// The boxes of one output tile, in store order.
+    pub boxes: Vec<StoreBox>,
+    /// `stmatrix` ops per box: one per 16 columns.
+    pub matrices_per_box: u32,
+    /// Columns of C per 16 bytes: where N is no multiple of it, boxes that cross column N
+    /// take the direct path.
+    pub columns_per_16_bytes: u32,
+}
+
+/// One box of a consumer's rows: `row` rows below its first, `col` columns right of the
+/// tile's first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StoreBox {
+    pub row: u32,
+    pub col: u32,
+    pub matrices: Vec<StoreMatrices>,
+    /// The box's direct stores, for a box that crosses a ragged column N: rows below the
+    /// thread's first row, each row's step `ld_scale` counted from that first row.
+    pub direct_rows: Vec<EpilogueRow>,
+}
+
+/// One `stmatrix.x4` of a warp's 16x16 piece: four 8x8 matrices, (rows 0-7, columns 0-7),
+/// (rows 8-15, columns 0-7), (rows 0-7, columns 8-15), (rows 8-15, columns 8-15), each
+/// packed from a pair of accumulators; `address` indexes the thread's per-piece addresses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StoreMatrices {
+    pub address: u32,
+    pub pairs: [(u32, u32); 4],
+}
+
 impl WgmmaEpilogue {
     pub fn new(g: &WgmmaGeometry, out_bytes: u32, pack_instruction: &'static str) -> Self {
-        let acc_per_wgmma = g.n / 2;
-        let mut previous = 0;
-        let rows = (0..g.m_wgmmas)
-            .flat_map(|mi| (0..2).map(move |h| (mi, h)))
-            .map(|(mi, h)| {
-                let row = mi * WGMMA_M + 8 * h;
-                let delta = row - previous;
-                previous = row;
-                EpilogueRow {
-                    row,
-                    ld_scale: delta * out_bytes,
-                    stores: (0..g.n / 8)
-                        .map(|j| {
-                            let lo = mi * acc_per_wgmma + 4 * j + 2 * h;
-                            PairStore {
-                                lo,
-                                hi: lo + 1,
-                                col: 8 * j,
-                                col_hi: 8 * j + 1,
-                                offset: 8 * j * out_bytes,
-                                offset_hi: (8 * j + 1) * out_bytes,
-                            }
-                        })
-                        .collect(),
-                }
+        let convert_instruction = match pack_instruction {
+            "cvt.rn.bf16x2.f32" => "cvt.rn.bf16.f32",
+            "cvt.rn.f16x2.f32" => "cvt.rn.f16.f32",
+            _ => "",
+        };
+        match g.store_staging {
+            Some(staging) => WgmmaEpilogue {
+                pack_instruction,
+                convert_instruction,
+                rows: Vec::new(),
+                tma: Some(TmaStore::new(g, &staging, out_bytes)),
+            },
+            None => WgmmaEpilogue {
+                pack_instruction,
+                convert_instruction,
+                rows: direct_rows(g, out_bytes),
+                tma: None,
+            },
+        }
+    }
+}
+
+/// The accumulator that holds row `row` (0..16 of the warp's rows) of column `col` of the
+/// wgmma row `mi`: the first of its pair.
+fn pair_at(g: &WgmmaGeometry, mi: u32, row: u32, col: u32) -> (u32, u32) {
+    let lo = mi * (g.n / 2) + 4 * (col / 8) + 2 * (row / 8);
+    (lo, lo + 1)
+}
+
+impl TmaStore {
+    fn new(g: &WgmmaGeometry, staging: &StoreStaging, out_bytes: u32) -> TmaStore {
+        let box_cols = staging.box_cols;
+        let all_rows = direct_rows(g, out_bytes);
+        let boxes = (0..g.rows_per_consumer / WGMMA_M)
+            .flat_map(|mi| (0..g.n / box_cols).map(move |strip| (mi, strip)))
+            .map(|(mi, strip)| StoreBox {
+                row: mi * WGMMA_M,
+                col: strip * box_cols,
+                matrices: (0..box_cols / 16)
+                    .map(|piece| {
+                        let col = strip * box_cols + 16 * piece;
+                        StoreMatrices {
+                            address: piece,
+                            pairs: [
+                                pair_at(g, mi, 0, col),
+                                pair_at(g, mi, 8, col),
+                                pair_at(g, mi, 0, col + 8),
+                                pair_at(g, mi, 8, col + 8),
+                            ],
+                        }
+                    })
+                    .collect(),
+                direct_rows: all_rows
+                    .iter()
+                    .filter(|r| r.row / WGMMA_M == mi)
+                    .map(|r| EpilogueRow {
+                        row: r.row,
+                        ld_scale: r.row * out_bytes,
+                        stores: r
+                            .stores
+                            .iter()
+                            .filter(|s| s.col / box_cols == strip)
+                            .copied()
+                            .collect(),
+                    })
+                    .collect(),
             })
             .collect();
-        WgmmaEpilogue {
-            pack_instruction,
-            convert_instruction: match pack_instruction {
-                "cvt.rn.bf16x2.f32" => "cvt.rn.bf16.f32",
-                "cvt.rn.f16x2.f32" => "cvt.rn.f16.f32",
-                _ => "",
-            },
-            rows,
+        let buffer_bytes = staging.buffer_bytes();
+        TmaStore {
+            box_rows: STORE_BOX_ROWS,
+            box_cols,
+            swizzle_bytes: staging.swizzle_bytes,
+            row_shift: staging.swizzle_bytes.trailing_zeros(),
+            swizzle_mask: staging.swizzle_bytes / 16 - 1,
+            buffer_bytes,
+            consumer_bytes: STORE_BUFFERS * buffer_bytes,
+            boxes,
+            matrices_per_box: box_cols / 16,
+            columns_per_16_bytes: 16 / out_bytes,
         }
+    }
+
+    /// The offset in a buffer of the row that thread `(warp, lane)` addresses for piece
+    /// `piece` of a box, step by step as `tma_store_setup` computes it: lane `l` names row
+    /// `l % 8` of matrix `l / 8`, which sits `8·(l/8 % 2)` rows and `8·(l/16)` columns into
+    /// the warp's 16x16 piece.
+    pub fn stmatrix_offset(&self, warp: u32, lane: u32, piece: u32) -> u32 {
+        let row = 16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7);
+        let base = row << self.row_shift;
+        let xor = ((base >> 7) & self.swizzle_mask) << 4;
+        let half = (lane >> 4) << 4;
+        base + ((xor ^ half) ^ (piece * 32))
+    }
+}
+
+fn direct_rows(g: &WgmmaGeometry, out_bytes: u32) -> Vec<EpilogueRow> {
+    let acc_per_wgmma = g.n / 2;
+    let mut previous = 0;
+    (0..g.m_wgmmas)
+        .flat_map(|mi| (0..2).map(move |h| (mi, h)))
+        .map(|(mi, h)| {
+            let row = mi * WGMMA_M + 8 * h;
+            let delta = row - previous;
+            previous = row;
+            EpilogueRow {
+                row,
+                ld_scale: delta * out_bytes,
+                stores: (0..g.n / 8)
+                    .map(|j| {
+                        let lo = mi * acc_per_wgmma + 4 * j + 2 * h;
+                        PairStore {
+                            lo,
+                            hi: lo + 1,
+                            col: 8 * j,
+                            col_hi: 8 * j + 1,
+                            offset: 8 * j * out_bytes,
+                            offset_hi: (8 * j + 1) * out_bytes,
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::descriptor::tma_box_address;
+    use super::*;
+
+    fn geometry(text: &str) -> WgmmaGeometry {
+        let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
+        let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let gemm_dsl::Family::Wgmma(g) = valid.family else {
+            panic!("{text} is not a wgmma spec");
+        };
+        g
+    }
+
+    /// Where accumulator `acc` of thread `(warp, lane)` sits in the consumer's rows: the
+    /// wgmma fragment layout, independent of the epilogue's plan.
+    fn fragment_position(g: &WgmmaGeometry, warp: u32, lane: u32, acc: u32) -> (u32, u32) {
+        let per_wgmma = g.n / 2;
+        let (mi, a) = (acc / per_wgmma, acc % per_wgmma);
+        let (j, h, e) = (a / 4, (a % 4) / 2, a % 2);
+        (
+            WGMMA_M * mi + 16 * warp + lane / 4 + 8 * h,
+            8 * j + 2 * (lane % 4) + e,
+        )
+    }
+
+    /// Every accumulator of a consumer lands, through its `stmatrix`, on the byte of the
+    /// box where the TMA store reads its (row, column), and every element of the
+    /// consumer's rows is written exactly once: over all swizzles of C and row counts.
+    #[test]
+    fn stmatrix_writes_each_element_where_the_tma_store_reads_it() {
+        for spec in [
+            "tile: 128x256x64",
+            "tile: 256x128x64",
+            "tile: 128x128x64, consumers: 1",
+            "tile: 64x96x64, consumers: 1, swizzle: 64B, stages: 3",
+            "tile: 128x80x32, swizzle: 32B",
+            "tile: 128x256x64, dtype: f16",
+        ] {
+            let g = geometry(spec);
+            let e = WgmmaEpilogue::new(&g, 2, "cvt.rn.bf16x2.f32");
+            let t = e.tma.expect("16-bit C is stored by TMA");
+            let mut written = vec![0u32; (g.rows_per_consumer * g.n) as usize];
+            for b in &t.boxes {
+                for mat in &b.matrices {
+                    for (i, &(lo, hi)) in mat.pairs.iter().enumerate() {
+                        for warp in 0..4 {
+                            for lane in 0..32 {
+                                for (element, acc) in [(0, lo), (1, hi)] {
+                                    let (row, col) = fragment_position(&g, warp, lane, acc);
+                                    // Register i of lane l is row l/4 of matrix i, whose
+                                    // address lane 8i + l/4 gives.
+                                    let addressing_lane = 8 * i as u32 + lane / 4;
+                                    let at = t.stmatrix_offset(warp, addressing_lane, mat.address)
+                                        + (2 * (lane % 4) + element) * 2;
+                                    let (box_row, box_col) = (row - b.row, col - b.col);
+                                    assert!(box_row < t.box_rows && box_col < t.box_cols, "{spec}");
+                                    let read =
+                                        tma_box_address(0, box_row, box_col, 2, t.swizzle_bytes);
+                                    assert_eq!(at, read, "{spec}: row {row} column {col}");
+                                    written[(row * g.n + col) as usize] += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(written.iter().all(|&n| n == 1), "{spec}: each element once");
+            // The boxes' direct stores cover the same elements, each once, from the
+            // registers the fragment layout puts them in.
+            let mut stored = vec![0u32; (g.rows_per_consumer * g.n) as usize];
+            for b in &t.boxes {
+                for r in &b.direct_rows {
+                    assert_eq!(r.ld_scale, r.row * 2, "{spec}");
+                    for s in &r.stores {
+                        for (acc, col) in [(s.lo, s.col), (s.hi, s.col_hi)] {
+                            let (row, frag_col) = fragment_position(&g, 0, 0, acc);
+                            assert_eq!((row, frag_col), (r.row, col), "{spec}");
+                            assert!(col >= b.col && col < b.col + t.box_cols, "{spec}");
+                            for warp in 0..4 {
+                                for lane in 0..32 {
+                                    let at =
+                                        (r.row + 16 * warp + lane / 4) * g.n + col + 2 * (lane % 4);
+                                    stored[at as usize] += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(stored.iter().all(|&n| n == 1), "{spec}: each element once");
+        }
+    }
+
+    #[test]
+    fn f32_out_stores_directly() {
+        let g = geometry("dtype: f16, out: f32");
+        let e = WgmmaEpilogue::new(&g, 4, "");
+        assert!(e.tma.is_none());
+        assert_eq!(e.rows.len(), 2);
     }
 }

@@ -18,7 +18,9 @@ use super::LaunchContract;
 use crate::emit::{KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox};
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
-use gemm_dsl::family::wgmma::{OperandBoxes, SharedOperand, WgmmaGeometry, WGMMA_K, WGMMA_M};
+use gemm_dsl::family::wgmma::{
+    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_K, WGMMA_M,
+};
 use gemm_dsl::{DType, ValidSpec};
 use ring::Ring;
 use serde::Serialize;
@@ -57,6 +59,9 @@ pub struct WgmmaPlan {
     pub a_box: TensorMapBox,
     #[serde(skip)]
     pub b_box: TensorMapBox,
+    /// `epilogue: tma`: the box of C one TMA store writes.
+    #[serde(skip)]
+    pub c_box: Option<TensorMapBox>,
     /// wgmma descriptors of a consumer's first k step in stage 0, relative to the ring base.
     pub a_descriptor: SmemDescriptor,
     pub b_descriptor: SmemDescriptor,
@@ -181,7 +186,13 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let stage_bytes = g.stage_bytes(element);
     let cluster_blocks = g.cluster.map_or(1, |c| c.blocks);
     // Every consumer warp of every block the slot's multicast reaches releases it.
-    let ring = Ring::new(spec.stages, stage_bytes, g.consumers * 4 * cluster_blocks);
+    let staging_bytes = g.store_staging.map_or(0, |st| st.bytes(g.consumers));
+    let ring = Ring::new(
+        spec.stages,
+        stage_bytes,
+        g.consumers * 4 * cluster_blocks,
+        staging_bytes,
+    );
     let cluster = g.cluster.map(|c| {
         let (boxes, rank_tile_m, rank_tile_n) = match c.shared {
             SharedOperand::A => (&g.a_boxes, 0, spec.tile.n),
@@ -290,6 +301,12 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         b_loads,
         a_box: tensor_box(Operand::A, &g.a_boxes, shared == Some(SharedOperand::A)),
         b_box: tensor_box(Operand::B, &g.b_boxes, shared == Some(SharedOperand::B)),
+        c_box: g.store_staging.map(|staging| TensorMapBox {
+            operand: Operand::C,
+            inner: staging.box_cols,
+            outer: STORE_BOX_ROWS,
+            swizzle_bytes: staging.swizzle_bytes,
+        }),
         consumer_a_bytes: g.rows_per_consumer * w,
         a_desc_low: a_descriptor.low_word_fields(),
         a_desc_high: a_descriptor.high_word(),
@@ -333,49 +350,68 @@ impl WgmmaPlan {
             tile_k: self.block_k,
             // TMA: global addresses 16-byte aligned, row strides multiples of 16 bytes.
             operand_align_bytes: 16,
-            params: vec![
-                KernelParam {
-                    name: "a_map",
-                    kind: ParamKind::TensorMap(self.a_box),
-                    meaning: "tensor map over A (M x K, row-major)",
-                },
-                KernelParam {
-                    name: "b_map",
-                    kind: ParamKind::TensorMap(self.b_box),
-                    meaning: "tensor map over B (K x N, row-major)",
-                },
-                KernelParam {
-                    name: "c",
-                    kind: ParamKind::Pointer(Operand::C),
-                    meaning: "C, M x N, device pointer (written)",
-                },
-                KernelParam {
-                    name: "m",
-                    kind: ParamKind::U32(Scalar::M),
-                    meaning: "rows of A and C",
-                },
-                KernelParam {
-                    name: "n",
-                    kind: ParamKind::U32(Scalar::N),
-                    meaning: "columns of B and C",
-                },
-                KernelParam {
-                    name: "k",
-                    kind: ParamKind::U32(Scalar::K),
-                    meaning: "columns of A, rows of B",
-                },
-                KernelParam {
-                    name: "ldc",
-                    kind: ParamKind::U32(Scalar::Ldc),
-                    meaning: "C row stride, elements",
-                },
-            ],
+            params: self.params(),
             partial_tiles: true,
             cluster: (
                 self.walk_tile_m / self.block_m,
                 self.walk_tile_n / self.block_n,
             ),
         }
+    }
+
+    /// Tensor maps over A and B (and C, for TMA stores); C's pointer; the sizes; C's row
+    /// stride.
+    fn params(&self) -> Vec<KernelParam> {
+        let mut params = vec![
+            KernelParam {
+                name: "a_map",
+                kind: ParamKind::TensorMap(self.a_box),
+                meaning: "tensor map over A (M x K, row-major)",
+            },
+            KernelParam {
+                name: "b_map",
+                kind: ParamKind::TensorMap(self.b_box),
+                meaning: "tensor map over B (K x N, row-major)",
+            },
+        ];
+        if let Some(c_box) = self.c_box {
+            params.push(KernelParam {
+                name: "c_map",
+                kind: ParamKind::TensorMap(c_box),
+                meaning: "tensor map over C (M x N, row-major, written)",
+            });
+        }
+        params.push(KernelParam {
+            name: "c",
+            kind: ParamKind::Pointer(Operand::C),
+            meaning: match self.c_box {
+                Some(_) => "C, M x N, device pointer (written where N ends inside 16 bytes)",
+                None => "C, M x N, device pointer (written)",
+            },
+        });
+        params.extend([
+            KernelParam {
+                name: "m",
+                kind: ParamKind::U32(Scalar::M),
+                meaning: "rows of A and C",
+            },
+            KernelParam {
+                name: "n",
+                kind: ParamKind::U32(Scalar::N),
+                meaning: "columns of B and C",
+            },
+            KernelParam {
+                name: "k",
+                kind: ParamKind::U32(Scalar::K),
+                meaning: "columns of A, rows of B",
+            },
+        ]);
+        params.push(KernelParam {
+            name: "ldc",
+            kind: ParamKind::U32(Scalar::Ldc),
+            meaning: "C row stride, elements",
+        });
+        params
     }
 
     /// The `m64nNk16` HGMMA with the input type as nvdisasm prints it:
@@ -397,6 +433,10 @@ pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
     checks.extend(math_promises(plan));
     if plan.register_split.is_some() {
         checks.push(SassCheck::Present(Opcode::Usetmaxreg));
+    }
+    if plan.epilogue.tma.is_some() {
+        checks.push(SassCheck::Present(Opcode::Stsm));
+        checks.push(SassCheck::Present(Opcode::Utmastg));
     }
     checks
 }
@@ -569,8 +609,15 @@ mod tests {
         assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
         assert_eq!(p.ring.expect_tx_bytes, 49152);
         assert_eq!(p.ring.empty_arrivals, 8);
-        assert_eq!(p.epilogue.rows.len(), 2);
-        assert_eq!(p.epilogue.rows[1].ld_scale, 8 * 2);
+        let tma = p.epilogue.tma.as_ref().expect("16-bit C is stored by TMA");
+        assert_eq!(
+            (tma.box_rows, tma.box_cols, tma.swizzle_bytes),
+            (64, 64, 128)
+        );
+        assert_eq!(tma.boxes.len(), 4);
+        let direct = wgmma("epilogue: direct");
+        assert_eq!(direct.epilogue.rows.len(), 2);
+        assert_eq!(direct.epilogue.rows[1].ld_scale, 8 * 2);
         let f16 = wgmma("dtype: f16, out: f32");
         assert_eq!(f16.hgmma_variant(), "HGMMA.64x256x16.F32");
     }

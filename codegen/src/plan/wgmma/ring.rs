@@ -8,15 +8,18 @@
 //! consumers wait on full\[slot] for parity `lap % 2`, the producer on empty\[slot] for parity
 //! `(lap + 1) % 2`, which on lap 0 names the phase "before" a fresh barrier and returns at once.
 
-use gemm_dsl::family::wgmma::MBARRIER_BYTES;
+use gemm_dsl::family::wgmma::{MBARRIER_BYTES, STAGING_ALIGN_BYTES};
 use serde::Serialize;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Ring {
     pub stages: u32,
     pub stage_bytes: u32,
-    /// Bytes of all stages; the barriers follow.
+    /// Bytes of all stages; a TMA-store epilogue's buffers follow, then the barriers.
     pub ring_bytes: u32,
+    /// Offset of the epilogue's buffers from the ring base: the ring's end, on the 1024-byte
+    /// period of their swizzle.
+    pub staging_offset: u32,
     /// Offsets of the first full and the first empty barrier from the ring base.
     pub full_offset: u32,
     pub empty_offset: u32,
@@ -50,14 +53,22 @@ impl Fill {
 }
 
 impl Ring {
-    pub fn new(stages: u32, stage_bytes: u32, empty_arrivals: u32) -> Ring {
+    /// A ring followed by `staging_bytes` of epilogue buffers (0 for none).
+    pub fn new(stages: u32, stage_bytes: u32, empty_arrivals: u32, staging_bytes: u32) -> Ring {
         let ring_bytes = stages * stage_bytes;
+        let staging_offset = if staging_bytes > 0 {
+            ring_bytes.next_multiple_of(STAGING_ALIGN_BYTES)
+        } else {
+            ring_bytes
+        };
+        let full_offset = staging_offset + staging_bytes;
         Ring {
             stages,
             stage_bytes,
             ring_bytes,
-            full_offset: ring_bytes,
-            empty_offset: ring_bytes + stages * MBARRIER_BYTES,
+            staging_offset,
+            full_offset,
+            empty_offset: full_offset + stages * MBARRIER_BYTES,
             expect_tx_bytes: stage_bytes,
             empty_arrivals,
             barrier_offsets: (0..stages).map(|slot| slot * MBARRIER_BYTES).collect(),
