@@ -107,6 +107,39 @@ pub struct LaunchShape {
     /// The kernel computes partial tiles at the edges, so M, N and K need only be positive;
     /// otherwise they must be tile multiples.
     pub partial_tiles: bool,
+    /// How A and B lie in memory (the spec's `layout`); C is row-major.
+    pub a_order: StorageOrder,
+    pub b_order: StorageOrder,
+}
+
+/// How an operand's elements lie in memory: lines of `ld` elements apart, each line a row
+/// (row-major) or a column (column-major).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StorageOrder {
+    RowMajor,
+    ColMajor,
+}
+
+impl StorageOrder {
+    /// What one line of the buffer is.
+    pub const fn line(self) -> &'static str {
+        match self {
+            StorageOrder::RowMajor => "row",
+            StorageOrder::ColMajor => "column",
+        }
+    }
+
+    /// A's and B's orders under a spec's layout.
+    pub const fn of_layout(layout: gemm_dsl::Layout) -> (StorageOrder, StorageOrder) {
+        use gemm_dsl::Layout;
+        use StorageOrder::{ColMajor, RowMajor};
+        match layout {
+            Layout::RowRow => (RowMajor, RowMajor),
+            Layout::RowCol => (RowMajor, ColMajor),
+            Layout::ColRow => (ColMajor, RowMajor),
+            Layout::ColCol => (ColMajor, ColMajor),
+        }
+    }
 }
 
 /// How the grid covers the output tiles.
@@ -120,6 +153,29 @@ pub enum GridSchedule {
 }
 
 impl LaunchShape {
+    /// How an operand lies in memory.
+    pub const fn order(&self, operand: Operand) -> StorageOrder {
+        match operand {
+            Operand::A => self.a_order,
+            Operand::B => self.b_order,
+            Operand::C => StorageOrder::RowMajor,
+        }
+    }
+
+    /// The lines of an operand's buffer and each line's length, for an `m x n x k` product: a
+    /// row-major M x K A is M rows of K elements, a column-major one K columns of M.
+    pub const fn stored_dims(&self, operand: Operand, m: u32, n: u32, k: u32) -> (u32, u32) {
+        let (rows, cols) = match operand {
+            Operand::A => (m, k),
+            Operand::B => (k, n),
+            Operand::C => (m, n),
+        };
+        match self.order(operand) {
+            StorageOrder::RowMajor => (rows, cols),
+            StorageOrder::ColMajor => (cols, rows),
+        }
+    }
+
     /// Output tiles along M and N (partial edge tiles included).
     pub const fn tiles(&self, m: u32, n: u32) -> (u32, u32) {
         (m.div_ceil(self.tile_m), n.div_ceil(self.tile_n))
@@ -294,6 +350,25 @@ impl KernelParam {
 }
 
 /// The parameters of the SIMT and mma.sync kernels: `C = A·B`, row-major, by pointers.
+/// The problem sizes, which every family's kernel takes in this order.
+pub const SIZE_PARAMS: [KernelParam; 3] = [
+    KernelParam {
+        name: "m",
+        kind: ParamKind::U32(Scalar::M),
+        meaning: "rows of A and C",
+    },
+    KernelParam {
+        name: "n",
+        kind: ParamKind::U32(Scalar::N),
+        meaning: "columns of B and C",
+    },
+    KernelParam {
+        name: "k",
+        kind: ParamKind::U32(Scalar::K),
+        meaning: "columns of A, rows of B",
+    },
+];
+
 pub const GEMM_PARAMS: &[KernelParam] = &[
     KernelParam {
         name: "a",
@@ -310,21 +385,9 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
         kind: ParamKind::Pointer(Operand::C),
         meaning: "C, M x N, device pointer (written)",
     },
-    KernelParam {
-        name: "m",
-        kind: ParamKind::U32(Scalar::M),
-        meaning: "rows of A and C",
-    },
-    KernelParam {
-        name: "n",
-        kind: ParamKind::U32(Scalar::N),
-        meaning: "columns of B and C",
-    },
-    KernelParam {
-        name: "k",
-        kind: ParamKind::U32(Scalar::K),
-        meaning: "columns of A, rows of B",
-    },
+    SIZE_PARAMS[0],
+    SIZE_PARAMS[1],
+    SIZE_PARAMS[2],
     KernelParam {
         name: "lda",
         kind: ParamKind::U32(Scalar::Lda),
@@ -571,6 +634,8 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
             },
             cluster: contract.cluster,
             partial_tiles: contract.partial_tiles,
+            a_order: StorageOrder::of_layout(spec.layout).0,
+            b_order: StorageOrder::of_layout(spec.layout).1,
         },
         params: contract.params,
         expected_sass: plan.family.sass_promises(spec),

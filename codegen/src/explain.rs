@@ -253,7 +253,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
         (
             'A',
             p.a_descriptor,
-            WgmmaPlan::A_MAJOR,
+            p.a_major,
             p.k_steps
                 .get(1)
                 .map_or(0, |s| s.mmas[0].a_offset_units * 16),
@@ -261,7 +261,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
         (
             'B',
             p.b_descriptor,
-            WgmmaPlan::B_MAJOR,
+            p.b_major,
             p.k_steps.get(1).map_or(0, |s| s.b_offset_units * 16),
         ),
     ] {
@@ -276,6 +276,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             decoded.swizzle_bytes,
             match major {
                 Major::K => "K-major",
+                Major::MN if operand == 'A' => "M-major",
                 Major::MN => "N-major",
             },
             major.transpose_flag()

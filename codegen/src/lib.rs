@@ -15,7 +15,7 @@ pub mod sass;
 
 pub use emit::{
     emit, emit_math_only, emit_str, Emitted, GridSchedule, KernelInfo, KernelParam, KernelParts,
-    LaunchShape, MathOnly, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox,
-    GEMM_PARAMS, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
+    LaunchShape, MathOnly, Opcode, Operand, ParamKind, SassCheck, Scalar, StorageOrder,
+    TensorMapBox, GEMM_PARAMS, SIZE_PARAMS, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
 };
 pub use gemm_dsl;

@@ -153,10 +153,7 @@ fn mma_block(instruction: &str, mmas: &[MmaOp]) -> String {
 /// lines are most of the kernel's text; they are written here rather than through tera for
 /// the same reason as [`fma_block`].
 fn wgmma_block(plan: &WgmmaPlan) -> String {
-    let transpose = (
-        WgmmaPlan::A_MAJOR.transpose_flag(),
-        WgmmaPlan::B_MAJOR.transpose_flag(),
-    );
+    let transpose = (plan.a_major.transpose_flag(), plan.b_major.transpose_flag());
     let mut text = String::new();
     for (index, step) in plan.k_steps.iter().enumerate() {
         let scale_d = if step.first { "%p_accumulate" } else { "1" };

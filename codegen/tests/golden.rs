@@ -32,6 +32,17 @@ fn math_only_ptx() {
     }
 }
 
+/// The Hopper family in the layouts with a column-major operand: transposed boxes, their
+/// coordinates and the wgmma transpose flags.
+#[test]
+fn hopper_layouts_ptx() {
+    for layout in ["rc", "cr", "cc"] {
+        let spec = format!("name: wgmma_layout_{layout}, arch: sm_90a, mma: wgmma, layout: {layout}, schedule: persistent");
+        let emitted = codegen::emit_str(&spec).unwrap();
+        insta::assert_snapshot!(format!("wgmma_layout_{layout}"), emitted.ptx());
+    }
+}
+
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {

@@ -341,14 +341,7 @@ impl Validator<'_> {
     ) {
         let s = self.spec;
         let spans = self.spans;
-        let unimplemented_everywhere = [
-            (Key::Acc, s.acc.name().to_string(), s.acc == DType::F32),
-            (
-                Key::Layout,
-                s.layout.name().to_string(),
-                s.layout == Layout::RowRow,
-            ),
-        ];
+        let unimplemented_everywhere = [(Key::Acc, s.acc.name().to_string(), s.acc == DType::F32)];
         let mut checks: Vec<(Key, String, bool)> = family_checks.into_iter().collect();
         checks.extend(unimplemented_everywhere);
         checks.sort_by_key(|(key, _, _)| *key);
@@ -363,10 +356,16 @@ impl Validator<'_> {
     }
 
     /// The scope of the families that copy through registers or `cp.async` within one
-    /// block: no TMA, no clusters, no consumer warpgroups, C stored from registers.
-    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 4] {
+    /// block: no TMA, no clusters, no consumer warpgroups, C stored from registers,
+    /// row-major A and B.
+    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 5] {
         let s = self.spec;
         [
+            (
+                Key::Layout,
+                s.layout.name().to_string(),
+                s.layout == Layout::RowRow,
+            ),
             (
                 Key::Copy,
                 s.copy.to_string(),

@@ -7,6 +7,7 @@
 
 use codegen::{
     Emitted, GridSchedule, KernelParam, LaunchShape, Opcode, Operand, ParamKind, SassCheck,
+    StorageOrder,
 };
 use gemm_dsl::DType;
 use proc_macro::TokenStream;
@@ -78,7 +79,10 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
         schedule,
         cluster: (cluster_x, cluster_y),
         partial_tiles,
+        a_order,
+        b_order,
     } = *launch;
+    let (a_order, b_order) = (order_tokens(a_order), order_tokens(b_order));
     let schedule = match schedule {
         GridSchedule::Tiles => quote!(::runtime::GridSchedule::Tiles),
         GridSchedule::Persistent { group } => {
@@ -100,8 +104,15 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
             schedule: #schedule,
             cluster: (#cluster_x, #cluster_y),
             partial_tiles: #partial_tiles,
+            a_order: #a_order,
+            b_order: #b_order,
         }
     }
+}
+
+fn order_tokens(order: StorageOrder) -> TokenStream2 {
+    let variant = format_ident!("{}", format!("{order:?}"));
+    quote!(::runtime::StorageOrder::#variant)
 }
 
 fn operand_tokens(operand: Operand) -> TokenStream2 {

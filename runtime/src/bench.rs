@@ -97,8 +97,8 @@ pub fn quick_suite() -> Vec<Shape> {
     vec![Shape::cube(1024), Shape::cube(2048), Shape::cube(4096)]
 }
 
-/// The design's shape suite: squares, transformer projection shapes, a skinny-M long-K shape, and two
-/// sizes that are no tile's multiple.
+/// The design's shape suite: squares, transformer projection shapes, a skinny-M long-K shape, two
+/// sizes that are no tile's multiple, and two decode shapes (M of 64 and 16).
 pub fn full_suite() -> Vec<Shape> {
     vec![
         Shape::cube(1024),
@@ -112,6 +112,8 @@ pub fn full_suite() -> Vec<Shape> {
         Shape::new(128, 7168, 16384),
         Shape::new(3000, 5000, 1234),
         Shape::new(777, 4099, 2048),
+        Shape::new(64, 8192, 8192),
+        Shape::new(16, 4096, 14336),
     ]
 }
 

@@ -8,6 +8,7 @@ use crate::element::{Element, KernelTypes, Storage};
 use crate::error::Error;
 use crate::error::Operand;
 use codegen::gemm_dsl::DType;
+use codegen::StorageOrder;
 use cudarc::cublas::result as cublas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t};
 use cudarc::cublas::CudaBlas;
@@ -215,6 +216,7 @@ impl Cublas {
         ] {
             if ld < cols {
                 return Err(Error::LeadingDimTooSmall {
+                    order: StorageOrder::RowMajor,
                     operand,
                     ld,
                     row_len: cols,
@@ -223,6 +225,7 @@ impl Cublas {
             let needed = elements_needed(rows, cols, ld);
             if (len as u64) < needed {
                 return Err(Error::BufferTooSmall {
+                    order: StorageOrder::RowMajor,
                     operand,
                     len,
                     needed,

@@ -1,7 +1,7 @@
 //! Launch-argument rules as plain arithmetic, so they are tested without a GPU.
 
 use crate::error::{Error, Operand};
-use codegen::LaunchShape;
+use codegen::{LaunchShape, StorageOrder};
 
 /// One matrix argument as the launcher sees it: where it starts, how many elements the
 /// buffer holds, and its row stride in elements.
@@ -56,13 +56,16 @@ pub fn check_launch(
         }
     }
     let operands = [
-        (Operand::A, args.a, m, k, shape.input_element_bytes),
-        (Operand::B, args.b, k, n, shape.input_element_bytes),
-        (Operand::C, args.c, m, n, shape.output_element_bytes),
+        (Operand::A, args.a, shape.input_element_bytes),
+        (Operand::B, args.b, shape.input_element_bytes),
+        (Operand::C, args.c, shape.output_element_bytes),
     ];
-    for (operand, arg, rows, cols, element_bytes) in operands {
+    for (operand, arg, element_bytes) in operands {
+        // Lines of the buffer (rows, or columns of a column-major operand) and their length.
+        let (rows, cols) = shape.stored_dims(operand, m, n, k);
         check_operand(
             operand,
+            shape.order(operand),
             arg,
             rows,
             cols,
@@ -84,6 +87,7 @@ pub fn elements_needed(rows: u32, cols: u32, ld: u32) -> u64 {
 
 fn check_operand(
     operand: Operand,
+    order: StorageOrder,
     arg: OperandArg,
     rows: u32,
     cols: u32,
@@ -93,6 +97,7 @@ fn check_operand(
     if arg.ld < cols {
         return Err(Error::LeadingDimTooSmall {
             operand,
+            order,
             ld: arg.ld,
             row_len: cols,
         });
@@ -102,6 +107,7 @@ fn check_operand(
     if !(u64::from(arg.ld) * u64::from(element_bytes)).is_multiple_of(u64::from(align)) {
         return Err(Error::MisalignedLeadingDim {
             operand,
+            order,
             ld: arg.ld,
             element_bytes,
             align,
@@ -118,6 +124,7 @@ fn check_operand(
     if (arg.len as u64) < needed {
         return Err(Error::BufferTooSmall {
             operand,
+            order,
             len: arg.len,
             needed,
             rows,
@@ -170,6 +177,8 @@ mod tests {
         schedule: GridSchedule::Tiles,
         cluster: (1, 1),
         partial_tiles: false,
+        a_order: StorageOrder::RowMajor,
+        b_order: StorageOrder::RowMajor,
     };
 
     /// One block per SM of a 132-SM device.
@@ -270,13 +279,14 @@ mod tests {
         match &error {
             Error::BufferTooSmall {
                 operand,
+                order,
                 len,
                 needed,
                 rows,
                 cols,
                 ld,
             } => {
-                assert_eq!(*operand, Operand::B);
+                assert_eq!((*operand, *order), (Operand::B, StorageOrder::RowMajor));
                 assert_eq!((*len, *needed), (32 * 256 - 1, 32 * 256));
                 assert_eq!((*rows, *cols, *ld), (32, 256, 256));
             }
@@ -285,6 +295,55 @@ mod tests {
         let message = error.to_string();
         assert!(message.contains("B holds 8191 elements"), "{message}");
         assert!(message.contains("need 8192"), "{message}");
+    }
+
+    /// A column-major operand is lines of columns: its leading dimension covers a column (M
+    /// for A, K for B), and its buffer K (or N) of them.
+    #[test]
+    fn column_major_operands_are_checked_by_columns() {
+        let shape = LaunchShape {
+            a_order: StorageOrder::ColMajor,
+            b_order: StorageOrder::ColMajor,
+            ..SHAPE
+        };
+        let (m, n, k) = (256, 128, 32);
+        let mut args = packed(m, n, k);
+        // Packed column-major: A is K columns of M, B is N columns of K.
+        args.a.ld = m;
+        args.b.ld = k;
+        check_launch(&shape, &args, RESIDENT).unwrap();
+        args.a.ld = k;
+        let error = check_launch(&shape, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::LeadingDimTooSmall {
+                    operand: Operand::A,
+                    order: StorageOrder::ColMajor,
+                    ld: 32,
+                    row_len: 256
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "lda = 32 is shorter than a column of A (256 elements; the operand is column-major)"
+        );
+        args.a.ld = m + 4;
+        let error = check_launch(&shape, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::BufferTooSmall { operand: Operand::A, order: StorageOrder::ColMajor, needed, .. }
+                    if needed == u64::from((k - 1) * (m + 4) + m)
+            ),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains("32 columns x 256 rows"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -316,6 +375,7 @@ mod tests {
                 error,
                 Error::LeadingDimTooSmall {
                     operand: Operand::A,
+                    order: StorageOrder::RowMajor,
                     ld: 12,
                     row_len: 16
                 }
@@ -361,6 +421,7 @@ mod tests {
                 error,
                 Error::MisalignedLeadingDim {
                     operand: Operand::B,
+                    order: StorageOrder::RowMajor,
                     ld: 130,
                     element_bytes: 4,
                     align: 16

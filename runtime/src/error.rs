@@ -6,6 +6,15 @@ use cudarc::driver::DriverError;
 use std::fmt;
 
 pub use codegen::Operand;
+use codegen::StorageOrder;
+
+/// `; column-major` after the numbers of a column-major operand, so its `ld` reads right.
+fn column_major_note(order: StorageOrder) -> &'static str {
+    match order {
+        StorageOrder::RowMajor => "",
+        StorageOrder::ColMajor => "; the operand is column-major",
+    }
+}
 
 #[derive(Debug)]
 pub enum Error {
@@ -69,6 +78,7 @@ pub enum Error {
     /// A row stride shorter than the row it must hold.
     LeadingDimTooSmall {
         operand: Operand,
+        order: StorageOrder,
         ld: u32,
         row_len: u32,
     },
@@ -83,6 +93,7 @@ pub enum Error {
     /// A buffer shorter than `(rows - 1) * ld + cols` elements.
     BufferTooSmall {
         operand: Operand,
+        order: StorageOrder,
         len: usize,
         needed: u64,
         rows: u32,
@@ -99,6 +110,7 @@ pub enum Error {
     /// after the first start misaligned.
     MisalignedLeadingDim {
         operand: Operand,
+        order: StorageOrder,
         ld: u32,
         element_bytes: u32,
         align: u32,
@@ -202,12 +214,15 @@ impl fmt::Display for Error {
             ),
             Error::LeadingDimTooSmall {
                 operand,
+                order,
                 ld,
                 row_len,
             } => write!(
                 f,
-                "ld{} = {ld} is shorter than a row of {operand} ({row_len} elements)",
-                operand.to_string().to_lowercase()
+                "ld{} = {ld} is shorter than a {} of {operand} ({row_len} elements{})",
+                operand.to_string().to_lowercase(),
+                order.line(),
+                column_major_note(*order)
             ),
             Error::PackedSize {
                 what,
@@ -221,15 +236,22 @@ impl fmt::Display for Error {
             ),
             Error::BufferTooSmall {
                 operand,
+                order,
                 len,
                 needed,
                 rows,
                 cols,
                 ld,
-            } => write!(
-                f,
-                "{operand} holds {len} elements, but {rows} rows x {cols} columns with leading dimension {ld} need {needed} ((rows - 1) * ld + cols)"
-            ),
+            } => match order {
+                StorageOrder::RowMajor => write!(
+                    f,
+                    "{operand} holds {len} elements, but {rows} rows x {cols} columns with leading dimension {ld} need {needed} ((rows - 1) * ld + cols)"
+                ),
+                StorageOrder::ColMajor => write!(
+                    f,
+                    "{operand} holds {len} elements, but {rows} columns x {cols} rows with leading dimension {ld} need {needed} ((columns - 1) * ld + rows; {operand} is column-major)"
+                ),
+            },
             Error::MisalignedPointer {
                 operand,
                 address,
@@ -241,14 +263,17 @@ impl fmt::Display for Error {
             ),
             Error::MisalignedLeadingDim {
                 operand,
+                order,
                 ld,
                 element_bytes,
                 align,
             } => write!(
                 f,
-                "ld{} = {ld} elements = {} B is not a multiple of {align} B, so rows of {operand} after the first would be misaligned",
+                "ld{} = {ld} elements = {} B is not a multiple of {align} B, so {}s of {operand} after the first would be misaligned{}",
                 operand.to_string().to_lowercase(),
-                u64::from(*ld) * u64::from(*element_bytes)
+                u64::from(*ld) * u64::from(*element_bytes),
+                order.line(),
+                column_major_note(*order)
             ),
             Error::ContextMismatch { what } => write!(
                 f,

@@ -122,7 +122,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         self.resident_blocks
     }
 
-    /// `C = A·B` with packed row-major operands (`lda = k`, `ldb = n`, `ldc = n`).
+    /// `C = A·B` with packed operands in the spec's layout (row-major: `lda = k`, `ldb = n`;
+    /// column-major A: `lda = m`; column-major B: `ldb = k`; C row-major, `ldc = n`).
     ///
     /// Operands are [`CudaSlice`](cudarc::driver::CudaSlice)s or views of them (`slice.slice(..)`), whose start need
     /// not be the allocation's, so alignment is checked too.
@@ -142,11 +143,16 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        self.launch_with_ld(stream, a, b, c, m, n, k, k, n, n)
+        let launch = self.info.launch();
+        let lda = launch.stored_dims(Operand::A, m, n, k).1;
+        let ldb = launch.stored_dims(Operand::B, m, n, k).1;
+        self.launch_with_ld(stream, a, b, c, m, n, k, lda, ldb, n)
     }
 
-    /// `C = A·B` with row strides in elements. Sizes, strides, buffer lengths and alignment are
-    /// checked before anything reaches the GPU.
+    /// `C = A·B` with leading dimensions in elements: the stride between rows, or between
+    /// columns of an operand the spec's `layout` makes column-major (`lda >= M` for a
+    /// column-major A, `ldb >= K` for a column-major B). Sizes, strides, buffer lengths and
+    /// alignment are checked before anything reaches the GPU.
     #[allow(clippy::too_many_arguments)]
     pub fn launch_with_ld<A, B, C>(
         &self,
@@ -201,7 +207,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             },
         };
         let grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
-        let mut values = bind_params::<In, Out>(self.info.params(), &args)?;
+        let mut values = bind_params::<In, Out>(self.info.launch(), self.info.params(), &args)?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
         let launch = self.info.launch();
         // SAFETY: the description is the PTX's own (`KernelInfo` comes only from codegen or
@@ -489,15 +495,20 @@ impl ParamValue {
 }
 
 /// The value of every parameter, in order, from a checked launch's arguments: operand
-/// pointers, problem numbers, and tensor maps encoded over the operands.
+/// pointers, problem numbers, and tensor maps encoded over the operands as they lie in
+/// memory (a column-major operand's map runs down its columns).
 fn bind_params<In: Element, Out: Element>(
+    launch: &LaunchShape,
     params: &[KernelParam],
     args: &LaunchArgs,
 ) -> Result<Vec<ParamValue>, Error> {
-    let operand = |operand: Operand| match operand {
-        Operand::A => (args.a, args.m, args.k, In::BYTES, In::TENSOR_MAP_TYPE),
-        Operand::B => (args.b, args.k, args.n, In::BYTES, In::TENSOR_MAP_TYPE),
-        Operand::C => (args.c, args.m, args.n, Out::BYTES, Out::TENSOR_MAP_TYPE),
+    let operand = |operand: Operand| {
+        let (rows, cols) = launch.stored_dims(operand, args.m, args.n, args.k);
+        match operand {
+            Operand::A => (args.a, rows, cols, In::BYTES, In::TENSOR_MAP_TYPE),
+            Operand::B => (args.b, rows, cols, In::BYTES, In::TENSOR_MAP_TYPE),
+            Operand::C => (args.c, rows, cols, Out::BYTES, Out::TENSOR_MAP_TYPE),
+        }
     };
     params
         .iter()

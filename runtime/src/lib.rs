@@ -39,7 +39,7 @@ pub use half;
 pub use codegen::sass::SassReport;
 pub use codegen::{
     GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind, SassCheck,
-    Scalar, TensorMapBox, GEMM_PARAMS,
+    Scalar, StorageOrder, TensorMapBox, GEMM_PARAMS,
 };
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;

@@ -7,6 +7,7 @@ use crate::error::Operand;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use codegen::gemm_dsl::DType;
+use codegen::StorageOrder;
 use cudarc::driver::CudaStream;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -237,6 +238,7 @@ pub fn compare<Out: Element>(
     require_packed("the reference", reference.len(), m, n)?;
     if ldc < n {
         return Err(Error::LeadingDimTooSmall {
+            order: StorageOrder::RowMajor,
             operand: Operand::C,
             ld: ldc,
             row_len: n,
@@ -248,6 +250,7 @@ pub fn compare<Out: Element>(
     };
     if (c.len() as u64) < needed {
         return Err(Error::BufferTooSmall {
+            order: StorageOrder::RowMajor,
             operand: Operand::C,
             len: c.len(),
             needed,
@@ -407,8 +410,22 @@ pub fn cublas_reference<In: Element>(
     Ok(c.into_iter().map(f64::from).collect())
 }
 
-/// Runs the kernel once on the problem with C (row stride `ldc`) poisoned first; returns all
-/// of C, gaps between rows included.
+/// A packed row-major `rows x cols` matrix as it lies in memory in `order`: itself, or its
+/// transpose (packed columns).
+pub fn in_order<T: Copy>(packed: &[T], rows: u32, cols: u32, order: StorageOrder) -> Vec<T> {
+    match order {
+        StorageOrder::RowMajor => packed.to_vec(),
+        StorageOrder::ColMajor => {
+            let (rows, cols) = (rows as usize, cols as usize);
+            (0..cols)
+                .flat_map(|col| (0..rows).map(move |row| packed[row * cols + col]))
+                .collect()
+        }
+    }
+}
+
+/// Runs the kernel once on the problem with C (row stride `ldc`) poisoned first, A and B
+/// laid out as the kernel's layout says; returns all of C, gaps between rows included.
 pub fn run_poisoned<In: Element, Out: Element>(
     kernel: &GemmKernel<In, Out>,
     stream: &Arc<CudaStream>,
@@ -417,17 +434,21 @@ pub fn run_poisoned<In: Element, Out: Element>(
 ) -> Result<Vec<Out>, Error> {
     problem.check_packed()?;
     let Problem { m, n, k, .. } = *problem;
+    let launch = kernel.info().launch();
     let a = stream
-        .clone_htod(&problem.a)
+        .clone_htod(&in_order(&problem.a, m, k, launch.a_order))
         .during(|| "copying A to the device".to_string())?;
     let b = stream
-        .clone_htod(&problem.b)
+        .clone_htod(&in_order(&problem.b, k, n, launch.b_order))
         .during(|| "copying B to the device".to_string())?;
     let c_len = m as usize * ldc as usize;
     let mut c = stream
         .clone_htod(&vec![Out::poison(); c_len])
         .during(|| "writing the poisoned C".to_string())?;
-    kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, k, n, ldc)?;
+    // Packed: each operand's leading dimension is the length of one of its lines.
+    let lda = launch.stored_dims(Operand::A, m, n, k).1;
+    let ldb = launch.stored_dims(Operand::B, m, n, k).1;
+    kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)?;
     stream
         .clone_dtoh(&c)
         .during(|| format!("copying C of `{}` back", kernel.info().name()))
@@ -482,6 +503,16 @@ mod tests {
             }
         }
         c
+    }
+
+    #[test]
+    fn column_major_storage_is_the_transpose() {
+        let packed = [1, 2, 3, 4, 5, 6];
+        assert_eq!(in_order(&packed, 2, 3, StorageOrder::RowMajor), packed);
+        assert_eq!(
+            in_order(&packed, 2, 3, StorageOrder::ColMajor),
+            [1, 4, 2, 5, 3, 6]
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ use half::{bf16, f16};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
-    check_against, compare, cpu_reference, cublas_reference, reference_for, verify, ErrorReport,
-    Problem, Reference, Tolerance,
+    check_against, compare, cpu_reference, cublas_reference, in_order, reference_for, verify,
+    ErrorReport, Problem, Reference, Tolerance,
 };
 use runtime::{
     open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
@@ -186,17 +186,19 @@ fn check_padded<In: Element, Out: Element>(
     let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
     // Strides padded by whole vectors of the kernel's alignment, so they stay aligned.
     let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
+    let line = |operand| launch.stored_dims(operand, m, n, k).1;
     let ld = (
-        k + vector(In::BYTES),
-        n + 2 * vector(In::BYTES),
+        line(Operand::A) + vector(In::BYTES),
+        line(Operand::B) + 2 * vector(In::BYTES),
         n + 3 * vector(Out::BYTES),
     );
     check_with_ld(kernel, types, stream, Shape::new(m, n, k), ld, 7);
 }
 
 /// One launch of `shape` with leading dimensions `(lda, ldb, ldc)` on fresh inputs from
-/// `seed`, A and B padded with NaN and C poisoned: the result must match the reference
-/// `reference_for` picks, and the padding of C stay untouched.
+/// `seed`, A and B laid out as the kernel's layout says and padded with NaN, C poisoned: the
+/// result must match the reference `reference_for` picks, and the padding of C stay
+/// untouched.
 fn check_with_ld<In: Element, Out: Element>(
     kernel: &GemmKernel<In, Out>,
     types: KernelTypes,
@@ -213,17 +215,24 @@ fn check_with_ld<In: Element, Out: Element>(
         Reference::CpuF64 => cpu_reference(&problem).unwrap(),
         Reference::Cublas => cublas_reference(stream, &problem).unwrap(),
     };
-    // NaN in the padding of A and B: a kernel that reads past a row's end computes NaNs.
-    let pad = |values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
-        let mut padded = vec![In::from_f32(f32::NAN); rows as usize * ld as usize];
-        for row in 0..rows as usize {
-            let cols = cols as usize;
-            padded[row * ld as usize..][..cols].copy_from_slice(&values[row * cols..][..cols]);
+    // NaN in the padding of A and B: a kernel that reads past a line's end computes NaNs.
+    let launch = kernel.info().launch();
+    let pad = |operand, values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
+        let (lines, len) = launch.stored_dims(operand, m, n, k);
+        let values = in_order(values, rows, cols, launch.order(operand));
+        let mut padded = vec![In::from_f32(f32::NAN); lines as usize * ld as usize];
+        let len = len as usize;
+        for line in 0..lines as usize {
+            padded[line * ld as usize..][..len].copy_from_slice(&values[line * len..][..len]);
         }
         padded
     };
-    let a = stream.clone_htod(&pad(&problem.a, m, k, lda)).unwrap();
-    let b = stream.clone_htod(&pad(&problem.b, k, n, ldb)).unwrap();
+    let a = stream
+        .clone_htod(&pad(Operand::A, &problem.a, m, k, lda))
+        .unwrap();
+    let b = stream
+        .clone_htod(&pad(Operand::B, &problem.b, k, n, ldb))
+        .unwrap();
     let mut c = stream
         .clone_htod(&vec![Out::poison(); m as usize * ldc as usize])
         .unwrap();
@@ -283,6 +292,44 @@ fn every_hopper_epilogue_computes_any_shape() {
     }
 }
 
+/// The Hopper family in every layout: column-major A and B through transposed tensor maps
+/// and wgmma's transpose flags, on the suite, padded leading dimensions and partial tiles.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hopper_kernels_compute_every_layout() {
+    let (ctx, stream) = gpu();
+    for layout in ["rc", "cr", "cc"] {
+        for base in [
+            "arch: sm_90a, mma: wgmma, schedule: persistent",
+            "arch: sm_90a, mma: wgmma, tile: 128x128x32, swizzle: 64B, stages: 6",
+            "arch: sm_90a, mma: wgmma, copy: tma(multicast = 2), cluster: 2x1, schedule: persistent",
+            "arch: sm_90a, mma: wgmma, tile: 256x128x64, copy: tma(multicast = 2), cluster: 1x2, schedule: persistent",
+            "arch: sm_90a, mma: wgmma, dtype: f16, out: f32, tile: 128x128x64, consumers: 1",
+        ] {
+            let spec = format!("name: l_{layout}, layout: {layout}, {base}");
+            let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let kernel =
+                AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let types = kernel.types();
+            for shape in [Shape::new(256, 384, 512), Shape::new(1024, 1024, 1024)] {
+                for seed in SEEDS {
+                    let report = with_kernel!(&kernel, typed => {
+                        let problem = Problem::random(shape.m, shape.n, shape.k, seed);
+                        let reference = cpu_reference(&problem).unwrap();
+                        check_against(typed, &stream, &problem, &reference, Reference::CpuF64).unwrap()
+                    });
+                    eprintln!("{spec} at {shape}: {report}");
+                    report
+                        .check(&types.tolerance(shape.k))
+                        .unwrap_or_else(|broken| panic!("{spec} at {shape}: {broken}"));
+                }
+            }
+            with_kernel!(&kernel, typed => check_padded(typed, types, &stream));
+            assert_eq!(check_any_shapes(&kernel, &stream), 8, "{spec}");
+        }
+    }
+}
+
 /// Sizes one under and over the tile, single rows and columns, a K shorter than one k tile,
 /// and the suite's two shapes that are no tile's multiple, against float64 (or cuBLAS).
 /// Leading dimensions are the sizes rounded up to the kernel's alignment (the TMA needs
@@ -307,9 +354,10 @@ fn check_any_shapes(kernel: &AnyKernel, stream: &Arc<CudaStream>) -> usize {
             let vector = (launch.operand_align_bytes / bytes).max(1);
             value.div_ceil(vector) * vector
         };
+        let line = |operand| launch.stored_dims(operand, shape.m, shape.n, shape.k).1;
         let ld = with_kernel!(kernel, typed => {
             let (input, output) = element_bytes(typed);
-            (round(shape.k, input), round(shape.n, input), round(shape.n, output))
+            (round(line(Operand::A), input), round(line(Operand::B), input), round(shape.n, output))
         });
         with_kernel!(kernel, typed => check_with_ld(typed, types, stream, shape, ld, 0xED6E + index as u64));
     }

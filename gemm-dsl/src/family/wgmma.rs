@@ -58,6 +58,36 @@ impl StoreStaging {
     }
 }
 
+/// Which dimension of an operand is contiguous in global memory, and so in the shared-memory
+/// boxes the TMA writes: what a wgmma descriptor's transpose flag says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Major {
+    /// K contiguous: row-major A, column-major B (`imm-trans = 0`).
+    K,
+    /// M or N contiguous: column-major A, row-major B (`imm-trans = 1`).
+    MN,
+}
+
+impl Major {
+    /// The wgmma `imm-trans-a` / `imm-trans-b` operand.
+    pub fn transpose_flag(self) -> u32 {
+        match self {
+            Major::K => 0,
+            Major::MN => 1,
+        }
+    }
+
+    /// The majors of A and B under a spec's layout.
+    pub fn of_layout(layout: Layout) -> (Major, Major) {
+        match layout {
+            Layout::RowRow => (Major::K, Major::MN),
+            Layout::RowCol => (Major::K, Major::K),
+            Layout::ColRow => (Major::MN, Major::MN),
+            Layout::ColCol => (Major::MN, Major::K),
+        }
+    }
+}
+
 /// One operand's tensor-map boxes per stage: `boxes` boxes of `inner` elements along the
 /// contiguous dimension by `outer` rows, each landing as `outer` swizzled rows of
 /// `swizzle_bytes` bytes.
@@ -69,6 +99,20 @@ pub struct OperandBoxes {
 }
 
 impl OperandBoxes {
+    /// The boxes of an operand tile of `mn` rows or columns (BM or BN) by `k`: swizzle spans
+    /// of its contiguous dimension, each holding every line of the other.
+    pub fn of(major: Major, mn: u32, k: u32, swizzle_elements: u32) -> OperandBoxes {
+        let (contiguous, lines) = match major {
+            Major::K => (k, mn),
+            Major::MN => (mn, k),
+        };
+        OperandBoxes {
+            inner: swizzle_elements,
+            outer: lines,
+            boxes: contiguous / swizzle_elements,
+        }
+    }
+
     pub fn bytes_per_box(&self, element_bytes: u32) -> u32 {
         self.inner * self.outer * element_bytes
     }
@@ -107,9 +151,14 @@ pub struct WgmmaGeometry {
     pub k_steps: u32,
     /// The XOR swizzle span of shared-memory rows (32, 64 or 128 bytes).
     pub swizzle_bytes: u32,
-    /// A is K-major: boxes of `swizzle_bytes` of K by BM rows, `BK·sizeof / swizzle` of them.
+    /// Which dimension of A and of B is contiguous (the spec's layout).
+    pub a_major: Major,
+    pub b_major: Major,
+    /// A's boxes: K-major, `swizzle_bytes` of K by BM rows, `BK·sizeof / swizzle` of them;
+    /// M-major, `swizzle_bytes` of M by BK rows, `BM·sizeof / swizzle` of them.
     pub a_boxes: OperandBoxes,
-    /// B (row-major, N contiguous) is N-major: boxes of `swizzle_bytes` of N by BK rows.
+    /// B's boxes: N-major (row-major B), `swizzle_bytes` of N by BK rows; K-major,
+    /// `swizzle_bytes` of K by BN rows.
     pub b_boxes: OperandBoxes,
     /// Registers per consumer thread: the kernel's even split, or what `setmaxnreg.inc`
     /// raises it to when the producer gives registers back.
@@ -138,6 +187,8 @@ pub enum WgmmaGeometryError {
     TileK {
         step: u32,
     },
+    /// An M- or N-major operand's box holds BK rows, at most [`TMA_MAX_BOX_ROWS`].
+    TileKRows,
     /// Only `1x1`, and `2x1` / `1x2` with `copy: tma(multicast = 2)`.
     Cluster,
 }
@@ -170,6 +221,10 @@ impl WgmmaGeometry {
         let k_step = swizzle_elements.max(WGMMA_K);
         if tile.k == 0 || !tile.k.is_multiple_of(k_step) {
             return Err(WgmmaGeometryError::TileK { step: k_step });
+        }
+        let (a_major, b_major) = Major::of_layout(spec.layout);
+        if (a_major == Major::MN || b_major == Major::MN) && tile.k > TMA_MAX_BOX_ROWS {
+            return Err(WgmmaGeometryError::TileKRows);
         }
         let threads = WARPGROUP_THREADS * (consumers + 1);
         let even_split = RegisterBudget::limit_for(threads);
@@ -222,16 +277,10 @@ impl WgmmaGeometry {
             n: tile.n,
             k_steps: tile.k / WGMMA_K,
             swizzle_bytes,
-            a_boxes: OperandBoxes {
-                inner: swizzle_elements,
-                outer: tile.m,
-                boxes: tile.k / swizzle_elements,
-            },
-            b_boxes: OperandBoxes {
-                inner: swizzle_elements,
-                outer: tile.k,
-                boxes: tile.n / swizzle_elements,
-            },
+            a_major,
+            b_major,
+            a_boxes: OperandBoxes::of(a_major, tile.m, tile.k, swizzle_elements),
+            b_boxes: OperandBoxes::of(b_major, tile.n, tile.k, swizzle_elements),
             consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
             register_split,
             cluster,
@@ -252,13 +301,13 @@ impl WgmmaGeometry {
 }
 
 impl Validator<'_> {
-    /// The Hopper family: f16/bf16 in, f32 accumulate, layout rr, TMA into an XOR-swizzled
+    /// The Hopper family: f16/bf16 in, f32 accumulate, any layout, TMA into an XOR-swizzled
     /// ring of 2 to 8 stages, one or two consumer warpgroups, one tile per block or
     /// persistent, clusters of two blocks that multicast the operand they share.
     pub(crate) fn wgmma(&mut self) -> Option<ValidSpec> {
         let s = self.spec;
         let family_note = "only f16/bf16 inputs with f32 accumulators, out f32 or the input type, \
-             layout rr, copy tma, clusters 1x1, 2x1 or 1x2, is";
+             copy tma, clusters 1x1, 2x1 or 1x2, is";
         let out_ok = s.out == DType::F32 || s.out == s.dtype;
         let two_block_cluster = [Grid2 { rows: 2, cols: 1 }, Grid2 { rows: 1, cols: 2 }];
         let family_checks = [
@@ -430,6 +479,20 @@ impl Validator<'_> {
                     ),
                 };
                 self.help(key, message, help);
+            }
+            WgmmaGeometryError::TileKRows => {
+                let error = self.error(
+                    Key::Tile,
+                    format!("BK = {} is over {TMA_MAX_BOX_ROWS}", s.tile.k),
+                );
+                error.notes.push(format!(
+                    "with `layout: {}` an M- or N-contiguous operand lands in TMA boxes of BK rows, and a box holds at most {TMA_MAX_BOX_ROWS}",
+                    s.layout.name()
+                ));
+                error.help = Some(format!(
+                    "tile: {}x{}x{TMA_MAX_BOX_ROWS}",
+                    s.tile.m, s.tile.n
+                ));
             }
             WgmmaGeometryError::TileK { step } => {
                 let legal = s.tile.k.div_ceil(step).max(1) * step;
@@ -713,7 +776,16 @@ mod tests {
                 "not implemented yet",
                 "only f16/bf16",
             ),
-            ("layout: rc", "not implemented yet", "only f16/bf16"),
+            (
+                "layout: cr, tile: 64x64x320, consumers: 1, stages: 2",
+                "BK = 320 is over 256",
+                "tile: 64x64x256",
+            ),
+            (
+                "tile: 64x64x320, consumers: 1, stages: 2",
+                "BK = 320 is over 256",
+                "tile: 64x64x256",
+            ),
         ] {
             let all = errors(&format!("{HOPPER}, {spec}"));
             let e = all

@@ -1,7 +1,7 @@
 gemm_macros::gemm! {
     name: k,
-    arch: sm_90a,
-    mma: wgmma,
+    arch: sm_80,
+    mma: mma_sync,
     layout: rc,
 }
 

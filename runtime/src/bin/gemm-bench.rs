@@ -26,8 +26,10 @@ use runtime::bench::{
 };
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::probe::MathOnlyKernel;
-use runtime::verify::{compare, ErrorReport, Problem, Reference};
-use runtime::{open_context, with_kernel, AnyKernel, DeviceInfo, Element, Error, GemmKernel};
+use runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
+use runtime::{
+    open_context, with_kernel, AnyKernel, DeviceInfo, Element, Error, GemmKernel, StorageOrder,
+};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -403,7 +405,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             sustain_s: cli.sustain,
             iters: cli.iters as usize,
             max_input_sets: cli.max_input_sets,
-            inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B row-major; rows padded to 16 bytes where a packed row is not (ours and cuBLAS alike)".to_string(),
+            inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B, cuBLAS on row-major A and B, ours in its spec's layout (the same values, transposed for a column-major operand); rows (columns) padded to 16 bytes where a packed one is not".to_string(),
             baseline: format!(
                 "per row (cuBLAS baseline column): {}; same stream, launches interleaved with ours",
                 baselines.join("; ")
@@ -466,8 +468,12 @@ impl Run<'_> {
         let shape = inputs.shape;
         let Shape { m, n, k } = shape;
         let stream = self.stream;
-        let typed = inputs.typed::<In>(stream, self.blas, self.cli.check)?;
-        let (lda, ldb) = (typed.lda, typed.ldb);
+        let launch = kernel.info().launch();
+        let orders = (launch.a_order, launch.b_order);
+        let typed = inputs.typed::<In>(stream, self.blas, self.cli.check, orders)?;
+        let ours_inputs = typed.ours();
+        // Ours reads its own layout's copies; cuBLAS the row-major ones.
+        let (lda, ldb) = (ours_inputs.lda, ours_inputs.ldb);
         let ldc = shape.leading_dim(n, Out::BYTES);
         let mut c_ours = stream
             .alloc_zeros::<Out>(m as usize * ldc as usize)
@@ -491,8 +497,8 @@ impl Run<'_> {
             let set = launch % sets;
             kernel.launch_with_ld(
                 stream,
-                &typed.a[set],
-                &typed.b[set],
+                &ours_inputs.a[set],
+                &ours_inputs.b[set],
                 &mut c_ours,
                 m,
                 n,
@@ -514,8 +520,8 @@ impl Run<'_> {
                 m,
                 n,
                 k,
-                lda,
-                ldb,
+                typed.lda,
+                typed.ldb,
                 ldc,
             )
         };
@@ -570,8 +576,8 @@ struct ShapeInputs {
     shape: Shape,
     l2_bytes: u32,
     max_sets: u32,
-    /// `TypedInputs<In>` by `TypeId::of::<In>()`.
-    by_type: HashMap<TypeId, Box<dyn Any>>,
+    /// `TypedInputs<In>` by `TypeId::of::<In>()` and the storage orders of our A and B.
+    by_type: HashMap<(TypeId, Orders), Box<dyn Any>>,
 }
 
 impl ShapeInputs {
@@ -591,8 +597,9 @@ impl ShapeInputs {
         stream: &Arc<CudaStream>,
         blas: &Cublas,
         with_reference: bool,
+        orders: Orders,
     ) -> Result<&TypedInputs<In>, Failure> {
-        let key = TypeId::of::<In>();
+        let key = (TypeId::of::<In>(), orders);
         if !self.by_type.contains_key(&key) {
             let made = TypedInputs::<In>::new(
                 stream,
@@ -601,6 +608,7 @@ impl ShapeInputs {
                 self.l2_bytes,
                 self.max_sets,
                 with_reference,
+                orders,
             )?;
             self.by_type.insert(key, Box::new(made));
         }
@@ -619,7 +627,29 @@ struct TypedInputs<In: Element> {
     ldb: u32,
     a: Vec<CudaSlice<In>>,
     b: Vec<CudaSlice<In>>,
+    /// The same inputs laid out for a kernel with a column-major A or B (cuBLAS keeps the
+    /// row-major copies: the product is the same).
+    transposed: Option<OperandSets<In>>,
     reference: Option<Vec<f64>>,
+}
+
+/// The storage orders of A and B.
+type Orders = (StorageOrder, StorageOrder);
+
+/// Every input set of A and B in one layout, with their leading dimensions.
+struct OperandSets<In: Element> {
+    lda: u32,
+    ldb: u32,
+    a: Vec<CudaSlice<In>>,
+    b: Vec<CudaSlice<In>>,
+}
+
+/// A view of the inputs in the layout our kernel reads.
+struct OursView<'a, In: Element> {
+    lda: u32,
+    ldb: u32,
+    a: &'a [CudaSlice<In>],
+    b: &'a [CudaSlice<In>],
 }
 
 impl<In: Element> TypedInputs<In> {
@@ -630,8 +660,27 @@ impl<In: Element> TypedInputs<In> {
         l2_bytes: u32,
         max_sets: u32,
         with_reference: bool,
+        (a_order, b_order): Orders,
     ) -> Result<Self, Failure> {
         let Shape { m, n, k } = shape;
+        let row_major = (a_order, b_order) == (StorageOrder::RowMajor, StorageOrder::RowMajor);
+        // Column-major lines run down M (A) or K (B).
+        let (t_lda, t_ldb) = (
+            match a_order {
+                StorageOrder::RowMajor => shape.leading_dim(k, In::BYTES),
+                StorageOrder::ColMajor => shape.leading_dim(m, In::BYTES),
+            },
+            match b_order {
+                StorageOrder::RowMajor => shape.leading_dim(n, In::BYTES),
+                StorageOrder::ColMajor => shape.leading_dim(k, In::BYTES),
+            },
+        );
+        let mut transposed = (!row_major).then(|| OperandSets {
+            lda: t_lda,
+            ldb: t_ldb,
+            a: Vec::new(),
+            b: Vec::new(),
+        });
         let input_bytes =
             u64::from(In::BYTES) * (u64::from(m) * u64::from(k) + u64::from(k) * u64::from(n));
         let sets = input_sets(input_bytes, u64::from(l2_bytes), max_sets);
@@ -653,6 +702,25 @@ impl<In: Element> TypedInputs<In> {
                     .clone_htod(&with_row_stride(&problem.b, k, n, ldb))
                     .map_err(|source| gpu("copying B to the device", source))?,
             );
+            if let Some(sets) = transposed.as_mut() {
+                let laid_out = |values: &[In], rows: u32, cols: u32, order, ld| {
+                    let (lines, len) = match order {
+                        StorageOrder::RowMajor => (rows, cols),
+                        StorageOrder::ColMajor => (cols, rows),
+                    };
+                    with_row_stride(&in_order(values, rows, cols, order), lines, len, ld)
+                };
+                sets.a.push(
+                    stream
+                        .clone_htod(&laid_out(&problem.a, m, k, a_order, sets.lda))
+                        .map_err(|source| gpu("copying A to the device", source))?,
+                );
+                sets.b.push(
+                    stream
+                        .clone_htod(&laid_out(&problem.b, k, n, b_order, sets.ldb))
+                        .map_err(|source| gpu("copying B to the device", source))?,
+                );
+            }
         }
         let mut inputs = TypedInputs {
             shape,
@@ -660,12 +728,31 @@ impl<In: Element> TypedInputs<In> {
             ldb,
             a,
             b,
+            transposed,
             reference: None,
         };
         if with_reference {
             inputs.reference = Some(inputs.cublas_reference(stream, blas)?);
         }
         Ok(inputs)
+    }
+
+    /// The inputs in our kernel's layout.
+    fn ours(&self) -> OursView<'_, In> {
+        match &self.transposed {
+            Some(sets) => OursView {
+                lda: sets.lda,
+                ldb: sets.ldb,
+                a: &sets.a,
+                b: &sets.b,
+            },
+            None => OursView {
+                lda: self.lda,
+                ldb: self.ldb,
+                a: &self.a,
+                b: &self.b,
+            },
+        }
     }
 
     /// cuBLAS on set 0 with exact inputs and f32 accumulation, as the reference for `--check`.
@@ -709,8 +796,9 @@ impl<In: Element> TypedInputs<In> {
         stream
             .memcpy_htod(&vec![Out::poison(); c.len()], c)
             .map_err(|source| gpu("poisoning C", source))?;
+        let ours = self.ours();
         kernel.launch_with_ld(
-            stream, &self.a[0], &self.b[0], c, m, n, k, self.lda, self.ldb, ldc,
+            stream, &ours.a[0], &ours.b[0], c, m, n, k, ours.lda, ours.ldb, ldc,
         )?;
         let result = stream
             .clone_dtoh(c)

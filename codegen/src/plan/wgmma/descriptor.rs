@@ -9,31 +9,17 @@
 //! - **K-major** (A, K contiguous): an m64k16 operand is 8 atoms down M, `SBO = 8·W` apart;
 //!   a k16 step moves the start 32 bytes along the row (into the next box past `W`). LBO is
 //!   unused by swizzled K-major layouts and set to 1.
-//! - **MN-major** (B row-major, N contiguous; `tnspB = 1`): an n`N`k16 operand is `N·size/W`
-//!   boxes of `W` bytes of N side by side, `LBO` apart (one box of BK rows each), and two
-//!   8-row atoms down K, `SBO = 8·W` apart; a k16 step moves the start 16 rows.
+//! - **MN-major** (B row-major or A column-major, N or M contiguous; `imm-trans = 1`): an
+//!   m64 or n`N` by k16 operand is `MN·size/W` boxes of `W` bytes of M or N side by side,
+//!   `LBO` apart (one box of BK rows each), and two 8-row atoms down K, `SBO = 8·W` apart; a
+//!   k16 step moves the start 16 rows.
+//!
+//! The same two layouts serve both operands: K-major B (column-major) is read as A is, and
+//! M-major A as B is.
 
 use serde::Serialize;
 
-/// Which dimension of an operand is contiguous in shared memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Major {
-    /// K contiguous (A row-major; `imm-trans = 0`).
-    K,
-    /// M or N contiguous (B row-major; `imm-trans = 1`).
-    MN,
-}
-
-impl Major {
-    /// The wgmma `imm-trans-a` / `imm-trans-b` operand.
-    pub fn transpose_flag(self) -> u32 {
-        match self {
-            Major::K => 0,
-            Major::MN => 1,
-        }
-    }
-}
+pub use gemm_dsl::family::wgmma::Major;
 
 /// A descriptor's fields in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -231,12 +231,7 @@ mod tests {
     use super::*;
 
     fn geometry(text: &str) -> WgmmaGeometry {
-        let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
-        let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let gemm_dsl::Family::Wgmma(g) = valid.family else {
-            panic!("{text} is not a wgmma spec");
-        };
-        g
+        super::super::test_spec(text).1
     }
 
     /// Where accumulator `acc` of thread `(warp, lane)` sits in the consumer's rows: the

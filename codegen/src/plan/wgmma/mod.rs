@@ -15,7 +15,9 @@ pub mod ring;
 
 use super::schedule::TileWalk;
 use super::LaunchContract;
-use crate::emit::{KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox};
+use crate::emit::{
+    KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, SIZE_PARAMS,
+};
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::family::wgmma::{
@@ -65,8 +67,18 @@ pub struct WgmmaPlan {
     /// wgmma descriptors of a consumer's first k step in stage 0, relative to the ring base.
     pub a_descriptor: SmemDescriptor,
     pub b_descriptor: SmemDescriptor,
-    /// Bytes from one consumer's rows of A to the next's (within each box).
+    /// Bytes from one consumer's rows of A to the next's.
     pub consumer_a_bytes: u32,
+    #[serde(skip)]
+    pub a_major: Major,
+    #[serde(skip)]
+    pub b_major: Major,
+    /// The registers of a box's coordinates: `x` along the global matrix's contiguous
+    /// dimension (the box's inner offset is added to it), `y` down its lines.
+    pub a_coords: BoxCoordinates,
+    pub b_coords: BoxCoordinates,
+    /// The storage orders, for the kernel's header comment.
+    pub layout_note: &'static str,
     /// The descriptors' constant parts: low words without the start, and high words.
     pub a_desc_low: u32,
     pub a_desc_high: u32,
@@ -132,6 +144,29 @@ pub struct BoxLoad {
     /// The box belongs to the operand a cluster shares: this block loads only its row slice
     /// and multicasts it.
     pub multicast: bool,
+}
+
+/// Where an operand's boxes start in its global matrix, as registers of the producer: the
+/// k tile's first K (`%k_coord`) and the output tile's first row or column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BoxCoordinates {
+    pub x: &'static str,
+    pub y: &'static str,
+}
+
+/// A K-major operand's boxes run along K and down its rows (M or N); an M/N-major operand's
+/// along M or N and down K.
+fn coordinates(major: Major, tile_origin: &'static str) -> BoxCoordinates {
+    match major {
+        Major::K => BoxCoordinates {
+            x: "%k_coord",
+            y: tile_origin,
+        },
+        Major::MN => BoxCoordinates {
+            x: tile_origin,
+            y: "%k_coord",
+        },
+    }
 }
 
 /// The wgmmas of one k16 step.
@@ -223,35 +258,48 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         None => (spec.tile.m, spec.tile.n),
     };
 
-    let a_descriptor = SmemDescriptor {
-        start_bytes: 0,
-        leading_bytes: 16,
-        stride_bytes: 8 * w,
-        swizzle_bytes: w,
-    };
-    let b_descriptor = SmemDescriptor {
-        start_bytes: a_tile_bytes,
-        leading_bytes: g.b_boxes.bytes_per_box(element),
-        stride_bytes: 8 * w,
-        swizzle_bytes: w,
-    };
+    // K-major operands step 32 bytes of K along a box row per k16 (into the next box past a
+    // swizzle span) and their 8-row atoms lie SBO apart; M/N-major operands step 16 box rows
+    // per k16 and their swizzle spans of M or N lie LBO (one box) apart.
     let a_box_bytes = g.a_boxes.bytes_per_box(element);
+    let b_box_bytes = g.b_boxes.bytes_per_box(element);
+    let descriptor_of = |major: Major, start_bytes: u32, box_bytes: u32| SmemDescriptor {
+        start_bytes,
+        leading_bytes: match major {
+            Major::K => 16,
+            Major::MN => box_bytes,
+        },
+        stride_bytes: 8 * w,
+        swizzle_bytes: w,
+    };
+    let a_descriptor = descriptor_of(g.a_major, 0, a_box_bytes);
+    let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes);
+    let k_step_bytes = |major: Major, step: u32, box_bytes: u32| match major {
+        Major::K => {
+            let k_byte = step * WGMMA_K * element;
+            (k_byte / w) * box_bytes + k_byte % w
+        }
+        Major::MN => step * WGMMA_K * w,
+    };
+    // Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
+    let m_rows_bytes = |rows: u32| match g.a_major {
+        Major::K => rows * w,
+        Major::MN => rows * element / w * a_box_bytes,
+    };
     let acc_per_wgmma = g.n / 2;
     let k_steps = (0..g.k_steps)
         .map(|step| {
-            // A: 32 bytes of K per step, into the next box once a swizzle span is used up.
-            let k_byte = step * WGMMA_K * element;
-            let a_step_bytes = (k_byte / w) * a_box_bytes + k_byte % w;
+            let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes);
             WgmmaKStep {
                 first: step == 0,
-                b_offset_units: step * WGMMA_K * w / 16,
+                b_offset_units: k_step_bytes(g.b_major, step, b_box_bytes) / 16,
                 mmas: (0..g.m_wgmmas)
                     .map(|mi| WgmmaOp {
                         accumulators: (mi * acc_per_wgmma..(mi + 1) * acc_per_wgmma)
                             .map(|i| format!("%acc{i}"))
                             .collect::<Vec<_>>()
                             .join(", "),
-                        a_offset_units: (a_step_bytes + mi * WGMMA_M * w) / 16,
+                        a_offset_units: (a_step_bytes + m_rows_bytes(mi * WGMMA_M)) / 16,
                     })
                     .collect(),
             }
@@ -307,7 +355,17 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             outer: STORE_BOX_ROWS,
             swizzle_bytes: staging.swizzle_bytes,
         }),
-        consumer_a_bytes: g.rows_per_consumer * w,
+        consumer_a_bytes: m_rows_bytes(g.rows_per_consumer),
+        a_major: g.a_major,
+        b_major: g.b_major,
+        layout_note: match spec.layout {
+            gemm_dsl::Layout::RowRow => "all row-major",
+            gemm_dsl::Layout::RowCol => "A row-major, B column-major, C row-major",
+            gemm_dsl::Layout::ColRow => "A column-major, B row-major, C row-major",
+            gemm_dsl::Layout::ColCol => "A and B column-major, C row-major",
+        },
+        a_coords: coordinates(g.a_major, "%block_m"),
+        b_coords: coordinates(g.b_major, "%block_n"),
         a_desc_low: a_descriptor.low_word_fields(),
         a_desc_high: a_descriptor.high_word(),
         b_desc_low: b_descriptor.low_word_fields(),
@@ -341,10 +399,6 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
 }
 
 impl WgmmaPlan {
-    /// The transpose flags of A (K-major) and B (N-major, as row-major B is).
-    pub const A_MAJOR: Major = Major::K;
-    pub const B_MAJOR: Major = Major::MN;
-
     pub fn launch_contract(&self) -> LaunchContract {
         LaunchContract {
             tile_k: self.block_k,
@@ -366,12 +420,18 @@ impl WgmmaPlan {
             KernelParam {
                 name: "a_map",
                 kind: ParamKind::TensorMap(self.a_box),
-                meaning: "tensor map over A (M x K, row-major)",
+                meaning: match self.a_major {
+                    Major::K => "tensor map over A (M x K, row-major)",
+                    Major::MN => "tensor map over A (M x K, column-major)",
+                },
             },
             KernelParam {
                 name: "b_map",
                 kind: ParamKind::TensorMap(self.b_box),
-                meaning: "tensor map over B (K x N, row-major)",
+                meaning: match self.b_major {
+                    Major::MN => "tensor map over B (K x N, row-major)",
+                    Major::K => "tensor map over B (K x N, column-major)",
+                },
             },
         ];
         if let Some(c_box) = self.c_box {
@@ -389,23 +449,7 @@ impl WgmmaPlan {
                 None => "C, M x N, device pointer (written)",
             },
         });
-        params.extend([
-            KernelParam {
-                name: "m",
-                kind: ParamKind::U32(Scalar::M),
-                meaning: "rows of A and C",
-            },
-            KernelParam {
-                name: "n",
-                kind: ParamKind::U32(Scalar::N),
-                meaning: "columns of B and C",
-            },
-            KernelParam {
-                name: "k",
-                kind: ParamKind::U32(Scalar::K),
-                meaning: "columns of A, rows of B",
-            },
-        ]);
+        params.extend(SIZE_PARAMS);
         params.push(KernelParam {
             name: "ldc",
             kind: ParamKind::U32(Scalar::Ldc),
@@ -469,17 +513,24 @@ fn hgmma_variant(n: u32, type_suffix: &str) -> &'static str {
         .or_insert_with(|| Box::leak(text.into_boxed_str()))
 }
 
+/// A wgmma spec of the tests: `text` after a name, `sm_90a` and `mma: wgmma`.
+#[cfg(test)]
+fn test_spec(text: &str) -> (ValidSpec, WgmmaGeometry) {
+    let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
+    let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    let gemm_dsl::Family::Wgmma(g) = valid.family else {
+        panic!("{text} is not a wgmma spec");
+    };
+    (valid, g)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::descriptor::{tma_box_address, Major};
+    use super::descriptor::tma_box_address;
     use super::*;
 
     fn wgmma(text: &str) -> WgmmaPlan {
-        let text = format!("name: w, arch: sm_90a, mma: wgmma, {text}");
-        let valid = gemm_dsl::check_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-        let gemm_dsl::Family::Wgmma(g) = valid.family else {
-            panic!("{text} is not a wgmma spec");
-        };
+        let (valid, g) = test_spec(text);
         plan(&valid, &g)
     }
 
@@ -496,54 +547,77 @@ mod tests {
         "tile: 128x256x64, dtype: f16, out: f32",
     ];
 
+    /// Where the TMA put element (`mn`, `k`) of an operand tile: in the box of its
+    /// contiguous coordinate, at its line and its place along the line.
+    fn written_at(
+        loads: &[BoxLoad],
+        major: Major,
+        inner: u32,
+        mn: u32,
+        k: u32,
+        p: &WgmmaPlan,
+    ) -> u32 {
+        let (contiguous, line) = match major {
+            Major::K => (k, mn),
+            Major::MN => (mn, k),
+        };
+        let box_load = &loads[(contiguous / inner) as usize];
+        tma_box_address(
+            box_load.smem_offset,
+            line,
+            contiguous % inner,
+            p.in_bytes,
+            p.a_descriptor.swizzle_bytes,
+        )
+    }
+
     /// The wgmma proof: for every consumer, k step and wgmma of a k tile, the element the
     /// descriptor hands the tensor cores at each (row, k) of A and (n, k) of B is the element
-    /// the TMA wrote there: same operand position, same shared-memory byte.
+    /// the TMA wrote there: same operand position, same shared-memory byte. Every layout.
     #[test]
     fn descriptors_read_exactly_what_the_tma_wrote() {
+        let layouts = ["rr", "rc", "cr", "cc"];
         for spec in SPECS {
-            let p = wgmma(spec);
-            let element = p.in_bytes;
-            let w = p.a_descriptor.swizzle_bytes;
-            for consumer in 0..p.consumers {
-                for (step, k_step) in p.k_steps.iter().enumerate() {
-                    let k0 = step as u32 * WGMMA_K;
-                    for (mi, op) in k_step.mmas.iter().enumerate() {
-                        let a = SmemDescriptor {
-                            start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
-                            ..p.a_descriptor
-                        };
-                        for m in 0..WGMMA_M {
-                            for k in 0..WGMMA_K {
-                                let row = consumer * p.rows_per_consumer + mi as u32 * WGMMA_M + m;
-                                let kk = k0 + k;
-                                let inner = p.a_box.inner;
-                                let box_load = &p.a_loads[(kk / inner) as usize];
-                                let written = tma_box_address(
-                                    box_load.smem_offset,
-                                    row,
-                                    kk % inner,
-                                    element,
-                                    w,
-                                );
-                                let read = a.element_address(Major::K, m, k, element);
-                                assert_eq!(read, written, "{spec}: A row {row} k {kk}");
+            for layout in layouts {
+                let spec = format!("{spec}, layout: {layout}");
+                let p = wgmma(&spec);
+                let element = p.in_bytes;
+                for consumer in 0..p.consumers {
+                    for (step, k_step) in p.k_steps.iter().enumerate() {
+                        let k0 = step as u32 * WGMMA_K;
+                        for (mi, op) in k_step.mmas.iter().enumerate() {
+                            let a = SmemDescriptor {
+                                start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
+                                ..p.a_descriptor
+                            };
+                            for m in 0..WGMMA_M {
+                                for k in 0..WGMMA_K {
+                                    let row =
+                                        consumer * p.rows_per_consumer + mi as u32 * WGMMA_M + m;
+                                    let written = written_at(
+                                        &p.a_loads,
+                                        p.a_major,
+                                        p.a_box.inner,
+                                        row,
+                                        k0 + k,
+                                        &p,
+                                    );
+                                    let read = a.element_address(p.a_major, m, k, element);
+                                    assert_eq!(read, written, "{spec}: A row {row} k {}", k0 + k);
+                                }
                             }
                         }
-                    }
-                    let b = SmemDescriptor {
-                        start_bytes: p.b_descriptor.start_bytes + k_step.b_offset_units * 16,
-                        ..p.b_descriptor
-                    };
-                    for n in 0..p.block_n {
-                        for k in 0..WGMMA_K {
-                            let kk = k0 + k;
-                            let inner = p.b_box.inner;
-                            let box_load = &p.b_loads[(n / inner) as usize];
-                            let written =
-                                tma_box_address(box_load.smem_offset, kk, n % inner, element, w);
-                            let read = b.element_address(Major::MN, n, k, element);
-                            assert_eq!(read, written, "{spec}: B k {kk} column {n}");
+                        let b = SmemDescriptor {
+                            start_bytes: p.b_descriptor.start_bytes + k_step.b_offset_units * 16,
+                            ..p.b_descriptor
+                        };
+                        for n in 0..p.block_n {
+                            for k in 0..WGMMA_K {
+                                let written =
+                                    written_at(&p.b_loads, p.b_major, p.b_box.inner, n, k0 + k, &p);
+                                let read = b.element_address(p.b_major, n, k, element);
+                                assert_eq!(read, written, "{spec}: B k {} column {n}", k0 + k);
+                            }
                         }
                     }
                 }
@@ -579,6 +653,22 @@ mod tests {
             let b_cover: u32 = p.b_loads.len() as u32 * p.b_box.inner;
             assert_eq!((a_cover, p.a_box.outer), (p.block_k, p.block_m), "{spec}");
             assert_eq!((b_cover, p.b_box.outer), (p.block_n, p.block_k), "{spec}");
+            // The other layouts: the boxes run along each operand's contiguous dimension.
+            let cc = wgmma(&format!("{spec}, layout: cc"));
+            let a_cover: u32 = cc.a_loads.len() as u32 * cc.a_box.inner;
+            let b_cover: u32 = cc.b_loads.len() as u32 * cc.b_box.inner;
+            assert_eq!(
+                (a_cover, cc.a_box.outer),
+                (cc.block_m, cc.block_k),
+                "{spec}"
+            );
+            assert_eq!(
+                (b_cover, cc.b_box.outer),
+                (cc.block_k, cc.block_n),
+                "{spec}"
+            );
+            let bytes: u32 = cc.a_loads.iter().chain(&cc.b_loads).map(|l| l.bytes).sum();
+            assert_eq!(bytes, cc.ring.expect_tx_bytes, "{spec}");
         }
     }
 
