@@ -405,29 +405,162 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
     },
 ];
 
-/// A kernel as `gemm!` bakes it into a crate: borrowed data only, so it can be a `static`.
+/// A kernel the runtime may load and launch: PTX text together with the entry name, launch
+/// shape, parameter list and SASS promises that describe it. The launcher's safety argument
+/// rests on these agreeing (a block size, shared-memory size or grid rule that is not the
+/// PTX's own lets a kernel write out of bounds), so safe code gets a `KernelInfo` only from
+/// `codegen` ([`Emitted::info`], or the `gemm!` macro, which bakes one `emit` into a crate);
+/// anything else goes through the `unsafe` [`KernelInfo::from_parts`].
+///
+/// ```
+/// let emitted = codegen::emit_str("name: k, arch: sm_80").unwrap();
+/// let info = emitted.info();
+/// assert_eq!(info.name(), "k");
+/// assert!(info.ptx().contains(".visible .entry k("));
+/// // A hand-edited variant: the caller vouches for the edit.
+/// let mut parts = info.parts();
+/// let edited = info.ptx().replace("bar.sync\t0;", "bar.sync\t0;\n\tbar.sync\t0;");
+/// parts.ptx = &edited;
+/// // SAFETY: one more barrier changes neither the entry, its parameters nor what the kernel
+/// // reads and writes at this launch shape.
+/// let variant = unsafe { codegen::KernelInfo::from_parts(parts) };
+/// assert_eq!(variant.launch(), info.launch());
+/// ```
+///
+/// Safe code can neither write one out field by field nor edit one:
+///
+/// ```compile_fail,E0451
+/// let emitted = codegen::emit_str("name: k, arch: sm_80").unwrap();
+/// let info = codegen::KernelInfo {
+///     name: "k",
+///     ptx: "// another kernel",
+///     spec: "name: k",
+///     launch: *emitted.launch(),
+///     params: codegen::GEMM_PARAMS,
+///     expected_sass: &[],
+/// };
+/// ```
+///
+/// ```compile_fail,E0133
+/// let emitted = codegen::emit_str("name: k, arch: sm_80").unwrap();
+/// let mut parts = emitted.info().parts();
+/// parts.launch.threads_per_block *= 2;
+/// let info = codegen::KernelInfo::from_parts(parts);
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct KernelInfo<'a> {
+    name: &'a str,
+    ptx: &'a str,
+    spec: &'a str,
+    launch: LaunchShape,
+    params: &'a [KernelParam],
+    expected_sass: &'a [SassCheck],
+}
+
+/// The parts of a [`KernelInfo`], as plain data: read with [`KernelInfo::parts`], put
+/// together again only with the `unsafe` [`KernelInfo::from_parts`].
+#[derive(Clone, Copy, Debug)]
+pub struct KernelParts<'a> {
+    /// The PTX entry point.
     pub name: &'a str,
     pub ptx: &'a str,
-    /// The validated spec, every key explicit.
+    /// The validated spec, every key explicit (the element types are read from it).
     pub spec: &'a str,
     pub launch: LaunchShape,
     pub params: &'a [KernelParam],
     pub expected_sass: &'a [SassCheck],
 }
 
-/// Everything generated for one spec.
+impl<'a> KernelInfo<'a> {
+    /// Puts a kernel description together from parts that did not all come from one
+    /// [`emit`] (a hand-edited PTX variant, a description the `gemm!` macro wrote out as
+    /// constants).
+    ///
+    /// # Safety
+    ///
+    /// The runtime launches the PTX on the strength of the other parts alone. The caller
+    /// promises that:
+    /// - `ptx` declares a `.visible .entry` named `name` whose parameters are `params`, in
+    ///   order, with the types [`KernelParam::ptx_declaration`] writes (the runtime checks
+    ///   this one at load time and refuses a mismatch, but relies on the rest);
+    /// - launched with `launch`'s block size, dynamic shared memory, grid and cluster shape
+    ///   on any problem `launch` admits ([`LaunchShape::check_dims`], and operands, strides
+    ///   and alignments that pass the runtime's launch checks), the entry reads only A and B
+    ///   and writes only C within the sizes those checks establish, and uses no more shared
+    ///   memory than `launch.dynamic_smem_bytes`;
+    /// - its elements have the sizes `launch` gives and the types `spec` names (`dtype`,
+    ///   `out`), and its tensor-map parameters (if any) expect the boxes `params` describes.
+    ///
+    /// Descriptions from [`Emitted::info`] meet this by construction.
+    pub const unsafe fn from_parts(parts: KernelParts<'a>) -> KernelInfo<'a> {
+        let KernelParts {
+            name,
+            ptx,
+            spec,
+            launch,
+            params,
+            expected_sass,
+        } = parts;
+        KernelInfo {
+            name,
+            ptx,
+            spec,
+            launch,
+            params,
+            expected_sass,
+        }
+    }
+
+    /// A copy of the parts, to read or to edit into a variant.
+    pub const fn parts(&self) -> KernelParts<'a> {
+        KernelParts {
+            name: self.name,
+            ptx: self.ptx,
+            spec: self.spec,
+            launch: self.launch,
+            params: self.params,
+            expected_sass: self.expected_sass,
+        }
+    }
+
+    /// The PTX entry point.
+    pub const fn name(&self) -> &'a str {
+        self.name
+    }
+
+    pub const fn ptx(&self) -> &'a str {
+        self.ptx
+    }
+
+    /// The validated spec, every key explicit.
+    pub const fn spec(&self) -> &'a str {
+        self.spec
+    }
+
+    pub const fn launch(&self) -> &LaunchShape {
+        &self.launch
+    }
+
+    pub const fn params(&self) -> &'a [KernelParam] {
+        self.params
+    }
+
+    pub const fn expected_sass(&self) -> &'a [SassCheck] {
+        self.expected_sass
+    }
+}
+
+/// Everything generated for one spec. Read-only: the parts describe each other, and
+/// [`Emitted::info`] hands them to the runtime as a [`KernelInfo`].
 #[derive(Clone, Debug)]
 pub struct Emitted {
-    pub spec: GemmSpec,
-    /// The validated spec, every key explicit.
-    pub spec_text: String,
-    pub ptx: String,
-    pub kernel_name: String,
-    pub launch: LaunchShape,
-    pub params: Vec<KernelParam>,
-    pub expected_sass: Vec<SassCheck>,
+    spec: GemmSpec,
+    spec_text: String,
+    ptx: String,
+    kernel_name: String,
+    launch: LaunchShape,
+    params: Vec<KernelParam>,
+    expected_sass: Vec<SassCheck>,
 }
 
 impl Emitted {
@@ -440,6 +573,36 @@ impl Emitted {
             params: &self.params,
             expected_sass: &self.expected_sass,
         }
+    }
+
+    pub fn spec(&self) -> &GemmSpec {
+        &self.spec
+    }
+
+    /// The validated spec, every key explicit.
+    pub fn spec_text(&self) -> &str {
+        &self.spec_text
+    }
+
+    pub fn ptx(&self) -> &str {
+        &self.ptx
+    }
+
+    /// The PTX entry point (the spec's `name`).
+    pub fn kernel_name(&self) -> &str {
+        &self.kernel_name
+    }
+
+    pub fn launch(&self) -> &LaunchShape {
+        &self.launch
+    }
+
+    pub fn params(&self) -> &[KernelParam] {
+        &self.params
+    }
+
+    pub fn expected_sass(&self) -> &[SassCheck] {
+        &self.expected_sass
     }
 }
 
@@ -487,17 +650,45 @@ pub fn emit_str(text: &str) -> Result<Emitted, gemm_dsl::SpecErrors> {
 
 /// A spec's main-loop math alone, as a kernel: see [`MathOnlyPlan`](crate::plan::math_only::MathOnlyPlan).
 /// Parameters `(out: *mut f32, trips: u32)`; `out` holds one f32 per launched thread.
+/// Read-only, like [`Emitted`]: the runtime launches the PTX with this block size and sizes
+/// `out` by it.
 #[derive(Clone, Debug)]
 pub struct MathOnly {
-    pub kernel_name: String,
-    pub ptx: String,
-    pub threads_per_block: u32,
+    kernel_name: String,
+    ptx: String,
+    threads_per_block: u32,
+    flops_per_trip: u64,
+    dynamic_smem_bytes: u32,
+    expected_sass: Vec<SassCheck>,
+}
+
+impl MathOnly {
+    pub fn kernel_name(&self) -> &str {
+        &self.kernel_name
+    }
+
+    pub fn ptx(&self) -> &str {
+        &self.ptx
+    }
+
+    pub fn threads_per_block(&self) -> u32 {
+        self.threads_per_block
+    }
+
     /// Flops of one trip of one block (one k tile of the block tile).
-    pub flops_per_trip: u64,
+    pub fn flops_per_trip(&self) -> u64 {
+        self.flops_per_trip
+    }
+
     /// Dynamic shared memory per block (operands of a wgmma probe live there).
-    pub dynamic_smem_bytes: u32,
+    pub fn dynamic_smem_bytes(&self) -> u32 {
+        self.dynamic_smem_bytes
+    }
+
     /// The kernel's math opcode, and no memory traffic but the final store.
-    pub expected_sass: Vec<SassCheck>,
+    pub fn expected_sass(&self) -> &[SassCheck] {
+        &self.expected_sass
+    }
 }
 
 pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {

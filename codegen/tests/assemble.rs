@@ -8,8 +8,8 @@ use codegen::{Opcode, SassCheck};
 
 fn assemble_and_check(name: &str, spec: &str) -> SassReport {
     let emitted = codegen::emit_str(spec).expect("catalog specs are valid");
-    let arch = emitted.spec.arch.name();
-    let report = SassReport::from_ptx(&emitted.ptx, arch)
+    let arch = emitted.spec().arch.name();
+    let report = SassReport::from_ptx(emitted.ptx(), arch)
         .unwrap_or_else(|error| panic!("{name}: {error}\n(tools: {INSTALL_HINT})"));
     let resources = report
         .resources
@@ -28,7 +28,7 @@ fn assemble_and_check(name: &str, spec: &str) -> SassReport {
         resources.registers > 0 && resources.registers <= 255,
         "{name}: {resources}"
     );
-    if let Err(mismatch) = report.require(&emitted.expected_sass) {
+    if let Err(mismatch) = report.require(emitted.expected_sass()) {
         panic!("{name} ({arch}): {mismatch}");
     }
     println!("{name:<28} {arch:<7} {}", resources);
@@ -41,7 +41,11 @@ fn every_catalog_kernel_assembles_with_its_promised_sass() {
         let report = assemble_and_check(entry.name, entry.spec);
         let emitted = codegen::emit_str(entry.spec).unwrap();
         // The checks a kernel carries are the ones the design promises for its copy path.
-        let promises = |opcode| emitted.expected_sass.contains(&SassCheck::Present(opcode));
+        let promises = |opcode| {
+            emitted
+                .expected_sass()
+                .contains(&SassCheck::Present(opcode))
+        };
         if promises(Opcode::Ldgsts) {
             assert!(report.count(Opcode::Ldgsts) > 0);
             assert_eq!(
@@ -85,9 +89,9 @@ fn tensor_core_kernels_assemble_for_sm80_and_sm90() {
     let mut count = 0;
     for entry in CATALOG.iter().filter(|e| e.spec.contains("mma: mma_sync")) {
         let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
-        let own = format!(".target {}\n", emitted.spec.arch.name());
+        let own = format!(".target {}\n", emitted.spec().arch.name());
         for arch in ["sm_80", "sm_90"] {
-            let ptx = emitted.ptx.replace(&own, &format!(".target {arch}\n"));
+            let ptx = emitted.ptx().replace(&own, &format!(".target {arch}\n"));
             let report = SassReport::from_ptx(&ptx, arch)
                 .unwrap_or_else(|error| panic!("{}: {error}\n(tools: {INSTALL_HINT})", entry.name));
             let resources = report.resources.as_ref().unwrap();
@@ -96,7 +100,7 @@ fn tensor_core_kernels_assemble_for_sm80_and_sm90() {
             assert_eq!(resources.stack_frame_bytes, 0, "{name} {arch}: {resources}");
             assert!(resources.warnings.is_empty(), "{name} {arch}: {resources}");
             assert!(resources.registers <= 255, "{name} {arch}: {resources}");
-            if let Err(mismatch) = report.require(&emitted.expected_sass) {
+            if let Err(mismatch) = report.require(emitted.expected_sass()) {
                 panic!("{name} ({arch}): {mismatch}");
             }
             let tf32 = entry.spec.contains("dtype: tf32");
@@ -168,13 +172,13 @@ fn math_only_probes_assemble_with_only_their_math() {
         let valid = gemm_dsl::check_str(entry.spec).expect("catalog specs are valid");
         let probe = codegen::emit_math_only(&valid);
         let arch = valid.spec.arch.name();
-        let name = &probe.kernel_name;
-        let report = SassReport::from_ptx(&probe.ptx, arch)
+        let name = probe.kernel_name();
+        let report = SassReport::from_ptx(probe.ptx(), arch)
             .unwrap_or_else(|error| panic!("{name}: {error}\n(tools: {INSTALL_HINT})"));
         let resources = report.resources.as_ref().unwrap();
         assert!(!resources.spills(), "{name}: {resources}");
         assert!(resources.warnings.is_empty(), "{name}: {resources}");
-        if let Err(mismatch) = report.require(&probe.expected_sass) {
+        if let Err(mismatch) = report.require(probe.expected_sass()) {
             panic!("{name} ({arch}): {mismatch}");
         }
         let plan = codegen::plan::plan(&valid);
@@ -208,11 +212,12 @@ fn hmma_promises_tell_f16_from_bf16() {
     let [f16, bf16] = ["f16", "bf16"].map(|dtype| {
         let emitted = codegen::emit_str(&format!("name: k_{dtype}, dtype: {dtype}, {shape}"))
             .expect("valid spec");
-        let report = SassReport::from_ptx(&emitted.ptx, "sm_80")
+        let report = SassReport::from_ptx(emitted.ptx(), "sm_80")
             .unwrap_or_else(|error| panic!("{dtype}: {error}\n(tools: {INSTALL_HINT})"));
         let hmma: Vec<SassCheck> = emitted
-            .expected_sass
-            .into_iter()
+            .expected_sass()
+            .iter()
+            .copied()
             .filter(|check| {
                 matches!(check, SassCheck::PresentVariant(op) | SassCheck::PresentExact(op)
                     if op.starts_with("HMMA."))

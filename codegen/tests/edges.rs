@@ -59,20 +59,20 @@ fn interior_tiles_run_the_whole_tile_main_loop() {
     let mut checked = 0;
     for entry in CATALOG {
         let emitted = codegen::emit_str(entry.spec).unwrap();
-        let math = match emitted.spec.mma {
+        let math = match emitted.spec().mma {
             Mma::Fma => Opcode::Ffma,
             Mma::MmaSync => Opcode::Hmma,
             Mma::Wgmma => continue,
         };
-        let arch = emitted.spec.arch.name();
-        let branches = emitted.ptx.matches(INTO_BOUNDED_COPIES).count();
+        let arch = emitted.spec().arch.name();
+        let branches = emitted.ptx().matches(INTO_BOUNDED_COPIES).count();
         assert_eq!(
             branches, 1,
             "{}: one way into the bounded copies",
             entry.name
         );
-        let whole_tiles = emitted.ptx.replace(INTO_BOUNDED_COPIES, "");
-        let edges = assemble(entry.name, &emitted.ptx, arch);
+        let whole_tiles = emitted.ptx().replace(INTO_BOUNDED_COPIES, "");
+        let edges = assemble(entry.name, emitted.ptx(), arch);
         let whole = assemble(entry.name, &whole_tiles, arch);
         // Registers are printed, not compared: ptxas allocates for the whole kernel, the
         // out-of-line copies included, and moves a few either way.

@@ -9,14 +9,14 @@ use codegen::explain::explain;
 fn catalog_ptx() {
     for entry in CATALOG {
         let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
-        insta::assert_snapshot!(entry.name, emitted.ptx);
+        insta::assert_snapshot!(entry.name, emitted.ptx());
     }
 }
 
 #[test]
 fn default_spec_ptx() {
     let emitted = codegen::emit_str(DEFAULT_SPEC).unwrap();
-    insta::assert_snapshot!("default_spec", emitted.ptx);
+    insta::assert_snapshot!("default_spec", emitted.ptx());
 }
 
 /// The math-only probes of one kernel per family: the kernel's own math blocks in a loop.
@@ -27,7 +27,7 @@ fn math_only_ptx() {
         let valid = gemm_dsl::check_str(entry.spec).unwrap();
         insta::assert_snapshot!(
             format!("math_only_{name}"),
-            codegen::emit_math_only(&valid).ptx
+            codegen::emit_math_only(&valid).ptx()
         );
     }
 }
@@ -39,16 +39,16 @@ fn hopper_layouts_ptx() {
     for layout in ["rc", "cr", "cc"] {
         let spec = format!("name: wgmma_layout_{layout}, arch: sm_90a, mma: wgmma, layout: {layout}, schedule: persistent");
         let emitted = codegen::emit_str(&spec).unwrap();
-        insta::assert_snapshot!(format!("wgmma_layout_{layout}"), emitted.ptx);
+        insta::assert_snapshot!(format!("wgmma_layout_{layout}"), emitted.ptx());
     }
 }
 
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {
-        let first = codegen::emit_str(entry.spec).unwrap().ptx;
-        let second = codegen::emit_str(entry.spec).unwrap().ptx;
-        assert_eq!(first, second, "{}", entry.name);
+        let first = codegen::emit_str(entry.spec).unwrap();
+        let second = codegen::emit_str(entry.spec).unwrap();
+        assert_eq!(first.ptx(), second.ptx(), "{}", entry.name);
     }
 }
 

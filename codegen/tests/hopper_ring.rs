@@ -43,12 +43,12 @@ struct Protocol {
 /// The operand's tensor-map box bytes from the kernel's parameters, by map register.
 fn box_bytes(emitted: &Emitted) -> HashMap<String, u32> {
     emitted
-        .params
+        .params()
         .iter()
         .filter_map(|param| match param.kind {
             ParamKind::TensorMap(tile) => Some((
                 format!("%{}", param.name),
-                tile.inner * tile.outer * emitted.spec.dtype.size_bytes(),
+                tile.inner * tile.outer * emitted.spec().dtype.size_bytes(),
             )),
             _ => None,
         })
@@ -65,7 +65,11 @@ fn last_number(line: &str) -> u32 {
 }
 
 fn protocol(emitted: &Emitted) -> Protocol {
-    let ptx = &emitted.ptx;
+    protocol_of(emitted, emitted.ptx())
+}
+
+/// The protocol of `ptx`, the kernel of `emitted` or an edited copy of it.
+fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
     let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
     let boxes = box_bytes(emitted);
     let inits = |barrier: &str| -> Vec<u32> {
@@ -127,9 +131,9 @@ fn protocol(emitted: &Emitted) -> Protocol {
         .iter()
         .take_while(|l| !l.starts_with("wgmma.wait_group.sync.aligned\t0"))
         .any(|l| l.contains("mbarrier.arrive.shared::cluster"));
-    let (rows, cols) = emitted.launch.cluster;
+    let (rows, cols) = emitted.launch().cluster;
     let blocks = rows * cols;
-    let consumer_warps = (emitted.launch.threads_per_block - 128) / 32;
+    let consumer_warps = (emitted.launch().threads_per_block - 128) / 32;
     Protocol {
         stages: full.len() as u32,
         full_init: full[0],
@@ -497,20 +501,20 @@ fn every_ring_keeps_its_protocol_under_any_interleaving() {
         // The numbers agree before anything runs: one producer arrival completes a full
         // barrier with exactly the bytes landing in the block; every consumer warp whose stage
         // a load reaches releases it.
-        assert_eq!(p.full_init, 1, "{}", emitted.spec_text);
+        assert_eq!(p.full_init, 1, "{}", emitted.spec_text());
         assert_eq!(
             p.expect_tx,
             p.unicast_bytes + p.multicast_bytes * p.blocks,
             "{}",
-            emitted.spec_text
+            emitted.spec_text()
         );
         assert_eq!(
             p.empty_init,
             p.consumer_warps * p.blocks,
             "{}",
-            emitted.spec_text
+            emitted.spec_text()
         );
-        check(&p).unwrap_or_else(|error| panic!("{}: {error}", emitted.spec_text));
+        check(&p).unwrap_or_else(|error| panic!("{}: {error}", emitted.spec_text()));
     }
 }
 
@@ -527,19 +531,22 @@ fn persistent_walks_count_their_own_tiles() {
     };
     let mut walks = 0;
     for emitted in hopper_specs() {
-        if !emitted.spec_text.contains("persistent") {
+        if !emitted.spec_text().contains("persistent") {
             continue;
         }
-        let (rows, cols) = emitted.launch.cluster;
-        let unit = (emitted.launch.tile_m * rows, emitted.launch.tile_n * cols);
+        let (rows, cols) = emitted.launch().cluster;
+        let unit = (
+            emitted.launch().tile_m * rows,
+            emitted.launch().tile_n * cols,
+        );
         assert_eq!(
             (
-                divisor(&emitted.ptx, "%tiles"),
-                divisor(&emitted.ptx, "%tiles_n")
+                divisor(emitted.ptx(), "%tiles"),
+                divisor(emitted.ptx(), "%tiles_n")
             ),
             unit,
             "{}",
-            emitted.spec_text
+            emitted.spec_text()
         );
         walks += 1;
     }
@@ -556,12 +563,12 @@ fn broken_rings_are_caught() {
     let good = protocol(&base);
     check(&good).unwrap();
     let broken = |edits: &[(String, String)]| {
-        let mut emitted = base.clone();
+        let mut ptx = base.ptx().to_string();
         for (from, to) in edits {
-            assert!(emitted.ptx.contains(from.as_str()), "{from}");
-            emitted.ptx = emitted.ptx.replacen(from.as_str(), to, 1);
+            assert!(ptx.contains(from.as_str()), "{from}");
+            ptx = ptx.replacen(from.as_str(), to, 1);
         }
-        protocol(&emitted)
+        protocol_of(&base, &ptx)
     };
     let edit = |from: &str, to: &str| vec![(from.to_string(), to.to_string())];
     let halve_empty_counts: Vec<(String, String)> = (0..good.stages)

@@ -217,7 +217,7 @@ fn section<'a>(ptx: &'a str, from: &str, to: &str) -> Vec<&'a str> {
 
 fn replay(spec: &str) {
     let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
-    replay_ptx(spec, &emitted.ptx);
+    replay_ptx(spec, emitted.ptx());
 }
 
 /// Replays `ptx`, the kernel of `spec` (possibly edited), for Ks of two to three ring turns:
@@ -374,7 +374,7 @@ fn persistent_schedules_order_the_next_tiles_copies_after_every_read() {
 fn a_persistent_kernel_without_its_tile_end_barrier_fails_the_replay() {
     let spec = "name: k, arch: sm_90, mma: mma_sync, dtype: bf16, tile: 128x128x32, stages: 3, \
                 schedule: persistent";
-    let ptx = codegen::emit_str(spec).unwrap().ptx;
+    let ptx = codegen::emit_str(spec).unwrap().ptx().to_string();
     let tail = ptx.find("$L_epilogue:").unwrap();
     let barrier = tail + ptx[tail..].find("\tbar.sync\t0;").unwrap();
     let edited = format!(
@@ -389,7 +389,7 @@ fn a_persistent_kernel_without_its_tile_end_barrier_fails_the_replay() {
 #[should_panic(expected = "reads stage")]
 fn bounded_copies_that_copy_nothing_fail_the_replay() {
     let spec = "name: k, mma: mma_sync, dtype: bf16, tile: 128x128x32, warps: 2x2, stages: 3";
-    let ptx = codegen::emit_str(spec).unwrap().ptx;
+    let ptx = codegen::emit_str(spec).unwrap().ptx().to_string();
     let start = ptx.find("$L_bounded_copy:").unwrap();
     let bounded: String = ptx[start..]
         .lines()

@@ -353,18 +353,18 @@ fn spec_text() -> BoxedStrategy<String> {
 fn check_valid(text: &str, valid: &ValidSpec) -> Result<(), TestCaseError> {
     let emitted = codegen::emit(valid);
     let entry = format!(".visible .entry {}(", valid.spec.name);
-    prop_assert!(emitted.ptx.contains(&entry), "{}: no `{}`", text, entry);
+    prop_assert!(emitted.ptx().contains(&entry), "{}: no `{}`", text, entry);
     prop_assert_eq!(
-        emitted.launch.threads_per_block,
+        emitted.launch().threads_per_block,
         valid.threads_per_block(),
         "{}",
         text
     );
     prop_assert_eq!(
-        u64::from(emitted.launch.dynamic_smem_bytes),
+        u64::from(emitted.launch().dynamic_smem_bytes),
         valid.smem.total()
     );
-    prop_assert!(!emitted.expected_sass.is_empty(), "{}", text);
+    prop_assert!(!emitted.expected_sass().is_empty(), "{}", text);
     let explained = codegen::explain::explain(valid, Err("not assembled in this test"));
     prop_assert!(explained.starts_with("spec: "), "{}", text);
     let again = check_str(&valid.spec.to_spec_text());
@@ -450,12 +450,12 @@ fn valid_specs_assemble_to_their_promised_sass() {
         .run(&valid_text, |text| {
             let valid = check_str(&text).unwrap();
             let emitted = codegen::emit(&valid);
-            let report = codegen::sass::SassReport::from_ptx(&emitted.ptx, valid.spec.arch.name())
+            let report = codegen::sass::SassReport::from_ptx(emitted.ptx(), valid.spec.arch.name())
                 .unwrap_or_else(|error| panic!("{text}: {error}"));
             let resources = report.resources.as_ref().unwrap();
             prop_assert!(!resources.spills(), "{}: {}", text, resources);
             prop_assert!(resources.warnings.is_empty(), "{}: {}", text, resources);
-            if let Err(mismatch) = report.require(&emitted.expected_sass) {
+            if let Err(mismatch) = report.require(emitted.expected_sass()) {
                 prop_assert!(false, "{}: {}", text, mismatch);
             }
             Ok(())

@@ -1,6 +1,10 @@
 //! A user crate of gemm-dsl: kernels are declared with `gemm!` exactly as any crate would,
 //! and compiled to PTX while this crate builds, with no CUDA toolkit installed.
 
+// The expansion's one `unsafe` (putting the kernel description together) is allowed where it
+// is written, so crates that deny unsafe code can still use the macro.
+#![deny(unsafe_code)]
+
 runtime::gemm! {
     name: sgemm_cp_async,
     arch: sm_80,
@@ -54,7 +58,8 @@ mod tests {
         assert!(bf16_persistent::PTX.contains("$L_tile:"));
         assert!(sgemm_cp_async::EXPECTED_SASS.contains(&SassCheck::Present(Opcode::Ldgsts)));
         assert!(sgemm_sync::EXPECTED_SASS.contains(&SassCheck::Absent(Opcode::Ldgsts)));
-        assert_eq!(sgemm_sync::INFO.launch, sgemm_sync::LAUNCH);
+        assert_eq!(*sgemm_sync::INFO.launch(), sgemm_sync::LAUNCH);
+        assert_eq!(sgemm_sync::INFO.ptx(), sgemm_sync::PTX);
         assert!(sgemm_defaults::SPEC.contains("copy: cp_async(cg)"));
     }
 

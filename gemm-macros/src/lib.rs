@@ -150,17 +150,17 @@ fn param_tokens(param: &KernelParam) -> TokenStream2 {
 }
 
 fn expand(emitted: &Emitted) -> TokenStream2 {
-    let module = format_ident!("{}", emitted.kernel_name);
-    let kernel = &emitted.kernel_name;
-    let ptx = &emitted.ptx;
-    let spec = &emitted.spec_text;
-    let smem = emitted.launch.dynamic_smem_bytes;
-    let threads = emitted.launch.threads_per_block;
-    let launch = launch_tokens(&emitted.launch);
-    let checks = emitted.expected_sass.iter().map(check_tokens);
-    let params = emitted.params.iter().map(param_tokens);
-    let input = element_type(emitted.spec.dtype);
-    let output = element_type(emitted.spec.out);
+    let module = format_ident!("{}", emitted.kernel_name());
+    let kernel = emitted.kernel_name();
+    let ptx = emitted.ptx();
+    let spec = emitted.spec_text();
+    let smem = emitted.launch().dynamic_smem_bytes;
+    let threads = emitted.launch().threads_per_block;
+    let launch = launch_tokens(emitted.launch());
+    let checks = emitted.expected_sass().iter().map(check_tokens);
+    let params = emitted.params().iter().map(param_tokens);
+    let input = element_type(emitted.spec().dtype);
+    let output = element_type(emitted.spec().out);
     let doc = format!("GEMM kernel `{kernel}` generated from `{spec}`.");
     quote! {
         #[doc = #doc]
@@ -183,14 +183,20 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
             /// What the kernel's SASS must (not) contain.
             pub const EXPECTED_SASS: &[::runtime::SassCheck] = &[#(#checks),*];
             /// Everything the runtime needs to load and launch the kernel.
-            pub static INFO: ::runtime::KernelInfo<'static> = ::runtime::KernelInfo {
-                name: KERNEL,
-                ptx: PTX,
-                spec: SPEC,
-                launch: LAUNCH,
-                params: PARAMS,
-                expected_sass: EXPECTED_SASS,
-            };
+            #[allow(unsafe_code)]
+            pub static INFO: ::runtime::KernelInfo<'static> =
+                // SAFETY: every part above was written out from one `codegen::emit` of this
+                // spec, which describes its own PTX.
+                unsafe {
+                    ::runtime::KernelInfo::from_parts(::runtime::KernelParts {
+                        name: KERNEL,
+                        ptx: PTX,
+                        spec: SPEC,
+                        launch: LAUNCH,
+                        params: PARAMS,
+                        expected_sass: EXPECTED_SASS,
+                    })
+                };
             /// A/B element type.
             pub type Input = #input;
             /// C element type.

@@ -58,8 +58,8 @@ impl AnyKernel {
 
     /// [`GemmKernel::from_emitted`] with the types of the emitted spec.
     pub fn from_emitted(ctx: &Arc<CudaContext>, emitted: &Emitted) -> Result<AnyKernel, Error> {
-        let types = KernelTypes::of_spec(&emitted.spec)?;
-        AnyKernel::load_as(ctx, intern(emitted), types)
+        let types = KernelTypes::of_spec(emitted.spec())?;
+        AnyKernel::load_as(ctx, &intern(emitted), types)
     }
 
     fn load_as(

@@ -207,17 +207,19 @@ impl KernelTypes {
     /// a key out, the spec defaults apply (dtype f32; out f32 for f32 and tf32, else the dtype).
     pub fn of_info(info: &KernelInfo<'_>) -> Result<KernelTypes, Error> {
         let unsupported = || Error::UnsupportedTypes {
-            kernel: info.name.to_string(),
-            dtype: spec_value(info.spec, "dtype").unwrap_or("f32").to_string(),
-            out: spec_value(info.spec, "out")
+            kernel: info.name().to_string(),
+            dtype: spec_value(info.spec(), "dtype")
+                .unwrap_or("f32")
+                .to_string(),
+            out: spec_value(info.spec(), "out")
                 .unwrap_or("(default)")
                 .to_string(),
         };
-        let dtype = match spec_value(info.spec, "dtype") {
+        let dtype = match spec_value(info.spec(), "dtype") {
             Some(name) => dtype_named(name).ok_or_else(unsupported)?,
             None => DType::F32,
         };
-        let out = match spec_value(info.spec, "out") {
+        let out = match spec_value(info.spec(), "out") {
             Some(name) => dtype_named(name).ok_or_else(unsupported)?,
             None if Storage::of(dtype) == Storage::F32 => DType::F32,
             None => dtype,
@@ -390,11 +392,11 @@ mod tests {
         let emitted: &'static Emitted = Box::leak(Box::new(
             codegen::emit_str(CATALOG[0].spec).expect("catalog specs are valid"),
         ));
-        KernelInfo {
-            name: "probe",
-            spec,
-            ..emitted.info()
-        }
+        let mut parts = emitted.info().parts();
+        parts.name = "probe";
+        parts.spec = spec;
+        // SAFETY: only the spec text is read, the kernel is never loaded.
+        unsafe { KernelInfo::from_parts(parts) }
     }
 
     #[test]
@@ -432,19 +434,19 @@ mod tests {
     fn every_catalog_kernel_has_launcher_types_of_its_element_sizes() {
         for entry in CATALOG {
             let emitted = codegen::emit_str(entry.spec).unwrap();
-            let types = KernelTypes::of_spec(&emitted.spec)
+            let types = KernelTypes::of_spec(emitted.spec())
                 .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
             assert_eq!(types, KernelTypes::of_info(&emitted.info()).unwrap());
             assert_eq!(
                 (types.input().bytes(), types.output().bytes()),
                 (
-                    emitted.launch.input_element_bytes,
-                    emitted.launch.output_element_bytes
+                    emitted.launch().input_element_bytes,
+                    emitted.launch().output_element_bytes
                 ),
                 "{}",
                 entry.name
             );
-            if emitted.spec.mma == Mma::Fma {
+            if emitted.spec().mma == Mma::Fma {
                 assert_eq!(types.dtype(), DType::F32, "{}", entry.name);
             }
         }
@@ -467,14 +469,14 @@ mod tests {
             let Ok(emitted) = codegen::emit_str(&spec) else {
                 continue;
             };
-            let types = KernelTypes::of_spec(&emitted.spec).unwrap();
+            let types = KernelTypes::of_spec(emitted.spec()).unwrap();
             assert_eq!((types.input(), types.output()), (input, output), "{spec}");
             assert_eq!(types.to_string(), format!("{dtype}->{out}"));
             assert_eq!(
                 (input.bytes(), output.bytes()),
                 (
-                    emitted.launch.input_element_bytes,
-                    emitted.launch.output_element_bytes
+                    emitted.launch().input_element_bytes,
+                    emitted.launch().output_element_bytes
                 )
             );
         }

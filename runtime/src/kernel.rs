@@ -41,8 +41,8 @@ unsafe impl<In, Out> Sync for GemmKernel<In, Out> {}
 impl<In, Out> std::fmt::Debug for GemmKernel<In, Out> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GemmKernel")
-            .field("name", &self.info.name)
-            .field("launch", &self.info.launch)
+            .field("name", &self.info.name())
+            .field("launch", &self.info.launch())
             .field("module", &self.module)
             .finish()
     }
@@ -52,18 +52,20 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// Compiles the kernel's PTX for the context's device and prepares it for launches.
     ///
     /// Checks the element types, the parameter list and the device's compute capability
-    /// first. In debug builds, also checks the driver's SASS against the spec's promises
+    /// first. The rest of `info` (launch shape, memory footprint) is trusted: a `KernelInfo`
+    /// comes from codegen, or from the `unsafe` [`KernelInfo::from_parts`] whose caller
+    /// vouches for it. In debug builds, also checks the driver's SASS against the spec's promises
     /// (once per kernel and device per process; see [`GemmKernel::sass`]).
     pub fn load(ctx: &Arc<CudaContext>, info: &KernelInfo<'static>) -> Result<Self, Error> {
         check_params(info)?;
-        check_element::<In>(info, "input", "dtype", info.launch.input_element_bytes)?;
-        check_element::<Out>(info, "output", "out", info.launch.output_element_bytes)?;
+        check_element::<In>(info, "input", "dtype", info.launch().input_element_bytes)?;
+        check_element::<Out>(info, "output", "out", info.launch().output_element_bytes)?;
         let device_cc = device_compute_capability(ctx)?;
-        check_arch(info.name, &info.launch, device_cc)?;
+        check_arch(info.name(), info.launch(), device_cc)?;
 
-        let module = Module::load(ctx, info.ptx, info.name)?;
-        let function = module.function(info.name)?;
-        allow_dynamic_smem(function, info.launch.dynamic_smem_bytes, info.name)?;
+        let module = Module::load(ctx, info.ptx(), info.name())?;
+        let function = module.function(info.name())?;
+        allow_dynamic_smem(function, info.launch().dynamic_smem_bytes, info.name())?;
         let resident_blocks = resident_blocks(ctx, function, info)?;
         let kernel = GemmKernel {
             info: *info,
@@ -82,7 +84,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// Loads a kernel emitted at run time (tests, benchmarks). The emitted text is interned
     /// for the life of the process, so loading the same kernel again costs no memory.
     pub fn from_emitted(ctx: &Arc<CudaContext>, emitted: &Emitted) -> Result<Self, Error> {
-        Self::load(ctx, intern(emitted))
+        Self::load(ctx, &intern(emitted))
     }
 
     pub fn info(&self) -> &KernelInfo<'static> {
@@ -109,7 +111,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             )
         }
         .result()
-        .during(|| format!("reading the register count of `{}`", self.info.name))?;
+        .during(|| format!("reading the register count of `{}`", self.info.name()))?;
         Ok(u32::try_from(registers).unwrap_or(0))
     }
 
@@ -141,7 +143,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let launch = &self.info.launch;
+        let launch = self.info.launch();
         let lda = launch.stored_dims(Operand::A, m, n, k).1;
         let ldb = launch.stored_dims(Operand::B, m, n, k).1;
         self.launch_with_ld(stream, a, b, c, m, n, k, lda, ldb, n)
@@ -204,15 +206,17 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 ld: ldc,
             },
         };
-        let grid = check_launch(&self.info.launch, &args, self.resident_blocks)?;
-        let mut values = bind_params::<In, Out>(&self.info.launch, self.info.params, &args)?;
+        let grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
+        let mut values = bind_params::<In, Out>(self.info.launch(), self.info.params(), &args)?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
-        let launch = &self.info.launch;
-        // SAFETY: load checked that the parameter list is the one the PTX declares, and
-        // bind_params filled each slot with a value of its declared kind; every buffer was
-        // checked to hold what the kernel touches for these sizes and strides (a tensor map
-        // only describes them), and the slices stay borrowed until the guards above record
-        // the launch.
+        let launch = self.info.launch();
+        // SAFETY: the description is the PTX's own (`KernelInfo` comes only from codegen or
+        // from `from_parts` under that contract), so the launch shape checked above bounds
+        // what the kernel touches. Load checked that the parameter list is the one the PTX
+        // declares, and bind_params filled each slot with a value of its declared kind; every
+        // buffer was checked to hold what the kernel touches for these sizes and strides (a
+        // tensor map only describes them), and the slices stay borrowed until the guards above
+        // record the launch.
         unsafe {
             launch_raw(
                 &self.ctx,
@@ -225,7 +229,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         .during(|| {
             format!(
                 "launching `{}` for {m} x {n} x {k} (grid {grid:?})",
-                self.info.name
+                self.info.name()
             )
         })
     }
@@ -238,7 +242,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// units"); the module that runs is compiled whole and keeps it. [`GemmKernel::check_sass`]
     /// accounts for that.
     pub fn sass(&self) -> Result<SassReport, Error> {
-        let (cubin, log) = jit_cubin_logged(&self.ctx, self.info.ptx, self.info.name)?;
+        let (cubin, log) = jit_cubin_logged(&self.ctx, self.info.ptx(), self.info.name())?;
         let mut report = SassReport::parse(&sass::disassemble(&cubin)?);
         report.resources = Some(PtxasResources::parse(&log));
         Ok(report)
@@ -257,14 +261,14 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 .any(|w| w.contains(SETMAXNREG_IGNORED_FOR_LINKING))
         });
         let setmaxnreg = SassCheck::Present(Opcode::Usetmaxreg);
-        let mut promises: Vec<SassCheck> = self.info.expected_sass.to_vec();
+        let mut promises: Vec<SassCheck> = self.info.expected_sass().to_vec();
         if relocatable && promises.contains(&setmaxnreg) {
             promises.retain(|check| *check != setmaxnreg);
-            let cap = ptx_max_registers(self.info.ptx);
+            let cap = ptx_max_registers(self.info.ptx());
             let loaded = self.registers()?;
             if cap != Some(loaded) {
                 return Err(Error::SassMismatch {
-                    kernel: self.info.name.to_string(),
+                    kernel: self.info.name().to_string(),
                     mismatch: SassMismatch(vec![SassViolation {
                         check: setmaxnreg,
                         count: 0,
@@ -279,7 +283,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         report
             .require(&promises)
             .map_err(|mismatch| Error::SassMismatch {
-                kernel: self.info.name.to_string(),
+                kernel: self.info.name().to_string(),
                 mismatch,
                 summary: report.summary(),
             })?;
@@ -303,8 +307,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             return Ok(());
         }
         let key = (
-            self.info.ptx.as_ptr() as usize,
-            self.info.expected_sass.to_vec(),
+            self.info.ptx().as_ptr() as usize,
+            self.info.expected_sass().to_vec(),
             device_cc,
         );
         let checked = CHECKED.get_or_init(Default::default);
@@ -543,7 +547,7 @@ fn resident_blocks(
     function: sys::CUfunction,
     info: &KernelInfo<'static>,
 ) -> Result<u32, Error> {
-    let launch = &info.launch;
+    let launch = info.launch();
     let cluster = launch.cluster_dims();
     if cluster != (1, 1) {
         let cluster_blocks = cluster.0 * cluster.1;
@@ -555,11 +559,11 @@ fn resident_blocks(
         // `config` points at `attribute`, which outlives the call; it writes one int.
         unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, function, &config) }
             .result()
-            .during(|| format!("asking how many clusters of `{}` fit", info.name))?;
+            .during(|| format!("asking how many clusters of `{}` fit", info.name()))?;
         let clusters = u32::try_from(clusters).unwrap_or(0);
         if clusters == 0 {
             return Err(Error::ClusterDoesNotFit {
-                kernel: info.name.to_string(),
+                kernel: info.name().to_string(),
                 cluster: launch.cluster_dims(),
                 smem_bytes: launch.dynamic_smem_bytes,
             });
@@ -578,7 +582,7 @@ fn resident_blocks(
         )
     }
     .result()
-    .during(|| format!("asking the occupancy of `{}`", info.name))?;
+    .during(|| format!("asking the occupancy of `{}`", info.name()))?;
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .during(|| "reading the multiprocessor count".to_string())?;
@@ -589,18 +593,18 @@ fn resident_blocks(
 /// order, with the same types: launching with any other would hand the kernel garbage.
 fn check_params(info: &KernelInfo<'_>) -> Result<(), Error> {
     let described: Vec<String> = info
-        .params
+        .params()
         .iter()
-        .map(|param| param.ptx_declaration(info.name))
+        .map(|param| param.ptx_declaration(info.name()))
         .collect();
-    let declared = declared_params(info.ptx, info.name);
+    let declared = declared_params(info.ptx(), info.name());
     if declared.as_ref() == Some(&described) {
         return Ok(());
     }
     Err(Error::ParamsMismatch {
-        kernel: info.name.to_string(),
+        kernel: info.name().to_string(),
         declared: declared.map_or_else(
-            || format!("no `.entry {}`", info.name),
+            || format!("no `.entry {}`", info.name()),
             |params| params.join(", "),
         ),
         described: described.join(", "),
@@ -633,13 +637,13 @@ fn check_element<E: Element>(
     spec_key: &str,
     kernel_bytes: u32,
 ) -> Result<(), Error> {
-    let named = spec_value(info.spec, spec_key);
+    let named = spec_value(info.spec(), spec_key);
     let name_ok = named.is_none_or(stores::<E>);
     if kernel_bytes == E::BYTES && name_ok {
         return Ok(());
     }
     Err(Error::ElementType {
-        kernel: info.name.to_string(),
+        kernel: info.name().to_string(),
         role,
         kernel_type: named.unwrap_or("(unnamed)").to_string(),
         kernel_bytes,
@@ -648,52 +652,20 @@ fn check_element<E: Element>(
     })
 }
 
-/// A `'static` view of an emitted kernel: the text is leaked once per distinct kernel and
-/// shared by every later load of it.
-pub(crate) fn intern(emitted: &Emitted) -> &'static KernelInfo<'static> {
-    type Key = (String, String, String);
-    // Keyed by the text; the launch shape and SASS promises are compared within a key, since
-    // a caller may load the same text with other geometry.
-    static INTERNED: OnceLock<Mutex<HashMap<Key, Vec<&'static KernelInfo<'static>>>>> =
-        OnceLock::new();
-    let key = (
-        emitted.kernel_name.clone(),
-        emitted.spec_text.clone(),
-        emitted.ptx.clone(),
-    );
+/// A `'static` view of an emitted kernel: each distinct kernel is leaked once and shared by
+/// every later load of it.
+pub(crate) fn intern(emitted: &Emitted) -> KernelInfo<'static> {
+    // An `Emitted` is read-only and a function of its spec text (the name, the PTX, the launch
+    // shape, the parameters and the promises all follow from it), so the text is the key.
+    static INTERNED: OnceLock<Mutex<HashMap<String, &'static Emitted>>> = OnceLock::new();
     let mut table = INTERNED
         .get_or_init(Default::default)
         .lock()
         .expect("no panics while held");
-    let variants = table.entry(key).or_default();
-    let same = |info: &&&'static KernelInfo<'static>| {
-        info.launch == emitted.launch
-            && info.params == emitted.params.as_slice()
-            && info.expected_sass == emitted.expected_sass.as_slice()
-    };
-    if let Some(info) = variants.iter().find(same) {
-        return info;
-    }
-    // Later variants of the same text share the first one's strings.
-    let leak = |text: &str| -> &'static str { Box::leak(text.to_owned().into_boxed_str()) };
-    let (name, ptx, spec) = match variants.first() {
-        Some(first) => (first.name, first.ptx, first.spec),
-        None => (
-            leak(&emitted.kernel_name),
-            leak(&emitted.ptx),
-            leak(&emitted.spec_text),
-        ),
-    };
-    let info: &'static KernelInfo<'static> = Box::leak(Box::new(KernelInfo {
-        name,
-        ptx,
-        spec,
-        launch: emitted.launch,
-        params: Box::leak(emitted.params.clone().into_boxed_slice()),
-        expected_sass: Box::leak(emitted.expected_sass.clone().into_boxed_slice()),
-    }));
-    variants.push(info);
-    info
+    let interned: &'static Emitted = table
+        .entry(emitted.spec_text().to_string())
+        .or_insert_with(|| Box::leak(Box::new(emitted.clone())));
+    interned.info()
 }
 
 #[cfg(test)]
@@ -719,24 +691,21 @@ mod tests {
     fn element_types_are_checked_by_size_and_name() {
         let emitted = emitted("simt_128x128x8_cp2");
         let info = emitted.info();
-        check_element::<f32>(&info, "input", "dtype", info.launch.input_element_bytes).unwrap();
+        check_element::<f32>(&info, "input", "dtype", info.launch().input_element_bytes).unwrap();
         let error =
-            check_element::<half::bf16>(&info, "input", "dtype", info.launch.input_element_bytes)
+            check_element::<half::bf16>(&info, "input", "dtype", info.launch().input_element_bytes)
                 .unwrap_err();
         assert_eq!(
             error.to_string(),
             "`simt_128x128x8_cp2` has input elements of type f32 (4 B), but was loaded as bf16 (2 B)"
         );
         // Same size, other name: f16 where the spec says bf16.
-        let bf16_info = KernelInfo {
-            spec: "name: h, dtype: bf16, out: bf16",
-            launch: codegen::LaunchShape {
-                input_element_bytes: 2,
-                output_element_bytes: 2,
-                ..info.launch
-            },
-            ..info
-        };
+        let mut parts = info.parts();
+        parts.spec = "name: h, dtype: bf16, out: bf16";
+        parts.launch.input_element_bytes = 2;
+        parts.launch.output_element_bytes = 2;
+        // SAFETY: only checked, never loaded.
+        let bf16_info = unsafe { KernelInfo::from_parts(parts) };
         check_element::<half::bf16>(&bf16_info, "output", "out", 2).unwrap();
         assert!(matches!(
             check_element::<half::f16>(&bf16_info, "output", "out", 2),
@@ -750,11 +719,15 @@ mod tests {
             check_params(&codegen::emit_str(entry.spec).unwrap().info()).unwrap();
         }
         let emitted = emitted("simt_64x64x16_ca2");
-        // One parameter short of what the PTX declares.
-        let info = KernelInfo {
-            params: &codegen::GEMM_PARAMS[..8],
-            ..emitted.info()
+        // Descriptions that break `from_parts`' contract in the one way load checks.
+        let described = |edit: fn(&mut codegen::KernelParts<'_>)| {
+            let mut parts = emitted.info().parts();
+            edit(&mut parts);
+            // SAFETY: only checked, never loaded.
+            unsafe { KernelInfo::from_parts(parts) }
         };
+        // One parameter short of what the PTX declares.
+        let info = described(|parts| parts.params = &codegen::GEMM_PARAMS[..8]);
         let error = check_params(&info).unwrap_err();
         assert!(matches!(error, Error::ParamsMismatch { .. }));
         assert!(
@@ -764,10 +737,7 @@ mod tests {
             "{error}"
         );
         // A description of another kernel's entry.
-        let info = KernelInfo {
-            name: "another_kernel",
-            ..emitted.info()
-        };
+        let info = described(|parts| parts.name = "another_kernel");
         let error = check_params(&info).unwrap_err().to_string();
         assert!(error.contains("(no `.entry another_kernel`)"), "{error}");
     }
@@ -775,7 +745,7 @@ mod tests {
     #[test]
     fn the_register_cap_is_read_from_the_ptx() {
         let hopper = emitted("wgmma_bf16_128x256x64_s4_persistent");
-        assert_eq!(ptx_max_registers(&hopper.ptx), Some(168));
+        assert_eq!(ptx_max_registers(hopper.ptx()), Some(168));
         assert_eq!(ptx_max_registers(".visible .entry k()\n{\n}"), None);
     }
 
@@ -798,18 +768,12 @@ mod tests {
     fn interning_shares_one_copy_per_kernel() {
         let first = intern(&emitted("simt_128x128x16_cp3"));
         let second = intern(&emitted("simt_128x128x16_cp3"));
-        assert!(std::ptr::eq(first, second));
-        assert_eq!(first.name, "simt_128x128x16_cp3");
+        assert!(std::ptr::eq(first.ptx(), second.ptx()));
+        assert!(std::ptr::eq(first.params(), second.params()));
+        assert_eq!(first.name(), "simt_128x128x16_cp3");
         let other = intern(&emitted("simt_128x128x16_cp4_pad"));
-        assert!(!std::ptr::eq(first, other));
-        assert_eq!(other.ptx, emitted("simt_128x128x16_cp4_pad").ptx);
-        // Same text, other geometry: a variant of its own that shares the text.
-        let mut reshaped = emitted("simt_128x128x16_cp3");
-        reshaped.launch.compute_capability = 90;
-        let variant = intern(&reshaped);
-        assert!(!std::ptr::eq(first, variant));
-        assert_eq!(variant.launch.compute_capability, 90);
-        assert!(std::ptr::eq(variant.ptx, first.ptx));
-        assert!(std::ptr::eq(intern(&emitted("simt_128x128x16_cp3")), first));
+        assert!(!std::ptr::eq(first.ptx(), other.ptx()));
+        assert_eq!(other.ptx(), emitted("simt_128x128x16_cp4_pad").ptx());
+        assert_eq!(other.launch(), emitted("simt_128x128x16_cp4_pad").launch());
     }
 }

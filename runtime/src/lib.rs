@@ -38,8 +38,8 @@ pub use half;
 
 pub use codegen::sass::SassReport;
 pub use codegen::{
-    GridSchedule, KernelInfo, KernelParam, LaunchShape, Opcode, ParamKind, SassCheck, Scalar,
-    StorageOrder, TensorMapBox, GEMM_PARAMS,
+    GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind, SassCheck,
+    Scalar, StorageOrder, TensorMapBox, GEMM_PARAMS,
 };
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;

@@ -28,9 +28,9 @@ unsafe impl Sync for MathOnlyKernel {}
 
 impl MathOnlyKernel {
     pub fn load(ctx: &Arc<CudaContext>, probe: MathOnly) -> Result<MathOnlyKernel, Error> {
-        let module = Module::load(ctx, &probe.ptx, &probe.kernel_name)?;
-        let function = module.function(&probe.kernel_name)?;
-        allow_dynamic_smem(function, probe.dynamic_smem_bytes, &probe.kernel_name)?;
+        let module = Module::load(ctx, probe.ptx(), probe.kernel_name())?;
+        let function = module.function(probe.kernel_name())?;
+        allow_dynamic_smem(function, probe.dynamic_smem_bytes(), probe.kernel_name())?;
         Ok(MathOnlyKernel {
             probe,
             ctx: ctx.clone(),
@@ -40,17 +40,17 @@ impl MathOnlyKernel {
     }
 
     pub fn name(&self) -> &str {
-        &self.probe.kernel_name
+        self.probe.kernel_name()
     }
 
     /// Flops of one launch of `blocks` blocks running `trips` trips each.
     pub fn flops(&self, blocks: u32, trips: u32) -> f64 {
-        self.probe.flops_per_trip as f64 * f64::from(blocks) * f64::from(trips)
+        self.probe.flops_per_trip() as f64 * f64::from(blocks) * f64::from(trips)
     }
 
     /// Floats `out` must hold for a launch of `blocks` blocks: one per thread.
     pub fn out_len(&self, blocks: u32) -> usize {
-        blocks as usize * self.probe.threads_per_block as usize
+        blocks as usize * self.probe.threads_per_block() as usize
     }
 
     /// `blocks` blocks, `trips` k tiles of math each (at least one).
@@ -92,9 +92,10 @@ impl MathOnlyKernel {
             (&mut out_arg as *mut u64).cast(),
             (&mut trips_arg as *mut u32).cast(),
         ];
-        // SAFETY: the probe's parameters are (u64 out, u32 trips), as its template writes
-        // them; `out` holds one float per launched thread and stays borrowed until the
-        // guard records the launch.
+        // SAFETY: the probe comes from codegen whole (MathOnly is read-only), so its
+        // parameters are (u64 out, u32 trips), as its template writes them, and its block
+        // size is the one launched; `out` holds one float per launched thread and stays
+        // borrowed until the guard records the launch.
         unsafe {
             launch_raw(
                 &self.ctx,
@@ -102,8 +103,8 @@ impl MathOnlyKernel {
                 LaunchDims {
                     grid: (blocks, 1, 1),
                     cluster: (1, 1),
-                    threads: self.probe.threads_per_block,
-                    dynamic_smem_bytes: self.probe.dynamic_smem_bytes,
+                    threads: self.probe.threads_per_block(),
+                    dynamic_smem_bytes: self.probe.dynamic_smem_bytes(),
                 },
                 stream,
                 &mut params,

@@ -434,7 +434,7 @@ pub fn run_poisoned<In: Element, Out: Element>(
 ) -> Result<Vec<Out>, Error> {
     problem.check_packed()?;
     let Problem { m, n, k, .. } = *problem;
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let a = stream
         .clone_htod(&in_order(&problem.a, m, k, launch.a_order))
         .during(|| "copying A to the device".to_string())?;
@@ -451,7 +451,7 @@ pub fn run_poisoned<In: Element, Out: Element>(
     kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)?;
     stream
         .clone_dtoh(&c)
-        .during(|| format!("copying C of `{}` back", kernel.info().name))
+        .during(|| format!("copying C of `{}` back", kernel.info().name()))
 }
 
 /// Runs the kernel on `problem` and measures it against a precomputed reference (packed

@@ -1,10 +1,11 @@
 //! GPU tests: every catalog kernel on the device, each with the element types its spec names.
 //! Run with `cargo test -p runtime -- --ignored` on a machine with an NVIDIA GPU (or
-//! `.gpu/run-gpu-tests` on the lent device).
+//! `.gpu/run-gpu-tests` on the lent device). The tests that are not ignored check, without a
+//! GPU, what the GPU tests launch.
 
 use codegen::catalog::{CatalogSpec, CATALOG};
 use codegen::gemm_dsl::{DType, Mma};
-use codegen::{Emitted, KernelInfo, LaunchShape, SassCheck, GEMM_PARAMS};
+use codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -16,10 +17,10 @@ use runtime::verify::{
 };
 use runtime::{
     open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
-    KernelTypes, Opcode, Operand,
+    KernelTypes, Opcode, Operand, SassReport,
 };
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Problem sizes: small, non-square, the usual squares, and one that is a multiple of some
@@ -54,7 +55,7 @@ fn load(ctx: &Arc<CudaContext>, entry: &CatalogSpec) -> AnyKernel {
 fn simt_entry() -> &'static CatalogSpec {
     CATALOG
         .iter()
-        .find(|entry| emit(entry).spec.mma == Mma::Fma)
+        .find(|entry| emit(entry).spec().mma == Mma::Fma)
         .expect("the catalog has a SIMT kernel")
 }
 
@@ -67,7 +68,7 @@ fn load_simt(ctx: &Arc<CudaContext>) -> GemmKernel<f32, f32> {
 fn one_entry_per_types() -> Vec<(&'static CatalogSpec, KernelTypes)> {
     let mut seen: Vec<(&CatalogSpec, KernelTypes)> = Vec::new();
     for entry in CATALOG {
-        let types = KernelTypes::of_spec(&emit(entry).spec).unwrap();
+        let types = KernelTypes::of_spec(emit(entry).spec()).unwrap();
         if !seen.iter().any(|(_, t)| *t == types) {
             seen.push((entry, types));
         }
@@ -131,8 +132,8 @@ fn every_catalog_kernel_matches_float64_on_the_shape_suite() {
             // of that input type that admits the shape.
             let mut problems = Problems::new(shape, seed);
             for (index, kernel) in kernels.iter().enumerate() {
-                let name = kernel.info().name;
-                if shape.admitted_by(&kernel.info().launch).is_err() {
+                let name = kernel.info().name();
+                if shape.admitted_by(kernel.info().launch()).is_err() {
                     continue;
                 }
                 let types = kernel.types();
@@ -160,7 +161,7 @@ fn every_catalog_kernel_matches_float64_on_the_shape_suite() {
         assert!(
             *count >= 4,
             "{} was checked only {count} times",
-            kernel.info().name
+            kernel.info().name()
         );
     }
 }
@@ -183,7 +184,7 @@ fn check_padded<In: Element, Out: Element>(
     types: KernelTypes,
     stream: &Arc<CudaStream>,
 ) {
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
     // Strides padded by whole vectors of the kernel's alignment, so they stay aligned.
     let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
@@ -240,11 +241,11 @@ fn check_problem<In: Element, Out: Element>(
     kind: Reference,
     (lda, ldb, ldc): (u32, u32, u32),
 ) {
-    let name = kernel.info().name;
+    let name = kernel.info().name();
     let (m, n, k) = (problem.m, problem.n, problem.k);
     let shape = Shape::new(m, n, k);
     // NaN in the padding of A and B: a kernel that reads past a line's end computes NaNs.
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let pad = |operand, values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
         let (lines, len) = launch.stored_dims(operand, m, n, k);
         let values = in_order(values, rows, cols, launch.order(operand));
@@ -291,7 +292,7 @@ fn aligned_ld<In: Element, Out: Element>(
     shape: Shape,
     extra_c_vectors: u32,
 ) -> (u32, u32, u32) {
-    let align = kernel.info().launch.operand_align_bytes;
+    let align = kernel.info().launch().operand_align_bytes;
     let vector = |bytes: u32| (align / bytes).max(1);
     let round = |value: u32, bytes: u32| value.div_ceil(vector(bytes)) * vector(bytes);
     (
@@ -307,13 +308,17 @@ fn edge_kernels(ctx: &Arc<CudaContext>) -> Vec<(AnyKernel, u32)> {
         .iter()
         .filter_map(|entry| {
             let emitted = emit(entry);
-            matches!(emitted.spec.mma, Mma::Fma | Mma::MmaSync)
-                .then(|| (load(ctx, entry), emitted.spec.stages))
+            matches!(emitted.spec().mma, Mma::Fma | Mma::MmaSync)
+                .then(|| (load(ctx, entry), emitted.spec().stages))
         })
         .collect();
     assert!(kernels.len() >= 20, "{} kernels", kernels.len());
     for (kernel, _) in &kernels {
-        assert!(kernel.info().launch.partial_tiles, "{}", kernel.info().name);
+        assert!(
+            kernel.info().launch().partial_tiles,
+            "{}",
+            kernel.info().name()
+        );
     }
     kernels
 }
@@ -356,7 +361,7 @@ fn simt_and_mma_sync_kernels_compute_shapes_around_their_tiles() {
     let (ctx, stream) = gpu();
     for (kernel, stages) in edge_kernels(&ctx) {
         let types = kernel.types();
-        let shapes = shapes_around_tiles(&kernel.info().launch, stages);
+        let shapes = shapes_around_tiles(kernel.info().launch(), stages);
         for (index, shape) in shapes.into_iter().enumerate() {
             with_kernel!(&kernel, typed => {
                 let ld = aligned_ld(typed, shape, 1);
@@ -395,7 +400,7 @@ fn random_shapes_around_the_tiles_compute() {
     let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
         let mut sizes: Vec<u32> = kernels
             .iter()
-            .map(|(k, _)| pick(&k.info().launch))
+            .map(|(k, _)| pick(k.info().launch()))
             .collect();
         sizes.sort_unstable();
         sizes.dedup();
@@ -473,7 +478,7 @@ fn partial_tile_kernels_compute_any_shape() {
     let mut checked = 0;
     for entry in CATALOG {
         let kernel = load(&ctx, entry);
-        if kernel.info().launch.partial_tiles {
+        if kernel.info().launch().partial_tiles {
             checked += check_any_shapes(&kernel, &stream);
         }
     }
@@ -543,7 +548,7 @@ fn hopper_kernels_compute_every_layout() {
 /// 16-byte row strides), so C's rows end inside a 16-byte unit where N does. Returns the
 /// shapes checked.
 fn check_any_shapes(kernel: &AnyKernel, stream: &Arc<CudaStream>) -> usize {
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
     let shapes = [
         Shape::new(1, 1, 1),
@@ -610,32 +615,32 @@ fn driver_sass_keeps_the_specs_promises() {
             report.instructions.len()
         );
         assert!(
-            !info.expected_sass.is_empty(),
+            !info.expected_sass().is_empty(),
             "{} promises nothing",
             entry.name
         );
         // The copy and math paths stated outright: cp.async specs must show LDGSTS, mma.sync
         // specs HMMA.
-        if emitted.spec_text.contains("copy: cp_async") {
+        if emitted.spec_text().contains("copy: cp_async") {
             assert!(
-                info.expected_sass
+                info.expected_sass()
                     .contains(&SassCheck::Present(Opcode::Ldgsts)),
                 "{} is cp_async but does not promise LDGSTS",
                 entry.name
             );
         }
-        if emitted.spec.mma == Mma::MmaSync {
+        if emitted.spec().mma == Mma::MmaSync {
             assert!(
-                info.expected_sass
+                info.expected_sass()
                     .contains(&SassCheck::Present(Opcode::Hmma)),
                 "{} is mma_sync but does not promise HMMA",
                 entry.name
             );
         }
-        if emitted.spec.mma == Mma::Wgmma {
+        if emitted.spec().mma == Mma::Wgmma {
             for opcode in [Opcode::Hgmma, Opcode::Utmaldg, Opcode::Syncs] {
                 assert!(
-                    info.expected_sass.contains(&SassCheck::Present(opcode)),
+                    info.expected_sass().contains(&SassCheck::Present(opcode)),
                     "{} is wgmma but does not promise {}",
                     entry.name,
                     opcode.mnemonic()
@@ -656,12 +661,15 @@ fn load_checks_sass_promises_in_debug_builds() {
     let (ctx, _stream) = gpu();
     // The first kernel of each pair of element types.
     for (entry, types) in one_entry_per_types() {
-        let mut emitted = emit(entry);
-        // A promise neither SIMT nor mma.sync kernels keep.
-        emitted
-            .expected_sass
-            .push(SassCheck::Present(Opcode::Hgmma));
-        let result = AnyKernel::from_emitted(&ctx, &emitted);
+        let emitted: &'static Emitted = Box::leak(Box::new(emit(entry)));
+        // A promise no kernel keeps: each promises no local memory.
+        let mut promises = emitted.expected_sass().to_vec();
+        promises.push(SassCheck::Present(Opcode::Ldl));
+        let mut parts = emitted.info().parts();
+        parts.expected_sass = Box::leak(promises.into_boxed_slice());
+        // SAFETY: the kernel is the spec's own; one promise more only makes load stricter.
+        let info = unsafe { KernelInfo::from_parts(parts) };
+        let result = AnyKernel::load(&ctx, &info);
         if cfg!(debug_assertions) {
             let error = result.expect_err("a debug build checks the SASS at load");
             eprintln!("{} ({types}): {error}", entry.name);
@@ -669,7 +677,7 @@ fn load_checks_sass_promises_in_debug_builds() {
             assert!(
                 error
                     .to_string()
-                    .contains("expected HGMMA in the SASS, found none"),
+                    .contains("expected LDL in the SASS, found none"),
                 "{error}"
             );
             // The kernel's true promises pass the same check.
@@ -699,13 +707,16 @@ const BROKEN_PTX: &str = "\
 ";
 
 fn broken_info(launch: LaunchShape) -> KernelInfo<'static> {
-    KernelInfo {
-        name: "broken_gemm",
-        ptx: BROKEN_PTX,
-        spec: "name: broken_gemm, dtype: f32, out: f32",
-        launch,
-        params: GEMM_PARAMS,
-        expected_sass: &[],
+    // SAFETY: the PTX does not assemble, so it never runs.
+    unsafe {
+        KernelInfo::from_parts(KernelParts {
+            name: "broken_gemm",
+            ptx: BROKEN_PTX,
+            spec: "name: broken_gemm, dtype: f32, out: f32",
+            launch,
+            params: GEMM_PARAMS,
+            expected_sass: &[],
+        })
     }
 }
 
@@ -713,7 +724,7 @@ fn broken_info(launch: LaunchShape) -> KernelInfo<'static> {
 #[ignore = "needs a CUDA GPU"]
 fn bad_ptx_reports_the_driver_jit_log() {
     let (ctx, _stream) = gpu();
-    let launch = emit(simt_entry()).launch;
+    let launch = *emit(simt_entry()).launch();
     let error = GemmKernel::<f32, f32>::load(&ctx, &broken_info(launch)).unwrap_err();
     let message = error.to_string();
     eprintln!("{message}");
@@ -746,7 +757,7 @@ fn bad_ptx_reports_the_driver_jit_log() {
 fn verification_refuses_inconsistent_problems() {
     let (ctx, stream) = gpu();
     let kernel = load_simt(&ctx);
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
     let problem = Problem::<f32>::random(m, n, k, 12);
     let reference = cpu_reference(&problem).unwrap();
@@ -796,7 +807,7 @@ fn bad_launch_arguments_are_refused() {
     let (ctx, stream) = gpu();
     let entry = simt_entry();
     let kernel = load_simt(&ctx);
-    let launch = kernel.info().launch;
+    let launch = kernel.info().launch();
     assert_eq!(
         launch.operand_align_bytes, 16,
         "the cases below assume 16-byte vectors"
@@ -919,10 +930,13 @@ fn bad_launch_arguments_are_refused() {
         (major * 10 + minor) as u32
     };
     for (kernel_cc, arch_specific) in [(device_cc + 10, false), (device_cc - 10, true)] {
-        let mut probe = emit(entry);
-        probe.launch.compute_capability = kernel_cc;
-        probe.launch.arch_specific = arch_specific;
-        let error = GemmKernel::<f32, f32>::from_emitted(&ctx, &probe).unwrap_err();
+        let emitted: &'static Emitted = Box::leak(Box::new(emit(entry)));
+        let mut parts = emitted.info().parts();
+        parts.launch.compute_capability = kernel_cc;
+        parts.launch.arch_specific = arch_specific;
+        // SAFETY: load refuses the architecture before the PTX is compiled.
+        let probe = unsafe { KernelInfo::from_parts(parts) };
+        let error = GemmKernel::<f32, f32>::load(&ctx, &probe).unwrap_err();
         eprintln!("cc {kernel_cc} arch-specific {arch_specific}: {error}");
         assert!(
             matches!(error, Error::ArchMismatch { device_cc: d, .. } if d == device_cc),
@@ -1021,9 +1035,9 @@ fn verify_picks_cublas_for_large_problems_and_passes() {
     let (ctx, stream) = gpu();
     for (entry, types) in one_entry_per_types() {
         let kernel = load(&ctx, entry);
-        let launch = kernel.info().launch;
+        let launch = kernel.info().launch();
         let large = Shape::cube(2048);
-        large.admitted_by(&launch).unwrap();
+        large.admitted_by(launch).unwrap();
         let small = Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
         for (shape, reference) in [(large, Reference::Cublas), (small, Reference::CpuF64)] {
             let Shape { m, n, k } = shape;
@@ -1061,11 +1075,11 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
     for spec in &specs {
         let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         let kernel = AnyKernel::from_emitted(&ctx, &emitted).unwrap();
-        let launch = kernel.info().launch;
+        let launch = kernel.info().launch();
         let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
         assert!(resident > 0, "{spec}");
         // At least three rounds of resident blocks, with a ragged last one.
-        let Shape { m, n, k } = Shape::rounds_of(&launch, resident, 3, 8);
+        let Shape { m, n, k } = Shape::rounds_of(launch, resident, 3, 8);
         assert!(
             (m / launch.tile_m) * (n / launch.tile_n) > 3 * resident,
             "{spec}"
@@ -1123,4 +1137,161 @@ fn math_only_probes_loop_over_their_trips() {
             Err(Error::ProbeLaunch { .. })
         ));
     }
+}
+
+/// Kernels of both cp.async families whose main loop the tests below break.
+const SKIPPING_KERNELS: [&str; 2] = ["simt_128x128x16_cp3", "mma_bf16_128x128x32_s3"];
+
+/// Two ways to skip k tiles, written into a kernel's PTX: the last k tile dropped (one trip
+/// fewer), and the read stage never advancing (every trip computes stage 0, which holds every
+/// `stages`-th tile). Either reads and writes only what the kernel does, inside the ring.
+fn k_tile_skipping_edits(ptx: &str) -> [(&'static str, String); 2] {
+    let count = ptx
+        .lines()
+        .find(|line| line.starts_with("\tdiv.u32\t%k_tiles, "))
+        .expect("the kernel counts its k tiles");
+    let dropped = ptx.replacen(
+        count,
+        &format!("{count}\n\tsub.u32\t%k_tiles, %k_tiles, 1;"),
+        1,
+    );
+    let rotate = "\tadd.u32\t%read_stage, %read_stage, ";
+    let stuck: String = ptx
+        .lines()
+        .map(|line| match line.strip_prefix(rotate) {
+            Some(_) => format!("{rotate}0;\n"),
+            None => format!("{line}\n"),
+        })
+        .collect();
+    assert!(
+        stuck.contains(&format!("{rotate}0;")),
+        "the read stage rotates"
+    );
+    [
+        ("last k tile dropped", dropped),
+        ("read stage stuck", stuck),
+    ]
+}
+
+/// The edited kernels the GPU test launches assemble, and keep every SASS promise of the
+/// kernel they come from: what breaks is the result, not the code path.
+#[test]
+fn kernels_edited_to_skip_a_k_tile_assemble_with_their_promises() {
+    for name in SKIPPING_KERNELS {
+        let emitted = emit(codegen::catalog::find(name).unwrap());
+        for (edit, ptx) in k_tile_skipping_edits(emitted.ptx()) {
+            assert_ne!(ptx, emitted.ptx(), "{name}, {edit}");
+            let report = SassReport::from_ptx(&ptx, emitted.spec().arch.name())
+                .unwrap_or_else(|error| panic!("{name}, {edit}: {error}"));
+            report
+                .require(emitted.expected_sass())
+                .unwrap_or_else(|mismatch| panic!("{name}, {edit}: {mismatch}"));
+        }
+    }
+}
+
+/// verify must be able to say no: a kernel whose main loop skips a k tile is off by far more
+/// than any tolerance, while the same kernel unedited passes on the same problem.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn verify_fails_kernels_whose_main_loop_skips_a_k_tile() {
+    let (ctx, stream) = gpu();
+    for name in SKIPPING_KERNELS {
+        let emitted: &'static Emitted =
+            Box::leak(Box::new(emit(codegen::catalog::find(name).unwrap())));
+        let launch = emitted.launch();
+        // Four k tiles: dropping one leaves about half the norm of C wrong (sqrt(1/4)).
+        let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
+        let seed = 0x5C1B;
+        let kernel = AnyKernel::from_emitted(&ctx, emitted).unwrap();
+        let types = kernel.types();
+        let tolerance = types.tolerance(k);
+        let good = with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, seed)).unwrap();
+        eprintln!("{name} ({types}) {m}x{n}x{k}: {good}");
+        good.check(&tolerance)
+            .unwrap_or_else(|broken| panic!("{name} unedited: {broken}"));
+        for (edit, ptx) in k_tile_skipping_edits(emitted.ptx()) {
+            let mut parts = emitted.info().parts();
+            parts.ptx = Box::leak(ptx.into_boxed_str());
+            // SAFETY: the edits only shorten the loop or keep the reads on one stage of the
+            // ring: the kernel touches no memory the unedited one does not.
+            let info = unsafe { KernelInfo::from_parts(parts) };
+            let broken =
+                AnyKernel::load(&ctx, &info).unwrap_or_else(|e| panic!("{name}, {edit}: {e}"));
+            let report =
+                with_kernel!(&broken, typed => verify(typed, &stream, m, n, k, seed)).unwrap();
+            eprintln!("{name} ({types}) {m}x{n}x{k}, {edit}: {report}");
+            assert!(
+                report.rel_frobenius > 0.1,
+                "{name}, {edit}: relative error {} passes for a skipped k tile",
+                report.rel_frobenius
+            );
+            assert!(
+                report.check(&tolerance).is_err(),
+                "{name}, {edit}: {report}"
+            );
+        }
+    }
+}
+
+/// One poisoned launch on fresh inputs against float64.
+fn against_float64<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    seed: u64,
+) -> Result<ErrorReport, Error> {
+    let problem = Problem::<In>::random(shape.m, shape.n, shape.k, seed);
+    let reference = cpu_reference(&problem)?;
+    check_against(kernel, stream, &problem, &reference, Reference::CpuF64)
+}
+
+/// Fewer k tiles than pipeline stages: the prologue's copies past K must stay unissued and the
+/// loop must not wait on groups that never come. K of one, two and `stages - 1` k tiles for
+/// every catalog kernel with more than one stage (every family: the Hopper kernels take any K).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn multi_stage_kernels_compute_ks_shorter_than_their_ring() {
+    let (ctx, stream) = gpu();
+    let mut failures = Vec::new();
+    let mut kernels = 0;
+    for entry in CATALOG {
+        let emitted = emit(entry);
+        let stages = emitted.spec().stages;
+        if stages < 2 {
+            continue;
+        }
+        kernels += 1;
+        let kernel = load(&ctx, entry);
+        let launch = *kernel.info().launch();
+        let types = kernel.types();
+        let ks: BTreeSet<u32> = [1, 2, stages - 1]
+            .into_iter()
+            .map(|tiles| tiles * launch.tile_k)
+            .collect();
+        for k in ks {
+            let shape = Shape::new(2 * launch.tile_m, 2 * launch.tile_n, k);
+            shape
+                .admitted_by(&launch)
+                .unwrap_or_else(|reason| panic!("{} at {shape}: {reason}", entry.name));
+            let report = with_kernel!(&kernel, typed => against_float64(typed, &stream, shape, 0x5407 + u64::from(k)))
+                .unwrap_or_else(|e| panic!("{} at {shape}: {e}", entry.name));
+            eprintln!(
+                "{:<28} {types:<10} {stages} stages {shape:>15}: {report}",
+                entry.name
+            );
+            if let Err(broken) = report.check(&types.tolerance(k)) {
+                failures.push(format!(
+                    "{} ({types}, {stages} stages) at {shape}: {broken}",
+                    entry.name
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "wrong results:\n{}",
+        failures.join("\n")
+    );
+    assert!(kernels >= 20, "only {kernels} multi-stage catalog kernels");
 }

@@ -153,9 +153,9 @@ fn run(command: Command) -> Result<(), Failure> {
             };
             let valid = validate(&argument)?;
             let ptx = if math_only {
-                emit_math_only(&valid).ptx
+                emit_math_only(&valid).ptx().to_string()
             } else {
-                emit(&valid).ptx
+                emit(&valid).ptx().to_string()
             };
             write_out(&ptx, output.as_deref())
         }
@@ -174,7 +174,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Explain { spec } => {
             let valid = validate(&spec)?;
             let emitted = emit(&valid);
-            let assembled = sass::assemble(&emitted.ptx, valid.spec.arch.name());
+            let assembled = sass::assemble(emitted.ptx(), valid.spec.arch.name());
             let text = match &assembled {
                 Ok(assembled) => explain(&valid, Ok(&assembled.resources)),
                 Err(SassError::ToolMissing { tool }) => explain(
@@ -206,10 +206,18 @@ fn run(command: Command) -> Result<(), Failure> {
             };
             let (name, ptx, expected) = if math_only {
                 let probe = emit_math_only(&valid);
-                (probe.kernel_name, probe.ptx, probe.expected_sass)
+                (
+                    probe.kernel_name().to_string(),
+                    probe.ptx().to_string(),
+                    probe.expected_sass().to_vec(),
+                )
             } else {
                 let emitted = emit(&valid);
-                (emitted.kernel_name, emitted.ptx, emitted.expected_sass)
+                (
+                    emitted.kernel_name().to_string(),
+                    emitted.ptx().to_string(),
+                    emitted.expected_sass().to_vec(),
+                )
             };
             let report = SassReport::from_ptx(&ptx, arch.name())?;
             if !summary {
@@ -236,12 +244,12 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Diff { spec_a, spec_b } => {
             let a = emit(&validate(&spec_a)?);
             let b = emit(&validate(&spec_b)?);
-            let diff = similar::TextDiff::from_lines(&a.ptx, &b.ptx);
+            let diff = similar::TextDiff::from_lines(a.ptx(), b.ptx());
             print!(
                 "{}",
                 diff.unified_diff()
                     .context_radius(3)
-                    .header(&a.kernel_name, &b.kernel_name)
+                    .header(a.kernel_name(), b.kernel_name())
             );
             Ok(())
         }

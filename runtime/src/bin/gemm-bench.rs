@@ -17,7 +17,7 @@
 use clap::{Parser, ValueEnum};
 use codegen::catalog::{self, CatalogSpec};
 use codegen::gemm_dsl::ValidSpec;
-use codegen::Emitted;
+use codegen::{Emitted, KernelInfo};
 use cudarc::driver::{CudaSlice, CudaStream};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use runtime::bench::{
@@ -60,7 +60,9 @@ struct Cli {
     #[arg(long)]
     spec_file: Option<PathBuf>,
     /// Replace a kernel's generated PTX by DIR/NAME.ptx where that file exists: compares a
-    /// hand-edited kernel with the generated one under the same launch rules.
+    /// hand-edited kernel with the generated one under the same launch rules. The file must
+    /// keep the kernel's entry and parameters and, at its launch shape, touch no memory the
+    /// kernel does not: the launch checks only the parameter list and trusts the rest.
     #[arg(long)]
     ptx_dir: Option<PathBuf>,
     /// Shape suite.
@@ -244,13 +246,26 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
         })
         .collect::<Result<_, _>>()?;
-    let mut emitted: Vec<Emitted> = valid.iter().map(codegen::emit).collect();
+    // Loaded kernels hold their description for the life of the process.
+    let mut infos: Vec<KernelInfo<'static>> = valid
+        .iter()
+        .map(|valid| {
+            let emitted: &'static Emitted = Box::leak(Box::new(codegen::emit(valid)));
+            emitted.info()
+        })
+        .collect();
     if let Some(dir) = &cli.ptx_dir {
-        for kernel in &mut emitted {
-            let path = dir.join(format!("{}.ptx", kernel.kernel_name));
+        for info in &mut infos {
+            let path = dir.join(format!("{}.ptx", info.name()));
             if let Ok(ptx) = std::fs::read_to_string(&path) {
-                eprintln!("{}: PTX replaced by {}", kernel.kernel_name, path.display());
-                kernel.ptx = ptx;
+                eprintln!("{}: PTX replaced by {}", info.name(), path.display());
+                let mut parts = info.parts();
+                parts.ptx = Box::leak(ptx.into_boxed_str());
+                // SAFETY: `--ptx-dir` is documented to take hand-edited variants of the
+                // generated kernels that keep their entry, parameters and memory footprint
+                // at the spec's launch shape; whoever puts a file there vouches for that
+                // (load still refuses another parameter list).
+                *info = unsafe { KernelInfo::from_parts(parts) };
             }
         }
     }
@@ -261,7 +276,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let all_shapes = shapes.iter().chain(&extra_shapes);
     for &shape in all_shapes {
         let mut admitting = Vec::new();
-        for (index, kernel) in emitted.iter().enumerate() {
+        for (index, kernel) in infos.iter().enumerate() {
             let origin = &specs[index].1;
             if !shapes.contains(&shape)
                 && !cli
@@ -271,12 +286,12 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             {
                 continue;
             }
-            match shape.admitted_by(&kernel.launch) {
+            match shape.admitted_by(kernel.launch()) {
                 Ok(()) => admitting.push(index),
                 Err(reason) => {
-                    println!("skipping {} at {shape}: {reason}", kernel.kernel_name);
+                    println!("skipping {} at {shape}: {reason}", kernel.name());
                     skipped.push(Skipped {
-                        spec: kernel.kernel_name.clone(),
+                        spec: kernel.name().to_string(),
                         shape,
                         reason,
                     });
@@ -292,9 +307,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let device = DeviceInfo::query(&ctx)?;
     let stream = ctx.default_stream();
     let blas = Cublas::new(&stream)?;
-    let kernels: Vec<AnyKernel> = emitted
+    let kernels: Vec<AnyKernel> = infos
         .iter()
-        .map(|e| AnyKernel::from_emitted(&ctx, e))
+        .map(|info| AnyKernel::load(&ctx, info))
         .collect::<Result<_, _>>()?;
     let probes: Vec<Option<MathOnlyKernel>> = valid
         .iter()
@@ -326,7 +341,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         let mut inputs = ShapeInputs::new(*shape, device.l2_cache_bytes, cli.max_input_sets);
         for &index in admitting {
             let kernel = &kernels[index];
-            let name = kernel.info().name;
+            let name = kernel.info().name();
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
                 out_of_time += 1;
                 skipped.push(Skipped {
@@ -453,7 +468,7 @@ impl Run<'_> {
         let shape = inputs.shape;
         let Shape { m, n, k } = shape;
         let stream = self.stream;
-        let launch = kernel.info().launch;
+        let launch = kernel.info().launch();
         let orders = (launch.a_order, launch.b_order);
         let typed = inputs.typed::<In>(stream, self.blas, self.cli.check, orders)?;
         let ours_inputs = typed.ours();
@@ -468,7 +483,7 @@ impl Run<'_> {
             .map_err(|source| gpu("allocating C", source))?;
         let check = match &typed.reference {
             Some(reference) => {
-                let name = kernel.info().name;
+                let name = kernel.info().name();
                 let report = typed.check(stream, kernel, &mut c_ours, reference)?;
                 report.check(&types.tolerance(k)).map_err(|broken| {
                     Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
@@ -530,7 +545,7 @@ impl Run<'_> {
         // The probe runs on the kernel's resident blocks for as many k tiles per block as the
         // kernel's busiest block computes at this shape, so both launches last about as long.
         let blocks = kernel.resident_blocks();
-        let launch = &kernel.info().launch;
+        let launch = kernel.info().launch();
         let tiles = m.div_ceil(launch.tile_m) * n.div_ceil(launch.tile_n);
         let trips = (k / launch.tile_k * tiles.div_ceil(blocks)).max(1);
         let mut probe_out = stream

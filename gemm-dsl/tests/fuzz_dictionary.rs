@@ -1,0 +1,131 @@
+//! The fuzz target's dictionary (`fuzz/parse_spec.dict`) holds every key and every value of
+//! the spec language, and the numbers at the edges of its arithmetic: a key or value added to
+//! the language and not to the dictionary fails here. The matches below stop compiling when a
+//! variant is added.
+
+use gemm_dsl::{
+    Arch, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster, Schedule, Swizzle,
+};
+
+/// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
+fn entries() -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/parse_spec.dict");
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .filter(|line| line.starts_with('"'))
+        .map(|line| {
+            let quoted = line.strip_suffix('"').expect("entries end with a quote");
+            quoted[1..].replace("\\\"", "\"").replace("\\\\", "\\")
+        })
+        .collect()
+}
+
+fn values() -> Vec<String> {
+    let mut values: Vec<String> = Arch::ALL.iter().map(|a| a.name().to_string()).collect();
+    values.extend(
+        [DType::F16, DType::Bf16, DType::Tf32, DType::F32].map(|d| match d {
+            DType::F16 | DType::Bf16 | DType::Tf32 | DType::F32 => d.name().to_string(),
+        }),
+    );
+    values.extend(
+        [
+            Layout::RowRow,
+            Layout::RowCol,
+            Layout::ColRow,
+            Layout::ColCol,
+        ]
+        .map(|l| match l {
+            Layout::RowRow | Layout::RowCol | Layout::ColRow | Layout::ColCol => {
+                l.name().to_string()
+            }
+        }),
+    );
+    values.extend(
+        [
+            Swizzle::None,
+            Swizzle::Pad(16),
+            Swizzle::Xor32,
+            Swizzle::Xor64,
+            Swizzle::Xor128,
+        ]
+        .map(|s| match s {
+            Swizzle::None | Swizzle::Pad(_) | Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
+                s.to_string()
+            }
+        }),
+    );
+    values.extend(
+        [
+            Copy::Sync,
+            Copy::CpAsync(CacheHint::Cg),
+            Copy::CpAsync(CacheHint::Ca),
+            Copy::Tma { multicast: 1 },
+            Copy::Tma { multicast: 2 },
+        ]
+        .map(|c| match c {
+            Copy::Sync | Copy::CpAsync(CacheHint::Cg | CacheHint::Ca) | Copy::Tma { .. } => {
+                c.to_string()
+            }
+        }),
+    );
+    // `cp_async` alone means `cp_async(cg)`, `persistent` alone its defaults.
+    values.extend(["cp_async", "persistent"].map(String::from));
+    values.extend([Mma::Fma, Mma::MmaSync, Mma::Wgmma].map(|m| match m {
+        Mma::Fma | Mma::MmaSync | Mma::Wgmma => m.name().to_string(),
+    }));
+    values.extend(
+        [
+            Schedule::Tile,
+            Schedule::Persistent {
+                raster: Raster::M,
+                group: 8,
+            },
+            Schedule::Persistent {
+                raster: Raster::N,
+                group: 64,
+            },
+        ]
+        .map(|s| match s {
+            Schedule::Tile | Schedule::Persistent { .. } => s.to_string(),
+        }),
+    );
+    values.extend([Epilogue::Direct, Epilogue::Tma].map(|e| match e {
+        Epilogue::Direct | Epilogue::Tma => e.name().to_string(),
+    }));
+    values
+}
+
+#[test]
+fn the_fuzz_dictionary_names_every_key_and_value() {
+    let entries = entries();
+    let missing: Vec<String> = Key::ALL
+        .iter()
+        .map(|key| format!("{}:", key.name()))
+        .chain(values())
+        .filter(|wanted| !entries.contains(wanted))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in fuzz/parse_spec.dict: {missing:?}"
+    );
+}
+
+#[test]
+fn the_fuzz_dictionary_holds_the_numbers_at_the_edges() {
+    let entries = entries();
+    for number in [
+        u64::from(u16::MAX),
+        1 << 16,
+        u64::from(i32::MAX as u32),
+        1 << 31,
+        u64::from(u32::MAX),
+        1 << 32,
+        u64::MAX,
+    ] {
+        assert!(entries.contains(&number.to_string()), "{number}");
+    }
+    assert!(
+        entries.contains(&"18446744073709551616".to_string()),
+        "2^64"
+    );
+}
