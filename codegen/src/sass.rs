@@ -218,6 +218,21 @@ impl Instruction {
     pub fn mnemonic(&self) -> &str {
         self.opcode.split('.').next().unwrap_or(&self.opcode)
     }
+
+    /// Runs under a predicate (`@P0 ...`, `@!P1 ...`; `@PT` is always true, so not counted).
+    pub fn predicated(&self) -> bool {
+        self.text.starts_with('@') && !self.text.starts_with("@PT ")
+    }
+
+    /// The label a `BRA` jumps to, e.g. `.L_x_3`.
+    pub fn branch_target(&self) -> Option<&str> {
+        if self.mnemonic() != "BRA" {
+            return None;
+        }
+        let start = self.text.find("`(")? + 2;
+        let end = start + self.text[start..].find(')')?;
+        Some(&self.text[start..end])
+    }
 }
 
 /// The SASS of a kernel, counted by mnemonic.
@@ -225,6 +240,8 @@ impl Instruction {
 pub struct SassReport {
     pub instructions: Vec<Instruction>,
     pub counts: BTreeMap<String, usize>,
+    /// Each branch label (`.L_x_3`) and the index of the instruction it names.
+    pub labels: BTreeMap<String, usize>,
     /// Present when the report came from ptxas (offline route).
     pub resources: Option<PtxasResources>,
 }
@@ -276,6 +293,16 @@ impl SassReport {
     pub fn parse(sass: &str) -> SassReport {
         let mut report = SassReport::default();
         for line in sass.lines() {
+            if let Some(label) = line
+                .trim()
+                .strip_suffix(':')
+                .filter(|l| l.starts_with(".L"))
+            {
+                report
+                    .labels
+                    .insert(label.to_string(), report.instructions.len());
+                continue;
+            }
             let Some(rest) = line.trim_start().strip_prefix("/*") else {
                 continue;
             };
@@ -368,6 +395,68 @@ impl SassReport {
         }
     }
 
+    /// The instructions one trip of the kernel's main loop runs when every branch inside it
+    /// takes the shorter way: the steady state of a kernel whose rare cases (edge tiles)
+    /// branch out of line. The main loop is the backward branch's body that holds the most
+    /// `math` instructions. `None` if the SASS has no loop.
+    pub fn steady_state_path(&self, math: Opcode) -> Option<Vec<&Instruction>> {
+        let target = |i: &Instruction| i.branch_target().and_then(|l| self.labels.get(l).copied());
+        let (head, back) = self
+            .instructions
+            .iter()
+            .enumerate()
+            .filter_map(|(end, i)| {
+                target(i)
+                    .filter(|&head| head <= end)
+                    .map(|head| (head, end))
+            })
+            .max_by_key(|&(head, end)| {
+                let body = &self.instructions[head..=end];
+                (
+                    body.iter()
+                        .filter(|i| i.mnemonic() == math.mnemonic())
+                        .count(),
+                    head,
+                )
+            })?;
+        // Shortest path from the head to the backward branch over forward edges in the body:
+        // fall-through unless an unconditional branch, and a branch's target.
+        let mut distance = vec![usize::MAX; back + 1];
+        let mut previous = vec![usize::MAX; back + 1];
+        distance[head] = 1;
+        for at in head..back {
+            if distance[at] == usize::MAX {
+                continue;
+            }
+            let instruction = &self.instructions[at];
+            let unconditional = instruction.mnemonic() == "BRA" && !instruction.predicated();
+            let mut next = Vec::new();
+            if !unconditional {
+                next.push(at + 1);
+            }
+            if let Some(to) = target(instruction).filter(|&to| to > at && to <= back) {
+                next.push(to);
+            }
+            for to in next {
+                if distance[at] + 1 < distance[to] {
+                    distance[to] = distance[at] + 1;
+                    previous[to] = at;
+                }
+            }
+        }
+        if distance[back] == usize::MAX {
+            return None;
+        }
+        let mut path = vec![&self.instructions[back]];
+        let mut at = back;
+        while at != head {
+            at = previous[at];
+            path.push(&self.instructions[at]);
+        }
+        path.reverse();
+        Some(path)
+    }
+
     /// The SASS text with path-proving opcodes marked, for the CLI.
     pub fn highlighted(&self, color: bool) -> String {
         let mut out = String::new();
@@ -426,6 +515,49 @@ mod tests {
         /*0040*/                   FFMA R4, R5, R6, R4 ;
         /*0050*/                   EXIT ;
     ";
+
+    #[test]
+    fn the_steady_state_path_skips_the_out_of_line_branch() {
+        let report = SassReport::parse(
+            "
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0020*/               @P1 BRA `(.L_x_2) ;
+        /*0030*/               @P0 LDGSTS.E.BYPASS.128 [R5], [R2.64] ;
+        /*0040*/                   BRA `(.L_x_3) ;
+.L_x_2:
+        /*0050*/                   LDGSTS.E.BYPASS.128.ZFILL [R5], [R2.64], P2 ;
+        /*0060*/                   IADD3 R2, R2, 0x10, RZ ;
+        /*0070*/                   IADD3 R3, R3, 0x10, RZ ;
+.L_x_3:
+        /*0080*/                   FFMA R4, R5, R6, R4 ;
+        /*0090*/               @P3 BRA `(.L_x_1) ;
+        /*00a0*/                   EXIT ;
+    ",
+        );
+        assert_eq!(report.labels[".L_x_3"], 8);
+        assert_eq!(report.instructions[2].branch_target(), Some(".L_x_2"));
+        let path = report.steady_state_path(Opcode::Ffma).unwrap();
+        let opcodes: Vec<&str> = path.iter().map(|i| i.opcode.as_str()).collect();
+        // The conditional branch falls through to the plain copy; the branch over the
+        // out-of-line copy is taken.
+        assert_eq!(
+            opcodes,
+            [
+                "BAR.SYNC.DEFER_BLOCKING",
+                "BRA",
+                "LDGSTS.E.BYPASS.128",
+                "BRA",
+                "FFMA",
+                "BRA"
+            ]
+        );
+        assert_eq!(path.iter().filter(|i| i.predicated()).count(), 3);
+        assert!(SassReport::parse(SAMPLE)
+            .steady_state_path(Opcode::Ffma)
+            .is_none());
+    }
 
     #[test]
     fn checks_opcode_variants() {

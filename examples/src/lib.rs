@@ -64,11 +64,12 @@ mod tests {
     }
 
     #[test]
-    fn launch_geometry_rejects_partial_tiles() {
-        assert!(sgemm_cp_async::LAUNCH.check_dims(1024, 1024, 1024).is_ok());
+    fn launch_geometry_takes_any_positive_dims() {
+        sgemm_cp_async::LAUNCH.check_dims(1000, 1023, 999).unwrap();
+        assert_eq!(sgemm_cp_async::grid(1000, 1023, 999, 132), (8, 8, 1));
         let error = sgemm_cp_async::LAUNCH
-            .check_dims(1000, 1024, 1024)
+            .check_dims(0, 1024, 1024)
             .unwrap_err();
-        assert!(error.contains("M = 1000"), "{error}");
+        assert!(error.contains("M = 0"), "{error}");
     }
 }

@@ -41,8 +41,8 @@ impl Shape {
         row_len.div_ceil(vector) * vector
     }
 
-    /// Whether a kernel with this launch shape computes this size (SIMT and mma.sync kernels
-    /// need whole tiles; the Hopper family takes any size).
+    /// Whether a kernel with this launch shape computes this size (every catalog kernel takes
+    /// any M, N, K of at least 1; a whole-tile launch shape needs tile multiples).
     pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
         launch.check_dims(self.m, self.n, self.k)
     }
@@ -815,14 +815,22 @@ mod tests {
         let launch = *codegen::emit_str(codegen::catalog::CATALOG[0].spec)
             .unwrap()
             .launch();
+        // The catalog's kernels compute partial tiles: every shape of the suites runs.
+        assert!(launch.partial_tiles);
+        assert!(full_suite().iter().all(|s| s.admitted_by(&launch).is_ok()));
+        // A whole-tile kernel runs only the multiples of its tile.
+        let whole = LaunchShape {
+            partial_tiles: false,
+            ..launch
+        };
         let admitted: Vec<Shape> = full_suite()
             .into_iter()
-            .filter(|s| s.admitted_by(&launch).is_ok())
+            .filter(|s| s.admitted_by(&whole).is_ok())
             .collect();
         assert!(admitted.contains(&Shape::cube(4096)));
         assert!(!admitted.contains(&Shape::new(3000, 5000, 1234)));
         assert!(!admitted.contains(&Shape::new(777, 4099, 2048)));
-        assert!(quick_suite().iter().all(|s| s.admitted_by(&launch).is_ok()));
+        assert!(quick_suite().iter().all(|s| s.admitted_by(&whole).is_ok()));
     }
 
     #[test]

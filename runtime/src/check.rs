@@ -162,7 +162,7 @@ mod tests {
     use super::*;
     use codegen::GridSchedule;
 
-    /// A 128x128x8 f32 kernel with 16-byte vectors, like the SIMT catalog entries.
+    /// A 128x128x8 f32 kernel with 16-byte vectors that computes whole tiles only.
     const SHAPE: LaunchShape = LaunchShape {
         threads_per_block: 256,
         tile_m: 128,
@@ -253,6 +253,87 @@ mod tests {
         assert!(message.contains("128"), "{message}");
         let zero_k = check_launch(&SHAPE, &packed(128, 128, 0), RESIDENT).unwrap_err();
         assert!(matches!(zero_k, Error::Dims { k: 0, .. }), "{zero_k:?}");
+    }
+
+    /// Like the SIMT catalog entries: any M, N, K of at least 1.
+    const PARTIAL: LaunchShape = LaunchShape {
+        partial_tiles: true,
+        ..SHAPE
+    };
+
+    /// `packed` with each row of A, B and C padded to `lda`, `ldb`, `ldc` elements.
+    fn padded(m: u32, n: u32, k: u32, (lda, ldb, ldc): (u32, u32, u32)) -> LaunchArgs {
+        let mut args = packed(m, n, k);
+        for (arg, rows, ld) in [
+            (&mut args.a, m, lda),
+            (&mut args.b, k, ldb),
+            (&mut args.c, m, ldc),
+        ] {
+            arg.ld = ld;
+            arg.len = (rows * ld) as usize;
+        }
+        args
+    }
+
+    #[test]
+    fn partial_tile_kernels_take_any_positive_dims() {
+        // Rows padded to 16 bytes: 777 x 4099 x 2048 and every size around one tile.
+        let args = padded(777, 4099, 2048, (2048, 4100, 4100));
+        assert_eq!(check_launch(&PARTIAL, &args, RESIDENT).unwrap(), (33, 7, 1));
+        for (m, n, k) in [(1, 1, 1), (127, 129, 7), (129, 127, 9), (1, 4096, 3)] {
+            let round = |v: u32| v.div_ceil(4) * 4;
+            let args = padded(m, n, k, (round(k), round(n), round(n)));
+            let (tiles_m, tiles_n) = PARTIAL.tiles(m, n);
+            assert_eq!(
+                check_launch(&PARTIAL, &args, RESIDENT).unwrap(),
+                (tiles_n, tiles_m, 1)
+            );
+        }
+        let zero = check_launch(&PARTIAL, &packed(0, 8, 8), RESIDENT).unwrap_err();
+        assert!(zero.to_string().contains("M = 0"), "{zero}");
+    }
+
+    #[test]
+    fn packed_rows_that_break_the_copy_width_name_the_padding_that_fixes_them() {
+        // K = 1234 f32: packed rows of A are 4936 B, not a multiple of 16.
+        let error = check_launch(&PARTIAL, &packed(64, 64, 1234), RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::MisalignedLeadingDim {
+                    operand: Operand::A,
+                    order: StorageOrder::RowMajor,
+                    ld: 1234,
+                    element_bytes: 4,
+                    align: 16
+                }
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        for needle in [
+            "lda = 1234 elements = 4936 B is not a multiple of 16 B",
+            "copies 16-byte vectors",
+            "pad the rows to lda = 1236 (a multiple of 4 elements)",
+            "launch_with_ld",
+        ] {
+            assert!(message.contains(needle), "{message}");
+        }
+        // N = 4099 bf16: B's and C's rows break it too; padded, the launch passes.
+        let bf16 = LaunchShape {
+            input_element_bytes: 2,
+            ..PARTIAL
+        };
+        let error =
+            check_launch(&bf16, &padded(64, 4099, 64, (64, 4099, 4100)), RESIDENT).unwrap_err();
+        assert!(
+            error.to_string().contains("ldb = 4099 elements = 8198 B")
+                && error
+                    .to_string()
+                    .contains("ldb = 4104 (a multiple of 8 elements)"),
+            "{error}"
+        );
+        check_launch(&bf16, &padded(64, 4099, 64, (64, 4104, 4100)), RESIDENT).unwrap();
     }
 
     #[test]

@@ -267,14 +267,21 @@ impl fmt::Display for Error {
                 ld,
                 element_bytes,
                 align,
-            } => write!(
-                f,
-                "ld{} = {ld} elements = {} B is not a multiple of {align} B, so {}s of {operand} after the first would be misaligned{}",
-                operand.to_string().to_lowercase(),
-                u64::from(*ld) * u64::from(*element_bytes),
-                order.line(),
-                column_major_note(*order)
-            ),
+            } => {
+                let name = operand.to_string().to_lowercase();
+                let line = order.line();
+                let vector = u64::from((align / (*element_bytes).max(1)).max(1));
+                write!(
+                    f,
+                    "ld{name} = {ld} elements = {} B is not a multiple of {align} B: the kernel copies {align}-byte vectors, \
+                     so every {line} of {operand} must start {align}-byte aligned (a packed {operand} has ld{name} = its {line} length{}); \
+                     pad the {line}s to ld{name} = {} (a multiple of {vector} elements) and launch with `launch_with_ld` \
+                     (no spec copies narrower vectors yet)",
+                    u64::from(*ld) * u64::from(*element_bytes),
+                    column_major_note(*order),
+                    u64::from(*ld).div_ceil(vector) * vector,
+                )
+            }
             Error::ContextMismatch { what } => write!(
                 f,
                 "{what} belongs to another CUDA context than the kernel"

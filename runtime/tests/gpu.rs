@@ -7,6 +7,8 @@ use codegen::catalog::{CatalogSpec, CATALOG};
 use codegen::gemm_dsl::{DType, Mma};
 use codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
 use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
@@ -204,10 +206,19 @@ fn check_with_ld<In: Element, Out: Element>(
     types: KernelTypes,
     stream: &Arc<CudaStream>,
     shape: Shape,
-    (lda, ldb, ldc): (u32, u32, u32),
+    ld: (u32, u32, u32),
     seed: u64,
 ) {
-    let name = kernel.info().name();
+    let (problem, reference, kind) = problem_and_reference::<In>(stream, shape, seed);
+    check_problem(kernel, types, stream, &problem, &reference, kind, ld);
+}
+
+/// Random inputs of `shape` from `seed` and the reference `reference_for` picks.
+fn problem_and_reference<In: Element>(
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    seed: u64,
+) -> (Problem<In>, Vec<f64>, Reference) {
     let Shape { m, n, k } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
     let kind = reference_for(m, n, k);
@@ -215,6 +226,24 @@ fn check_with_ld<In: Element, Out: Element>(
         Reference::CpuF64 => cpu_reference(&problem).unwrap(),
         Reference::Cublas => cublas_reference(stream, &problem).unwrap(),
     };
+    (problem, reference, kind)
+}
+
+/// One launch on `problem` with leading dimensions `(lda, ldb, ldc)`, A and B laid out as the
+/// kernel's layout says and padded with NaN, C poisoned: the result must match `reference`,
+/// and the padding of C stay untouched.
+fn check_problem<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    types: KernelTypes,
+    stream: &Arc<CudaStream>,
+    problem: &Problem<In>,
+    reference: &[f64],
+    kind: Reference,
+    (lda, ldb, ldc): (u32, u32, u32),
+) {
+    let name = kernel.info().name();
+    let (m, n, k) = (problem.m, problem.n, problem.k);
+    let shape = Shape::new(m, n, k);
     // NaN in the padding of A and B: a kernel that reads past a line's end computes NaNs.
     let launch = kernel.info().launch();
     let pad = |operand, values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
@@ -240,7 +269,7 @@ fn check_with_ld<In: Element, Out: Element>(
         .launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
         .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
     let c = stream.clone_dtoh(&c).unwrap();
-    let report = compare(&c, &reference, m, n, ldc, kind).unwrap();
+    let report = compare(&c, reference, m, n, ldc, kind).unwrap();
     eprintln!("{name:<28} {types:<10} {shape:>15} lda {lda} ldb {ldb} ldc {ldc}: {report}");
     report
         .check(&types.tolerance(k))
@@ -253,6 +282,189 @@ fn check_with_ld<In: Element, Out: Element>(
         gap_writes, 0,
         "{name} at {shape} wrote into the padding of C"
     );
+}
+
+/// Leading dimensions for `shape`: each row length rounded up to the kernel's alignment
+/// (the packed length where it already is one), plus `extra` elements' worth of whole
+/// vectors on C, so C has gaps between its rows to stay poisoned.
+fn aligned_ld<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    shape: Shape,
+    extra_c_vectors: u32,
+) -> (u32, u32, u32) {
+    let align = kernel.info().launch().operand_align_bytes;
+    let vector = |bytes: u32| (align / bytes).max(1);
+    let round = |value: u32, bytes: u32| value.div_ceil(vector(bytes)) * vector(bytes);
+    (
+        round(shape.k, In::BYTES),
+        round(shape.n, In::BYTES),
+        round(shape.n, Out::BYTES) + extra_c_vectors * vector(Out::BYTES),
+    )
+}
+
+/// The SIMT and mma.sync kernels of the catalog, with their pipeline depth.
+fn edge_kernels(ctx: &Arc<CudaContext>) -> Vec<(AnyKernel, u32)> {
+    let kernels: Vec<(AnyKernel, u32)> = CATALOG
+        .iter()
+        .filter_map(|entry| {
+            let emitted = emit(entry);
+            matches!(emitted.spec().mma, Mma::Fma | Mma::MmaSync)
+                .then(|| (load(ctx, entry), emitted.spec().stages))
+        })
+        .collect();
+    assert!(kernels.len() >= 20, "{} kernels", kernels.len());
+    for (kernel, _) in &kernels {
+        assert!(
+            kernel.info().launch().partial_tiles,
+            "{}",
+            kernel.info().name()
+        );
+    }
+    kernels
+}
+
+/// Shapes around a kernel's tiles (`stages` deep): 1x1x1; one under, at and one over the tile
+/// in each dimension alone and in all three; K shorter than one k tile and than the ring;
+/// two tiles and a bit; and the shapes of real models that are no tile's multiple, the large
+/// ones against cuBLAS.
+fn shapes_around_tiles(launch: &LaunchShape, stages: u32) -> Vec<Shape> {
+    let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
+    let mut shapes = vec![Shape::new(1, 1, 1)];
+    for delta in [-1i64, 0, 1] {
+        let at = |t: u32| (i64::from(t) + delta).max(1) as u32;
+        shapes.extend([
+            Shape::new(at(tm), 2 * tn, 2 * tk),
+            Shape::new(2 * tm, at(tn), 2 * tk),
+            Shape::new(2 * tm, 2 * tn, at(tk)),
+            Shape::new(at(tm), at(tn), at(tk)),
+        ]);
+    }
+    let ring = (stages.max(2) - 1) * tk;
+    shapes.extend([
+        Shape::new(tm + 1, tn + 1, (tk / 2).max(1)),
+        Shape::new(3 * tm - 1, tn - 1, ring.saturating_sub(1).max(1)),
+        Shape::new(tm, 3 * tn + 1, ring + 1),
+        Shape::new(2 * tm + 3, 2 * tn + 5, 3 * tk + 3),
+        Shape::new(777, 4099, 2048),
+        Shape::new(3000, 5000, 1234),
+        Shape::new(16, 4096, 14336),
+        Shape::new(64, 8192, 8192),
+    ]);
+    shapes
+}
+
+/// Every SIMT and mma.sync catalog kernel over shapes around its tiles, with rows padded to
+/// its alignment and gaps between C's rows that must stay poisoned.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn simt_and_mma_sync_kernels_compute_shapes_around_their_tiles() {
+    let (ctx, stream) = gpu();
+    for (kernel, stages) in edge_kernels(&ctx) {
+        let types = kernel.types();
+        let shapes = shapes_around_tiles(kernel.info().launch(), stages);
+        for (index, shape) in shapes.into_iter().enumerate() {
+            with_kernel!(&kernel, typed => {
+                let ld = aligned_ld(typed, shape, 1);
+                check_with_ld(typed, types, &stream, shape, ld, 0xED6E_0000 + index as u64)
+            });
+        }
+    }
+}
+
+/// One size of a random sweep: 1 and the tile sizes (and their multiples) one under, at and
+/// one over, most of the time; anything in `1..=max` otherwise.
+fn biased_dim(rng: &mut StdRng, tiles: &[u32], max: u32) -> u32 {
+    match rng.random_range(0..8) {
+        0 => 1,
+        1 | 2 => rng.random_range(1..=max),
+        _ => {
+            let tile = tiles[rng.random_range(0..tiles.len())];
+            let multiple = tile * rng.random_range(1..=(max / tile).max(1));
+            (multiple + rng.random_range(0..=2))
+                .saturating_sub(1)
+                .clamp(1, max)
+        }
+    }
+}
+
+/// 200 random shapes (fixed seed) for every SIMT and mma.sync catalog kernel: M, N in
+/// 1..=4096, K in 1..=2048, biased to 1 and to one under, at and one over the catalog's tile
+/// sizes and their multiples. Each shape's inputs and reference are made once per input type
+/// and shared by the kernels of that type.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn random_shapes_around_the_tiles_compute() {
+    const SHAPES: usize = 200;
+    let (ctx, stream) = gpu();
+    let kernels = edge_kernels(&ctx);
+    let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
+        let mut sizes: Vec<u32> = kernels
+            .iter()
+            .map(|(k, _)| pick(k.info().launch()))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    };
+    let (tiles_m, tiles_n, tiles_k) = (
+        tiles(|l| l.tile_m),
+        tiles(|l| l.tile_n),
+        tiles(|l| l.tile_k),
+    );
+    let mut rng = StdRng::seed_from_u64(0x5EED_ED6E);
+    let shapes: Vec<Shape> = (0..SHAPES)
+        .map(|_| {
+            Shape::new(
+                biased_dim(&mut rng, &tiles_m, 4096),
+                biased_dim(&mut rng, &tiles_n, 4096),
+                biased_dim(&mut rng, &tiles_k, 2048),
+            )
+        })
+        .collect();
+    let mut checked = vec![0usize; kernels.len()];
+    for (index, &shape) in shapes.iter().enumerate() {
+        let mut problems = PaddedProblems::new(shape, 0xED6E_1000 + index as u64);
+        for (slot, (kernel, _)) in kernels.iter().enumerate() {
+            let types = kernel.types();
+            with_kernel!(kernel, typed => problems.check(typed, types, &stream));
+            checked[slot] += 1;
+        }
+    }
+    assert!(checked.iter().all(|&count| count == SHAPES));
+}
+
+/// One shape's random problem and reference per input type, made on first use.
+struct PaddedProblems {
+    shape: Shape,
+    seed: u64,
+    by_type: HashMap<TypeId, Box<dyn Any>>,
+}
+
+impl PaddedProblems {
+    fn new(shape: Shape, seed: u64) -> PaddedProblems {
+        PaddedProblems {
+            shape,
+            seed,
+            by_type: HashMap::new(),
+        }
+    }
+
+    fn check<In: Element, Out: Element>(
+        &mut self,
+        kernel: &GemmKernel<In, Out>,
+        types: KernelTypes,
+        stream: &Arc<CudaStream>,
+    ) {
+        let (shape, seed) = (self.shape, self.seed);
+        let (problem, reference, kind) = self
+            .by_type
+            .entry(TypeId::of::<In>())
+            .or_insert_with(|| Box::new(problem_and_reference::<In>(stream, shape, seed)))
+            .downcast_ref::<(Problem<In>, Vec<f64>, Reference)>()
+            .expect("entries are keyed by their type");
+        let ld = aligned_ld(kernel, shape, 1);
+        check_problem(kernel, types, stream, problem, reference, *kind, ld);
+    }
 }
 
 /// Kernels that compute partial tiles take any M, N, K of at least 1: sizes one under and
@@ -612,11 +824,23 @@ fn bad_launch_arguments_are_refused() {
         eprintln!("{what}: {error}");
         error
     };
+    let error = refused(kernel.launch(&stream, &a, &b, &mut c, 0, n, k), "M = 0");
+    assert!(matches!(error, Error::Dims { m: 0, .. }), "{error:?}");
+    // Any positive M is computable, but not from buffers sized for m rows.
     let error = refused(
         kernel.launch(&stream, &a, &b, &mut c, m + 8, n, k),
-        "M not a tile multiple",
+        "M past the buffers",
     );
-    assert!(matches!(error, Error::Dims { .. }), "{error:?}");
+    assert!(
+        matches!(
+            error,
+            Error::BufferTooSmall {
+                operand: Operand::A,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
 
     let short_a = stream.alloc_zeros::<f32>(mk - 1).unwrap();
     let error = refused(
@@ -924,7 +1148,7 @@ const SKIPPING_KERNELS: [&str; 2] = ["simt_128x128x16_cp3", "mma_bf16_128x128x32
 fn k_tile_skipping_edits(ptx: &str) -> [(&'static str, String); 2] {
     let count = ptx
         .lines()
-        .find(|line| line.starts_with("\tdiv.u32\t%k_tiles, %k, "))
+        .find(|line| line.starts_with("\tdiv.u32\t%k_tiles, "))
         .expect("the kernel counts its k tiles");
     let dropped = ptx.replacen(
         count,

@@ -34,6 +34,7 @@
 //! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
 //! for every thread).
 
+use super::edges::{chunk_words, last_byte, ChunkWord};
 use super::schedule::TileWalk;
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{
@@ -82,6 +83,8 @@ pub struct MmaSyncPlan {
     /// Bytes the A pointer advances per k tile (B advances `BK` rows, a runtime stride).
     pub a_tile_step_bytes: u32,
     pub b_tile_rows: u32,
+    /// Added to K before dividing by BK: a partial last k tile counts.
+    pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
     pub staging_registers: u32,
     /// The mma instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
@@ -133,8 +136,14 @@ pub struct TileCopyOp {
     /// Index into `TileCopy::bases` and the immediate after it.
     pub base: usize,
     pub smem_offset: u32,
+    /// Rows below the thread's first (the bounded copies check them against the matrix), and
+    /// the global step to them from the first, `ld · ld_scale` bytes.
+    pub rows: u32,
+    pub ld_scale: u32,
     /// The four staging registers of `copy: sync`.
     pub staging: String,
+    /// The same registers word by word, for a chunk that crosses the matrix's edge.
+    pub words: Vec<ChunkWord>,
 }
 
 /// Where a warp's lanes read fragments from: the base offset of lane `l` of warp
@@ -244,7 +253,7 @@ pub struct EpilogueBand {
 }
 
 /// One 16-byte vector from the slab to C.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SlabRead {
     /// Bytes from the lane's read base.
     pub smem_offset: u32,
@@ -253,6 +262,21 @@ pub struct SlabRead {
     pub global_row_delta: u32,
     /// Bytes right of the lane's first column.
     pub global_col_bytes: u32,
+    /// Rows below the lane's first, and the vector's last byte: an edge block stores the
+    /// vector whole when its row is in M and this byte in N, else word by word.
+    pub row: u32,
+    pub last_byte: u32,
+    pub words: Vec<StoreWord>,
+}
+
+/// One 32-bit word of a vector an edge block stores on its own: whole (f32), or as its low
+/// and high 16-bit halves, each when the row's bytes left exceed its offset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StoreWord {
+    pub register: String,
+    pub offset: u32,
+    /// The high half's offset, for 16-bit elements.
+    pub high_half: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -263,12 +287,13 @@ pub struct EpilogueRow {
 }
 
 /// Accumulators `lo` (column `2t`) and `hi` (column `2t + 1`) stored `offset` bytes right of
-/// the thread's first column.
+/// the thread's first column; an edge block stores `lo` alone where `last_byte` lies past N.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct PairStore {
     pub lo: u32,
     pub hi: u32,
     pub offset: u32,
+    pub last_byte: u32,
 }
 
 fn registers(prefix: &str, indices: impl IntoIterator<Item = u32>) -> String {
@@ -325,12 +350,18 @@ fn tile_copy(
             previous_row = rows;
             let XorOffset { xor, offset } =
                 must_decompose(&first, &offsets(i), "cp.async destination");
+            let staging: Vec<String> = (0..4)
+                .map(|w| format!("%stage{}", 4 * (first_staging_vector + i) + w))
+                .collect();
             TileCopyOp {
                 ld_step_scale,
                 global_col_bytes: cols * COPY_VECTOR_BYTES,
                 base: base_slot(&mut bases, xor),
                 smem_offset: offset,
-                staging: registers("stage", (0..4).map(|w| 4 * (first_staging_vector + i) + w)),
+                rows,
+                ld_scale: rows * element_bytes,
+                staging: staging.join(", "),
+                words: chunk_words(&staging, element_bytes),
             }
         })
         .collect();
@@ -544,10 +575,12 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
                 stores: (0..ni_count)
                     .map(|ni| {
                         let acc = (mi * ni_count + ni) * 4 + 2 * h;
+                        let offset = ni * g.shape.n * out_bytes;
                         PairStore {
                             lo: acc,
                             hi: acc + 1,
-                            offset: ni * g.shape.n * out_bytes,
+                            offset,
+                            last_byte: last_byte(offset, 2 * out_bytes),
                         }
                     })
                     .collect(),
@@ -561,8 +594,8 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
             staged_epilogue(g, &slab, out_bytes, smem_offset)
         }),
     };
-    // Whole tiles only: the tile counts need no rounding.
-    let persistent = TileWalk::of(spec.schedule, tile, false);
+    // Partial edge tiles: the tile counts round up.
+    let persistent = TileWalk::of(spec.schedule, tile, true);
 
     let mma_instruction = match spec.dtype {
         DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
@@ -599,6 +632,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         cache_hint,
         a_tile_step_bytes: tile.k * element,
         b_tile_rows: tile.k,
+        k_round_up: tile.k - 1,
         staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
         a_copy,
         b_copy,
@@ -654,7 +688,7 @@ impl MmaSyncPlan {
             tile_k: self.block_k,
             operand_align_bytes: self.vector_bytes,
             params: GEMM_PARAMS.to_vec(),
-            partial_tiles: false,
+            partial_tiles: true,
             cluster: (1, 1),
         }
     }
@@ -682,10 +716,12 @@ fn staged_epilogue(
                 .flat_map(|h| (0..g.n_frags).map(move |ni| (h, ni)))
                 .map(|(h, ni)| {
                     let acc = (band * g.n_frags + ni) * 4 + 2 * h;
+                    let offset = slab_offset + h * 8 * slab.pitch + ni * g.shape.n * out_bytes;
                     PairStore {
                         lo: acc,
                         hi: acc + 1,
-                        offset: slab_offset + h * 8 * slab.pitch + ni * g.shape.n * out_bytes,
+                        offset,
+                        last_byte: last_byte(offset, 2 * out_bytes),
                     }
                 })
                 .collect();
@@ -695,10 +731,20 @@ fn staged_epilogue(
                     // because 32 and the vectors per row divide one another.
                     let (rows, chunks) = vector_position(32 * j);
                     let row = band * EPILOGUE_BAND_ROWS + rows;
+                    let col = chunks * COPY_VECTOR_BYTES;
                     let read = SlabRead {
                         smem_offset: slab_offset + lane_read_base(32 * j),
                         global_row_delta: row - previous_row,
-                        global_col_bytes: chunks * COPY_VECTOR_BYTES,
+                        global_col_bytes: col,
+                        row,
+                        last_byte: last_byte(col, COPY_VECTOR_BYTES),
+                        words: (0..4)
+                            .map(|w| StoreWord {
+                                register: format!("%ep{w}"),
+                                offset: col + 4 * w,
+                                high_half: (out_bytes == 2).then_some(col + 4 * w + 2),
+                            })
+                            .collect(),
                     };
                     previous_row = row;
                     read

@@ -8,6 +8,7 @@
 //! of B as TN/4 vectors. The 8 lanes of a 128-bit read phase share a lane row, so A reads
 //! broadcast and B reads cover 128 consecutive bytes: conflict-free.
 
+use super::edges::{chunk_words, last_byte, ChunkWord, ElementStore};
 use super::{conflict_degree, BankReport, LaunchContract, PlanCopy, SmemLayout};
 use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{SimtGeometry, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS};
@@ -45,6 +46,8 @@ pub struct SimtPlan {
     /// Bytes the A pointers advance per k tile (B advances `BK` rows, a runtime stride).
     pub a_tile_step_bytes: u32,
     pub b_tile_rows: u32,
+    /// Added to K before dividing by BK: a partial last k tile counts.
+    pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
     pub staging_registers: u32,
     /// The math and the epilogue are large; the PTX writer hands them to the templates on
@@ -77,6 +80,8 @@ pub struct CopyOp {
     pub smem_offset: u32,
     /// The four staging registers of `copy: sync`, e.g. `%stage0, %stage1, %stage2, %stage3`.
     pub staging: String,
+    /// The same registers word by word, for a chunk that crosses the matrix's edge.
+    pub words: Vec<ChunkWord>,
 }
 
 /// The FFMA inner loop over one k tile.
@@ -146,14 +151,29 @@ pub struct Epilogue {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct EpilogueRow {
-    pub stores: Vec<VectorLoad>,
+    /// Rows below the thread's first.
+    pub row: u32,
+    pub stores: Vec<EpilogueStore>,
+}
+
+/// Four accumulators stored as one vector `offset` bytes right of the thread's first column;
+/// an edge block stores them one by one where the vector's `last_byte` lies past N.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpilogueStore {
+    pub registers: String,
+    pub offset: u32,
+    pub last_byte: u32,
+    pub elements: Vec<ElementStore>,
+}
+
+fn vector_registers(prefix: &str, first: u32) -> Vec<String> {
+    (first..first + 4)
+        .map(|i| format!("%{prefix}{i}"))
+        .collect()
 }
 
 fn vector(prefix: &str, first: u32) -> String {
-    (first..first + 4)
-        .map(|i| format!("%{prefix}{i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    vector_registers(prefix, first).join(", ")
 }
 
 fn operand_copy(
@@ -175,6 +195,10 @@ fn operand_copy(
                 global_col_bytes: cols * COPY_VECTOR_BYTES,
                 smem_offset: rows * smem_row_bytes + cols * COPY_VECTOR_BYTES,
                 staging: vector("stage", 4 * (first_staging_vector + i)),
+                words: chunk_words(
+                    &vector_registers("stage", 4 * (first_staging_vector + i)),
+                    F32_BYTES,
+                ),
             }
         })
         .collect();
@@ -272,10 +296,22 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     let epilogue = Epilogue {
         rows: (0..tm)
             .map(|i| EpilogueRow {
+                row: i,
                 stores: (0..column_groups)
-                    .map(|j| VectorLoad {
-                        registers: vector("acc", i * tn + 4 * j),
-                        offset: j * column_group_stride_bytes,
+                    .map(|j| {
+                        let offset = j * column_group_stride_bytes;
+                        let first = i * tn + 4 * j;
+                        EpilogueStore {
+                            registers: vector("acc", first),
+                            offset,
+                            last_byte: last_byte(offset, COPY_VECTOR_BYTES),
+                            elements: (0..4)
+                                .map(|e| ElementStore {
+                                    offset: offset + e * F32_BYTES,
+                                    register: format!("%acc{}", first + e),
+                                })
+                                .collect(),
+                        }
                     })
                     .collect(),
             })
@@ -296,6 +332,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         cache_hint,
         a_tile_step_bytes: tile.k * F32_BYTES,
         b_tile_rows: tile.k,
+        k_round_up: tile.k - 1,
         staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
         a_copy,
         b_copy,
@@ -322,7 +359,7 @@ impl SimtPlan {
             tile_k: self.block_k,
             operand_align_bytes: self.vector_bytes,
             params: GEMM_PARAMS.to_vec(),
-            partial_tiles: false,
+            partial_tiles: true,
             cluster: (1, 1),
         }
     }
