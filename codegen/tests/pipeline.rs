@@ -905,6 +905,30 @@ fn assert_broken_bounded_copies_fail(spec: &str, ptx: &str) {
     );
 }
 
+/// Breaks that both families' rings must catch: waiting for one copy group too few (the tile
+/// read next may still be in flight), a loop that counts two k tiles per trip, and broken
+/// bounded copies.
+fn assert_shared_ring_breaks_fail(spec: &str, ptx: &str, ring: &Ring) {
+    let wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight);
+    let short_wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight + 1);
+    let error = caught(spec, &edit(ptx, "$L_main_loop:", &wait, &short_wait));
+    assert!(
+        error.contains("before a wait and a barrier made it complete"),
+        "{spec}: {error}"
+    );
+    let error = caught(
+        spec,
+        &edit(
+            ptx,
+            "$L_main_loop:",
+            "add.u32\t%k_tile, %k_tile, 1;",
+            "add.u32\t%k_tile, %k_tile, 2;",
+        ),
+    );
+    assert!(error.contains("the main loop makes"), "{spec}: {error}");
+    assert_broken_bounded_copies_fail(spec, ptx);
+}
+
 fn cp_async_catalog(mma: &str) -> Vec<&'static str> {
     CATALOG
         .iter()
@@ -1002,13 +1026,6 @@ fn broken_simt_rings_fail_the_replay() {
             error.contains("before a wait and a barrier made it complete"),
             "{spec}: {error}"
         );
-        // Waiting for one copy group too few: the tile read next may still be in flight.
-        let short_wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight + 1);
-        let error = caught(spec, &edit(&ptx, "$L_main_loop:", &wait, &short_wait));
-        assert!(
-            error.contains("before a wait and a barrier made it complete"),
-            "{spec}: {error}"
-        );
         // A k tile skipped three ways: the copies jump a tile, the loop counts two per trip,
         // the read stage stays put.
         let loop_start = ptx.find("$L_main_loop:").unwrap();
@@ -1032,16 +1049,6 @@ fn broken_simt_rings_fail_the_replay() {
             error.contains("past the end of K") || error.contains("wants (output tile, k tile)"),
             "{spec}: {error}"
         );
-        let error = caught(
-            spec,
-            &edit(
-                &ptx,
-                "$L_main_loop:",
-                "add.u32\t%k_tile, %k_tile, 1;",
-                "add.u32\t%k_tile, %k_tile, 2;",
-            ),
-        );
-        assert!(error.contains("the main loop makes"), "{spec}: {error}");
         let rotate = format!(
             "add.u32\t%read_stage, %read_stage, {};",
             ring.smem.stage_bytes
@@ -1065,7 +1072,7 @@ fn broken_simt_rings_fail_the_replay() {
             &edit(&ptx, "$L_main_loop:", "@%p_load cp.async", "cp.async"),
         );
         assert!(error.contains("past the end of K"), "{spec}: {error}");
-        assert_broken_bounded_copies_fail(spec, &ptx);
+        assert_shared_ring_breaks_fail(spec, &ptx, &ring);
     }
 }
 
@@ -1091,23 +1098,7 @@ fn broken_tensor_core_rings_fail_the_replay() {
             error.contains("before a wait and a barrier made it complete"),
             "{spec}: {error}"
         );
-        let short_wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight + 1);
-        let error = caught(spec, &edit(&ptx, "$L_main_loop:", &wait, &short_wait));
-        assert!(
-            error.contains("before a wait and a barrier made it complete"),
-            "{spec}: {error}"
-        );
-        let error = caught(
-            spec,
-            &edit(
-                &ptx,
-                "$L_main_loop:",
-                "add.u32\t%k_tile, %k_tile, 1;",
-                "add.u32\t%k_tile, %k_tile, 2;",
-            ),
-        );
-        assert!(error.contains("the main loop makes"), "{spec}: {error}");
-        assert_broken_bounded_copies_fail(spec, &ptx);
+        assert_shared_ring_breaks_fail(spec, &ptx, &ring);
     }
 }
 

@@ -71,9 +71,11 @@ pub struct TmaStore {
     pub boxes: Vec<StoreBox>,
     /// `stmatrix` ops per box: one per 16 columns.
     pub matrices_per_box: u32,
-    /// Columns of C per 16 bytes: where N is no multiple of it, boxes that cross column N
-    /// take the direct path.
-    pub columns_per_16_bytes: u32,
+    /// Per piece of 16 columns, what its 32 bytes XOR into the thread's swizzled unit.
+    pub piece_xors: Vec<u32>,
+    /// `N & ragged_column_mask != 0`: N ends inside a 16-byte unit of C's rows, and the boxes
+    /// that cross column N take the direct path.
+    pub ragged_column_mask: u32,
 }
 
 /// One box of a consumer's rows: `row` rows below its first, `col` columns right of the
@@ -82,6 +84,8 @@ pub struct TmaStore {
 pub struct StoreBox {
     pub row: u32,
     pub col: u32,
+    /// The column past the box's last.
+    pub col_end: u32,
     pub matrices: Vec<StoreMatrices>,
     /// The box's direct stores, for a box that crosses a ragged column N: rows below the
     /// thread's first row, each row's step `ld_scale` counted from that first row.
@@ -137,6 +141,7 @@ impl TmaStore {
             .map(|(mi, strip)| StoreBox {
                 row: mi * WGMMA_M,
                 col: strip * box_cols,
+                col_end: (strip + 1) * box_cols,
                 matrices: (0..box_cols / 16)
                     .map(|piece| {
                         let col = strip * box_cols + 16 * piece;
@@ -178,7 +183,8 @@ impl TmaStore {
             consumer_bytes: STORE_BUFFERS * buffer_bytes,
             boxes,
             matrices_per_box: box_cols / 16,
-            columns_per_16_bytes: 16 / out_bytes,
+            piece_xors: (0..box_cols / 16).map(|piece| piece * 32).collect(),
+            ragged_column_mask: 16 / out_bytes - 1,
         }
     }
 
@@ -191,7 +197,7 @@ impl TmaStore {
         let base = row << self.row_shift;
         let xor = ((base >> 7) & self.swizzle_mask) << 4;
         let half = (lane >> 4) << 4;
-        base + ((xor ^ half) ^ (piece * 32))
+        base + ((xor ^ half) ^ self.piece_xors[piece as usize])
     }
 }
 
