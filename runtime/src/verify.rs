@@ -432,22 +432,50 @@ pub fn run_poisoned<In: Element, Out: Element>(
     problem: &Problem<In>,
     ldc: u32,
 ) -> Result<Vec<Out>, Error> {
+    let Problem { m, n, k, .. } = *problem;
+    let launch = kernel.info().launch();
+    // Packed: each operand's leading dimension is the length of one of its lines.
+    let lda = launch.stored_dims(Operand::A, m, n, k).1;
+    let ldb = launch.stored_dims(Operand::B, m, n, k).1;
+    run_poisoned_with_ld(kernel, stream, problem, (lda, ldb, ldc))
+}
+
+/// [`run_poisoned`] with leading dimensions `(lda, ldb, ldc)` at least the lines' lengths:
+/// the padding of A and B holds NaN (a kernel that reads past a line computes NaNs), C's is
+/// poisoned like the rest of C and returned with it.
+pub fn run_poisoned_with_ld<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    problem: &Problem<In>,
+    (lda, ldb, ldc): (u32, u32, u32),
+) -> Result<Vec<Out>, Error> {
     problem.check_packed()?;
     let Problem { m, n, k, .. } = *problem;
     let launch = kernel.info().launch();
+    let padded = |operand, values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
+        let (lines, len) = launch.stored_dims(operand, m, n, k);
+        let values = in_order(values, rows, cols, launch.order(operand));
+        if ld <= len {
+            // Too short a stride is the launch's error to report; pass the packed lines.
+            return values;
+        }
+        let (ld, len) = (ld as usize, len as usize);
+        let mut padded = vec![In::from_f32(f32::NAN); lines as usize * ld];
+        for (line, values) in values.chunks_exact(len).enumerate() {
+            padded[line * ld..][..len].copy_from_slice(values);
+        }
+        padded
+    };
     let a = stream
-        .clone_htod(&in_order(&problem.a, m, k, launch.a_order))
+        .clone_htod(&padded(Operand::A, &problem.a, m, k, lda))
         .during(|| "copying A to the device".to_string())?;
     let b = stream
-        .clone_htod(&in_order(&problem.b, k, n, launch.b_order))
+        .clone_htod(&padded(Operand::B, &problem.b, k, n, ldb))
         .during(|| "copying B to the device".to_string())?;
     let c_len = m as usize * ldc as usize;
     let mut c = stream
         .clone_htod(&vec![Out::poison(); c_len])
         .during(|| "writing the poisoned C".to_string())?;
-    // Packed: each operand's leading dimension is the length of one of its lines.
-    let lda = launch.stored_dims(Operand::A, m, n, k).1;
-    let ldb = launch.stored_dims(Operand::B, m, n, k).1;
     kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)?;
     stream
         .clone_dtoh(&c)

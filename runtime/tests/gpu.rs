@@ -12,8 +12,8 @@ use rand::{Rng, SeedableRng};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
-    check_against, compare, cpu_reference, cublas_reference, in_order, reference_for, verify,
-    ErrorReport, Problem, Reference, Tolerance,
+    check_against, compare, cpu_reference, cublas_reference, reference_for, run_poisoned_with_ld,
+    verify, ErrorReport, Problem, Reference, Tolerance,
 };
 use runtime::{
     open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
@@ -244,31 +244,8 @@ fn check_problem<In: Element, Out: Element>(
     let name = kernel.info().name();
     let (m, n, k) = (problem.m, problem.n, problem.k);
     let shape = Shape::new(m, n, k);
-    // NaN in the padding of A and B: a kernel that reads past a line's end computes NaNs.
-    let launch = kernel.info().launch();
-    let pad = |operand, values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
-        let (lines, len) = launch.stored_dims(operand, m, n, k);
-        let values = in_order(values, rows, cols, launch.order(operand));
-        let mut padded = vec![In::from_f32(f32::NAN); lines as usize * ld as usize];
-        let len = len as usize;
-        for line in 0..lines as usize {
-            padded[line * ld as usize..][..len].copy_from_slice(&values[line * len..][..len]);
-        }
-        padded
-    };
-    let a = stream
-        .clone_htod(&pad(Operand::A, &problem.a, m, k, lda))
-        .unwrap();
-    let b = stream
-        .clone_htod(&pad(Operand::B, &problem.b, k, n, ldb))
-        .unwrap();
-    let mut c = stream
-        .clone_htod(&vec![Out::poison(); m as usize * ldc as usize])
-        .unwrap();
-    kernel
-        .launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)
+    let c = run_poisoned_with_ld(kernel, stream, problem, (lda, ldb, ldc))
         .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
-    let c = stream.clone_dtoh(&c).unwrap();
     let report = compare(&c, reference, m, n, ldc, kind).unwrap();
     eprintln!("{name:<28} {types:<10} {shape:>15} lda {lda} ldb {ldb} ldc {ldc}: {report}");
     report
@@ -455,6 +432,18 @@ impl PaddedProblems {
         types: KernelTypes,
         stream: &Arc<CudaStream>,
     ) {
+        let ld = aligned_ld(kernel, self.shape, 1);
+        self.check_with_ld(kernel, types, stream, ld);
+    }
+
+    /// The same with leading dimensions `(lda, ldb, ldc)`.
+    fn check_with_ld<In: Element, Out: Element>(
+        &mut self,
+        kernel: &GemmKernel<In, Out>,
+        types: KernelTypes,
+        stream: &Arc<CudaStream>,
+        ld: (u32, u32, u32),
+    ) {
         let (shape, seed) = (self.shape, self.seed);
         let (problem, reference, kind) = self
             .by_type
@@ -462,7 +451,6 @@ impl PaddedProblems {
             .or_insert_with(|| Box::new(problem_and_reference::<In>(stream, shape, seed)))
             .downcast_ref::<(Problem<In>, Vec<f64>, Reference)>()
             .expect("entries are keyed by their type");
-        let ld = aligned_ld(kernel, shape, 1);
         check_problem(kernel, types, stream, problem, reference, *kind, ld);
     }
 }
@@ -540,6 +528,116 @@ fn hopper_kernels_compute_every_layout() {
             assert_eq!(check_any_shapes(&kernel, &stream), 8, "{spec}");
         }
     }
+}
+
+/// The Hopper family's random sweep: 200 random shapes (fixed seed, biased like the SIMT and
+/// mma.sync sweep) for every wgmma catalog kernel, each shape in a layout that turns with the
+/// shape and the kernel (so every kernel runs every layout on 50 shapes), and the persistent
+/// catalog kernel in all four layouts on every shape. Leading dimensions are random: the
+/// stored line rounded up to the kernel's alignment plus 0 to 3 more vectors, with NaN in the
+/// padding of A and B and poisoned gaps of C that must stay untouched.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hopper_kernels_compute_random_shapes_in_every_layout() {
+    const SHAPES: usize = 200;
+    const LAYOUTS: [&str; 4] = ["rr", "rc", "cr", "cc"];
+    const EVERY_LAYOUT: &str = "wgmma_bf16_128x256x64_s4_persistent";
+    let started = std::time::Instant::now();
+    let (ctx, stream) = gpu();
+    // Per catalog entry, its kernel in each layout.
+    let kernels: Vec<(&str, Vec<AnyKernel>)> = CATALOG
+        .iter()
+        .filter(|entry| emit(entry).spec().mma == Mma::Wgmma)
+        .map(|entry| {
+            let in_layouts = LAYOUTS
+                .iter()
+                .map(|layout| {
+                    let spec = format!("{}, layout: {layout}", entry.spec);
+                    let emitted =
+                        codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+                    AnyKernel::from_emitted(&ctx, &emitted)
+                        .unwrap_or_else(|e| panic!("{spec}: {e}"))
+                })
+                .collect();
+            (entry.name, in_layouts)
+        })
+        .collect();
+    assert!(kernels.len() >= 8, "{} wgmma kernels", kernels.len());
+    assert!(kernels.iter().any(|(name, _)| *name == EVERY_LAYOUT));
+    let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
+        let mut sizes: Vec<u32> = kernels
+            .iter()
+            .map(|(_, k)| pick(k[0].info().launch()))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    };
+    let (tiles_m, tiles_n, tiles_k) = (
+        tiles(|l| l.tile_m),
+        tiles(|l| l.tile_n),
+        tiles(|l| l.tile_k),
+    );
+    let mut rng = StdRng::seed_from_u64(0x5EED_40BB);
+    let mut checked = vec![[0usize; 4]; kernels.len()];
+    for index in 0..SHAPES {
+        let shape = Shape::new(
+            biased_dim(&mut rng, &tiles_m, 4096),
+            biased_dim(&mut rng, &tiles_n, 4096),
+            biased_dim(&mut rng, &tiles_k, 2048),
+        );
+        let mut problems = PaddedProblems::new(shape, 0x40BB_1000 + index as u64);
+        for (slot, (name, in_layouts)) in kernels.iter().enumerate() {
+            let layouts: Vec<usize> = if *name == EVERY_LAYOUT {
+                (0..LAYOUTS.len()).collect()
+            } else {
+                vec![(index + slot) % LAYOUTS.len()]
+            };
+            for layout in layouts {
+                let kernel = &in_layouts[layout];
+                let extra: [u32; 3] = std::array::from_fn(|_| rng.random_range(0..=3));
+                let types = kernel.types();
+                with_kernel!(kernel, typed => {
+                    let ld = padded_ld(typed, shape, extra);
+                    problems.check_with_ld(typed, types, &stream, ld)
+                });
+                checked[slot][layout] += 1;
+            }
+        }
+    }
+    for ((name, _), counts) in kernels.iter().zip(&checked) {
+        eprintln!("{name}: shapes checked in rr/rc/cr/cc: {counts:?}");
+        let expected = if *name == EVERY_LAYOUT {
+            SHAPES
+        } else {
+            SHAPES / 4
+        };
+        assert!(counts.iter().all(|&count| count == expected), "{name}");
+    }
+    eprintln!(
+        "{} launches in {:.0} s",
+        checked.iter().flatten().sum::<usize>(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Leading dimensions for `shape` in the kernel's layout: each stored line rounded up to the
+/// kernel's alignment, plus `extra` whole vectors of it for A, B and C in turn.
+fn padded_ld<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    shape: Shape,
+    extra: [u32; 3],
+) -> (u32, u32, u32) {
+    let launch = kernel.info().launch();
+    let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
+    let round =
+        |value: u32, bytes: u32, more: u32| (value.div_ceil(vector(bytes)) + more) * vector(bytes);
+    let line = |operand| launch.stored_dims(operand, shape.m, shape.n, shape.k).1;
+    (
+        round(line(Operand::A), In::BYTES, extra[0]),
+        round(line(Operand::B), In::BYTES, extra[1]),
+        round(shape.n, Out::BYTES, extra[2]),
+    )
 }
 
 /// Sizes one under and over the tile, single rows and columns, a K shorter than one k tile,
