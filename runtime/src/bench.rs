@@ -34,10 +34,11 @@ impl Shape {
     }
 
     /// The row stride the benchmark gives a matrix of rows `row_len` elements of
-    /// `element_bytes` long: the row length rounded up to 16 bytes (a packed row where that
-    /// already holds), the alignment every kernel's copies and the TMA need.
-    pub fn leading_dim(&self, row_len: u32, element_bytes: u32) -> u32 {
-        let vector = (16 / element_bytes).max(1);
+    /// `element_bytes` long: the row length rounded up to `align_bytes` (a packed row where
+    /// that already holds). 16 bytes is the alignment every kernel's copies and the TMA need;
+    /// a wider one (128 bytes: whole cache lines) shows what a stride costs.
+    pub fn leading_dim(&self, row_len: u32, element_bytes: u32, align_bytes: u32) -> u32 {
+        let vector = (align_bytes / element_bytes).max(1);
         row_len.div_ceil(vector) * vector
     }
 
@@ -978,10 +979,12 @@ mod tests {
     #[test]
     fn unaligned_rows_are_padded_to_16_bytes() {
         let shape = Shape::new(777, 4099, 1234);
-        assert_eq!(shape.leading_dim(4099, 2), 4104);
-        assert_eq!(shape.leading_dim(1234, 2), 1240);
-        assert_eq!(shape.leading_dim(4096, 2), 4096);
-        assert_eq!(shape.leading_dim(4099, 4), 4100);
+        assert_eq!(shape.leading_dim(4099, 2, 16), 4104);
+        assert_eq!(shape.leading_dim(1234, 2, 16), 1240);
+        assert_eq!(shape.leading_dim(4096, 2, 16), 4096);
+        assert_eq!(shape.leading_dim(4099, 4, 16), 4100);
+        assert_eq!(shape.leading_dim(4099, 2, 128), 4160);
+        assert_eq!(shape.leading_dim(4096, 2, 128), 4096);
     }
 
     #[test]

@@ -95,6 +95,11 @@ struct Cli {
     /// own math's ceiling (a SIMT probe measured below its kernel: no ceiling there).
     #[arg(long)]
     math_only: bool,
+    /// Round every leading dimension (A, B and C, ours and cuBLAS's) up to a multiple of
+    /// this many bytes: 16 (the alignment the copies need) or more, e.g. 128 to see what
+    /// strides that split cache lines cost.
+    #[arg(long, default_value_t = 16, value_parser = parse_ld_align)]
+    ld_align: u32,
     /// Most copies of the inputs rotated through (to keep operands out of L2).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     max_input_sets: u32,
@@ -338,7 +343,12 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let mut records = Vec::new();
     let mut out_of_time = 0;
     for (shape, admitting) in &work {
-        let mut inputs = ShapeInputs::new(*shape, device.l2_cache_bytes, cli.max_input_sets);
+        let mut inputs = ShapeInputs::new(InputSizing {
+            shape: *shape,
+            l2_bytes: device.l2_cache_bytes,
+            max_sets: cli.max_input_sets,
+            ld_align: cli.ld_align,
+        });
         for &index in admitting {
             let kernel = &kernels[index];
             let name = kernel.info().name();
@@ -465,7 +475,7 @@ impl Run<'_> {
         probe: Option<&MathOnlyKernel>,
         inputs: &mut ShapeInputs,
     ) -> Result<(InterleavedTimes, Option<String>), Failure> {
-        let shape = inputs.shape;
+        let shape = inputs.sizing.shape;
         let Shape { m, n, k } = shape;
         let stream = self.stream;
         let launch = kernel.info().launch();
@@ -474,7 +484,7 @@ impl Run<'_> {
         let ours_inputs = typed.ours();
         // Ours reads its own layout's copies; cuBLAS the row-major ones.
         let (lda, ldb) = (ours_inputs.lda, ours_inputs.ldb);
-        let ldc = shape.leading_dim(n, Out::BYTES);
+        let ldc = shape.leading_dim(n, Out::BYTES, typed.ld_align);
         let mut c_ours = stream
             .alloc_zeros::<Out>(m as usize * ldc as usize)
             .map_err(|source| gpu("allocating C", source))?;
@@ -571,21 +581,28 @@ impl Run<'_> {
     }
 }
 
-/// One shape's inputs on the device, made on first use for each input type.
-struct ShapeInputs {
+/// What one shape's inputs are made of: the shape, how many copies fit the L2 cache's
+/// rotation, and the stride rounding.
+#[derive(Clone, Copy)]
+struct InputSizing {
     shape: Shape,
     l2_bytes: u32,
     max_sets: u32,
+    /// Every leading dimension is its row length rounded up to this many bytes.
+    ld_align: u32,
+}
+
+/// One shape's inputs on the device, made on first use for each input type.
+struct ShapeInputs {
+    sizing: InputSizing,
     /// `TypedInputs<In>` by `TypeId::of::<In>()` and the storage orders of our A and B.
     by_type: HashMap<(TypeId, Orders), Box<dyn Any>>,
 }
 
 impl ShapeInputs {
-    fn new(shape: Shape, l2_bytes: u32, max_sets: u32) -> Self {
+    fn new(sizing: InputSizing) -> Self {
         ShapeInputs {
-            shape,
-            l2_bytes,
-            max_sets,
+            sizing,
             by_type: HashMap::new(),
         }
     }
@@ -601,15 +618,7 @@ impl ShapeInputs {
     ) -> Result<&TypedInputs<In>, Failure> {
         let key = (TypeId::of::<In>(), orders);
         if !self.by_type.contains_key(&key) {
-            let made = TypedInputs::<In>::new(
-                stream,
-                blas,
-                self.shape,
-                self.l2_bytes,
-                self.max_sets,
-                with_reference,
-                orders,
-            )?;
+            let made = TypedInputs::<In>::new(stream, blas, self.sizing, with_reference, orders)?;
             self.by_type.insert(key, Box::new(made));
         }
         Ok(self.by_type[&key]
@@ -619,10 +628,12 @@ impl ShapeInputs {
 }
 
 /// The device copies of one shape's inputs of one type, and optionally the reference on set 0.
-/// Rows are `lda` / `ldb` elements apart: the row lengths rounded up to 16 bytes, which every
-/// kernel's copies (and the TMA) need, for ours and cuBLAS alike.
+/// Rows are `lda` / `ldb` elements apart: the row lengths rounded up to `--ld-align` bytes (16,
+/// which every kernel's copies and the TMA need, unless told more), for ours and cuBLAS alike.
 struct TypedInputs<In: Element> {
     shape: Shape,
+    /// The byte multiple every leading dimension is rounded up to.
+    ld_align: u32,
     lda: u32,
     ldb: u32,
     a: Vec<CudaSlice<In>>,
@@ -656,23 +667,27 @@ impl<In: Element> TypedInputs<In> {
     fn new(
         stream: &Arc<CudaStream>,
         blas: &Cublas,
-        shape: Shape,
-        l2_bytes: u32,
-        max_sets: u32,
+        sizing: InputSizing,
         with_reference: bool,
         (a_order, b_order): Orders,
     ) -> Result<Self, Failure> {
+        let InputSizing {
+            shape,
+            l2_bytes,
+            max_sets,
+            ld_align,
+        } = sizing;
         let Shape { m, n, k } = shape;
         let row_major = (a_order, b_order) == (StorageOrder::RowMajor, StorageOrder::RowMajor);
         // Column-major lines run down M (A) or K (B).
         let (t_lda, t_ldb) = (
             match a_order {
-                StorageOrder::RowMajor => shape.leading_dim(k, In::BYTES),
-                StorageOrder::ColMajor => shape.leading_dim(m, In::BYTES),
+                StorageOrder::RowMajor => shape.leading_dim(k, In::BYTES, ld_align),
+                StorageOrder::ColMajor => shape.leading_dim(m, In::BYTES, ld_align),
             },
             match b_order {
-                StorageOrder::RowMajor => shape.leading_dim(n, In::BYTES),
-                StorageOrder::ColMajor => shape.leading_dim(k, In::BYTES),
+                StorageOrder::RowMajor => shape.leading_dim(n, In::BYTES, ld_align),
+                StorageOrder::ColMajor => shape.leading_dim(k, In::BYTES, ld_align),
             },
         );
         let mut transposed = (!row_major).then(|| OperandSets {
@@ -685,8 +700,8 @@ impl<In: Element> TypedInputs<In> {
             u64::from(In::BYTES) * (u64::from(m) * u64::from(k) + u64::from(k) * u64::from(n));
         let sets = input_sets(input_bytes, u64::from(l2_bytes), max_sets);
         let (lda, ldb) = (
-            shape.leading_dim(k, In::BYTES),
-            shape.leading_dim(n, In::BYTES),
+            shape.leading_dim(k, In::BYTES, ld_align),
+            shape.leading_dim(n, In::BYTES, ld_align),
         );
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for set in 0..sets {
@@ -724,6 +739,7 @@ impl<In: Element> TypedInputs<In> {
         }
         let mut inputs = TypedInputs {
             shape,
+            ld_align,
             lda,
             ldb,
             a,
@@ -792,7 +808,7 @@ impl<In: Element> TypedInputs<In> {
         reference: &[f64],
     ) -> Result<ErrorReport, Failure> {
         let Shape { m, n, k } = self.shape;
-        let ldc = self.shape.leading_dim(n, Out::BYTES);
+        let ldc = self.shape.leading_dim(n, Out::BYTES, self.ld_align);
         stream
             .memcpy_htod(&vec![Out::poison(); c.len()], c)
             .map_err(|source| gpu("poisoning C", source))?;
@@ -818,4 +834,17 @@ fn with_row_stride<T: Element>(packed: &[T], rows: u32, cols: u32, ld: u32) -> V
         strided[row * ld..][..cols].copy_from_slice(values);
     }
     strided
+}
+
+/// `--ld-align`: a positive multiple of 16 bytes, at most 4096.
+fn parse_ld_align(text: &str) -> Result<u32, String> {
+    let bytes: u32 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of bytes"))?;
+    if bytes == 0 || !bytes.is_multiple_of(16) || bytes > 4096 {
+        return Err(format!(
+            "{bytes} bytes: leading dimensions must stay 16-byte multiples, so give 16, 32, .., 4096"
+        ));
+    }
+    Ok(bytes)
 }
