@@ -168,6 +168,16 @@ pub const CATALOG: &[CatalogSpec] = &[
         spec: "name: wgmma_bf16_64x256x64_s4_c1, arch: sm_90a, dtype: bf16, tile: 64x256x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
         summary: "Hopper bf16 for small M (decode shapes): one consumer of m64n256",
     },
+    CatalogSpec {
+        name: "wgmma_bf16_64x64x128_s6",
+        spec: "name: wgmma_bf16_64x64x128_s6, arch: sm_90a, dtype: bf16, tile: 64x64x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
+        summary: "Hopper bf16 for decode (M <= 64): narrow tiles put every SM on N, deep k tiles",
+    },
+    CatalogSpec {
+        name: "mma_bf16_16x64x64_s4",
+        spec: "name: mma_bf16_16x64x64_s4, arch: sm_80, dtype: bf16, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        summary: "Ampere bf16 for decode (M <= 16): one row of m16 warps, five blocks per SM",
+    },
 ];
 
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {
