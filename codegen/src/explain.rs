@@ -65,18 +65,20 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 g.k_steps,
                 g.accumulators()
             );
-            let b_load = if p.b_ldmatrix {
-                format!("{} ldmatrix.x4.trans", g.n_frags / 2)
-            } else {
-                format!(
-                    "{} ld.shared.b32 (tf32 has no 32-bit ldmatrix.trans)",
-                    2 * g.n_frags
-                )
+            use crate::plan::mma_sync::ReadKind;
+            let load = |kind: ReadKind, loads: usize| match kind {
+                ReadKind::Ldmatrix => format!("{loads} ldmatrix.x4"),
+                ReadKind::LdmatrixTrans => format!("{loads} ldmatrix.x4.trans"),
+                ReadKind::Scalar => {
+                    format!("{loads} ld.shared.b32 (tf32 has no 32-bit ldmatrix.trans)")
+                }
             };
+            let first_step = &p.k_steps_plan[0];
+            let a_load = load(p.a_read.kind, first_step.a_loads.len());
+            let b_load = load(p.b_read.kind, first_step.b_loads.len());
             let _ = writeln!(
                 out,
-                "  per k step and warp: {} ldmatrix.x4 (A), {b_load} (B), {} mma.sync",
-                g.m_frags,
+                "  per k step and warp: {a_load} (A), {b_load} (B), {} mma.sync",
                 g.m_frags * g.n_frags
             );
             let _ = writeln!(

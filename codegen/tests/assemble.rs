@@ -238,3 +238,88 @@ fn hmma_promises_tell_f16_from_bf16() {
     assert!(bf16_report.require(&f16_promise).is_err());
     assert!(f16_report.require(&bf16_promise).is_err());
 }
+
+/// A catalog spec re-specified in another layout, under its own name.
+fn in_layout(spec: &str, name: &str, layout: &str) -> (String, String) {
+    let renamed = format!("{name}_{layout}");
+    let spec = spec.replacen(&format!("name: {name}"), &format!("name: {renamed}"), 1);
+    (renamed, format!("{spec}, layout: {layout}"))
+}
+
+/// Every SIMT and mma.sync catalog kernel in the layouts with a column-major operand: ptxas
+/// assembles it without spills or local memory, cp.async stays LDGSTS, and the tensor-core
+/// kernels read their fragments with the ldmatrix forms their layout calls for (`.trans`
+/// for a 16-bit operand whose lines run along K; tf32 such operands by 32-bit loads) into
+/// the HMMA of their type.
+#[test]
+fn simt_and_mma_sync_catalog_kernels_assemble_in_every_layout() {
+    let mut count = 0;
+    let entries: Vec<_> = CATALOG
+        .iter()
+        .filter(|e| e.spec.contains("mma: fma") || e.spec.contains("mma: mma_sync"))
+        .collect();
+    for entry in &entries {
+        for layout in ["rc", "cr", "cc"] {
+            let (name, spec) = in_layout(entry.spec, entry.name, layout);
+            if let Err(error) = gemm_dsl::check_str(&spec) {
+                // 16x8 accumulators per thread with both operands read along K (rc) do not
+                // fit the registers: refused, not spilled.
+                assert_eq!(name, "simt_128x256x8_cp2_rc", "{error}");
+                assert!(
+                    error.to_string().contains("registers per thread"),
+                    "{error}"
+                );
+                continue;
+            }
+            let report = assemble_and_check(&name, &spec);
+            let emitted = codegen::emit_str(&spec).unwrap();
+            let s = emitted.spec();
+            assert_eq!(
+                report.count(Opcode::Ldl) + report.count(Opcode::Stl),
+                0,
+                "{name}"
+            );
+            if matches!(s.copy, gemm_dsl::Copy::CpAsync(_)) {
+                assert!(report.count(Opcode::Ldgsts) > 0, "{name}: no LDGSTS");
+                assert_eq!(report.count(Opcode::Ldg), 0, "{name}: operand LDG");
+            } else {
+                assert_eq!(report.count(Opcode::Ldgsts), 0, "{name}");
+                assert!(report.count(Opcode::Ldg) > 0 && report.count(Opcode::Sts) > 0);
+            }
+            if s.mma == gemm_dsl::Mma::Fma {
+                assert!(report.count(Opcode::Ffma) > 0, "{name}: no FFMA");
+            } else {
+                let tf32 = s.dtype == gemm_dsl::DType::Tf32;
+                let hmma = match s.dtype {
+                    gemm_dsl::DType::Tf32 => "HMMA.1688.F32.TF32",
+                    gemm_dsl::DType::F16 => "HMMA.16816.F32",
+                    _ => "HMMA.16816.F32.BF16",
+                };
+                let hmmas = if s.dtype == gemm_dsl::DType::F16 {
+                    report.count_exact(hmma)
+                } else {
+                    report.count_variant(hmma)
+                };
+                assert!(hmmas > 0, "{name}: no {hmma}");
+                let a_col = !s.layout.a_row_major();
+                let b_col = !s.layout.b_row_major();
+                // ldmatrix without .trans reads row-major A and column-major B; with .trans,
+                // 16-bit column-major A and row-major B.
+                assert_eq!(
+                    report.count_variant("LDSM.16.M88.4") > 0,
+                    !a_col || b_col,
+                    "{name}: LDSM.16.M88.4"
+                );
+                assert_eq!(
+                    report.count_variant("LDSM.16.MT88.4") > 0,
+                    !tf32 && (a_col || !b_col),
+                    "{name}: LDSM.16.MT88.4"
+                );
+            }
+            count += 1;
+        }
+    }
+    // Every entry in every layout, but the one refused.
+    assert!(entries.len() >= 23, "{}", entries.len());
+    assert_eq!(count, 3 * entries.len() - 1);
+}

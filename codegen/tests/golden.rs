@@ -43,6 +43,27 @@ fn hopper_layouts_ptx() {
     }
 }
 
+/// The SIMT and mma.sync families in the layouts with a column-major operand: which lines
+/// the copies run along, the bounded copies' dimensions, column quarters of a SIMT B, and the
+/// ldmatrix form (with or without `.trans`) of each mma.sync operand.
+#[test]
+fn simt_and_mma_sync_layouts_ptx() {
+    for layout in ["rc", "cr", "cc"] {
+        for (family, body) in [
+            ("simt", "arch: sm_80, mma: fma, tile: 128x128x8, stages: 2"),
+            (
+                "mma_sync",
+                "arch: sm_80, mma: mma_sync, tile: 128x128x32, stages: 3",
+            ),
+        ] {
+            let name = format!("{family}_layout_{layout}");
+            let spec = format!("name: {name}, {body}, layout: {layout}");
+            let emitted = codegen::emit_str(&spec).unwrap();
+            insta::assert_snapshot!(name, emitted.ptx());
+        }
+    }
+}
+
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {

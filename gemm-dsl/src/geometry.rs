@@ -2,7 +2,7 @@
 //! which rows an XOR swizzle can permute. Each family's own split of the block tile lives with
 //! its rules in [`crate::family`].
 
-use crate::spec::Tile;
+use crate::spec::{Layout, Tile};
 
 /// Bytes one copy instruction moves (`ld.global.v4` / `cp.async ... 16`).
 pub const COPY_VECTOR_BYTES: u32 = 16;
@@ -51,25 +51,51 @@ pub struct CopySpread {
     pub threads: u32,
 }
 
-/// The copies of A (`BM x BK`, K contiguous) and B (`BK x BN`, N contiguous), stored as in
-/// global memory by both families.
+/// An operand tile as it lies in global memory, and so in the shared memory of the families
+/// that copy 16-byte vectors along its contiguous dimension: `lines` of `line_elements`
+/// contiguous elements. A row-major A is `BM` lines of `BK`, a column-major A `BK` lines of
+/// `BM`; a row-major B `BK` lines of `BN`, a column-major B `BN` lines of `BK`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredTile {
+    pub lines: u32,
+    pub line_elements: u32,
+    /// The lines run along K (one line per k): column-major A, row-major B.
+    pub lines_are_k: bool,
+}
+
+impl StoredTile {
+    /// The stored tiles of A and B under `layout`.
+    pub fn of(tile: Tile, layout: Layout) -> (StoredTile, StoredTile) {
+        let line = |lines_are_k: bool, mn: u32| StoredTile {
+            lines: if lines_are_k { tile.k } else { mn },
+            line_elements: if lines_are_k { mn } else { tile.k },
+            lines_are_k,
+        };
+        (
+            line(!layout.a_row_major(), tile.m),
+            line(layout.b_row_major(), tile.n),
+        )
+    }
+}
+
+/// The copies of A and B, each along its contiguous dimension ([`StoredTile`]).
 pub(crate) fn operand_copies(
     tile: Tile,
+    layout: Layout,
     element: u32,
     threads: u32,
 ) -> Result<(CopyGeometry, CopyGeometry), CopySpread> {
-    let copy = |operand, rows: u32, row_bytes: u32| {
-        CopyGeometry::new(rows, row_bytes, threads).ok_or(CopySpread {
+    let copy = |operand, stored: StoredTile| {
+        let row_bytes = stored.line_elements * element;
+        CopyGeometry::new(stored.lines, row_bytes, threads).ok_or(CopySpread {
             operand,
-            vectors: rows * row_bytes / COPY_VECTOR_BYTES,
+            vectors: stored.lines * row_bytes / COPY_VECTOR_BYTES,
             vectors_per_row: row_bytes / COPY_VECTOR_BYTES,
             threads,
         })
     };
-    Ok((
-        copy('A', tile.m, tile.k * element)?,
-        copy('B', tile.k, tile.n * element)?,
-    ))
+    let (a, b) = StoredTile::of(tile, layout);
+    Ok((copy('A', a)?, copy('B', b)?))
 }
 
 /// Whether an XOR swizzle (`32B`, `64B`, `128B`) can permute shared-memory rows of this many

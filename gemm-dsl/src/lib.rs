@@ -11,7 +11,7 @@
 //! | `dtype` | A/B element type: `f16`, `bf16`, `tf32`, `f32` | `f32` for `mma: fma`, else `bf16` |
 //! | `acc` | accumulator type | `f32` |
 //! | `out` | C type | `dtype` (`f32` for `tf32`) |
-//! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major): any for wgmma, `rr` for the other families so far | `rr` |
+//! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family) | `rr` |
 //! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma) |
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
 //! | `consumers` | consumer warpgroups (wgmma) | `2` for wgmma, else `1` |

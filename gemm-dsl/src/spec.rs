@@ -130,6 +130,16 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// A is row-major (K contiguous).
+    pub fn a_row_major(self) -> bool {
+        matches!(self, Layout::RowRow | Layout::RowCol)
+    }
+
+    /// B is row-major (N contiguous).
+    pub fn b_row_major(self) -> bool {
+        matches!(self, Layout::RowRow | Layout::ColRow)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Layout::RowRow => "rr",

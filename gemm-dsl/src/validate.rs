@@ -356,16 +356,10 @@ impl Validator<'_> {
     }
 
     /// The scope of the families that copy through registers or `cp.async` within one
-    /// block: no TMA, no clusters, no consumer warpgroups, C stored from registers,
-    /// row-major A and B.
-    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 5] {
+    /// block: no TMA, no clusters, no consumer warpgroups, C stored from registers.
+    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 4] {
         let s = self.spec;
         [
-            (
-                Key::Layout,
-                s.layout.name().to_string(),
-                s.layout == Layout::RowRow,
-            ),
             (
                 Key::Copy,
                 s.copy.to_string(),
@@ -518,14 +512,12 @@ mod tests {
     #[test]
     fn unimplemented_values_parse_then_fail_validation() {
         for spec in [
-            "mma: mma_sync, layout: rc",
             "mma: mma_sync, arch: sm_90, copy: tma",
             "mma: mma_sync, out: f16",
             "mma: mma_sync, dtype: tf32, out: tf32",
             "mma: mma_sync, acc: f16",
             "mma: mma_sync, arch: sm_90, cluster: 2x1",
             "dtype: bf16",
-            "layout: rc",
             "arch: sm_90, copy: tma",
             "swizzle: 32B",
             "schedule: persistent",

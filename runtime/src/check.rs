@@ -427,6 +427,80 @@ mod tests {
         );
     }
 
+    /// Every layout of the cp.async families: a packed column-major operand whose columns are
+    /// no 16-byte multiple is refused naming the operand, its column length and the padded
+    /// leading dimension; padded, the launch passes.
+    #[test]
+    fn packed_columns_that_break_the_copy_width_name_the_padding_that_fixes_them() {
+        let orders = |a, b| LaunchShape {
+            a_order: a,
+            b_order: b,
+            ..PARTIAL
+        };
+        use StorageOrder::{ColMajor, RowMajor};
+        // M = 777, K = 1234, N = 64 f32: a column of A is 777 elements, a column of B 1234.
+        let (m, n, k) = (777, 64, 1234);
+        let column_major = |args: &mut LaunchArgs, a: bool, b: bool| {
+            if a {
+                args.a.ld = m;
+            }
+            if b {
+                args.b.ld = k;
+            }
+        };
+        for (a_col, b_col) in [(true, false), (false, true), (true, true)] {
+            let shape = orders(
+                if a_col { ColMajor } else { RowMajor },
+                if b_col { ColMajor } else { RowMajor },
+            );
+            let mut args = packed(m, n, k);
+            column_major(&mut args, a_col, b_col);
+            // A row-major A of K = 1234 breaks the alignment too: pad it first.
+            if !a_col {
+                args.a.ld = 1236;
+                args.a.len = elements_needed(m, k, 1236) as usize;
+            }
+            let error = check_launch(&shape, &args, RESIDENT).unwrap_err();
+            let (operand, ld, fix, line) = if a_col {
+                (Operand::A, m, 780, "column")
+            } else {
+                (Operand::B, k, 1236, "column")
+            };
+            assert!(
+                matches!(
+                    error,
+                    Error::MisalignedLeadingDim { operand: o, order: ColMajor, ld: l, element_bytes: 4, align: 16 }
+                        if o == operand && l == ld
+                ),
+                "{error:?}"
+            );
+            let message = error.to_string();
+            let name = if operand == Operand::A { "lda" } else { "ldb" };
+            for needle in [
+                format!(
+                    "{name} = {ld} elements = {} B is not a multiple of 16 B",
+                    4 * ld
+                ),
+                format!("every {line} of {operand} must start 16-byte aligned"),
+                "the operand is column-major".to_string(),
+                format!("pad the {line}s to {name} = {fix} (a multiple of 4 elements)"),
+            ] {
+                assert!(message.contains(&needle), "{needle}: {message}");
+            }
+            // Padded as the message says, every column-major operand passes.
+            if a_col {
+                args.a.ld = 780;
+                args.a.len = elements_needed(k, m, 780) as usize;
+            }
+            if b_col {
+                args.b.ld = 1236;
+                args.b.len = elements_needed(n, k, 1236) as usize;
+            }
+            args.c.ld = 64;
+            check_launch(&shape, &args, RESIDENT).unwrap();
+        }
+    }
+
     #[test]
     fn the_last_row_needs_only_its_columns() {
         assert_eq!(elements_needed(3, 4, 10), 24);

@@ -530,6 +530,234 @@ fn hopper_kernels_compute_every_layout() {
     }
 }
 
+/// The layouts with a column-major operand.
+const COLUMN_MAJOR_LAYOUTS: [&str; 3] = ["rc", "cr", "cc"];
+
+/// The only SIMT or mma.sync catalog kernel refused in some layout: a row-major A with a
+/// column-major B reads both operands as vectors along K, and at 16x8 accumulators per
+/// thread those do not fit the registers (validation says so rather than ptxas spilling).
+const REFUSED_IN_LAYOUT: [&str; 1] = ["simt_128x256x8_cp2_rc"];
+
+/// Every SIMT and mma.sync catalog spec re-specified in each layout with a column-major
+/// operand, under the name `<catalog name>_<layout>`, with its stages: the emitted kernels,
+/// and the names validation refused (each for its registers).
+fn layout_specs() -> (Vec<(String, Emitted, u32)>, Vec<String>) {
+    let mut emitted = Vec::new();
+    let mut refused = Vec::new();
+    for entry in CATALOG {
+        if !matches!(emit(entry).spec().mma, Mma::Fma | Mma::MmaSync) {
+            continue;
+        }
+        for layout in COLUMN_MAJOR_LAYOUTS {
+            let name = format!("{}_{layout}", entry.name);
+            let spec = entry.spec.replacen(
+                &format!("name: {}", entry.name),
+                &format!("name: {name}"),
+                1,
+            );
+            match codegen::emit_str(&format!("{spec}, layout: {layout}")) {
+                Ok(kernel) => {
+                    let stages = kernel.spec().stages;
+                    emitted.push((name, kernel, stages));
+                }
+                Err(error) => {
+                    assert!(
+                        error.to_string().contains("registers per thread"),
+                        "{name}: {error}"
+                    );
+                    refused.push(name);
+                }
+            }
+        }
+    }
+    (emitted, refused)
+}
+
+/// Without a GPU: what the layout tests launch. Every SIMT and mma.sync catalog spec emits
+/// in rc, cr and cc but the one whose registers do not fit, every one computes partial tiles
+/// and lays its operands out as its layout says.
+#[test]
+fn every_simt_and_mma_sync_catalog_spec_emits_in_every_layout() {
+    let (emitted, refused) = layout_specs();
+    assert_eq!(refused, REFUSED_IN_LAYOUT);
+    let catalog_specs = CATALOG
+        .iter()
+        .filter(|entry| matches!(emit(entry).spec().mma, Mma::Fma | Mma::MmaSync))
+        .count();
+    assert!(catalog_specs >= 23, "{catalog_specs}");
+    assert_eq!(
+        emitted.len() + refused.len(),
+        3 * catalog_specs,
+        "{}",
+        emitted.len()
+    );
+    for (name, kernel, _) in &emitted {
+        let launch = kernel.launch();
+        assert!(launch.partial_tiles, "{name}");
+        let layout = kernel.spec().layout;
+        let order = |row_major| {
+            if row_major {
+                codegen::StorageOrder::RowMajor
+            } else {
+                codegen::StorageOrder::ColMajor
+            }
+        };
+        assert_eq!(launch.a_order, order(layout.a_row_major()), "{name}");
+        assert_eq!(launch.b_order, order(layout.b_row_major()), "{name}");
+    }
+}
+
+/// The layout kernels, loaded, with their stages.
+fn layout_kernels(ctx: &Arc<CudaContext>) -> Vec<(AnyKernel, u32)> {
+    let (emitted, refused) = layout_specs();
+    assert_eq!(refused, REFUSED_IN_LAYOUT);
+    emitted
+        .into_iter()
+        .map(|(name, kernel, stages)| {
+            let loaded =
+                AnyKernel::from_emitted(ctx, &kernel).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (loaded, stages)
+        })
+        .collect()
+}
+
+/// Leading dimensions for `shape` in the kernel's layout: each stored line (a row, or a
+/// column of a column-major operand) rounded up to the kernel's alignment plus `extra`
+/// vectors of it, and C's rows plus at least one vector, so C has gaps to stay poisoned.
+fn layout_ld<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    shape: Shape,
+    extra: (u32, u32, u32),
+) -> (u32, u32, u32) {
+    let launch = kernel.info().launch();
+    let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
+    let round = |value: u32, bytes: u32| value.div_ceil(vector(bytes)) * vector(bytes);
+    let line = |operand| launch.stored_dims(operand, shape.m, shape.n, shape.k).1;
+    (
+        round(line(Operand::A), In::BYTES) + extra.0 * vector(In::BYTES),
+        round(line(Operand::B), In::BYTES) + extra.1 * vector(In::BYTES),
+        round(shape.n, Out::BYTES) + (1 + extra.2) * vector(Out::BYTES),
+    )
+}
+
+/// Every SIMT and mma.sync catalog kernel in rc, cr and cc (column-major A with `lda >= M`,
+/// column-major B with `ldb >= K`) over the shapes around its tiles: 1x1x1, one under, at and
+/// one over the tile in each dimension alone and in all three, K shorter than one k tile and
+/// than the ring, two tiles and a bit; padded leading dimensions, NaN in the padding of A and
+/// B, poisoned gaps of C that must stay untouched, against float64.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn simt_and_mma_sync_kernels_compute_every_layout_around_their_tiles() {
+    let (ctx, stream) = gpu();
+    let kernels = layout_kernels(&ctx);
+    let mut launches = 0;
+    for (kernel, stages) in &kernels {
+        let types = kernel.types();
+        let launch = kernel.info().launch();
+        // The shapes of real models stay with the row-major test: here the tiles' edges.
+        let shapes: Vec<Shape> = shapes_around_tiles(launch, *stages)
+            .into_iter()
+            .filter(|s| u64::from(s.m) * u64::from(s.n) * u64::from(s.k) <= 1 << 27)
+            .collect();
+        assert!(shapes.len() >= 17, "{}", kernel.info().name());
+        for (index, shape) in shapes.into_iter().enumerate() {
+            with_kernel!(kernel, typed => {
+                let ld = layout_ld(typed, shape, (index as u32 % 3, index as u32 % 2, 0));
+                check_with_ld(typed, types, &stream, shape, ld, 0x1A70_0000 + index as u64)
+            });
+            launches += 1;
+        }
+    }
+    eprintln!("{} layout kernels, {launches} launches", kernels.len());
+}
+
+/// Random shapes (fixed seed) for every SIMT and mma.sync catalog spec in the layouts with a
+/// column-major operand: `GEMM_LAYOUT_SHAPES` shapes per spec (200 unless set), M, N in
+/// 1..=4096, K in 1..=2048, biased to 1 and to one under, at and one over the catalog's tile
+/// sizes and their multiples. Each shape runs in a layout that turns with the shape and the
+/// spec (rc, cr, cc in turn: each layout gets a third of every spec's shapes, and every shape
+/// runs in every layout across the specs; the row-major sweep is
+/// `random_shapes_around_the_tiles_compute`), each operand's leading dimension padded by 0 to
+/// 3 random vectors. Each shape's inputs and reference are made once per input type.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn random_shapes_compute_in_every_layout() {
+    let shape_count: usize = std::env::var("GEMM_LAYOUT_SHAPES")
+        .map(|v| v.parse().expect("GEMM_LAYOUT_SHAPES is a count"))
+        .unwrap_or(200);
+    let started = std::time::Instant::now();
+    let (ctx, stream) = gpu();
+    let kernels = layout_kernels(&ctx);
+    // Per catalog spec, its kernels in rc, cr and cc (two where validation refused one).
+    let specs: Vec<(&str, Vec<&AnyKernel>)> = CATALOG
+        .iter()
+        .filter_map(|entry| {
+            let in_layouts: Vec<&AnyKernel> = COLUMN_MAJOR_LAYOUTS
+                .iter()
+                .filter_map(|layout| {
+                    let name = format!("{}_{layout}", entry.name);
+                    kernels
+                        .iter()
+                        .map(|(kernel, _)| kernel)
+                        .find(|kernel| kernel.info().name() == name)
+                })
+                .collect();
+            (!in_layouts.is_empty()).then_some((entry.name, in_layouts))
+        })
+        .collect();
+    assert_eq!(
+        specs.iter().map(|(_, k)| k.len()).sum::<usize>(),
+        kernels.len()
+    );
+    let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
+        let mut sizes: Vec<u32> = kernels
+            .iter()
+            .map(|(k, _)| pick(k.info().launch()))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    };
+    let (tiles_m, tiles_n, tiles_k) = (
+        tiles(|l| l.tile_m),
+        tiles(|l| l.tile_n),
+        tiles(|l| l.tile_k),
+    );
+    let mut rng = StdRng::seed_from_u64(0x1A70_5EED);
+    let mut checked = vec![0usize; specs.len()];
+    for index in 0..shape_count {
+        let shape = Shape::new(
+            biased_dim(&mut rng, &tiles_m, 4096),
+            biased_dim(&mut rng, &tiles_n, 4096),
+            biased_dim(&mut rng, &tiles_k, 2048),
+        );
+        let mut problems = PaddedProblems::new(shape, 0x1A70_1000 + index as u64);
+        for (slot, (_, in_layouts)) in specs.iter().enumerate() {
+            let kernel = in_layouts[(index + slot) % in_layouts.len()];
+            let types = kernel.types();
+            let extra = (
+                rng.random_range(0..=3),
+                rng.random_range(0..=3),
+                rng.random_range(0..=3),
+            );
+            with_kernel!(kernel, typed => {
+                let ld = layout_ld(typed, shape, extra);
+                problems.check_with_ld(typed, types, &stream, ld)
+            });
+            checked[slot] += 1;
+        }
+    }
+    for ((name, _), count) in specs.iter().zip(&checked) {
+        assert_eq!(*count, shape_count, "{name}");
+    }
+    eprintln!(
+        "{} catalog specs x {shape_count} random shapes, layouts in turn ({} kernels), {:.0} s",
+        specs.len(),
+        kernels.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// The Hopper family's random sweep: 200 random shapes (fixed seed, biased like the SIMT and
 /// mma.sync sweep) for every wgmma catalog kernel, each shape in a layout that turns with the
 /// shape and the kernel (so every kernel runs every layout on 50 shapes), and the persistent
@@ -595,10 +823,14 @@ fn hopper_kernels_compute_random_shapes_in_every_layout() {
             };
             for layout in layouts {
                 let kernel = &in_layouts[layout];
-                let extra: [u32; 3] = std::array::from_fn(|_| rng.random_range(0..=3));
+                let extra = (
+                    rng.random_range(0..=3),
+                    rng.random_range(0..=3),
+                    rng.random_range(0..=3),
+                );
                 let types = kernel.types();
                 with_kernel!(kernel, typed => {
-                    let ld = padded_ld(typed, shape, extra);
+                    let ld = layout_ld(typed, shape, extra);
                     problems.check_with_ld(typed, types, &stream, ld)
                 });
                 checked[slot][layout] += 1;
@@ -619,25 +851,6 @@ fn hopper_kernels_compute_random_shapes_in_every_layout() {
         checked.iter().flatten().sum::<usize>(),
         started.elapsed().as_secs_f64()
     );
-}
-
-/// Leading dimensions for `shape` in the kernel's layout: each stored line rounded up to the
-/// kernel's alignment, plus `extra` whole vectors of it for A, B and C in turn.
-fn padded_ld<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
-    shape: Shape,
-    extra: [u32; 3],
-) -> (u32, u32, u32) {
-    let launch = kernel.info().launch();
-    let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
-    let round =
-        |value: u32, bytes: u32, more: u32| (value.div_ceil(vector(bytes)) + more) * vector(bytes);
-    let line = |operand| launch.stored_dims(operand, shape.m, shape.n, shape.k).1;
-    (
-        round(line(Operand::A), In::BYTES, extra[0]),
-        round(line(Operand::B), In::BYTES, extra[1]),
-        round(shape.n, Out::BYTES, extra[2]),
-    )
 }
 
 /// Sizes one under and over the tile, single rows and columns, a K shorter than one k tile,

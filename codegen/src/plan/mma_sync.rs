@@ -1,20 +1,29 @@
 //! Plan of the Ampere tensor-core family (`mma: mma_sync`).
 //!
-//! Per stage, shared memory holds A as `BM x BK` (K contiguous) and B as `BK x BN` (N
-//! contiguous), both in their global layout with 16-byte chunks placed by one
-//! [`SmemSwizzle`] per operand, so 16-byte `cp.async` copies land in place and the same
-//! function tells the readers where they went.
+//! Per stage, shared memory holds A and B in their global layout ([`StoredTile`]: a row-major
+//! A as `BM` rows of `BK`, a column-major A as `BK` lines of `BM`; a row-major B as `BK` rows
+//! of `BN`, a column-major B as `BN` lines of `BK`), with 16-byte chunks placed by one
+//! [`SmemSwizzle`] per operand over its stored lines, so 16-byte `cp.async` copies land in
+//! place and the same function tells the readers where they went.
 //!
 //! Warp `(warp_m, warp_n)` owns a `WM x WN` warp tile of `WM/16 x WN/8` mma tiles. Per k step
-//! (16 k for f16/bf16, 8 k for tf32; 32 bytes of an A row either way) it loads:
-//! - A with one `ldmatrix.x4` per 16 rows: lane `l` addresses row `l % 16`, chunk `l / 16`, so
-//!   the four 8x8 matrices are (rows 0-7, k-chunk 0), (rows 8-15, chunk 0), (rows 0-7,
-//!   chunk 1), (rows 8-15, chunk 1): exactly registers a0..a3 of the mma A fragment (for tf32
-//!   an 8x8 b16 matrix is 8 rows x 4 tf32, and the same four matrices are a0..a3 of m16n8k8).
-//! - B (f16/bf16) with one `ldmatrix.x4.trans` per 16 columns: lane `l` addresses k row `l %
-//!   16`, n chunk `l / 16`; the transposed matrices give b0, b1 of two n8 tiles.
-//! - B (tf32) with `ld.shared.b32`: lane `(g, t) = (l / 4, l % 4)` reads k rows `t` and `t + 4`
-//!   of column `g` of each n8 tile (ldmatrix has no 32-bit transpose).
+//! (16 k for f16/bf16, 8 k for tf32; 32 bytes of a K-contiguous line either way) it loads:
+//! - A row-major with one `ldmatrix.x4` per 16 rows: lane `l` addresses row `l % 16`, chunk
+//!   `l / 16`, so the four 8x8 matrices are (rows 0-7, k-chunk 0), (rows 8-15, chunk 0),
+//!   (rows 0-7, chunk 1), (rows 8-15, chunk 1): exactly registers a0..a3 of the mma A
+//!   fragment (for tf32 an 8x8 b16 matrix is 8 rows x 4 tf32, and the same four matrices are
+//!   a0..a3 of m16n8k8).
+//! - B row-major (f16/bf16) with one `ldmatrix.x4.trans` per 16 columns: lane `l` addresses
+//!   k row `l % 16`, n chunk `l / 16`; the transposed matrices give b0, b1 of two n8 tiles.
+//! - B row-major (tf32) with `ld.shared.b32`: lane `(g, t) = (l / 4, l % 4)` reads k rows `t`
+//!   and `t + 4` of column `g` of each n8 tile (ldmatrix has no 32-bit transpose).
+//! - A column-major is read as B row-major is, with M in place of N: `ldmatrix.x4.trans` over
+//!   16 k lines by two m chunks, whose matrices (k 0-7, m 0-7), (k 8-15, m 0-7), (k 0-7,
+//!   m 8-15), (k 8-15, m 8-15) are a0, a2, a1, a3; tf32 by `ld.shared.b32`, lane `(g, t)`
+//!   reading k line `t` (`t + 4` for a2, a3) at m `g` (`g + 8` for a1, a3).
+//! - B column-major is read as A row-major is, with N in place of M: one `ldmatrix.x4` per
+//!   16 columns over lines `l % 16`, k chunk `l / 16`, whose matrices are b0 of n8 tiles
+//!   `2j`, `2j + 1`, then b1 of both (for tf32 too: a matrix is 8 columns x 4 tf32 of k).
 //!
 //! Then `WM/16 x WN/8` mma instructions accumulate in f32. The epilogue writes each
 //! accumulator pair (row `g`, columns `2t, 2t+1`) as one 8-byte f32 store or, converted with
@@ -34,7 +43,7 @@
 //! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
 //! for every thread).
 
-use super::edges::{chunk_words, last_byte, ChunkWord};
+use super::edges::{chunk_words, last_byte, ChunkWord, OperandSource};
 use super::schedule::TileWalk;
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{
@@ -42,8 +51,8 @@ use super::{
 };
 use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
-use gemm_dsl::geometry::{CopyGeometry, COPY_VECTOR_BYTES};
-use gemm_dsl::{DType, GemmSpec, Schedule, ValidSpec};
+use gemm_dsl::geometry::{CopyGeometry, StoredTile, COPY_VECTOR_BYTES};
+use gemm_dsl::{DType, GemmSpec, Layout, Schedule, ValidSpec};
 use serde::Serialize;
 
 /// Bytes of A (or of a B column block) one mma k step consumes per row: 16 f16/bf16 or 8 tf32.
@@ -58,6 +67,10 @@ pub struct MmaSyncPlan {
     pub max_registers: u32,
     pub dtype: &'static str,
     pub out_dtype: &'static str,
+    /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
+    pub layout_note: String,
+    /// Where the lanes' fragment reads start, for the kernel's comment.
+    pub fragment_note: String,
     pub in_bytes: u32,
     pub out_bytes: u32,
     pub vector_bytes: u32,
@@ -80,9 +93,9 @@ pub struct MmaSyncPlan {
     pub cache_hint: &'static str,
     pub a_copy: TileCopy,
     pub b_copy: TileCopy,
-    /// Bytes the A pointer advances per k tile (B advances `BK` rows, a runtime stride).
-    pub a_tile_step_bytes: u32,
-    pub b_tile_rows: u32,
+    /// Where each operand's copies come from and how far they reach.
+    pub a_src: OperandSource,
+    pub b_src: OperandSource,
     /// Added to K before dividing by BK: a partial last k tile counts.
     pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
@@ -91,8 +104,6 @@ pub struct MmaSyncPlan {
     pub mma_instruction: &'static str,
     /// tf32: inputs are f32 bit patterns, rounded with `cvt.rna.tf32.f32` before the mma.
     pub round_tf32: bool,
-    /// B fragments come from `ldmatrix.x4.trans` (f16/bf16) rather than `ld.shared.b32` (tf32).
-    pub b_ldmatrix: bool,
     pub a_read: FragmentReads,
     pub b_read: FragmentReads,
     pub accumulators: u32,
@@ -146,15 +157,62 @@ pub struct TileCopyOp {
     pub words: Vec<ChunkWord>,
 }
 
-/// Where a warp's lanes read fragments from: the base offset of lane `l` of warp
-/// `(warp_m, warp_n)` is the swizzled position of row
-/// `warp_m·warp_m_rows + (l & lane_row_mask)`, byte column
-/// `warp_n·warp_n_bytes + (l >> lane_col_shift)·lane_col_bytes`.
+/// How one operand's fragments are read from shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadKind {
+    /// `ldmatrix.x4` over lines along M or N, 16-byte chunks along K: row-major A,
+    /// column-major B.
+    Ldmatrix,
+    /// `ldmatrix.x4.trans` over lines along K (16-bit types): column-major A, row-major B.
+    LdmatrixTrans,
+    /// `ld.shared.b32` per register over lines along K (tf32, which no 32-bit
+    /// `ldmatrix.trans` exists for).
+    Scalar,
+}
+
+impl ReadKind {
+    /// The read of an operand whose stored lines run along K or not, for `dtype`.
+    pub fn of(lines_are_k: bool, dtype: DType) -> ReadKind {
+        match (lines_are_k, dtype) {
+            (false, _) => ReadKind::Ldmatrix,
+            (true, DType::Tf32 | DType::F32) => ReadKind::Scalar,
+            (true, _) => ReadKind::LdmatrixTrans,
+        }
+    }
+
+    pub fn instruction(self) -> &'static str {
+        match self {
+            ReadKind::Ldmatrix => "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+            ReadKind::LdmatrixTrans => "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+            ReadKind::Scalar => "ld.shared.b32",
+        }
+    }
+
+    /// Bytes one lane's address covers: a 16-byte matrix row, or one 32-bit word.
+    pub fn access_bytes(self) -> u32 {
+        match self {
+            ReadKind::Ldmatrix | ReadKind::LdmatrixTrans => COPY_VECTOR_BYTES,
+            ReadKind::Scalar => 4,
+        }
+    }
+}
+
+/// Where a warp's lanes read fragments from, in the operand's stored lines: the base offset
+/// of lane `l` of warp `(warp_m, warp_n)` is the swizzled position of line
+/// `warp_m·warp_m_rows + warp_n·warp_n_rows + (l & lane_row_mask)`, byte column
+/// `warp_m·warp_m_bytes + warp_n·warp_n_bytes + (l >> lane_col_shift)·lane_col_bytes`.
 #[derive(Clone, Debug, Serialize)]
 pub struct FragmentReads {
+    pub kind: ReadKind,
+    pub instruction: &'static str,
+    /// ldmatrix takes its registers in braces, `ld.shared.b32` one bare register.
+    pub vector: bool,
     pub swizzle: SmemSwizzle,
     pub smem_tile_offset: u32,
     pub warp_m_rows: u32,
+    pub warp_n_rows: u32,
+    pub warp_m_bytes: u32,
     pub warp_n_bytes: u32,
     pub lane_row_mask: u32,
     pub lane_col_shift: u32,
@@ -167,9 +225,44 @@ impl FragmentReads {
     /// The (row, byte column) lane `lane` of warp `(warp_m, warp_n)` starts from.
     pub fn lane_position(&self, warp_m: u32, warp_n: u32, lane: u32) -> (u32, u32) {
         (
-            warp_m * self.warp_m_rows + (lane & self.lane_row_mask),
-            warp_n * self.warp_n_bytes + (lane >> self.lane_col_shift) * self.lane_col_bytes,
+            warp_m * self.warp_m_rows + warp_n * self.warp_n_rows + (lane & self.lane_row_mask),
+            warp_m * self.warp_m_bytes
+                + warp_n * self.warp_n_bytes
+                + (lane >> self.lane_col_shift) * self.lane_col_bytes,
         )
+    }
+
+    /// The reads of an operand of `kind` whose tile starts `smem_tile_offset` bytes into a
+    /// stage, with warp `(warp_m, warp_n)` starting `warp_rows` lines and `warp_bytes` bytes
+    /// into it.
+    fn new(
+        kind: ReadKind,
+        swizzle: SmemSwizzle,
+        smem_tile_offset: u32,
+        (warp_m_rows, warp_n_rows): (u32, u32),
+        (warp_m_bytes, warp_n_bytes): (u32, u32),
+    ) -> FragmentReads {
+        // ldmatrix: lane l addresses line l % 16, chunk l / 16; ld.shared.b32: lane (g, t)
+        // reads line t, word g.
+        let (lane_row_mask, lane_col_shift, lane_col_bytes) = match kind {
+            ReadKind::Ldmatrix | ReadKind::LdmatrixTrans => (15, 4, COPY_VECTOR_BYTES),
+            ReadKind::Scalar => (3, 2, 4),
+        };
+        FragmentReads {
+            kind,
+            instruction: kind.instruction(),
+            vector: kind != ReadKind::Scalar,
+            swizzle,
+            smem_tile_offset,
+            warp_m_rows,
+            warp_n_rows,
+            warp_m_bytes,
+            warp_n_bytes,
+            lane_row_mask,
+            lane_col_shift,
+            lane_col_bytes,
+            bases: Vec::new(),
+        }
     }
 
     /// The tile-relative base offset, exactly as the kernel computes it.
@@ -412,9 +505,10 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let tile = spec.tile;
     let element = spec.dtype.size_bytes();
     let tf32 = spec.dtype == DType::Tf32;
-    let a_swizzle = SmemSwizzle::new(spec.swizzle, tile.k * element);
-    let b_swizzle = SmemSwizzle::new(spec.swizzle, tile.n * element);
-    let a_tile_bytes = tile.m * a_swizzle.pitch;
+    let (a_stored, b_stored) = StoredTile::of(tile, spec.layout);
+    let a_swizzle = SmemSwizzle::new(spec.swizzle, a_stored.line_elements * element);
+    let b_swizzle = SmemSwizzle::new(spec.swizzle, b_stored.line_elements * element);
+    let a_tile_bytes = a_stored.lines * a_swizzle.pitch;
     let smem = SmemLayout::new(valid.smem.bytes_per_stage(), spec.stages);
 
     let a_copy = tile_copy(&g.a_copy, element, g.threads, a_swizzle, 0, 0);
@@ -429,87 +523,111 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let (copy, cache_hint) = PlanCopy::of(spec.copy);
 
     let (mi_count, ni_count) = (g.m_frags, g.n_frags);
-    let mut a_read = FragmentReads {
-        swizzle: a_swizzle,
-        smem_tile_offset: 0,
-        warp_m_rows: g.warp_tile_m,
-        warp_n_bytes: 0,
-        lane_row_mask: 15,
-        lane_col_shift: 4,
-        lane_col_bytes: COPY_VECTOR_BYTES,
-        bases: Vec::new(),
-    };
-    let mut b_read = if tf32 {
-        FragmentReads {
-            swizzle: b_swizzle,
-            smem_tile_offset: a_tile_bytes,
-            warp_m_rows: 0,
-            warp_n_bytes: g.warp_tile_n * element,
-            lane_row_mask: 3,
-            lane_col_shift: 2,
-            lane_col_bytes: element,
-            bases: Vec::new(),
-        }
+    let (a_kind, b_kind) = read_kinds(spec);
+    // A warp's first line and byte in each stored tile: along M (N) in lines where the lines
+    // run along M (N), else in bytes.
+    let a_warp = g.warp_tile_m * if a_stored.lines_are_k { element } else { 1 };
+    let b_warp = g.warp_tile_n * if b_stored.lines_are_k { element } else { 1 };
+    let (a_rows, a_bytes) = if a_stored.lines_are_k {
+        ((0, 0), (a_warp, 0))
     } else {
-        FragmentReads {
-            swizzle: b_swizzle,
-            smem_tile_offset: a_tile_bytes,
-            warp_m_rows: 0,
-            warp_n_bytes: g.warp_tile_n * element,
-            lane_row_mask: 15,
-            lane_col_shift: 4,
-            lane_col_bytes: COPY_VECTOR_BYTES,
-            bases: Vec::new(),
-        }
+        ((a_warp, 0), (0, 0))
     };
+    let (b_rows, b_bytes) = if b_stored.lines_are_k {
+        ((0, 0), (0, b_warp))
+    } else {
+        ((0, b_warp), (0, 0))
+    };
+    let mut a_read = FragmentReads::new(a_kind, a_swizzle, 0, a_rows, a_bytes);
+    let mut b_read = FragmentReads::new(b_kind, b_swizzle, a_tile_bytes, b_rows, b_bytes);
     let a_base = read_bases(&a_read, g);
     let b_base = read_bases(&b_read, g);
+    let fragment_note = fragment_note(&a_read, &b_read, spec.layout, g);
     let (mut a_bases, mut b_bases) = (Vec::new(), Vec::new());
     let a_regs_per_set = mi_count * 4;
     let b_regs_per_set = ni_count * 2;
     let fa = |set: u32, mi: u32, q: u32| set * a_regs_per_set + mi * 4 + q;
     let fb = |set: u32, ni: u32, h: u32| set * b_regs_per_set + ni * 2 + h;
-    let b_rows_per_step = g.shape.k;
+    let k_lines_per_step = g.shape.k;
+    let (a_reads, b_reads) = (&a_read, &b_read);
     let n_tile_bytes = g.shape.n * element;
+    let m_tile_bytes = g.shape.m * element;
 
     let k_steps_plan: Vec<MmaKStep> = (0..g.k_steps)
         .map(|step| {
             let set = step % 2;
-            let a_loads: Vec<FragLoad> = (0..mi_count)
-                .map(|mi| {
-                    let at = |wm: u32, wn: u32, lane: u32| {
-                        let (row, col) = a_read.lane_position(wm, wn, lane);
-                        a_swizzle.byte_offset(row + mi * g.shape.m, col + step * K_STEP_BYTES)
-                    };
-                    let regs = registers("fa", (0..4).map(|q| fa(set, mi, q)));
-                    read_load(&mut a_bases, &a_base, g, regs, at)
-                })
-                .collect();
-            let b_loads: Vec<FragLoad> = if tf32 {
-                (0..ni_count)
-                    .flat_map(|ni| (0..2).map(move |h| (ni, h)))
-                    .map(|(ni, h)| {
-                        let at = |wm: u32, wn: u32, lane: u32| {
-                            let (row, col) = b_read.lane_position(wm, wn, lane);
-                            b_swizzle.byte_offset(
-                                row + step * b_rows_per_step + 4 * h,
-                                col + ni * n_tile_bytes,
-                            )
-                        };
-                        let regs = registers("fb", [fb(set, ni, h)]);
+            // Stored (line, byte) of lane `lane` of warp (wm, wn) plus `(lines, bytes)`.
+            let a_at = |lines: u32, bytes: u32| {
+                move |wm: u32, wn: u32, lane: u32| {
+                    let (row, col) = a_reads.lane_position(wm, wn, lane);
+                    a_swizzle.byte_offset(row + lines, col + bytes)
+                }
+            };
+            let b_at = |lines: u32, bytes: u32| {
+                move |wm: u32, wn: u32, lane: u32| {
+                    let (row, col) = b_reads.lane_position(wm, wn, lane);
+                    b_swizzle.byte_offset(row + lines, col + bytes)
+                }
+            };
+            let a_loads: Vec<FragLoad> = match a_kind {
+                // 16 rows of M by the step's two k chunks: a0..a3.
+                ReadKind::Ldmatrix => (0..mi_count)
+                    .map(|mi| {
+                        let regs = registers("fa", (0..4).map(|q| fa(set, mi, q)));
+                        let at = a_at(mi * g.shape.m, step * K_STEP_BYTES);
+                        read_load(&mut a_bases, &a_base, g, regs, at)
+                    })
+                    .collect(),
+                // The step's 16 k lines by two chunks of M: matrices (k 0-7, m 0-7),
+                // (k 8-15, m 0-7), (k 0-7, m 8-15), (k 8-15, m 8-15) are a0, a2, a1, a3.
+                ReadKind::LdmatrixTrans => (0..mi_count)
+                    .map(|mi| {
+                        let regs = registers("fa", [0, 2, 1, 3].map(|q| fa(set, mi, q)));
+                        let at = a_at(step * k_lines_per_step, mi * m_tile_bytes);
+                        read_load(&mut a_bases, &a_base, g, regs, at)
+                    })
+                    .collect(),
+                // tf32 a_q: k line t + 4·(q >> 1), m g + 8·(q & 1).
+                ReadKind::Scalar => (0..mi_count)
+                    .flat_map(|mi| (0..4).map(move |q| (mi, q)))
+                    .map(|(mi, q)| {
+                        let regs = registers("fa", [fa(set, mi, q)]);
+                        let at = a_at(
+                            step * k_lines_per_step + 4 * (q >> 1),
+                            mi * m_tile_bytes + 8 * (q & 1) * element,
+                        );
+                        read_load(&mut a_bases, &a_base, g, regs, at)
+                    })
+                    .collect(),
+            };
+            let b_loads: Vec<FragLoad> = match b_kind {
+                // 16 columns (lines) by the step's two k chunks: b0 of n8 tiles 2j and
+                // 2j + 1, then b1 of both.
+                ReadKind::Ldmatrix => (0..ni_count / 2)
+                    .map(|j| {
+                        let regs = registers(
+                            "fb",
+                            [
+                                fb(set, 2 * j, 0),
+                                fb(set, 2 * j + 1, 0),
+                                fb(set, 2 * j, 1),
+                                fb(set, 2 * j + 1, 1),
+                            ],
+                        );
+                        let at = b_at(2 * j * g.shape.n, step * K_STEP_BYTES);
                         read_load(&mut b_bases, &b_base, g, regs, at)
                     })
-                    .collect()
-            } else {
-                (0..ni_count / 2)
+                    .collect(),
+                ReadKind::Scalar => (0..ni_count)
+                    .flat_map(|ni| (0..2).map(move |h| (ni, h)))
+                    .map(|(ni, h)| {
+                        let regs = registers("fb", [fb(set, ni, h)]);
+                        let at = b_at(step * k_lines_per_step + 4 * h, ni * n_tile_bytes);
+                        read_load(&mut b_bases, &b_base, g, regs, at)
+                    })
+                    .collect(),
+                ReadKind::LdmatrixTrans => (0..ni_count / 2)
                     .map(|j| {
-                        let at = |wm: u32, wn: u32, lane: u32| {
-                            let (row, col) = b_read.lane_position(wm, wn, lane);
-                            b_swizzle.byte_offset(
-                                row + step * b_rows_per_step,
-                                col + 2 * j * n_tile_bytes,
-                            )
-                        };
                         // Matrices 0, 1: b0, b1 of n8 tile 2j; matrices 2, 3: of tile 2j + 1.
                         let regs = registers(
                             "fb",
@@ -520,9 +638,10 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
                                 fb(set, 2 * j + 1, 1),
                             ],
                         );
+                        let at = b_at(step * k_lines_per_step, 2 * j * n_tile_bytes);
                         read_load(&mut b_bases, &b_base, g, regs, at)
                     })
-                    .collect()
+                    .collect(),
             };
             let rounds = if tf32 {
                 (0..mi_count)
@@ -614,6 +733,8 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         max_registers: valid.registers.limit,
         dtype: spec.dtype.name(),
         out_dtype: spec.out.name(),
+        layout_note: layout_note(spec.layout),
+        fragment_note,
         in_bytes: element,
         out_bytes,
         vector_bytes: COPY_VECTOR_BYTES,
@@ -630,15 +751,14 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         smem,
         copy,
         cache_hint,
-        a_tile_step_bytes: tile.k * element,
-        b_tile_rows: tile.k,
+        a_src: OperandSource::of("a", a_stored, tile.k, element),
+        b_src: OperandSource::of("b", b_stored, tile.k, element),
         k_round_up: tile.k - 1,
         staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
         a_copy,
         b_copy,
         mma_instruction,
         round_tf32: tf32,
-        b_ldmatrix: !tf32,
         a_read,
         b_read,
         accumulators: g.accumulators(),
@@ -651,15 +771,86 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     }
 }
 
+/// How A and B fragments are read under the spec's layout and type.
+pub fn read_kinds(spec: &GemmSpec) -> (ReadKind, ReadKind) {
+    let (a, b) = StoredTile::of(spec.tile, spec.layout);
+    (
+        ReadKind::of(a.lines_are_k, spec.dtype),
+        ReadKind::of(b.lines_are_k, spec.dtype),
+    )
+}
+
+/// `all row-major`, or each operand's order: the kernel's header says how A and B lie.
+pub fn layout_note(layout: Layout) -> String {
+    let order = |row: bool| if row { "row-major" } else { "column-major" };
+    match layout {
+        Layout::RowRow => "all row-major".to_string(),
+        _ => format!(
+            "A {}, B {}, C row-major",
+            order(layout.a_row_major()),
+            order(layout.b_row_major())
+        ),
+    }
+}
+
+/// The kernel's comment on where the lanes' fragment reads start.
+fn fragment_note(
+    a: &FragmentReads,
+    b: &FragmentReads,
+    layout: Layout,
+    g: &MmaSyncGeometry,
+) -> String {
+    let lane = |r: &FragmentReads| {
+        format!(
+            "line (l & {}), byte column (l >> {})*{}",
+            r.lane_row_mask, r.lane_col_shift, r.lane_col_bytes
+        )
+    };
+    if layout == Layout::RowRow {
+        return format!(
+            "A lane l of warp (warp_m, warp_n) reads row warp_m*{} + (l & {}), 16-byte chunk l >> {};\n\t// B lane l reads k row l & {}, byte column warp_n*{} + (l >> {})*{}.",
+            g.warp_tile_m,
+            a.lane_row_mask,
+            a.lane_col_shift,
+            b.lane_row_mask,
+            b.warp_n_bytes,
+            b.lane_col_shift,
+            b.lane_col_bytes
+        );
+    }
+    let warp = |r: &FragmentReads| {
+        format!(
+            "lines warp_m*{} + warp_n*{}, bytes warp_m*{} + warp_n*{}",
+            r.warp_m_rows, r.warp_n_rows, r.warp_m_bytes, r.warp_n_bytes
+        )
+    };
+    format!(
+        "A ({}) lane l of warp (warp_m, warp_n) reads {}, from {};\n\t// B ({}) lane l reads {}, from {}.",
+        a.instruction,
+        lane(a),
+        warp(a),
+        b.instruction,
+        lane(b),
+        warp(b)
+    )
+}
+
 /// The mma.sync kernel's SASS: its copy path, the HMMA shape of its input type, and the
-/// ldmatrix forms of A and B (`.MT88`, transposed, for 16-bit B).
+/// ldmatrix forms its layout reads fragments with (`.MT88`, transposed, for 16-bit operands
+/// stored along K).
 pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
     let copy = PlanCopy::of(spec.copy).0;
     let mut checks = copy.sass_promises().to_vec();
     checks.extend(math_promises(spec));
-    checks.push(SassCheck::Present(Opcode::Ldsm));
-    checks.push(SassCheck::PresentVariant("LDSM.16.M88.4"));
-    if spec.dtype != DType::Tf32 {
+    let kinds = read_kinds(spec);
+    let reads = |kind| kinds.0 == kind || kinds.1 == kind;
+    if reads(ReadKind::Ldmatrix) || reads(ReadKind::LdmatrixTrans) {
+        checks.push(SassCheck::Present(Opcode::Ldsm));
+    }
+    if reads(ReadKind::Ldmatrix) {
+        checks.push(SassCheck::PresentVariant("LDSM.16.M88.4"));
+    }
+    if reads(ReadKind::LdmatrixTrans) {
         checks.push(SassCheck::PresentVariant("LDSM.16.MT88.4"));
     }
     if copy == PlanCopy::CpAsync {
@@ -856,10 +1047,13 @@ impl MmaSyncPlan {
                 .max()
                 .unwrap_or(0)
         };
-        let b_access = if self.b_ldmatrix {
-            ("B fragment read (ldmatrix.x4.trans)", COPY_VECTOR_BYTES)
-        } else {
-            ("B fragment read (ld.shared.b32)", 4)
+        let read_name = |kind, a: bool| match (kind, a) {
+            (ReadKind::Ldmatrix, true) => "A fragment read (ldmatrix.x4)",
+            (ReadKind::LdmatrixTrans, true) => "A fragment read (ldmatrix.x4.trans)",
+            (ReadKind::Scalar, true) => "A fragment read (ld.shared.b32)",
+            (ReadKind::Ldmatrix, false) => "B fragment read (ldmatrix.x4)",
+            (ReadKind::LdmatrixTrans, false) => "B fragment read (ldmatrix.x4.trans)",
+            (ReadKind::Scalar, false) => "B fragment read (ld.shared.b32)",
         };
         let copy_name = |a: bool| match (self.copy, a) {
             (PlanCopy::CpAsync, true) => "A tile write (cp.async 16 B)",
@@ -869,12 +1063,18 @@ impl MmaSyncPlan {
         };
         let mut reports = vec![
             BankReport {
-                access: "A fragment read (ldmatrix.x4)",
-                degree: worst(self.read_addresses(&self.a_read, &a_loads), 16),
+                access: read_name(self.a_read.kind, true),
+                degree: worst(
+                    self.read_addresses(&self.a_read, &a_loads),
+                    self.a_read.kind.access_bytes(),
+                ),
             },
             BankReport {
-                access: b_access.0,
-                degree: worst(self.read_addresses(&self.b_read, &b_loads), b_access.1),
+                access: read_name(self.b_read.kind, false),
+                degree: worst(
+                    self.read_addresses(&self.b_read, &b_loads),
+                    self.b_read.kind.access_bytes(),
+                ),
             },
             BankReport {
                 access: copy_name(true),
@@ -910,10 +1110,17 @@ impl MmaSyncPlan {
         let first_step = &self.k_steps_plan[0];
         let a = self.read_addresses(&self.a_read, &[&first_step.a_loads[0]]);
         let b = self.read_addresses(&self.b_read, &[&first_step.b_loads[0]]);
-        let b_bytes = if self.b_ldmatrix { 16 } else { 4 };
         vec![
-            (reports[0].access, 16, a[0].clone()),
-            (reports[1].access, b_bytes, b[0].clone()),
+            (
+                reports[0].access,
+                self.a_read.kind.access_bytes(),
+                a[0].clone(),
+            ),
+            (
+                reports[1].access,
+                self.b_read.kind.access_bytes(),
+                b[0].clone(),
+            ),
             (
                 reports[2].access,
                 16,
@@ -1020,10 +1227,187 @@ mod tests {
         }
     }
 
+    /// Register indices of a load's `%fa3, %fa7, ..` list.
+    fn register_indices(list: &str, prefix: &str) -> Vec<u32> {
+        list.split(", ")
+            .map(|r| r.trim_start_matches(prefix).parse().unwrap())
+            .collect()
+    }
+
+    /// Runs one block tile of a plan on paper, per operand: the copies write every (line,
+    /// byte) of the stored tile into shared memory where the plan's copy bases and offsets
+    /// say, and every fragment register of every lane of every warp, in every k step, read
+    /// through the plan's fragment loads (ldmatrix with or without `.trans`, or 32-bit loads),
+    /// finds the element the PTX ISA's mma fragment layout puts there.
+    fn assert_fragments_read_what_the_copies_wrote(spec: &str) {
+        let p = mma(spec);
+        let e = p.in_bytes;
+        let tf32 = p.round_tf32;
+        let warps = p.threads / 32;
+        let a_per_set = p.m_frags * 4;
+        let b_per_set = p.n_frags * 2;
+        for (is_a, copy, reads) in [(true, &p.a_copy, &p.a_read), (false, &p.b_copy, &p.b_read)] {
+            let source = if is_a { &p.a_src } else { &p.b_src };
+            // Shared byte (tile-relative) -> (stored line, byte of the line).
+            let mut smem = std::collections::HashMap::new();
+            for t in 0..p.threads {
+                let base = copy
+                    .swizzle
+                    .chunk_offset(t / copy.vectors_per_row, t % copy.vectors_per_row);
+                for op in &copy.copies {
+                    let line = t / copy.vectors_per_row + op.rows;
+                    let col = (t % copy.vectors_per_row) * 16 + op.global_col_bytes;
+                    let at = (base ^ copy.bases[op.base]) + op.smem_offset;
+                    for byte in 0..16 {
+                        assert!(
+                            smem.insert(at + byte, (line, col + byte)).is_none(),
+                            "{spec}"
+                        );
+                    }
+                }
+            }
+            // (stored line, byte) -> (m or n, k) of the block tile.
+            let logical = |(line, byte): (u32, u32)| {
+                assert_eq!(byte % e, 0, "{spec}: read splits an element");
+                if source.lines_are_k {
+                    (byte / e, line)
+                } else {
+                    (line, byte / e)
+                }
+            };
+            let word = |at: u32| -> (u32, u32) {
+                logical(
+                    *smem
+                        .get(&at)
+                        .unwrap_or_else(|| panic!("{spec}: {at} never written")),
+                )
+            };
+            for warp in 0..warps {
+                let (wm, wn) = (warp / p.warp_cols, warp % p.warp_cols);
+                let lane_address = |lane: u32, load: &FragLoad| {
+                    (reads.lane_base(wm, wn, lane) ^ reads.bases[load.base]) + load.offset
+                };
+                for (step, k_step) in p.k_steps_plan.iter().enumerate() {
+                    let loads = if is_a {
+                        &k_step.a_loads
+                    } else {
+                        &k_step.b_loads
+                    };
+                    let prefix = if is_a { "%fa" } else { "%fb" };
+                    for load in loads {
+                        let regs = register_indices(&load.registers, prefix);
+                        for lane in 0..32 {
+                            for (q, &reg) in regs.iter().enumerate() {
+                                let q = q as u32;
+                                // (m or n, k) of each 16-bit half (one word for tf32) that
+                                // lane receives in register q.
+                                let halves: Vec<(u32, u32)> = match reads.kind {
+                                    ReadKind::Scalar => vec![word(lane_address(lane, load))],
+                                    ReadKind::Ldmatrix | ReadKind::LdmatrixTrans => (0..2)
+                                        .map(|h| {
+                                            let (row_lane, byte) =
+                                                if reads.kind == ReadKind::Ldmatrix {
+                                                    (8 * q + lane / 4, (lane % 4) * 4 + 2 * h)
+                                                } else {
+                                                    (8 * q + 2 * (lane % 4) + h, (lane / 4) * 2)
+                                                };
+                                            let at = lane_address(row_lane, load) + byte;
+                                            let (line, col) = smem[&at];
+                                            // A 16-bit half of a tf32 word: its element.
+                                            logical((line, col - col % e))
+                                        })
+                                        .take(if tf32 { 1 } else { 2 })
+                                        .collect(),
+                                };
+                                let (g, t) = (lane / 4, lane % 4);
+                                for (h, &got) in halves.iter().enumerate() {
+                                    let h = h as u32;
+                                    let want = if is_a {
+                                        let (set, rest) = (reg / a_per_set, reg % a_per_set);
+                                        assert_eq!(set, step as u32 % 2);
+                                        let (mi, aq) = (rest / 4, rest % 4);
+                                        let (row, k) = if tf32 {
+                                            (g + 8 * (aq & 1), t + 4 * (aq >> 1))
+                                        } else {
+                                            (g + 8 * (aq & 1), 2 * t + h + 8 * (aq >> 1))
+                                        };
+                                        (wm * p.warp_tile_m + 16 * mi + row, k)
+                                    } else {
+                                        let (set, rest) = (reg / b_per_set, reg % b_per_set);
+                                        assert_eq!(set, step as u32 % 2);
+                                        let (ni, bq) = (rest / 2, rest % 2);
+                                        let k = if tf32 { t + 4 * bq } else { 2 * t + h + 8 * bq };
+                                        (wn * p.warp_tile_n + 8 * ni + g, k)
+                                    };
+                                    let k_step = if tf32 { 8 } else { 16 };
+                                    let want = (want.0, want.1 + step as u32 * k_step);
+                                    assert_eq!(
+                                        got,
+                                        want,
+                                        "{spec}: {} warp {warp} lane {lane} reg {reg}",
+                                        if is_a { 'A' } else { 'B' }
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_layout_reads_the_fragments_the_copies_wrote() {
+        for layout in ["rr", "rc", "cr", "cc"] {
+            for spec in [
+                "tile: 128x128x32, warps: 2x2",
+                "tile: 128x256x64, warps: 2x4, stages: 3",
+                "tile: 64x64x64, warps: 2x2, stages: 2, swizzle: 64B",
+                "tile: 128x128x32, warps: 2x2, swizzle: pad(16)",
+                "tile: 64x128x16, warps: 1x2, swizzle: none, dtype: f16",
+                "dtype: tf32, tile: 128x128x16, warps: 2x2, stages: 4",
+                "dtype: tf32, tile: 64x64x32, warps: 2x2, swizzle: pad(16)",
+                "dtype: tf32, tile: 64x32x32, warps: 2x2, swizzle: 32B",
+            ] {
+                let spec = format!("layout: {layout}, {spec}");
+                if gemm_dsl::check_str(&format!("mma: mma_sync, {spec}")).is_ok() {
+                    assert_fragments_read_what_the_copies_wrote(&spec);
+                } else {
+                    panic!("{spec} is not valid");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_layout_reads_with_its_ldmatrix() {
+        let kinds = |spec: &str| {
+            let p = mma(spec);
+            (p.a_read.kind, p.b_read.kind)
+        };
+        use ReadKind::{Ldmatrix as N, LdmatrixTrans as T, Scalar as S};
+        assert_eq!(kinds("layout: rr"), (N, T));
+        assert_eq!(kinds("layout: rc"), (N, N));
+        assert_eq!(kinds("layout: cr"), (T, T));
+        assert_eq!(kinds("layout: cc"), (T, N));
+        assert_eq!(kinds("dtype: tf32, layout: rr"), (N, S));
+        assert_eq!(kinds("dtype: tf32, layout: rc"), (N, N));
+        assert_eq!(kinds("dtype: tf32, layout: cr"), (S, S));
+        assert_eq!(kinds("dtype: tf32, layout: cc"), (S, N));
+        // A column-major A lies as BK lines of BM: the swizzle spans its 256-byte lines.
+        let p = mma("layout: cc, tile: 128x128x32");
+        assert_eq!(p.a_copy.swizzle.row_bytes, 256);
+        assert_eq!(p.b_copy.swizzle.row_bytes, 64);
+        assert_eq!(p.a_src.tile_step, "%a_tile_step");
+        assert_eq!(p.b_src.tile_step, "64");
+        let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
+        assert_eq!(degrees[..4], [1, 1, 1, 1], "{:?}", p.bank_conflicts());
+    }
+
     #[test]
     fn tf32_fragments_match_the_mma_layouts() {
         let p = mma("name: t, dtype: tf32, tile: 128x128x32, warps: 2x2");
-        assert!(!p.b_ldmatrix && p.round_tf32);
+        assert!(p.b_read.kind == ReadKind::Scalar && p.round_tf32);
         // A through ldmatrix: a b16 matrix row is 4 tf32; lane l's 32-bit word is tf32 l % 4.
         for lane in 0..32 {
             for q in 0..4 {

@@ -3,7 +3,8 @@
 
 use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
 use crate::geometry::{
-    operand_copies, xor_swizzle_fits_row, CopyGeometry, CopySpread, COPY_VECTOR_BYTES, MAX_WARPS,
+    operand_copies, xor_swizzle_fits_row, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
+    MAX_WARPS,
 };
 use crate::spec::*;
 use crate::validate::{Family, ValidSpec, Validator};
@@ -27,12 +28,13 @@ impl MmaShape {
         }
     }
 
-    /// Columns of B one warp-wide load covers: `ldmatrix.x4.trans` gives the fragments of two
-    /// n8 tiles for 16-bit types; tf32 B is read per n8 fragment with 32-bit shared loads.
-    pub fn b_load_cols(self, dtype: DType) -> u32 {
+    /// Columns of B one warp-wide load covers: one `ldmatrix.x4` (`.trans` for a row-major
+    /// B) gives the fragments of two n8 tiles; a row-major tf32 B, which no 32-bit
+    /// `ldmatrix.trans` exists for, is read per n8 fragment with 32-bit shared loads.
+    pub fn b_load_cols(self, dtype: DType, layout: Layout) -> u32 {
         match dtype {
-            DType::F16 | DType::Bf16 => 2 * self.n,
-            DType::Tf32 | DType::F32 => self.n,
+            DType::Tf32 | DType::F32 if layout.b_row_major() => self.n,
+            _ => 2 * self.n,
         }
     }
 }
@@ -51,7 +53,8 @@ pub struct MmaSyncGeometry {
     pub n_frags: u32,
     /// mma k steps per block tile (`BK / shape.k`).
     pub k_steps: u32,
-    /// A is stored `BM x BK` (K contiguous), B `BK x BN` (N contiguous), as in global memory.
+    /// A and B are stored as in global memory, copied along their contiguous dimension (see
+    /// [`StoredTile`]).
     pub a_copy: CopyGeometry,
     pub b_copy: CopyGeometry,
 }
@@ -102,6 +105,7 @@ impl MmaSyncGeometry {
         tile: Tile,
         warps: Grid2,
         dtype: DType,
+        layout: Layout,
     ) -> Result<MmaSyncGeometry, MmaSyncGeometryError> {
         let shape = MmaShape::for_dtype(dtype).ok_or(MmaSyncGeometryError::Dtype)?;
         if warps.count() == 0 || warps.count() > MAX_WARPS {
@@ -112,7 +116,7 @@ impl MmaSyncGeometry {
         }
         let warp_tile_m = tile.m / warps.rows;
         let warp_tile_n = tile.n / warps.cols;
-        let n_step = shape.b_load_cols(dtype);
+        let n_step = shape.b_load_cols(dtype, layout);
         if warp_tile_m == 0
             || warp_tile_n == 0
             || !warp_tile_m.is_multiple_of(shape.m)
@@ -130,8 +134,8 @@ impl MmaSyncGeometry {
         }
         let element = dtype.size_bytes();
         let threads = warps.count() * 32;
-        let (a_copy, b_copy) =
-            operand_copies(tile, element, threads).map_err(MmaSyncGeometryError::CopySpread)?;
+        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads)
+            .map_err(MmaSyncGeometryError::CopySpread)?;
         Ok(MmaSyncGeometry {
             tile,
             warps,
@@ -179,12 +183,12 @@ impl MmaSyncGeometry {
 
     /// Legal warp grids for a tile, best first: warp tiles closest to 64x64 (128 accumulators
     /// per thread), then square ones, then fewer warps.
-    pub fn legal_warp_grids(tile: Tile, dtype: DType) -> Vec<Grid2> {
+    pub fn legal_warp_grids(tile: Tile, dtype: DType, layout: Layout) -> Vec<Grid2> {
         let mut grids: Vec<(u32, Grid2)> = Vec::new();
         for rows in 1..=MAX_WARPS {
             for cols in 1..=MAX_WARPS / rows {
                 let warps = Grid2 { rows, cols };
-                if let Ok(g) = MmaSyncGeometry::new(tile, warps, dtype) {
+                if let Ok(g) = MmaSyncGeometry::new(tile, warps, dtype, layout) {
                     let area = g.warp_tile_m * g.warp_tile_n;
                     let score = area.abs_diff(64 * 64) + g.warp_tile_m.abs_diff(g.warp_tile_n);
                     grids.push((score, warps));
@@ -198,12 +202,12 @@ impl MmaSyncGeometry {
 
 impl Validator<'_> {
     /// The Ampere tensor-core family: f16/bf16 (`m16n8k16`) or tf32 (`m16n8k8`) with f32
-    /// accumulators, layout rr, cp.async or sync copies into swizzled or padded shared memory.
+    /// accumulators, any layout, cp.async or sync copies into swizzled or padded shared memory.
     pub(crate) fn mma_sync(&mut self) -> Option<ValidSpec> {
         let s = self.spec;
         let family_note =
             "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
-             layout rr, copy sync or cp_async, no cluster, epilogue direct, is";
+             copy sync or cp_async, no cluster, epilogue direct, is";
         let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
         let family_checks = [(Key::Out, s.out.name().to_string(), out_ok)];
         let family_checks = family_checks.into_iter().chain(self.block_copy_scope());
@@ -234,7 +238,12 @@ impl Validator<'_> {
         match s.swizzle {
             Swizzle::Pad(bytes) => self.padding_error(bytes, "cp.async copies and ldmatrix rows"),
             Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
-                for (operand, dim, row_elements) in [('A', "BK", s.tile.k), ('B', "BN", s.tile.n)] {
+                let (a, b) = StoredTile::of(s.tile, s.layout);
+                let dim = |stored: StoredTile, mn| if stored.lines_are_k { mn } else { "BK" };
+                for (operand, dim, row_elements) in [
+                    ('A', dim(a, "BM"), a.line_elements),
+                    ('B', dim(b, "BN"), b.line_elements),
+                ] {
                     let row_bytes = row_elements * element;
                     if !xor_swizzle_fits_row(row_bytes) {
                         let error = self.error(
@@ -263,7 +272,7 @@ impl Validator<'_> {
             return None;
         }
 
-        let geometry = match MmaSyncGeometry::new(s.tile, s.warps, s.dtype) {
+        let geometry = match MmaSyncGeometry::new(s.tile, s.warps, s.dtype, s.layout) {
             Ok(g) => g,
             Err(error) => {
                 self.mma_sync_geometry_error(error);
@@ -273,10 +282,10 @@ impl Validator<'_> {
         let smem = mma_sync_smem_ledger(s, &geometry);
         let registers = mma_sync_register_budget(s, &geometry);
         let smaller_tiles = || {
-            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
+            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
                 .into_iter()
                 .find(|&w| {
-                    MmaSyncGeometry::new(s.tile, w, s.dtype)
+                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout)
                         .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
                 })
                 .map(|w| format!("warps: {w} gives each warp a smaller tile"))
@@ -299,7 +308,7 @@ impl Validator<'_> {
 
     fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
         let s = self.spec;
-        let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype)
+        let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
             .first()
             .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
@@ -332,8 +341,10 @@ impl Validator<'_> {
                         s.dtype.name()
                     ),
                 );
-                error.notes.push(if n_step == 16 {
+                error.notes.push(if n_step == 16 && s.layout.b_row_major() {
                     "one ldmatrix.x4 loads A for 16 rows, one ldmatrix.x4.trans loads B for 16 columns (two m16n8 tiles)".to_string()
+                } else if n_step == 16 {
+                    "one ldmatrix.x4 loads A for 16 rows, one ldmatrix.x4 loads a column-major B for 16 columns (two m16n8 tiles)".to_string()
                 } else {
                     "one ldmatrix.x4 loads A for 16 rows; B is read per 8-column mma tile".to_string()
                 });
@@ -371,8 +382,16 @@ pub fn mma_sync_smem_ledger(s: &GemmSpec, g: &MmaSyncGeometry) -> SmemLedger {
         Swizzle::Pad(bytes) => format!(" + {bytes} B pad/row"),
         xor => format!(", {xor} XOR swizzle"),
     };
-    let a_row = s.tile.k * element + pad;
-    let b_row = s.tile.n * element + pad;
+    let (a, b) = StoredTile::of(s.tile, s.layout);
+    let lines_note = |stored: StoredTile, row_major: bool| {
+        if row_major {
+            String::new()
+        } else {
+            format!(" as {} columns", stored.lines)
+        }
+    };
+    let a_note = lines_note(a, s.layout.a_row_major());
+    let b_note = lines_note(b, s.layout.b_row_major());
     let slabs = g.epilogue_slab(s.out).map(|slab| LedgerLine {
         what: format!(
             "epilogue: {} warps x 2 slabs x {EPILOGUE_BAND_ROWS} rows x {} B",
@@ -391,21 +410,21 @@ pub fn mma_sync_smem_ledger(s: &GemmSpec, g: &MmaSyncGeometry) -> SmemLedger {
         per_stage: vec![
             LedgerLine {
                 what: format!(
-                    "A tile {}x{} {}{layout_note}",
+                    "A tile {}x{} {}{a_note}{layout_note}",
                     s.tile.m,
                     s.tile.k,
                     s.dtype.name()
                 ),
-                bytes: s.tile.m * a_row,
+                bytes: a.lines * (a.line_elements * element + pad),
             },
             LedgerLine {
                 what: format!(
-                    "B tile {}x{} {}{layout_note}",
+                    "B tile {}x{} {}{b_note}{layout_note}",
                     s.tile.k,
                     s.tile.n,
                     s.dtype.name()
                 ),
-                bytes: s.tile.k * b_row,
+                bytes: b.lines * (b.line_elements * element + pad),
             },
         ],
         stages: s.stages,
@@ -489,6 +508,8 @@ mod tests {
     use crate::validate::check_str;
     use crate::SpecError;
 
+    const RR: Layout = Layout::RowRow;
+
     fn errors(text: &str) -> Vec<SpecError> {
         check_str(text).expect_err("spec must be invalid").0
     }
@@ -504,29 +525,29 @@ mod tests {
             n: 128,
             k: 32,
         };
-        let g = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Bf16).unwrap();
+        let g = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Bf16, RR).unwrap();
         assert_eq!((g.warp_tile_m, g.warp_tile_n), (64, 64));
         assert_eq!((g.m_frags, g.n_frags, g.k_steps), (4, 8, 2));
         assert_eq!(g.accumulators(), 128);
         // A: 128 rows x 4 vectors = 512 copies over 128 threads.
         assert_eq!(g.a_copy.copies_per_thread, 4);
         assert_eq!(g.b_copy.copies_per_thread, 4);
-        let tf32 = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Tf32).unwrap();
+        let tf32 = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Tf32, RR).unwrap();
         assert_eq!(tf32.k_steps, 4);
         assert_eq!(tf32.a_copy.copies_per_thread, 8);
         assert_eq!(
-            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::F32),
+            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::F32, RR),
             Err(MmaSyncGeometryError::Dtype)
         );
         // 16-bit B is loaded 16 columns at a time, tf32 B 8 at a time.
         let narrow = Grid2 { rows: 1, cols: 16 };
         assert!(matches!(
-            MmaSyncGeometry::new(tile, narrow, DType::Bf16),
+            MmaSyncGeometry::new(tile, narrow, DType::Bf16, RR),
             Err(MmaSyncGeometryError::WarpTile { n_step: 16, .. })
         ));
-        assert!(MmaSyncGeometry::new(tile, narrow, DType::Tf32).is_ok());
+        assert!(MmaSyncGeometry::new(tile, narrow, DType::Tf32, RR).is_ok());
         assert_eq!(
-            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16)[0],
+            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16, RR)[0],
             Grid2 { rows: 2, cols: 2 }
         );
     }

@@ -2,7 +2,9 @@
 //! splits into warp and thread tiles and copies), its rules and its budgets.
 
 use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
-use crate::geometry::{operand_copies, CopyGeometry, CopySpread, COPY_VECTOR_BYTES, MAX_WARPS};
+use crate::geometry::{
+    operand_copies, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES, MAX_WARPS,
+};
 use crate::spec::*;
 use crate::validate::{not_implemented, Family, ValidSpec, Validator};
 
@@ -13,6 +15,11 @@ pub const SIMT_LANE_ROWS: u32 = 4;
 pub const SIMT_LANE_COLS: u32 = 8;
 /// Each thread reads B and writes C in groups of 4 consecutive columns (one 16-byte vector).
 pub const SIMT_COLUMN_GROUP: u32 = 4;
+/// A column-major B tile is stored in column quarters: the 16-byte chunk of k group `g` (4 k)
+/// of column `n` sits at chunk `(n % 4)·quarter + n / 4` of group row `g`, so the 8 lane
+/// columns of a read phase, whose columns lie 4 apart, read 8 consecutive chunks. A copy
+/// step must then move whole groups of this many columns.
+pub const SIMT_B_QUARTERS: u32 = 4;
 
 /// The SIMT (`mma: fma`) family's split of the block tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +32,9 @@ pub struct SimtGeometry {
     /// Accumulator rows and columns per thread.
     pub thread_tile_m: u32,
     pub thread_tile_n: u32,
-    /// A is stored `BM x BK` (K contiguous), B `BK x BN`, both as in global memory.
+    /// A and B are copied along their contiguous dimension (see [`StoredTile`]): A as `BM`
+    /// rows of `BK` (row-major) or `BK` lines of `BM` (column-major), B as `BK` rows of `BN`
+    /// or `BN` columns of `BK`.
     pub a_copy: CopyGeometry,
     pub b_copy: CopyGeometry,
 }
@@ -35,13 +44,25 @@ pub struct SimtGeometry {
 pub enum SimtGeometryError {
     WarpCount,
     WarpGridDoesNotDivide,
-    WarpTile { warp_tile_m: u32, warp_tile_n: u32 },
+    WarpTile {
+        warp_tile_m: u32,
+        warp_tile_n: u32,
+    },
     CopyWidth,
     CopySpread(CopySpread),
+    /// A column-major B tile whose copy steps do not move whole column quarters.
+    ColumnQuarters {
+        lines_per_step: u32,
+    },
 }
 
 impl SimtGeometry {
-    pub fn new(tile: Tile, warps: Grid2, dtype: DType) -> Result<SimtGeometry, SimtGeometryError> {
+    pub fn new(
+        tile: Tile,
+        warps: Grid2,
+        dtype: DType,
+        layout: Layout,
+    ) -> Result<SimtGeometry, SimtGeometryError> {
         if warps.count() == 0 || warps.count() > MAX_WARPS {
             return Err(SimtGeometryError::WarpCount);
         }
@@ -63,8 +84,14 @@ impl SimtGeometry {
             return Err(SimtGeometryError::CopyWidth);
         }
         let threads = warps.count() * 32;
-        let (a_copy, b_copy) =
-            operand_copies(tile, element, threads).map_err(SimtGeometryError::CopySpread)?;
+        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads)
+            .map_err(SimtGeometryError::CopySpread)?;
+        if !layout.b_row_major() && b_copy.vectors_per_row < threads {
+            let lines_per_step = threads / b_copy.vectors_per_row;
+            if !lines_per_step.is_multiple_of(SIMT_B_QUARTERS) {
+                return Err(SimtGeometryError::ColumnQuarters { lines_per_step });
+            }
+        }
         Ok(SimtGeometry {
             tile,
             warps,
@@ -79,12 +106,12 @@ impl SimtGeometry {
     }
 
     /// Legal warp grids for a tile, best first: closest to an 8x8 thread tile, then fewer warps.
-    pub fn legal_warp_grids(tile: Tile, dtype: DType) -> Vec<Grid2> {
+    pub fn legal_warp_grids(tile: Tile, dtype: DType, layout: Layout) -> Vec<Grid2> {
         let mut grids: Vec<(u32, Grid2)> = Vec::new();
         for rows in 1..=MAX_WARPS {
             for cols in 1..=MAX_WARPS / rows {
                 let warps = Grid2 { rows, cols };
-                if let Ok(g) = SimtGeometry::new(tile, warps, dtype) {
+                if let Ok(g) = SimtGeometry::new(tile, warps, dtype, layout) {
                     let per_thread = g.thread_tile_m * g.thread_tile_n;
                     let score = per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8);
                     grids.push((score, warps));
@@ -97,11 +124,11 @@ impl SimtGeometry {
 }
 
 impl Validator<'_> {
-    /// The SIMT family: f32, row-major A and B, sync or cp.async 16-byte copies.
+    /// The SIMT family: f32, any layout, sync or cp.async 16-byte copies.
     pub(crate) fn simt(&mut self) -> Option<ValidSpec> {
         let s = self.spec;
         let spans = self.spans;
-        let family_note = "only f32, layout rr, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, epilogue direct, is";
+        let family_note = "only f32, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, epilogue direct, is";
         let family_checks = [
             (
                 Key::Dtype,
@@ -152,7 +179,7 @@ impl Validator<'_> {
             return None;
         }
 
-        let geometry = match SimtGeometry::new(s.tile, s.warps, s.dtype) {
+        let geometry = match SimtGeometry::new(s.tile, s.warps, s.dtype, s.layout) {
             Ok(g) => g,
             Err(error) => {
                 self.simt_geometry_error(error);
@@ -162,10 +189,10 @@ impl Validator<'_> {
         let smem = simt_smem_ledger(s);
         let registers = simt_register_budget(s, &geometry);
         let smaller_tiles = || {
-            SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
                 .into_iter()
                 .find(|&w| {
-                    SimtGeometry::new(s.tile, w, s.dtype)
+                    SimtGeometry::new(s.tile, w, s.dtype, s.layout)
                         .is_ok_and(|g| simt_register_budget(s, &g).fits())
                 })
                 .map(|w| format!("warps: {w} gives each thread a smaller tile"))
@@ -186,7 +213,7 @@ impl Validator<'_> {
 
     fn simt_geometry_error(&mut self, error: SimtGeometryError) {
         let s = self.spec;
-        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype)
+        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
             .first()
             .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
@@ -235,6 +262,24 @@ impl Validator<'_> {
                     suggest_simt_k(s).map(|k| format!("tile: {}x{}x{k}", s.tile.m, s.tile.n));
                 self.copy_spread_error(spread, help);
             }
+            SimtGeometryError::ColumnQuarters { lines_per_step } => {
+                let help = suggest_simt_k(s)
+                    .map(|k| format!("tile: {}x{}x{k}", s.tile.m, s.tile.n))
+                    .unwrap_or_else(|| "use a smaller BK or more warps".to_string());
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "the column-major B tile's copies step {lines_per_step} columns at a time, \
+                         not a multiple of {SIMT_B_QUARTERS}"
+                    ),
+                );
+                error.notes.push(format!(
+                    "a column-major B tile is stored in column quarters (columns 4 apart side by \
+                     side, so the FFMA loop's B reads are conflict-free); every copy must move \
+                     whole groups of {SIMT_B_QUARTERS} columns"
+                ));
+                error.help = Some(help);
+            }
         }
     }
 }
@@ -245,43 +290,75 @@ fn suggest_simt_k(s: &GemmSpec) -> Option<u32> {
     candidates.sort_by_key(|&k| (k.abs_diff(s.tile.k), k));
     candidates
         .into_iter()
-        .find(|&k| SimtGeometry::new(Tile { k, ..s.tile }, s.warps, s.dtype).is_ok())
+        .find(|&k| SimtGeometry::new(Tile { k, ..s.tile }, s.warps, s.dtype, s.layout).is_ok())
 }
 
-/// Shared memory of the SIMT family: A as `BM x BK` and B as `BK x BN`, each row padded.
+/// Shared memory of the SIMT family, per operand as it lies in global memory (see
+/// [`StoredTile`]): each line padded by `pad(N)`. A column-major B tile is stored in column
+/// quarters ([`SIMT_B_QUARTERS`]), each quarter of a group row padded instead, which takes
+/// the same bytes.
 pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
     let element = s.dtype.size_bytes();
     let pad = s.swizzle.pad_bytes();
-    let pad_note = |pad: u32| {
+    let pad_note = |pad: u32, per: &str| {
         if pad == 0 {
             String::new()
         } else {
-            format!(" + {pad} B pad/row")
+            format!(" + {pad} B pad/{per}")
         }
     };
-    let a_row = s.tile.k * element + pad;
-    let b_row = s.tile.n * element + pad;
+    let (a, b) = StoredTile::of(s.tile, s.layout);
+    let bytes = |stored: StoredTile| stored.lines * (stored.line_elements * element + pad);
+    let a_what = if s.layout.a_row_major() {
+        format!(
+            "A tile {}x{} {}{}",
+            s.tile.m,
+            s.tile.k,
+            s.dtype.name(),
+            pad_note(pad, "row")
+        )
+    } else {
+        format!(
+            "A tile {}x{} {} as {} columns{}",
+            s.tile.m,
+            s.tile.k,
+            s.dtype.name(),
+            s.tile.k,
+            pad_note(pad, "column")
+        )
+    };
+    let b_what = if s.layout.b_row_major() {
+        format!(
+            "B tile {}x{} {}{}",
+            s.tile.k,
+            s.tile.n,
+            s.dtype.name(),
+            pad_note(pad, "row")
+        )
+    } else {
+        format!(
+            "B tile {}x{} {} as {} column quarters of 4 k{}",
+            s.tile.k,
+            s.tile.n,
+            s.dtype.name(),
+            s.tile.k,
+            pad_note(pad, "quarter")
+        )
+    };
     SmemLedger {
         per_stage: vec![
             LedgerLine {
-                what: format!(
-                    "A tile {}x{} {}{}",
-                    s.tile.m,
-                    s.tile.k,
-                    s.dtype.name(),
-                    pad_note(pad)
-                ),
-                bytes: s.tile.m * a_row,
+                what: a_what,
+                bytes: bytes(a),
             },
             LedgerLine {
-                what: format!(
-                    "B tile {}x{} {}{}",
-                    s.tile.k,
-                    s.tile.n,
-                    s.dtype.name(),
-                    pad_note(pad)
-                ),
-                bytes: s.tile.k * b_row,
+                what: b_what,
+                // Column quarters: BK / 4 group rows of four padded quarters.
+                bytes: if s.layout.b_row_major() {
+                    bytes(b)
+                } else {
+                    s.tile.k * (s.tile.n * element + pad)
+                },
             },
         ],
         stages: s.stages,
@@ -306,18 +383,23 @@ pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
 /// loaded ahead of their FFMAs, and each 16-byte copy keeps a 64-bit pointer.
 pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
     let copies = g.a_copy.copies_per_thread + g.b_copy.copies_per_thread;
+    // With a row-major A and a column-major B both operands are read as vectors along K, and
+    // ptxas loads the next group's vectors during this one's FFMAs (measured: 246 registers
+    // at 8x8 per thread, spills at 16x8): two groups of fragments.
+    let groups = if s.layout == Layout::RowCol { 2 } else { 1 };
+    let group_note = if groups == 2 { ", two k groups" } else { "" };
     let mut lines = vec![
         RegisterLine {
             what: format!("accumulators {}x{}", g.thread_tile_m, g.thread_tile_n),
             registers: g.thread_tile_m * g.thread_tile_n,
         },
         RegisterLine {
-            what: format!("A fragments {} rows x 4 k", g.thread_tile_m),
-            registers: g.thread_tile_m * 4,
+            what: format!("A fragments {} rows x 4 k{group_note}", g.thread_tile_m),
+            registers: groups * g.thread_tile_m * 4,
         },
         RegisterLine {
-            what: format!("B fragments 4 k x {}", g.thread_tile_n),
-            registers: 4 * g.thread_tile_n,
+            what: format!("B fragments 4 k x {}{group_note}", g.thread_tile_n),
+            registers: groups * 4 * g.thread_tile_n,
         },
     ];
     if s.copy == Copy::Sync && s.stages > 1 {
@@ -352,6 +434,7 @@ mod tests {
             },
             Grid2 { rows: 4, cols: 2 },
             F32,
+            Layout::RowRow,
         )
         .unwrap();
         assert_eq!((g.thread_tile_m, g.thread_tile_n), (8, 8));
@@ -368,7 +451,7 @@ mod tests {
             k: 8,
         };
         assert_eq!(
-            SimtGeometry::legal_warp_grids(tile, F32)[0],
+            SimtGeometry::legal_warp_grids(tile, F32, Layout::RowRow)[0],
             Grid2 { rows: 4, cols: 2 }
         );
     }

@@ -2,7 +2,7 @@ gemm_macros::gemm! {
     name: k,
     arch: sm_80,
     mma: mma_sync,
-    layout: rc,
+    epilogue: tma,
 }
 
 fn main() {}
