@@ -8,6 +8,7 @@
 //! of B as TN/4 vectors. The 8 lanes of a 128-bit read phase share a lane row, so A reads
 //! broadcast and B reads cover 128 consecutive bytes: conflict-free.
 
+use super::batch::BatchPlan;
 use super::edges::{chunk_words, last_byte, ChunkWord, ElementStore};
 use super::{conflict_degree, BankReport, LaunchContract, PlanCopy, SmemLayout};
 use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
@@ -50,6 +51,8 @@ pub struct SimtPlan {
     pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
     pub staging_registers: u32,
+    /// The product of a strided batch the block computes, and its operands' strides.
+    pub batch: BatchPlan,
     /// The math and the epilogue are large; the PTX writer hands them to the templates on
     /// their own so that partials called per copy don't carry (and clone) them.
     #[serde(skip)]
@@ -334,6 +337,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         b_tile_rows: tile.k,
         k_round_up: tile.k - 1,
         staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        batch: BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES),
         a_copy,
         b_copy,
         consumer,
