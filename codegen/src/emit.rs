@@ -195,20 +195,34 @@ impl LaunchShape {
     /// the device holds at once (SMs times blocks per SM, whole clusters): a persistent grid
     /// launches no more, a one-tile-per-block grid ignores it. Clustered grids are whole
     /// clusters; the blocks over the matrix's edge compute nothing they store.
-    pub const fn grid(&self, m: u32, n: u32, _k: u32, resident_blocks: u32) -> (u32, u32, u32) {
+    pub const fn grid(&self, m: u32, n: u32, k: u32, resident_blocks: u32) -> (u32, u32, u32) {
+        self.grid_batched(m, n, k, 1, resident_blocks)
+    }
+
+    /// Grid for `batch` products of `m x n x k`: a one-tile-per-block grid runs the batch
+    /// along z, a persistent grid walks `batch` times the tiles of one product.
+    pub const fn grid_batched(
+        &self,
+        m: u32,
+        n: u32,
+        _k: u32,
+        batch: u32,
+        resident_blocks: u32,
+    ) -> (u32, u32, u32) {
         let (tiles_m, tiles_n) = self.tiles(m, n);
         let (rows, cols) = self.cluster;
         match self.schedule {
             GridSchedule::Tiles => (
                 tiles_n.div_ceil(cols) * cols,
                 tiles_m.div_ceil(rows) * rows,
-                1,
+                batch,
             ),
             GridSchedule::Persistent { .. } => {
                 let per_cluster = rows * cols;
                 let needed = tiles_m
                     .div_ceil(rows)
                     .saturating_mul(tiles_n.div_ceil(cols))
+                    .saturating_mul(batch)
                     .saturating_mul(per_cluster);
                 let blocks = if resident_blocks < needed {
                     resident_blocks
@@ -224,6 +238,15 @@ impl LaunchShape {
     /// Whether the kernel can compute this problem: positive sizes, tile multiples unless the
     /// kernel computes partial tiles, and tile counts a persistent schedule's 32-bit indices hold.
     pub fn check_dims(&self, m: u32, n: u32, k: u32) -> Result<(), String> {
+        self.check_batched_dims(m, n, k, 1)
+    }
+
+    /// [`LaunchShape::check_dims`] for `batch` products (at least one): a persistent
+    /// schedule walks the tiles of all of them with one 32-bit index.
+    pub fn check_batched_dims(&self, m: u32, n: u32, k: u32, batch: u32) -> Result<(), String> {
+        if batch == 0 {
+            return Err("a batch of 0 products: the batch count must be at least 1".to_string());
+        }
         for (dim, value, tile) in [
             ("M", m, self.tile_m),
             ("N", n, self.tile_n),
@@ -244,9 +267,13 @@ impl LaunchShape {
             let (tiles_m, tiles_n) = self.tiles(m, n);
             let (tiles_m, tiles_n) = (u64::from(tiles_m), u64::from(tiles_n));
             let band_tiles = u64::from(group) * tiles_m.max(tiles_n);
-            if 2 * tiles_m * tiles_n + band_tiles > u64::from(i32::MAX as u32) {
+            if 2 * tiles_m * tiles_n * u64::from(batch) + band_tiles > u64::from(i32::MAX as u32) {
+                let products = match batch {
+                    1 => String::new(),
+                    batch => format!(" in each of {batch} products"),
+                };
                 return Err(format!(
-                    "{tiles_m} x {tiles_n} tiles overflow the persistent schedule's 32-bit tile index"
+                    "{tiles_m} x {tiles_n} tiles{products} overflow the persistent schedule's 32-bit tile index"
                 ));
             }
         }
@@ -288,6 +315,8 @@ pub enum Scalar {
     Lda,
     Ldb,
     Ldc,
+    /// Products in a strided batch (1 for a single product).
+    Batch,
 }
 
 /// How a tensor map tiles an operand's global matrix: boxes of `inner` elements along the
@@ -310,7 +339,11 @@ pub enum ParamKind {
     /// A problem number (`.u32`).
     U32(Scalar),
     /// A 128-byte `CUtensorMap` over an operand, passed by value (`.align 64 .b8 [128]`).
+    /// Its third dimension runs over the batch's matrices.
     TensorMap(TensorMapBox),
+    /// Elements from one of an operand's matrices in a strided batch to the next (`.u64`; 0
+    /// for an A or B that every product shares).
+    BatchStride(Operand),
 }
 
 /// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
@@ -330,7 +363,7 @@ impl KernelParam {
     /// after it).
     pub const fn ptx_type(&self) -> &'static str {
         match self.kind {
-            ParamKind::Pointer(_) => ".u64",
+            ParamKind::Pointer(_) | ParamKind::BatchStride(_) => ".u64",
             ParamKind::U32(_) => ".u32",
             ParamKind::TensorMap(_) => ".align 64 .b8",
         }
@@ -369,6 +402,32 @@ pub const SIZE_PARAMS: [KernelParam; 3] = [
     },
 ];
 
+/// The strided batch, which every family's kernel takes last, in this order: the products
+/// `C_i = A_i·B_i` for `i < batch`, each operand's matrix `i` `i · stride` elements past its
+/// first.
+pub const BATCH_PARAMS: [KernelParam; 4] = [
+    KernelParam {
+        name: "batch",
+        kind: ParamKind::U32(Scalar::Batch),
+        meaning: "products in the batch",
+    },
+    KernelParam {
+        name: "stride_a",
+        kind: ParamKind::BatchStride(Operand::A),
+        meaning: "elements from one A to the next (0: one A for every product)",
+    },
+    KernelParam {
+        name: "stride_b",
+        kind: ParamKind::BatchStride(Operand::B),
+        meaning: "elements from one B to the next (0: one B for every product)",
+    },
+    KernelParam {
+        name: "stride_c",
+        kind: ParamKind::BatchStride(Operand::C),
+        meaning: "elements from one C to the next",
+    },
+];
+
 pub const GEMM_PARAMS: &[KernelParam] = &[
     KernelParam {
         name: "a",
@@ -403,6 +462,10 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
         kind: ParamKind::U32(Scalar::Ldc),
         meaning: "C row stride, elements",
     },
+    BATCH_PARAMS[0],
+    BATCH_PARAMS[1],
+    BATCH_PARAMS[2],
+    BATCH_PARAMS[3],
 ];
 
 /// A kernel the runtime may load and launch: PTX text together with the entry name, launch

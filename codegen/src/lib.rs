@@ -16,6 +16,6 @@ pub mod sass;
 pub use emit::{
     emit, emit_math_only, emit_str, Emitted, GridSchedule, KernelInfo, KernelParam, KernelParts,
     LaunchShape, MathOnly, Opcode, Operand, ParamKind, SassCheck, Scalar, StorageOrder,
-    TensorMapBox, GEMM_PARAMS, SIZE_PARAMS, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
+    TensorMapBox, BATCH_PARAMS, GEMM_PARAMS, SIZE_PARAMS, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
 };
 pub use gemm_dsl;

@@ -20,6 +20,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/common/schedule.ptx.tera"),
     ),
     (
+        "common/batch.ptx.tera",
+        include_str!("../templates/common/batch.ptx.tera"),
+    ),
+    (
         "common/math_only.ptx.tera",
         include_str!("../templates/common/math_only.ptx.tera"),
     ),

@@ -64,6 +64,38 @@ mod tests {
     }
 
     #[test]
+    fn a_strided_batch_runs_along_z_or_through_the_tile_walk() {
+        // Eight products of 1000 x 1023 x 999: z runs over them, or the persistent grid walks
+        // all 8 x 64 of their tiles with the device's resident blocks.
+        assert_eq!(
+            sgemm_cp_async::grid_batched(1000, 1023, 999, 8, 132),
+            (8, 8, 8)
+        );
+        assert_eq!(
+            bf16_persistent::grid_batched(1000, 1023, 999, 8, 132),
+            (132, 1, 1)
+        );
+        assert_eq!(
+            bf16_persistent::grid_batched(256, 256, 64, 3, 132),
+            (12, 1, 1)
+        );
+        // Matrices back to back, rows padded to 16 bytes.
+        let lds = runtime::LeadingDims {
+            lda: 1000,
+            ldb: 1024,
+            ldc: 1024,
+        };
+        let batch = runtime::Batch::packed(&sgemm_cp_async::LAUNCH, 8, (1000, 1023, 999), lds);
+        assert_eq!(
+            (batch.stride_a, batch.stride_b, batch.stride_c),
+            (1000 * 1000, 999 * 1024, 1000 * 1024)
+        );
+        assert!(sgemm_cp_async::PARAMS
+            .iter()
+            .any(|param| param.kind == runtime::ParamKind::BatchStride(runtime::Operand::C)));
+    }
+
+    #[test]
     fn launch_geometry_takes_any_positive_dims() {
         sgemm_cp_async::LAUNCH.check_dims(1000, 1023, 999).unwrap();
         assert_eq!(sgemm_cp_async::grid(1000, 1023, 999, 132), (8, 8, 1));

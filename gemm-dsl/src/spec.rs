@@ -375,6 +375,17 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// The (product, tile row, tile column) of tile `index` of a strided batch of products of
+    /// `tiles_m x tiles_n` tiles each: the products one after another, each walked in
+    /// [`Schedule::tile_at`] order. `index` is below `batch * tiles_m * tiles_n`.
+    pub fn batched_tile_at(self, index: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32, u32) {
+        let per_product = tiles_m * tiles_n;
+        let (row, col) = self.tile_at(index % per_product, tiles_m, tiles_n);
+        (index / per_product, row, col)
+    }
+}
+
 impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -546,6 +557,43 @@ mod tests {
                     assert!(!*slot, "{schedule}: tile ({row}, {col}) twice");
                     *slot = true;
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_batched_walk_visits_every_products_tiles_once() {
+        let schedules = [
+            Schedule::Tile,
+            Schedule::Persistent {
+                raster: Raster::M,
+                group: 8,
+            },
+            Schedule::Persistent {
+                raster: Raster::N,
+                group: 3,
+            },
+        ];
+        for schedule in schedules {
+            for (batch, tiles_m, tiles_n) in [(1, 7, 11), (3, 1, 1), (3, 5, 4), (17, 16, 8)] {
+                let per_product = tiles_m * tiles_n;
+                let mut seen = vec![false; (batch * per_product) as usize];
+                for index in 0..batch * per_product {
+                    let (product, row, col) = schedule.batched_tile_at(index, tiles_m, tiles_n);
+                    assert!(product < batch && row < tiles_m && col < tiles_n);
+                    // Within a product the walk is the unbatched one.
+                    assert_eq!(
+                        (row, col),
+                        schedule.tile_at(index - product * per_product, tiles_m, tiles_n)
+                    );
+                    let slot = &mut seen[(product * per_product + row * tiles_n + col) as usize];
+                    assert!(
+                        !*slot,
+                        "{schedule}: product {product} tile ({row}, {col}) twice"
+                    );
+                    *slot = true;
+                }
+                assert!(seen.iter().all(|&s| s), "{schedule}: a tile never visited");
             }
         }
     }

@@ -21,6 +21,10 @@ use quote::{format_ident, quote};
 ///                  copy: cp_async, mma: fma }
 /// let kernel = my_gemm::load(&ctx)?;
 /// kernel.launch(&stream, &a, &b, &mut c, m, n, k)?;
+/// // Eight products C_i = A_i·B_i, matrices back to back in each buffer:
+/// let lds = runtime::LeadingDims::packed(&my_gemm::LAUNCH, m, n, k);
+/// let batch = runtime::Batch::packed(&my_gemm::LAUNCH, 8, (m, n, k), lds);
+/// kernel.launch_strided_batched(&stream, &a, &b, &mut c, m, n, k, lds, batch)?;
 /// ```
 #[proc_macro]
 pub fn gemm(input: TokenStream) -> TokenStream {
@@ -135,6 +139,10 @@ fn param_tokens(param: &KernelParam) -> TokenStream2 {
             let variant = format_ident!("{}", format!("{scalar:?}"));
             quote!(::runtime::ParamKind::U32(::runtime::Scalar::#variant))
         }
+        ParamKind::BatchStride(operand) => {
+            let operand = operand_tokens(operand);
+            quote!(::runtime::ParamKind::BatchStride(#operand))
+        }
         ParamKind::TensorMap(tile) => {
             let operand = operand_tokens(tile.operand);
             let (inner, outer, swizzle_bytes) = (tile.inner, tile.outer, tile.swizzle_bytes);
@@ -207,6 +215,19 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
             /// no more; see `GemmKernel::resident_blocks`).
             pub const fn grid(m: u32, n: u32, k: u32, resident_blocks: u32) -> (u32, u32, u32) {
                 LAUNCH.grid(m, n, k, resident_blocks)
+            }
+
+            /// Grid `(x, y, z)` for a strided batch of `batch` products of `m x n x k` (see
+            /// `GemmKernel::launch_strided_batched`): z runs over the products, or a
+            /// persistent grid walks the tiles of all of them.
+            pub const fn grid_batched(
+                m: u32,
+                n: u32,
+                k: u32,
+                batch: u32,
+                resident_blocks: u32,
+            ) -> (u32, u32, u32) {
+                LAUNCH.grid_batched(m, n, k, batch, resident_blocks)
             }
 
             /// Loads the kernel into `ctx` (JIT-compiling the PTX for the device).

@@ -12,25 +12,42 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// An `m x n x k` problem size.
+/// An `m x n x k` problem size, or a strided batch of `batch` such products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Shape {
     pub m: u32,
     pub n: u32,
     pub k: u32,
+    /// Products in one launch (reports written before batches existed read back as 1).
+    #[serde(default = "one_product", skip_serializing_if = "is_one_product")]
+    pub batch: u32,
+}
+
+fn one_product() -> u32 {
+    1
+}
+
+fn is_one_product(batch: &u32) -> bool {
+    *batch == 1
 }
 
 impl Shape {
     pub const fn new(m: u32, n: u32, k: u32) -> Shape {
-        Shape { m, n, k }
+        Shape { m, n, k, batch: 1 }
+    }
+
+    /// `batch` products of `m x n x k` in one launch.
+    pub const fn batched(batch: u32, m: u32, n: u32, k: u32) -> Shape {
+        Shape { m, n, k, batch }
     }
 
     pub const fn cube(size: u32) -> Shape {
         Shape::new(size, size, size)
     }
 
+    /// Every product's flops.
     pub fn flops(&self) -> f64 {
-        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
+        2.0 * f64::from(self.batch) * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
     }
 
     /// The row stride the benchmark gives a matrix of rows `row_len` elements of
@@ -45,7 +62,7 @@ impl Shape {
     /// Whether a kernel with this launch shape computes this size (every catalog kernel takes
     /// any M, N, K of at least 1; a whole-tile launch shape needs tile multiples).
     pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
-        launch.check_dims(self.m, self.n, self.k)
+        launch.check_batched_dims(self.m, self.n, self.k, self.batch)
     }
 
     /// A problem of more than `rounds x blocks` tiles, `k_tiles` deep, for a persistent grid
@@ -63,6 +80,9 @@ impl Shape {
 
 impl fmt::Display for Shape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.batch != 1 {
+            write!(f, "{}x", self.batch)?;
+        }
         write!(f, "{}x{}x{}", self.m, self.n, self.k)
     }
 }
@@ -70,16 +90,20 @@ impl fmt::Display for Shape {
 impl FromStr for Shape {
     type Err = String;
 
-    /// `MxNxK`, e.g. `4096x4096x1024`.
+    /// `MxNxK`, e.g. `4096x4096x1024`, or `BxMxNxK` for a strided batch of B products,
+    /// e.g. `8x1024x1024x1024`.
     fn from_str(text: &str) -> Result<Shape, String> {
         let parts: Vec<&str> = text.trim().split(['x', 'X']).collect();
-        let bad = || format!("`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024");
-        let [m, n, k] = parts.as_slice() else {
-            return Err(bad());
+        let bad = || {
+            format!(
+                "`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024, or BxMxNxK for a batch of B products"
+            )
         };
-        let dim = |part: &str| part.trim().parse::<u32>().ok().filter(|&v| v > 0);
-        match (dim(m), dim(n), dim(k)) {
-            (Some(m), Some(n), Some(k)) => Ok(Shape::new(m, n, k)),
+        let dim = |part: &&str| part.trim().parse::<u32>().ok().filter(|&v| v > 0);
+        let dims: Option<Vec<u32>> = parts.iter().map(dim).collect();
+        match dims.as_deref() {
+            Some(&[m, n, k]) => Ok(Shape::new(m, n, k)),
+            Some(&[batch, m, n, k]) => Ok(Shape::batched(batch, m, n, k)),
             _ => Err(bad()),
         }
     }
@@ -808,6 +832,29 @@ mod tests {
         assert_eq!(
             parse_shapes("128x128x8, 256x384x512,").unwrap(),
             vec![Shape::new(128, 128, 8), Shape::new(256, 384, 512)]
+        );
+    }
+
+    #[test]
+    fn batched_shapes_parse_print_and_count_every_product() {
+        let shape: Shape = "8x1024x1024x512".parse().unwrap();
+        assert_eq!(shape, Shape::batched(8, 1024, 1024, 512));
+        assert_eq!(shape.to_string(), "8x1024x1024x512");
+        assert_eq!(shape.flops(), 8.0 * Shape::new(1024, 1024, 512).flops());
+        assert_eq!(Shape::batched(1, 3, 5, 7), Shape::new(3, 5, 7));
+        assert!("0x8x8x8".parse::<Shape>().is_err());
+        assert!("2x8x8x8x8"
+            .parse::<Shape>()
+            .unwrap_err()
+            .contains("BxMxNxK"));
+        // A batch is part of a record's JSON; reports without one read back as one product.
+        let json = serde_json::to_string(&shape).unwrap();
+        assert_eq!(json, r#"{"m":1024,"n":1024,"k":512,"batch":8}"#);
+        let single: Shape = serde_json::from_str(r#"{"m":3,"n":5,"k":7}"#).unwrap();
+        assert_eq!(single, Shape::new(3, 5, 7));
+        assert_eq!(
+            serde_json::to_string(&single).unwrap(),
+            r#"{"m":3,"n":5,"k":7}"#
         );
     }
 

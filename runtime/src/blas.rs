@@ -3,7 +3,7 @@
 //! cuBLAS is column-major: a row-major matrix is its transpose in column-major, so row-major
 //! `C = A·B` is computed as `Cᵀ = Bᵀ·Aᵀ`, with the operands swapped and m and n exchanged.
 
-use crate::check::elements_needed;
+use crate::check::{elements_needed, Batch, LeadingDims};
 use crate::element::{Element, KernelTypes, Storage};
 use crate::error::Error;
 use crate::error::Operand;
@@ -177,6 +177,162 @@ impl Cublas {
         C: DevicePtrMut<Out>,
     {
         self.gemm_with_ld(gemm, a, b, c, m, n, k, k, n, n)
+    }
+
+    /// `batch.count` row-major products `C_i = A_i·B_i` in one cuBLAS call
+    /// (`cublasSgemmStridedBatched` / `cublasGemmStridedBatchedEx`): matrix `i` of each
+    /// operand starts `i · stride` elements into its buffer, rows `lds` apart. The buffers
+    /// must hold the last matrix, like [`GemmKernel::launch_strided_batched`](crate::GemmKernel::launch_strided_batched)'s.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_strided_batched<In, Out, A, B, C>(
+        &self,
+        gemm: CublasGemm,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        (m, n, k): (u32, u32, u32),
+        lds: LeadingDims,
+        batch: Batch,
+    ) -> Result<(), Error>
+    where
+        In: Element,
+        Out: Element,
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        assert_eq!(
+            (In::STORAGE, Out::STORAGE),
+            (gemm.input(), gemm.output()),
+            "{} called with {} inputs and {} outputs",
+            gemm.short_name(),
+            In::NAME,
+            Out::NAME
+        );
+        if batch.count == 0 || batch.count > i32::MAX as u32 {
+            return Err(Error::BatchCount {
+                count: batch.count,
+                limit: i32::MAX as u32,
+            });
+        }
+        for (operand, len, rows, cols, ld) in [
+            (Operand::A, a.len(), m, k, lds.lda),
+            (Operand::B, b.len(), k, n, lds.ldb),
+            (Operand::C, c.len(), m, n, lds.ldc),
+        ] {
+            if ld < cols {
+                return Err(Error::LeadingDimTooSmall {
+                    order: StorageOrder::RowMajor,
+                    operand,
+                    ld,
+                    row_len: cols,
+                });
+            }
+            let matrix = elements_needed(rows, cols, ld);
+            let stride = batch.stride(operand);
+            let needed = u64::from(batch.count - 1)
+                .checked_mul(stride)
+                .and_then(|start| start.checked_add(matrix))
+                .unwrap_or(u64::MAX);
+            if (len as u64) < needed {
+                return Err(Error::BatchBufferTooSmall {
+                    operand,
+                    len,
+                    needed,
+                    count: batch.count,
+                    stride,
+                    matrix,
+                });
+            }
+        }
+        let action = || {
+            format!(
+                "cuBLAS {} strided batched {} x {m} x {n} x {k}",
+                gemm.short_name(),
+                batch.count
+            )
+        };
+        let stream = &self.stream;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|source| Error::Driver {
+                action: "binding the CUDA context".to_string(),
+                source,
+            })?;
+        // The guards order these accesses after earlier work on other streams, and later work
+        // after this call; they drop when the call is enqueued.
+        let (a_ptr, _a_done) = a.device_ptr(stream);
+        let (b_ptr, _b_done) = b.device_ptr(stream);
+        let (c_ptr, _c_done) = c.device_ptr_mut(stream);
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let handle = *self.blas.handle();
+        let no_op = cublasOperation_t::CUBLAS_OP_N;
+        let (m, n, k, count) = (m as i32, n as i32, k as i32, batch.count as i32);
+        let (lda, ldb, ldc) = (lds.lda as i32, lds.ldb as i32, lds.ldc as i32);
+        let (stride_a, stride_b, stride_c) = (
+            batch.stride_a as i64,
+            batch.stride_b as i64,
+            batch.stride_c as i64,
+        );
+        // Column-major Cᵀ = Bᵀ · Aᵀ per product, as in `gemm_with_ld`.
+        // SAFETY: the buffers hold every matrix the call describes (checked above) and have
+        // the element types the call names; alpha and beta are f32 and live across the call.
+        let result = unsafe {
+            match gemm {
+                CublasGemm::Sgemm => cublas::sgemm_strided_batched(
+                    handle,
+                    no_op,
+                    no_op,
+                    n,
+                    m,
+                    k,
+                    &alpha,
+                    b_ptr as *const f32,
+                    ldb,
+                    stride_b,
+                    a_ptr as *const f32,
+                    lda,
+                    stride_a,
+                    &beta,
+                    c_ptr as *mut f32,
+                    ldc,
+                    stride_c,
+                    count,
+                ),
+                CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32 => {
+                    cublas::gemm_strided_batched_ex(
+                        handle,
+                        no_op,
+                        no_op,
+                        n,
+                        m,
+                        k,
+                        (&alpha as *const f32).cast::<c_void>(),
+                        b_ptr as *const c_void,
+                        In::CUBLAS_TYPE,
+                        ldb,
+                        stride_b,
+                        a_ptr as *const c_void,
+                        In::CUBLAS_TYPE,
+                        lda,
+                        stride_a,
+                        (&beta as *const f32).cast::<c_void>(),
+                        c_ptr as *mut c_void,
+                        Out::CUBLAS_TYPE,
+                        ldc,
+                        stride_c,
+                        count,
+                        gemm.compute_type(),
+                        cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
+            }
+        };
+        result.map_err(|source| Error::Cublas {
+            action: action(),
+            source,
+        })
     }
 
     /// [`Cublas::gemm`] with row strides in elements (each at least its row's length).

@@ -12,7 +12,79 @@ pub struct OperandArg {
     pub ld: u32,
 }
 
-/// Every number of one `C = A·B` launch.
+/// A strided batch of products `C_i = A_i·B_i`, `i < count`: matrix `i` of each operand
+/// starts `i · stride` elements after the operand's first (the buffer's start). A stride of
+/// 0 shares one A (or one B) among all products; C's matrices must not overlap. A batch of
+/// one product ignores the strides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Batch {
+    pub count: u32,
+    pub stride_a: u64,
+    pub stride_b: u64,
+    pub stride_c: u64,
+}
+
+impl Batch {
+    /// One product: what [`GemmKernel::launch`](crate::GemmKernel::launch) and
+    /// `launch_with_ld` compute.
+    pub const ONE: Batch = Batch {
+        count: 1,
+        stride_a: 0,
+        stride_b: 0,
+        stride_c: 0,
+    };
+
+    /// `count` products whose matrices lie back to back, each `lines x ld` elements of its
+    /// buffer (rows, or columns of a column-major operand; see [`LaunchShape::stored_dims`]).
+    pub fn packed(
+        shape: &LaunchShape,
+        count: u32,
+        dims: (u32, u32, u32),
+        lds: LeadingDims,
+    ) -> Batch {
+        let (m, n, k) = dims;
+        let matrix =
+            |operand, ld: u32| u64::from(shape.stored_dims(operand, m, n, k).0) * u64::from(ld);
+        Batch {
+            count,
+            stride_a: matrix(Operand::A, lds.lda),
+            stride_b: matrix(Operand::B, lds.ldb),
+            stride_c: matrix(Operand::C, lds.ldc),
+        }
+    }
+
+    /// An operand's stride.
+    pub const fn stride(&self, operand: Operand) -> u64 {
+        match operand {
+            Operand::A => self.stride_a,
+            Operand::B => self.stride_b,
+            Operand::C => self.stride_c,
+        }
+    }
+}
+
+/// The leading dimensions of one launch, in elements: the stride between the lines (rows,
+/// or columns of a column-major operand) of A, B and C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeadingDims {
+    pub lda: u32,
+    pub ldb: u32,
+    pub ldc: u32,
+}
+
+impl LeadingDims {
+    /// Packed operands: each leading dimension is the length of one of its operand's lines
+    /// (row-major A: `k`, column-major A: `m`, ...; C: `n`).
+    pub const fn packed(shape: &LaunchShape, m: u32, n: u32, k: u32) -> LeadingDims {
+        LeadingDims {
+            lda: shape.stored_dims(Operand::A, m, n, k).1,
+            ldb: shape.stored_dims(Operand::B, m, n, k).1,
+            ldc: n,
+        }
+    }
+}
+
+/// Every number of one launch: `batch.count` products `C = A·B` of `m x n x k`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchArgs {
     pub m: u32,
@@ -21,27 +93,39 @@ pub struct LaunchArgs {
     pub a: OperandArg,
     pub b: OperandArg,
     pub c: OperandArg,
+    pub batch: Batch,
 }
 
 /// CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535.
 pub const MAX_GRID_X: u32 = i32::MAX as u32;
 pub const MAX_GRID_YZ: u32 = 65_535;
 
+/// Products in one batched launch, for every schedule: a one-tile-per-block grid runs them
+/// along z.
+pub const MAX_BATCH: u32 = MAX_GRID_YZ;
+
 /// Checks a launch against the kernel's rules and returns the grid to launch;
 /// `resident_blocks` (how many blocks the device holds at once) sizes persistent grids.
 ///
-/// Order: the problem size first (nothing else is meaningful for a size the kernel cannot
-/// compute), then each operand's stride, alignment and buffer length.
+/// Order: the batch count and the problem size first (nothing else is meaningful for a size
+/// the kernel cannot compute), then each operand's stride, alignment and buffer length, then
+/// its batch stride and the length the whole batch needs.
 pub fn check_launch(
     shape: &LaunchShape,
     args: &LaunchArgs,
     resident_blocks: u32,
 ) -> Result<(u32, u32, u32), Error> {
-    let LaunchArgs { m, n, k, .. } = *args;
+    let LaunchArgs { m, n, k, batch, .. } = *args;
+    if batch.count == 0 || batch.count > MAX_BATCH {
+        return Err(Error::BatchCount {
+            count: batch.count,
+            limit: MAX_BATCH,
+        });
+    }
     shape
-        .check_dims(m, n, k)
+        .check_batched_dims(m, n, k, batch.count)
         .map_err(|reason| Error::Dims { m, n, k, reason })?;
-    let grid = shape.grid(m, n, k, resident_blocks);
+    let grid = shape.grid_batched(m, n, k, batch.count, resident_blocks);
     for (axis, blocks, limit) in [
         ('x', grid.0, MAX_GRID_X),
         ('y', grid.1, MAX_GRID_YZ),
@@ -72,8 +156,60 @@ pub fn check_launch(
             element_bytes,
             shape.operand_align_bytes,
         )?;
+        check_batch_stride(
+            operand,
+            &batch,
+            arg,
+            elements_needed(rows, cols, arg.ld),
+            element_bytes,
+            shape.operand_align_bytes,
+        )?;
     }
     Ok(grid)
+}
+
+/// The batch's matrices of one operand, `matrix` elements each: every one starts aligned
+/// (the kernels' vector copies and the TMA's 16-byte strides), C's do not overlap, and the
+/// buffer holds the last. A batch of one product has nothing to check.
+fn check_batch_stride(
+    operand: Operand,
+    batch: &Batch,
+    arg: OperandArg,
+    matrix: u64,
+    element_bytes: u32,
+    align: u32,
+) -> Result<(), Error> {
+    if batch.count <= 1 {
+        return Ok(());
+    }
+    let stride = batch.stride(operand);
+    let align = align.max(1);
+    if !(u128::from(stride) * u128::from(element_bytes)).is_multiple_of(u128::from(align)) {
+        return Err(Error::MisalignedBatchStride {
+            operand,
+            stride,
+            element_bytes,
+            align,
+        });
+    }
+    if operand == Operand::C && stride < matrix {
+        return Err(Error::OverlappingBatch { stride, matrix });
+    }
+    let needed = u64::from(batch.count - 1)
+        .checked_mul(stride)
+        .and_then(|start| start.checked_add(matrix))
+        .unwrap_or(u64::MAX);
+    if (arg.len as u64) < needed {
+        return Err(Error::BatchBufferTooSmall {
+            operand,
+            len: arg.len,
+            needed,
+            count: batch.count,
+            stride,
+            matrix,
+        });
+    }
+    Ok(())
 }
 
 /// Elements a `rows x cols` row-major matrix with row stride `ld` spans: the last row needs
@@ -197,7 +333,225 @@ mod tests {
             a: operand(0x7f00_0000_0000, m, k),
             b: operand(0x7f00_1000_0000, k, n),
             c: operand(0x7f00_2000_0000, m, n),
+            batch: Batch::ONE,
         }
+    }
+
+    /// `count` products of `packed(m, n, k)`, each operand's matrices back to back.
+    fn batched(m: u32, n: u32, k: u32, count: u32) -> LaunchArgs {
+        let mut args = packed(m, n, k);
+        let lds = LeadingDims::packed(&PARTIAL, m, n, k);
+        args.batch = Batch::packed(&PARTIAL, count, (m, n, k), lds);
+        for operand in [Operand::A, Operand::B, Operand::C] {
+            let arg = match operand {
+                Operand::A => &mut args.a,
+                Operand::B => &mut args.b,
+                Operand::C => &mut args.c,
+            };
+            arg.len *= count as usize;
+        }
+        args
+    }
+
+    #[test]
+    fn a_packed_batch_runs_along_z_or_through_the_walk() {
+        let args = batched(256, 384, 64, 7);
+        assert_eq!(
+            (
+                args.batch.stride_a,
+                args.batch.stride_b,
+                args.batch.stride_c
+            ),
+            (256 * 64, 64 * 384, 256 * 384)
+        );
+        assert_eq!(check_launch(&PARTIAL, &args, RESIDENT).unwrap(), (3, 2, 7));
+        // 6 tiles per product, 42 in all: a persistent grid of one block per tile.
+        let persistent = LaunchShape {
+            schedule: GridSchedule::Persistent { group: 8 },
+            ..PARTIAL
+        };
+        assert_eq!(
+            check_launch(&persistent, &args, RESIDENT).unwrap(),
+            (42, 1, 1)
+        );
+        assert_eq!(
+            check_launch(&persistent, &batched(4096, 4096, 64, 3), RESIDENT).unwrap(),
+            (RESIDENT, 1, 1)
+        );
+        // Column-major operands: a matrix is its columns.
+        let cc = LaunchShape {
+            a_order: StorageOrder::ColMajor,
+            b_order: StorageOrder::ColMajor,
+            ..PARTIAL
+        };
+        let lds = LeadingDims::packed(&cc, 100, 60, 20);
+        assert_eq!((lds.lda, lds.ldb, lds.ldc), (100, 20, 60));
+        let batch = Batch::packed(&cc, 2, (100, 60, 20), lds);
+        assert_eq!((batch.stride_a, batch.stride_b), (20 * 100, 60 * 20));
+    }
+
+    #[test]
+    fn a_shared_operand_has_stride_zero_and_one_matrix() {
+        let mut args = batched(128, 128, 64, 5);
+        args.batch.stride_b = 0;
+        args.b.len = 64 * 128;
+        check_launch(&PARTIAL, &args, RESIDENT).unwrap();
+        args.batch.stride_a = 0;
+        args.a.len = 128 * 64;
+        check_launch(&PARTIAL, &args, RESIDENT).unwrap();
+    }
+
+    #[test]
+    fn short_batch_buffers_name_the_length_the_last_matrix_needs() {
+        // Padded strides: 3 products, A's matrices 9000 elements apart.
+        let mut args = batched(128, 128, 64, 3);
+        args.batch.stride_a = 9000;
+        args.a.len = 2 * 9000 + 128 * 64 - 1;
+        let error = check_launch(&PARTIAL, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::BatchBufferTooSmall {
+                    operand: Operand::A,
+                    needed,
+                    count: 3,
+                    stride: 9000,
+                    matrix,
+                    ..
+                } if needed == 2 * 9000 + 128 * 64 && matrix == 128 * 64
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "A holds 26191 elements, but 3 matrices 9000 elements apart need 26192 ((count - 1) * stride_a + one matrix of 8192)"
+        );
+        args.a.len += 1;
+        check_launch(&PARTIAL, &args, RESIDENT).unwrap();
+        // A stride too large for any buffer is refused, not wrapped.
+        args.batch.stride_a = 1 << 63;
+        assert!(matches!(
+            check_launch(&PARTIAL, &args, RESIDENT),
+            Err(Error::BatchBufferTooSmall {
+                needed: u64::MAX,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn overlapping_outputs_are_refused() {
+        let mut args = batched(128, 128, 64, 2);
+        // One C is 128 x 128: its matrices must lie at least 16384 elements apart.
+        args.batch.stride_c = 16384 - 4;
+        let error = check_launch(&PARTIAL, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::OverlappingBatch {
+                    stride: 16380,
+                    matrix: 16384
+                }
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(message.contains("write over each other"), "{message}");
+        assert!(message.contains("use stride_c >= 16384"), "{message}");
+        // A shared C is an overlap too; with one product the strides do not matter.
+        args.batch.stride_c = 0;
+        assert!(matches!(
+            check_launch(&PARTIAL, &args, RESIDENT),
+            Err(Error::OverlappingBatch { stride: 0, .. })
+        ));
+        args.batch.count = 1;
+        check_launch(&PARTIAL, &args, RESIDENT).unwrap();
+        // The last row of a padded C needs only its columns.
+        let mut args = batched(128, 128, 64, 2);
+        args.c.ld = 132;
+        args.batch.stride_c = 127 * 132 + 128;
+        args.c.len = 2 * 127 * 132 + 2 * 128;
+        check_launch(&PARTIAL, &args, RESIDENT).unwrap();
+    }
+
+    #[test]
+    fn misaligned_batch_strides_name_the_operand_and_the_fix() {
+        // bf16: 8 elements per 16 bytes, so stride_b = 8196 leaves the second B 8 B off.
+        let bf16 = LaunchShape {
+            input_element_bytes: 2,
+            output_element_bytes: 2,
+            ..PARTIAL
+        };
+        let mut args = batched(64, 128, 64, 2);
+        args.batch.stride_b = 8196;
+        args.b.len = 8196 + 64 * 128;
+        let error = check_launch(&bf16, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::MisalignedBatchStride {
+                    operand: Operand::B,
+                    stride: 8196,
+                    element_bytes: 2,
+                    align: 16
+                }
+            ),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        for needle in [
+            "stride_b = 8196 elements = 16392 B is not a multiple of 16 B",
+            "every matrix of B",
+            "pad the batch to stride_b = 8200 (a multiple of 8 elements)",
+        ] {
+            assert!(message.contains(needle), "{message}");
+        }
+    }
+
+    #[test]
+    fn batch_counts_outside_one_to_the_z_limit_are_refused() {
+        let mut args = batched(128, 128, 8, 1);
+        args.batch.count = 0;
+        let error = check_launch(&PARTIAL, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::BatchCount {
+                    count: 0,
+                    limit: 65_535
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "a batch of 0 products: a batched launch computes 1 to 65535 products (the grid's z limit); split larger batches"
+        );
+        let args = batched(16, 16, 8, 65_535);
+        assert_eq!(
+            check_launch(&PARTIAL, &args, RESIDENT).unwrap(),
+            (1, 1, 65_535)
+        );
+        let args = batched(16, 16, 8, 65_536);
+        assert!(matches!(
+            check_launch(&PARTIAL, &args, RESIDENT),
+            Err(Error::BatchCount { count: 65_536, .. })
+        ));
+        assert!(PARTIAL.check_batched_dims(8, 8, 8, 0).is_err());
+        // A persistent walk's 32-bit index over every product's tiles.
+        let persistent = LaunchShape {
+            schedule: GridSchedule::Persistent { group: 8 },
+            tile_m: 16,
+            tile_n: 16,
+            ..PARTIAL
+        };
+        let error = persistent
+            .check_batched_dims(1 << 14, 1 << 14, 8, 1024)
+            .unwrap_err();
+        assert!(error.contains("in each of 1024 products"), "{error}");
+        persistent
+            .check_batched_dims(1 << 14, 1 << 14, 8, 1)
+            .unwrap();
     }
 
     #[test]

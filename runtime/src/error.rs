@@ -115,6 +115,27 @@ pub enum Error {
         element_bytes: u32,
         align: u32,
     },
+    /// A batched launch of no products, or of more than one launch takes.
+    BatchCount { count: u32, limit: u32 },
+    /// A batch stride whose byte size is not a multiple of the kernel's vector width (for
+    /// the TMA, of 16 bytes), so the batch's later matrices start misaligned.
+    MisalignedBatchStride {
+        operand: Operand,
+        stride: u64,
+        element_bytes: u32,
+        align: u32,
+    },
+    /// C's batch stride is shorter than one C matrix: products would write over each other.
+    OverlappingBatch { stride: u64, matrix: u64 },
+    /// A buffer shorter than `(count - 1) * stride + matrix` elements.
+    BatchBufferTooSmall {
+        operand: Operand,
+        len: usize,
+        needed: u64,
+        count: u32,
+        stride: u64,
+        matrix: u64,
+    },
     /// A math-only probe launch with no work or too small an output buffer.
     ProbeLaunch { kernel: String, reason: String },
     /// A buffer or stream belongs to another CUDA context than the kernel.
@@ -282,6 +303,45 @@ impl fmt::Display for Error {
                     u64::from(*ld).div_ceil(vector) * vector,
                 )
             }
+            Error::BatchCount { count, limit } => write!(
+                f,
+                "a batch of {count} products: a batched launch computes 1 to {limit} products (the grid's z limit); split larger batches"
+            ),
+            Error::MisalignedBatchStride {
+                operand,
+                stride,
+                element_bytes,
+                align,
+            } => {
+                let name = operand.to_string().to_lowercase();
+                let vector = u64::from((align / (*element_bytes).max(1)).max(1));
+                write!(
+                    f,
+                    "stride_{name} = {stride} elements = {} B is not a multiple of {align} B: every matrix of {operand} in the batch \
+                     must start {align}-byte aligned (the kernel's {align}-byte copies, and the TMA's batch stride); \
+                     pad the batch to stride_{name} = {} (a multiple of {vector} elements)",
+                    u128::from(*stride) * u128::from(*element_bytes),
+                    stride.div_ceil(vector) * vector,
+                )
+            }
+            Error::OverlappingBatch { stride, matrix } => write!(
+                f,
+                "stride_c = {stride} elements is shorter than one C matrix ({matrix} elements: (rows - 1) * ldc + cols), \
+                 so the products would write over each other; use stride_c >= {matrix}"
+            ),
+            Error::BatchBufferTooSmall {
+                operand,
+                len,
+                needed,
+                count,
+                stride,
+                matrix,
+            } => write!(
+                f,
+                "{operand} holds {len} elements, but {count} matrices {stride} elements apart need {needed} \
+                 ((count - 1) * stride_{} + one matrix of {matrix})",
+                operand.to_string().to_lowercase()
+            ),
             Error::ContextMismatch { what } => write!(
                 f,
                 "{what} belongs to another CUDA context than the kernel"

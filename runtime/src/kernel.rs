@@ -1,6 +1,6 @@
 //! A generated kernel loaded on a device, with checked launches.
 
-use crate::check::{check_arch, check_launch, LaunchArgs, OperandArg};
+use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
 use crate::element::{spec_value, stores, Element};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin_logged, Module};
@@ -143,10 +143,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let launch = self.info.launch();
-        let lda = launch.stored_dims(Operand::A, m, n, k).1;
-        let ldb = launch.stored_dims(Operand::B, m, n, k).1;
-        self.launch_with_ld(stream, a, b, c, m, n, k, lda, ldb, n)
+        let LeadingDims { lda, ldb, ldc } = LeadingDims::packed(self.info.launch(), m, n, k);
+        self.launch_with_ld(stream, a, b, c, m, n, k, lda, ldb, ldc)
     }
 
     /// `C = A·B` with leading dimensions in elements: the stride between rows, or between
@@ -172,6 +170,41 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
+        let lds = LeadingDims { lda, ldb, ldc };
+        self.launch_strided_batched(stream, a, b, c, m, n, k, lds, Batch::ONE)
+    }
+
+    /// `batch.count` products `C_i = A_i·B_i` in one launch (a strided batch, like cuBLAS's
+    /// `GemmStridedBatched`): matrix `i` of each operand starts `i · stride` elements into
+    /// its buffer, each laid out with the leading dimensions `lds` (as in
+    /// [`GemmKernel::launch_with_ld`]). A stride of 0 shares one A or one B among all
+    /// products; [`Batch::packed`] gives matrices back to back.
+    ///
+    /// Checked before anything reaches the GPU, besides what `launch_with_ld` checks: 1 to
+    /// [`MAX_BATCH`](crate::check::MAX_BATCH) products, C's matrices at least one matrix
+    /// apart (no overlap), every buffer long enough for its last matrix, and every stride's
+    /// byte size a multiple of the kernel's alignment (16 B: vector copies, TMA strides).
+    /// Each kernel runs the batch in one grid (z for one tile per block; a persistent grid
+    /// walks every product's tiles).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_strided_batched<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        m: u32,
+        n: u32,
+        k: u32,
+        lds: LeadingDims,
+        batch: Batch,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        let LeadingDims { lda, ldb, ldc } = lds;
         same_context(
             &self.ctx,
             [
@@ -205,6 +238,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 len: c_len,
                 ld: ldc,
             },
+            batch,
         };
         let grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
         let mut values = bind_params::<In, Out>(self.info.launch(), self.info.params(), &args)?;
@@ -228,8 +262,9 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         }
         .during(|| {
             format!(
-                "launching `{}` for {m} x {n} x {k} (grid {grid:?})",
-                self.info.name()
+                "launching `{}` for {} x {m} x {n} x {k} (grid {grid:?})",
+                self.info.name(),
+                batch.count
             )
         })
     }
@@ -495,8 +530,9 @@ impl ParamValue {
 }
 
 /// The value of every parameter, in order, from a checked launch's arguments: operand
-/// pointers, problem numbers, and tensor maps encoded over the operands as they lie in
-/// memory (a column-major operand's map runs down its columns).
+/// pointers, problem numbers, batch strides, and tensor maps encoded over the operands as
+/// they lie in memory (a column-major operand's map runs down its columns, its third
+/// dimension over the batch's matrices).
 fn bind_params<In: Element, Out: Element>(
     launch: &LaunchShape,
     params: &[KernelParam],
@@ -522,15 +558,23 @@ fn bind_params<In: Element, Out: Element>(
                     Scalar::Lda => args.a.ld,
                     Scalar::Ldb => args.b.ld,
                     Scalar::Ldc => args.c.ld,
+                    Scalar::Batch => args.batch.count,
                 }),
+                ParamKind::BatchStride(which) => ParamValue::U64(args.batch.stride(which)),
                 ParamKind::TensorMap(tile) => {
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);
+                    // An operand every product shares is one matrix; the kernel reads it
+                    // as matrix 0.
+                    let stride = args.batch.stride(tile.operand);
+                    let matrices = if stride == 0 { 1 } else { args.batch.count };
                     let matrix = GlobalMatrix {
                         address: arg.address,
                         rows,
                         cols,
                         ld: arg.ld,
                         element_bytes,
+                        matrices,
+                        matrix_stride: stride,
                     };
                     ParamValue::TensorMap(Box::new(TensorMap::encode(&tile, matrix, data_type)?))
                 }

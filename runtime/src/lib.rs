@@ -4,7 +4,8 @@
 //!   surfaced on failure), checks the device's compute capability, opts into large dynamic
 //!   shared memory, and in debug builds checks the driver's SASS against the spec.
 //! - [`GemmKernel::launch`] checks sizes, strides, buffer lengths and alignment against the
-//!   kernel's [`LaunchShape`] (the arithmetic lives in [`check`], testable without a GPU).
+//!   kernel's [`LaunchShape`] (the arithmetic lives in [`check`], testable without a GPU);
+//!   [`GemmKernel::launch_strided_batched`] runs a strided [`Batch`] of products in one launch.
 //! - [`GemmKernel::sass`] disassembles exactly what the driver runs.
 //! - [`AnyKernel`] loads a kernel with the Rust element types its spec names (f32 for f32 and
 //!   tf32, `half::bf16`, `half::f16`); [`with_kernel!`] runs generic code on it.
@@ -25,6 +26,7 @@ pub mod probe;
 mod tensor_map;
 pub mod verify;
 
+pub use check::{Batch, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};
 pub use dispatch::{AnyKernel, TypedKernel};
 pub use element::{Element, KernelTypes, Storage};
@@ -39,7 +41,7 @@ pub use half;
 pub use codegen::sass::SassReport;
 pub use codegen::{
     GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind, SassCheck,
-    Scalar, StorageOrder, TensorMapBox, GEMM_PARAMS,
+    Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
 };
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;

@@ -1,6 +1,6 @@
-//! Tensor maps: the Tensor Memory Accelerator's description of an operand's global matrix,
-//! encoded on the host at launch for the actual pointer, sizes and row stride, and passed to
-//! the kernel by value.
+//! Tensor maps: the Tensor Memory Accelerator's description of an operand's global matrices,
+//! encoded on the host at launch for the actual pointer, sizes, row stride and batch stride,
+//! and passed to the kernel by value.
 
 use crate::error::{DriverContext, Error};
 use codegen::{TensorMapBox, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
@@ -17,8 +17,8 @@ pub struct TensorMap(sys::CUtensorMap);
 const _: () = assert!(std::mem::size_of::<TensorMap>() == TENSOR_MAP_BYTES as usize);
 const _: () = assert!(std::mem::align_of::<TensorMap>().is_multiple_of(TENSOR_MAP_ALIGN as usize));
 
-/// A row-major matrix in device memory: `rows x cols` elements of `element_bytes`, rows `ld`
-/// elements apart.
+/// Row-major matrices in device memory: `rows x cols` elements of `element_bytes`, rows `ld`
+/// elements apart; `matrices` of them (a strided batch), `matrix_stride` elements apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GlobalMatrix {
     pub address: u64,
@@ -26,11 +26,15 @@ pub struct GlobalMatrix {
     pub cols: u32,
     pub ld: u32,
     pub element_bytes: u32,
+    /// At least 1; with 1, `matrix_stride` is not used.
+    pub matrices: u32,
+    pub matrix_stride: u64,
 }
 
 impl TensorMap {
-    /// Encodes the map the kernel's `tile` describes over `matrix`. Out-of-bounds parts of a
-    /// box read as zeros, which is what lets the kernel compute partial edge tiles.
+    /// Encodes the map the kernel's `tile` describes over `matrix`, rank 3: columns, rows and
+    /// matrices. Out-of-bounds parts of a box read as zeros, which is what lets the kernel
+    /// compute partial edge tiles.
     pub fn encode(
         tile: &TensorMapBox,
         matrix: GlobalMatrix,
@@ -42,12 +46,22 @@ impl TensorMap {
             cols,
             ld,
             element_bytes,
+            matrices,
+            matrix_stride,
         } = matrix;
-        let global_dims: [u64; 2] = [u64::from(cols), u64::from(rows)];
-        // The stride of the outer dimension, in bytes (the inner one is the element).
-        let global_strides: [u64; 1] = [u64::from(ld) * u64::from(element_bytes)];
-        let box_dims: [u32; 2] = [tile.inner, tile.outer];
-        let element_strides: [u32; 2] = [1, 1];
+        let row_bytes = u64::from(ld) * u64::from(element_bytes);
+        // One matrix is never stepped over, but its stride must still be a valid one: a
+        // 16-byte multiple, past the matrix.
+        let matrix_bytes = if matrices > 1 {
+            matrix_stride * u64::from(element_bytes)
+        } else {
+            (u64::from(rows) * row_bytes).div_ceil(16).max(1) * 16
+        };
+        let global_dims: [u64; 3] = [u64::from(cols), u64::from(rows), u64::from(matrices)];
+        // The strides of the outer dimensions, in bytes (the inner one is the element).
+        let global_strides: [u64; 2] = [row_bytes, matrix_bytes];
+        let box_dims: [u32; 3] = [tile.inner, tile.outer, 1];
+        let element_strides: [u32; 3] = [1, 1, 1];
         let swizzle = match tile.swizzle_bytes {
             0 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
             32 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
@@ -55,13 +69,13 @@ impl TensorMap {
             _ => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
         };
         let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::uninit();
-        // SAFETY: every pointer refers to a live local array of the length the rank (2)
+        // SAFETY: every pointer refers to a live local array of the length the rank (3)
         // implies; the driver writes the 128-byte map and reads nothing at `address`.
         unsafe {
             sys::cuTensorMapEncodeTiled(
                 map.as_mut_ptr(),
                 data_type,
-                2,
+                3,
                 address as *mut std::ffi::c_void,
                 global_dims.as_ptr(),
                 global_strides.as_ptr(),
@@ -79,7 +93,7 @@ impl TensorMap {
         .result()
         .during(|| {
             format!(
-                "encoding the tensor map of {} ({rows} x {cols}, ld {ld}, box {} x {}, {}-byte swizzle)",
+                "encoding the tensor map of {} ({matrices} x {rows} x {cols}, ld {ld}, matrices {matrix_bytes} B apart, box {} x {}, {}-byte swizzle)",
                 tile.operand, tile.outer, tile.inner, tile.swizzle_bytes
             )
         })?;

@@ -2,6 +2,7 @@
 //! poisoned output, and the error measured in float64.
 
 use crate::blas::{Cublas, CublasGemm};
+use crate::check::{Batch, LeadingDims};
 use crate::element::{Element, KernelTypes};
 use crate::error::Operand;
 use crate::error::{DriverContext, Error};
@@ -515,10 +516,213 @@ pub fn verify<In: Element, Out: Element>(
     check_against(kernel, stream, &problem, &reference, kind)
 }
 
+/// How far each product of a strided batch is from its reference, and whether the kernel
+/// wrote anything of C outside the products (the gaps between rows and between matrices).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchReport {
+    pub products: Vec<ErrorReport>,
+    /// Elements of C's buffer outside every product's `m x n` that no longer hold the poison.
+    pub gap_writes: usize,
+}
+
+impl BatchReport {
+    /// `Err` naming every product that breaks a bound, and any write outside the products.
+    pub fn check(&self, tolerance: &Tolerance) -> Result<(), String> {
+        let mut broken: Vec<String> = self
+            .products
+            .iter()
+            .enumerate()
+            .filter_map(|(i, report)| {
+                report
+                    .check(tolerance)
+                    .err()
+                    .map(|why| format!("product {i}: {why}"))
+            })
+            .collect();
+        if self.gap_writes > 0 {
+            broken.push(format!(
+                "{} elements of C outside the products written",
+                self.gap_writes
+            ));
+        }
+        if broken.is_empty() {
+            Ok(())
+        } else {
+            Err(broken.join("; "))
+        }
+    }
+
+    /// The worst product's relative error.
+    pub fn worst(&self) -> Option<&ErrorReport> {
+        self.products
+            .iter()
+            .max_by(|x, y| x.rel_frobenius.total_cmp(&y.rel_frobenius))
+    }
+}
+
+/// The strided-batch buffer of one operand: `matrices[i]` (packed `rows x cols`, row-major)
+/// laid out in `order` with lines `ld` apart, at `i · stride` elements; `fill` elsewhere. A
+/// stride of 0 holds `matrices[0]` alone.
+pub fn batch_buffer<T: Copy>(
+    matrices: &[&[T]],
+    (rows, cols): (u32, u32),
+    order: StorageOrder,
+    ld: u32,
+    stride: u64,
+    fill: T,
+) -> Vec<T> {
+    let (lines, line_len) = match order {
+        StorageOrder::RowMajor => (rows, cols),
+        StorageOrder::ColMajor => (cols, rows),
+    };
+    let stored = if stride == 0 {
+        &matrices[..1]
+    } else {
+        matrices
+    };
+    let matrix_len = lines as usize * ld as usize;
+    let len = (stored.len() - 1) * stride as usize + matrix_len;
+    let mut buffer = vec![fill; len];
+    for (i, matrix) in stored.iter().enumerate() {
+        let laid_out = in_order(matrix, rows, cols, order);
+        let start = i * stride as usize;
+        for (line, values) in laid_out.chunks(line_len.max(1) as usize).enumerate() {
+            let at = start + line * ld as usize;
+            buffer[at..at + values.len()].copy_from_slice(values);
+        }
+    }
+    buffer
+}
+
+/// Runs the kernel once on a strided batch of `batch.count` random problems (seeds `seed`,
+/// `seed + 1`, ..), laid out at the batch's strides with the leading dimensions `lds`, C
+/// poisoned everywhere first; measures each product against its own reference (the one
+/// [`reference_for`] picks) and checks that nothing outside the products was written. An
+/// operand of stride 0 is the first problem's, shared by every product.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_batch<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    m: u32,
+    n: u32,
+    k: u32,
+    lds: LeadingDims,
+    batch: Batch,
+    seed: u64,
+) -> Result<BatchReport, Error> {
+    if batch.count == 0 {
+        return Err(Error::BatchCount {
+            count: 0,
+            limit: crate::check::MAX_BATCH,
+        });
+    }
+    let launch = kernel.info().launch();
+    let mut problems: Vec<Problem<In>> = (0..u64::from(batch.count))
+        .map(|i| Problem::random(m, n, k, seed + i))
+        .collect();
+    let (first_a, first_b) = (problems[0].a.clone(), problems[0].b.clone());
+    for problem in problems.iter_mut().skip(1) {
+        if batch.stride_a == 0 {
+            problem.a.clone_from(&first_a);
+        }
+        if batch.stride_b == 0 {
+            problem.b.clone_from(&first_b);
+        }
+    }
+    let kind = reference_for(m, n, k);
+    let references = problems
+        .iter()
+        .map(|problem| match kind {
+            Reference::CpuF64 => cpu_reference(problem),
+            Reference::Cublas => cublas_reference(stream, problem),
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    let operand = |pick: fn(&Problem<In>) -> &[In], dims, order, ld, stride| {
+        let matrices: Vec<&[In]> = problems.iter().map(pick).collect();
+        batch_buffer(&matrices, dims, order, ld, stride, In::from_f32(0.0))
+    };
+    let a = operand(|p| &p.a, (m, k), launch.a_order, lds.lda, batch.stride_a);
+    let b = operand(|p| &p.b, (k, n), launch.b_order, lds.ldb, batch.stride_b);
+    let c_len =
+        (batch.count as usize - 1) * batch.stride_c as usize + m as usize * lds.ldc as usize;
+    let a = stream
+        .clone_htod(&a)
+        .during(|| "copying the batch's A to the device".to_string())?;
+    let b = stream
+        .clone_htod(&b)
+        .during(|| "copying the batch's B to the device".to_string())?;
+    let mut c = stream
+        .clone_htod(&vec![Out::poison(); c_len])
+        .during(|| "writing the poisoned C".to_string())?;
+    kernel.launch_strided_batched(stream, &a, &b, &mut c, m, n, k, lds, batch)?;
+    let mut c = stream
+        .clone_dtoh(&c)
+        .during(|| format!("copying C of `{}` back", kernel.info().name()))?;
+    let mut products = Vec::with_capacity(problems.len());
+    for (i, reference) in references.iter().enumerate() {
+        let start = i * batch.stride_c as usize;
+        let matrix = &mut c[start..];
+        products.push(compare(matrix, reference, m, n, lds.ldc, kind)?);
+        // What the product owns is compared; mark it, so that only gaps stay to be counted.
+        for row in 0..m as usize {
+            let at = row * lds.ldc as usize;
+            matrix[at..at + n as usize].fill(Out::poison());
+        }
+    }
+    let gap_writes = c.iter().filter(|value| !value.is_poison()).count();
+    Ok(BatchReport {
+        products,
+        gap_writes,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use half::bf16;
+
+    #[test]
+    fn batch_buffers_put_each_matrix_at_its_stride() {
+        let first = [1, 2, 3, 4, 5, 6];
+        let second = [7, 8, 9, 10, 11, 12];
+        // Two 2 x 3 row-major matrices, rows 4 apart, matrices 10 apart.
+        let buffer = batch_buffer(&[&first, &second], (2, 3), StorageOrder::RowMajor, 4, 10, 0);
+        assert_eq!(
+            buffer,
+            [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 7, 8, 9, 0, 10, 11, 12, 0]
+        );
+        // Column-major: columns of 2, 2 apart; a shared operand holds the first matrix once.
+        let shared = batch_buffer(&[&first, &second], (2, 3), StorageOrder::ColMajor, 2, 0, 0);
+        assert_eq!(shared, [1, 4, 2, 5, 3, 6]);
+    }
+
+    #[test]
+    fn batch_reports_name_the_broken_product_and_gap_writes() {
+        let good = compare(&[3.0f32, 4.0], &[3.0, 4.0], 1, 2, 2, Reference::CpuF64).unwrap();
+        let bad = compare(&[3.0f32, 5.0], &[3.0, 4.0], 1, 2, 2, Reference::CpuF64).unwrap();
+        let tolerance = Tolerance::f32_accumulation(64);
+        let report = BatchReport {
+            products: vec![good, bad],
+            gap_writes: 0,
+        };
+        let broken = report.check(&tolerance).unwrap_err();
+        assert!(broken.starts_with("product 1: "), "{broken}");
+        assert_eq!(report.worst(), Some(&bad));
+        let report = BatchReport {
+            products: vec![good, good],
+            gap_writes: 3,
+        };
+        assert_eq!(
+            report.check(&tolerance).unwrap_err(),
+            "3 elements of C outside the products written"
+        );
+        BatchReport {
+            products: vec![good],
+            gap_writes: 0,
+        }
+        .check(&tolerance)
+        .unwrap();
+    }
 
     fn naive(problem: &Problem<f32>) -> Vec<f64> {
         let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);

@@ -13,11 +13,11 @@ use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
     check_against, compare, cpu_reference, cublas_reference, reference_for, run_poisoned_with_ld,
-    verify, ErrorReport, Problem, Reference, Tolerance,
+    verify, verify_batch, ErrorReport, Problem, Reference, Tolerance,
 };
 use runtime::{
-    open_context, with_kernel, AnyKernel, CudaContext, CudaStream, Element, Error, GemmKernel,
-    KernelTypes, Opcode, Operand, SassReport,
+    open_context, with_kernel, AnyKernel, Batch, CudaContext, CudaStream, Element, Error,
+    GemmKernel, GridSchedule, KernelTypes, LeadingDims, Opcode, Operand, SassReport,
 };
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
@@ -95,7 +95,7 @@ impl Problems {
     }
 
     fn get<In: Element>(&mut self) -> &(Problem<In>, Vec<f64>) {
-        let Shape { m, n, k } = self.shape;
+        let Shape { m, n, k, .. } = self.shape;
         let seed = self.seed;
         self.by_type
             .entry(TypeId::of::<In>())
@@ -219,7 +219,7 @@ fn problem_and_reference<In: Element>(
     shape: Shape,
     seed: u64,
 ) -> (Problem<In>, Vec<f64>, Reference) {
-    let Shape { m, n, k } = shape;
+    let Shape { m, n, k, .. } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
     let kind = reference_for(m, n, k);
     let reference = match kind {
@@ -1008,7 +1008,9 @@ const BROKEN_PTX: &str = "\
 .visible .entry broken_gemm(
 \t.param .u64 broken_gemm_a, .param .u64 broken_gemm_b, .param .u64 broken_gemm_c,
 \t.param .u32 broken_gemm_m, .param .u32 broken_gemm_n, .param .u32 broken_gemm_k,
-\t.param .u32 broken_gemm_lda, .param .u32 broken_gemm_ldb, .param .u32 broken_gemm_ldc
+\t.param .u32 broken_gemm_lda, .param .u32 broken_gemm_ldb, .param .u32 broken_gemm_ldc,
+\t.param .u32 broken_gemm_batch, .param .u64 broken_gemm_stride_a,
+\t.param .u64 broken_gemm_stride_b, .param .u64 broken_gemm_stride_c
 )
 {
 \t.reg .b32 %r<2>;
@@ -1351,7 +1353,7 @@ fn verify_picks_cublas_for_large_problems_and_passes() {
         large.admitted_by(launch).unwrap();
         let small = Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
         for (shape, reference) in [(large, Reference::Cublas), (small, Reference::CpuF64)] {
-            let Shape { m, n, k } = shape;
+            let Shape { m, n, k, .. } = shape;
             let report =
                 with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, 9)).unwrap();
             eprintln!("{} ({types}) {shape}: {report}", entry.name);
@@ -1390,7 +1392,7 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
         let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
         assert!(resident > 0, "{spec}");
         // At least three rounds of resident blocks, with a ragged last one.
-        let Shape { m, n, k } = Shape::rounds_of(launch, resident, 3, 8);
+        let Shape { m, n, k, .. } = Shape::rounds_of(launch, resident, 3, 8);
         assert!(
             (m / launch.tile_m) * (n / launch.tile_n) > 3 * resident,
             "{spec}"
@@ -1605,4 +1607,121 @@ fn multi_stage_kernels_compute_ks_shorter_than_their_ring() {
         failures.join("\n")
     );
     assert!(kernels >= 20, "only {kernels} multi-stage catalog kernels");
+}
+
+/// One strided batch of `count` products of `shape` through `launch_strided_batched`: rows
+/// rounded up to the kernel's alignment (C's one vector more, so its rows have gaps), each
+/// operand's matrices a matrix and two vectors apart (the gaps between C's matrices must stay
+/// poisoned), B shared by every product (stride 0) when `shared_b`. Each product against its
+/// own float64 (or cuBLAS) reference.
+fn check_batch(
+    kernel: &AnyKernel,
+    stream: &Arc<CudaStream>,
+    shape: Shape,
+    count: u32,
+    shared_b: bool,
+    seed: u64,
+) {
+    let launch = kernel.info().launch();
+    let name = kernel.info().name();
+    let (in_bytes, out_bytes) = (launch.input_element_bytes, launch.output_element_bytes);
+    let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
+    let round = |value: u32, bytes: u32| value.div_ceil(vector(bytes)) * vector(bytes);
+    let line = |operand| launch.stored_dims(operand, shape.m, shape.n, shape.k).1;
+    let lds = LeadingDims {
+        lda: round(line(Operand::A), in_bytes),
+        ldb: round(line(Operand::B), in_bytes),
+        ldc: round(shape.n, out_bytes) + vector(out_bytes),
+    };
+    let packed = Batch::packed(launch, count, (shape.m, shape.n, shape.k), lds);
+    let batch = Batch {
+        count,
+        stride_a: packed.stride_a + 2 * u64::from(vector(in_bytes)),
+        stride_b: if shared_b {
+            0
+        } else {
+            packed.stride_b + 2 * u64::from(vector(in_bytes))
+        },
+        stride_c: packed.stride_c + 2 * u64::from(vector(out_bytes)),
+    };
+    let report = with_kernel!(kernel, typed => {
+        verify_batch(typed, stream, shape.m, shape.n, shape.k, lds, batch, seed)
+    })
+    .unwrap_or_else(|e| panic!("{name}, {count} x {shape}: {e}"));
+    let worst = report.worst().expect("a batch has products");
+    eprintln!(
+        "{name}: {count} x {shape}{}: worst product {worst}",
+        if shared_b { ", B shared" } else { "" }
+    );
+    report
+        .check(&kernel.types().tolerance(shape.k))
+        .unwrap_or_else(|broken| panic!("{name}, {count} x {shape}: {broken}"));
+}
+
+/// The batch cases of one kernel: three products of two tiles and a bit, padded strides; an
+/// edge shape with a B every product shares; and for a persistent kernel, more products'
+/// tiles than its grid has blocks, so blocks walk from one product into the next.
+fn check_batches(kernel: &AnyKernel, stream: &Arc<CudaStream>) {
+    let launch = kernel.info().launch();
+    let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
+    check_batch(
+        kernel,
+        stream,
+        Shape::new(2 * tm, 2 * tn, 4 * tk),
+        3,
+        false,
+        0xBA7C_0001,
+    );
+    check_batch(
+        kernel,
+        stream,
+        Shape::new(tm + 5, tn - 3, 2 * tk + 7),
+        2,
+        true,
+        0xBA7C_0002,
+    );
+    if let GridSchedule::Persistent { .. } = launch.schedule {
+        let shape = Shape::new(2 * tm + 1, 2 * tn + 3, 2 * tk);
+        let (tiles_m, tiles_n) = launch.tiles(shape.m, shape.n);
+        let resident = with_kernel!(kernel, typed => typed.resident_blocks());
+        let count = (2 * resident).div_ceil(tiles_m * tiles_n) + 1;
+        assert!(
+            launch
+                .grid_batched(shape.m, shape.n, shape.k, count, resident)
+                .0
+                < count * tiles_m * tiles_n
+        );
+        check_batch(kernel, stream, shape, count, false, 0xBA7C_0003);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_catalog_kernel_computes_a_strided_batch() {
+    let (ctx, stream) = gpu();
+    for entry in CATALOG {
+        check_batches(&load(&ctx, entry), &stream);
+    }
+}
+
+/// The Hopper family's rank-3 tensor maps in every layout, with clusters and the persistent
+/// walk, the TMA-store and the direct epilogue.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hopper_kernels_compute_a_strided_batch_in_every_layout() {
+    let (ctx, stream) = gpu();
+    for layout in ["rr", "rc", "cr", "cc"] {
+        for base in [
+            "arch: sm_90a, mma: wgmma, schedule: persistent",
+            "arch: sm_90a, mma: wgmma, tile: 128x128x64, epilogue: direct",
+            "arch: sm_90a, mma: wgmma, copy: tma(multicast = 2), cluster: 2x1",
+            "arch: sm_90a, mma: wgmma, tile: 256x128x64, copy: tma(multicast = 2), cluster: 1x2, schedule: persistent",
+        ] {
+            let spec = format!("name: batch_{layout}, layout: {layout}, {base}");
+            let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let kernel =
+                AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            check_batches(&kernel, &stream);
+        }
+    }
 }

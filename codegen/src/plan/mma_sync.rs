@@ -43,6 +43,7 @@
 //! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
 //! for every thread).
 
+use super::batch::BatchPlan;
 use super::edges::{chunk_words, last_byte, ChunkWord, OperandSource};
 use super::schedule::TileWalk;
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
@@ -115,6 +116,9 @@ pub struct MmaSyncPlan {
     /// `schedule: persistent`: the block's walk over output tiles; `None` for one tile per
     /// block.
     pub persistent: Option<TileWalk>,
+    /// The product of a strided batch the block (or the tile walk) is at, and its operands'
+    /// strides.
+    pub batch: BatchPlan,
     /// The math and the epilogue, handed to the templates on their own.
     #[serde(skip)]
     pub k_steps_plan: Vec<MmaKStep>,
@@ -766,6 +770,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         b_fragment_registers: 2 * b_regs_per_set,
         pack_instruction,
         persistent,
+        batch: BatchPlan::new(spec.schedule, element, out_bytes),
         k_steps_plan,
         epilogue,
     }

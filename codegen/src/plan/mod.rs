@@ -1,6 +1,7 @@
 //! The plan layer: every number the PTX needs, computed from a validated spec.
 //! Templates only lay these out as text.
 
+pub mod batch;
 pub mod edges;
 pub mod math_only;
 pub mod mma_sync;

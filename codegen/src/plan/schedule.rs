@@ -2,16 +2,21 @@
 //! block's walk over raster bands ([`TileWalk`]). Shared by the families whose specs take
 //! `schedule:`.
 
+use super::batch::WALK_BATCH_REGISTER;
 use gemm_dsl::{Raster, Schedule, Tile};
 use serde::Serialize;
 
-/// A persistent block's walk over the output tiles, [`Schedule::tile_at`] in PTX terms: the
-/// raster bands are `group` tiles across and advance along the `along` dimension.
+/// A persistent block's walk over the output tiles, [`Schedule::batched_tile_at`] in PTX
+/// terms: the raster bands are `group` tiles across and advance along the `along` dimension.
 ///
-/// [`Schedule::tile_at`]: gemm_dsl::Schedule::tile_at
+/// [`Schedule::batched_tile_at`]: gemm_dsl::Schedule::batched_tile_at
 #[derive(Clone, Debug, Serialize)]
 pub struct TileWalk {
     pub group: u32,
+    /// The walk covers the tiles of every product of a strided batch, one product after
+    /// another: its batch-count parameter, and the register that receives a tile's product.
+    pub batch_param: &'static str,
+    pub batch_register: &'static str,
     /// Dimension the bands advance along: its kernel parameter (`m` or `n`), block tile size
     /// and the register that receives the tile's first element index.
     pub along: WalkDim,
@@ -50,6 +55,8 @@ impl TileWalk {
         };
         Some(TileWalk {
             group,
+            batch_param: "batch",
+            batch_register: WALK_BATCH_REGISTER,
             along,
             across,
         })

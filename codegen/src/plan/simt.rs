@@ -19,6 +19,7 @@
 //!   column `n` sits at chunk `n / 4` of quarter `n % 4`, so the lane columns, whose columns
 //!   lie 4 apart, read 8 consecutive chunks: conflict-free.
 
+use super::batch::BatchPlan;
 use super::edges::{chunk_words, last_byte, ChunkWord, ElementStore, OperandSource};
 use super::{conflict_degree, BankReport, LaunchContract, PlanCopy, SmemLayout};
 use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
@@ -65,6 +66,8 @@ pub struct SimtPlan {
     pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
     pub staging_registers: u32,
+    /// The product of a strided batch the block computes, and its operands' strides.
+    pub batch: BatchPlan,
     /// The math and the epilogue are large; the PTX writer hands them to the templates on
     /// their own so that partials called per copy don't carry (and clone) them.
     #[serde(skip)]
@@ -476,6 +479,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES),
         k_round_up: tile.k - 1,
         staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        batch: BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES),
         a_copy,
         b_copy,
         consumer,

@@ -1,8 +1,8 @@
-//! Runs the crate's `gemm!` kernels once on the GPU and checks them against a float64
-//! reference: `cargo run -p examples --bin sgemm-demo [M N K]`.
+//! Runs the crate's `gemm!` kernels once on the GPU, alone and as a strided batch, and checks
+//! them against a float64 reference: `cargo run -p examples --bin sgemm-demo [M N K]`.
 
 use examples::{sgemm_cp_async, sgemm_sync};
-use runtime::verify::{verify, Tolerance};
+use runtime::verify::{verify, verify_batch, Tolerance};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -42,6 +42,30 @@ fn main() -> ExitCode {
                 println!("{name}: {error}");
                 failed = true;
             }
+        }
+    }
+    // Four products in one launch, matrices back to back, B shared by all of them.
+    let lds = runtime::LeadingDims::packed(&sgemm_cp_async::LAUNCH, m, n, k);
+    let batch = runtime::Batch {
+        stride_b: 0,
+        ..runtime::Batch::packed(&sgemm_cp_async::LAUNCH, 4, (m, n, k), lds)
+    };
+    let report = sgemm_cp_async::load(&ctx)
+        .and_then(|kernel| verify_batch(&kernel, &stream, m, n, k, lds, batch, 2));
+    match report {
+        Ok(report) => {
+            let verdict = report.check(&Tolerance::f32_accumulation(k));
+            let worst = report
+                .worst()
+                .map_or(String::new(), |worst| worst.to_string());
+            println!(
+                "sgemm_cp_async 4 x {m}x{n}x{k}, B shared: worst product {worst} -> {verdict:?}"
+            );
+            failed |= verdict.is_err();
+        }
+        Err(error) => {
+            println!("sgemm_cp_async batched: {error}");
+            failed = true;
         }
     }
     if failed {

@@ -12,6 +12,10 @@
 //! its math-only probe's) on one stream, each launch timed by its own CUDA events; the median
 //! counts. `--sustain S` keeps the rotation going S seconds before timing.
 //!
+//! A shape `BxMxNxK` is a strided batch of B products in one launch, each operand's matrices
+//! back to back (rows padded to 16 bytes): ours through `launch_strided_batched`, cuBLAS
+//! through `cublasSgemmStridedBatched` / `cublasGemmStridedBatchedEx`.
+//!
 //! Exit codes: 0 done, 1 GPU error or failed `--check`, 2 bad arguments.
 
 use clap::{Parser, ValueEnum};
@@ -28,7 +32,8 @@ use runtime::blas::{Cublas, CublasGemm};
 use runtime::probe::MathOnlyKernel;
 use runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
 use runtime::{
-    open_context, with_kernel, AnyKernel, DeviceInfo, Element, Error, GemmKernel, StorageOrder,
+    open_context, with_kernel, AnyKernel, Batch, DeviceInfo, Element, Error, GemmKernel,
+    LaunchShape, LeadingDims, StorageOrder,
 };
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -68,7 +73,8 @@ struct Cli {
     /// Shape suite.
     #[arg(long, value_enum, default_value_t = Suite::Quick)]
     suite: Suite,
-    /// Shapes MxNxK, comma separated; replaces the suite.
+    /// Shapes MxNxK, or BxMxNxK for a strided batch of B products in one launch, comma
+    /// separated; replaces the suite.
     #[arg(long)]
     shapes: Option<String>,
     /// Catalog specs that run the full suite when --suite is quick (comma separated); the
@@ -476,21 +482,22 @@ impl Run<'_> {
         inputs: &mut ShapeInputs,
     ) -> Result<(InterleavedTimes, Option<String>), Failure> {
         let shape = inputs.sizing.shape;
-        let Shape { m, n, k } = shape;
+        let Shape { m, n, k, batch } = shape;
         let stream = self.stream;
         let launch = kernel.info().launch();
         let orders = (launch.a_order, launch.b_order);
         let typed = inputs.typed::<In>(stream, self.blas, self.cli.check, orders)?;
         let ours_inputs = typed.ours();
         // Ours reads its own layout's copies; cuBLAS the row-major ones.
-        let (lda, ldb) = (ours_inputs.lda, ours_inputs.ldb);
         let ldc = shape.leading_dim(n, Out::BYTES, typed.ld_align);
+        let c_len = batch as usize * m as usize * ldc as usize;
         let mut c_ours = stream
-            .alloc_zeros::<Out>(m as usize * ldc as usize)
+            .alloc_zeros::<Out>(c_len)
             .map_err(|source| gpu("allocating C", source))?;
         let mut c_cublas = stream
-            .alloc_zeros::<Out>(m as usize * ldc as usize)
+            .alloc_zeros::<Out>(c_len)
             .map_err(|source| gpu("allocating C", source))?;
+        let (ours_lds, ours_batch) = ours_inputs.batch::<Out>(kernel.info().launch());
         let check = match &typed.reference {
             Some(reference) => {
                 let name = kernel.info().name();
@@ -505,7 +512,7 @@ impl Run<'_> {
         let sets = typed.a.len();
         let mut ours = |launch: usize| {
             let set = launch % sets;
-            kernel.launch_with_ld(
+            kernel.launch_strided_batched(
                 stream,
                 &ours_inputs.a[set],
                 &ours_inputs.b[set],
@@ -513,26 +520,38 @@ impl Run<'_> {
                 m,
                 n,
                 k,
-                lda,
-                ldb,
-                ldc,
+                ours_lds,
+                ours_batch,
             )
         };
+        let (cublas_lds, cublas_batch) = typed.row_major_batch::<Out>();
         let mut theirs = |launch: usize| {
             // cuBLAS starts half-way round the ring, so the two never read the same copy
             // back to back.
             let set = (launch + sets / 2) % sets;
-            self.blas.gemm_with_ld(
+            // One product: the plain call, the baseline of every unbatched shape.
+            if batch == 1 {
+                return self.blas.gemm_with_ld(
+                    baseline,
+                    &typed.a[set],
+                    &typed.b[set],
+                    &mut c_cublas,
+                    m,
+                    n,
+                    k,
+                    typed.lda,
+                    typed.ldb,
+                    ldc,
+                );
+            }
+            self.blas.gemm_strided_batched(
                 baseline,
                 &typed.a[set],
                 &typed.b[set],
                 &mut c_cublas,
-                m,
-                n,
-                k,
-                typed.lda,
-                typed.ldb,
-                ldc,
+                (m, n, k),
+                cublas_lds,
+                cublas_batch,
             )
         };
         let rounds = Rounds {
@@ -556,7 +575,7 @@ impl Run<'_> {
         // kernel's busiest block computes at this shape, so both launches last about as long.
         let blocks = kernel.resident_blocks();
         let launch = kernel.info().launch();
-        let tiles = m.div_ceil(launch.tile_m) * n.div_ceil(launch.tile_n);
+        let tiles = m.div_ceil(launch.tile_m) * n.div_ceil(launch.tile_n) * batch;
         let trips = (k / launch.tile_k * tiles.div_ceil(blocks)).max(1);
         let mut probe_out = stream
             .alloc_zeros::<f32>(probe.out_len(blocks))
@@ -657,10 +676,27 @@ struct OperandSets<In: Element> {
 
 /// A view of the inputs in the layout our kernel reads.
 struct OursView<'a, In: Element> {
+    shape: Shape,
+    /// The byte multiple every leading dimension is rounded up to.
+    ld_align: u32,
     lda: u32,
     ldb: u32,
     a: &'a [CudaSlice<In>],
     b: &'a [CudaSlice<In>],
+}
+
+impl<In: Element> OursView<'_, In> {
+    /// The leading dimensions (C's rows padded to `ld_align` bytes of `Out`) and the batch of our
+    /// inputs, matrices back to back.
+    fn batch<Out: Element>(&self, launch: &LaunchShape) -> (LeadingDims, Batch) {
+        let Shape { m, n, k, batch } = self.shape;
+        let lds = LeadingDims {
+            lda: self.lda,
+            ldb: self.ldb,
+            ldc: self.shape.leading_dim(n, Out::BYTES, self.ld_align),
+        };
+        (lds, Batch::packed(launch, batch, (m, n, k), lds))
+    }
 }
 
 impl<In: Element> TypedInputs<In> {
@@ -677,7 +713,7 @@ impl<In: Element> TypedInputs<In> {
             max_sets,
             ld_align,
         } = sizing;
-        let Shape { m, n, k } = shape;
+        let Shape { m, n, k, batch } = shape;
         let row_major = (a_order, b_order) == (StorageOrder::RowMajor, StorageOrder::RowMajor);
         // Column-major lines run down M (A) or K (B).
         let (t_lda, t_ldb) = (
@@ -696,8 +732,9 @@ impl<In: Element> TypedInputs<In> {
             a: Vec::new(),
             b: Vec::new(),
         });
-        let input_bytes =
-            u64::from(In::BYTES) * (u64::from(m) * u64::from(k) + u64::from(k) * u64::from(n));
+        let input_bytes = u64::from(In::BYTES)
+            * u64::from(batch)
+            * (u64::from(m) * u64::from(k) + u64::from(k) * u64::from(n));
         let sets = input_sets(input_bytes, u64::from(l2_bytes), max_sets);
         let (lda, ldb) = (
             shape.leading_dim(k, In::BYTES, ld_align),
@@ -705,16 +742,22 @@ impl<In: Element> TypedInputs<In> {
         );
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for set in 0..sets {
-            // The same seeds for every type: each type's inputs are the f32 ones rounded.
-            let problem = Problem::<In>::random(m, n, k, 1000 + u64::from(set));
+            // The same seeds for every type: each type's inputs are the f32 ones rounded. A
+            // batch's matrices lie back to back.
+            let problems: Vec<Problem<In>> = (0..batch)
+                .map(|i| Problem::random(m, n, k, 1000 + u64::from(set * batch + i)))
+                .collect();
+            let back_to_back = |matrix: &dyn Fn(&Problem<In>) -> Vec<In>| -> Vec<In> {
+                problems.iter().flat_map(matrix).collect()
+            };
             a.push(
                 stream
-                    .clone_htod(&with_row_stride(&problem.a, m, k, lda))
+                    .clone_htod(&back_to_back(&|p| with_row_stride(&p.a, m, k, lda)))
                     .map_err(|source| gpu("copying A to the device", source))?,
             );
             b.push(
                 stream
-                    .clone_htod(&with_row_stride(&problem.b, k, n, ldb))
+                    .clone_htod(&back_to_back(&|p| with_row_stride(&p.b, k, n, ldb)))
                     .map_err(|source| gpu("copying B to the device", source))?,
             );
             if let Some(sets) = transposed.as_mut() {
@@ -725,14 +768,15 @@ impl<In: Element> TypedInputs<In> {
                     };
                     with_row_stride(&in_order(values, rows, cols, order), lines, len, ld)
                 };
+                let (t_lda, t_ldb) = (sets.lda, sets.ldb);
                 sets.a.push(
                     stream
-                        .clone_htod(&laid_out(&problem.a, m, k, a_order, sets.lda))
+                        .clone_htod(&back_to_back(&|p| laid_out(&p.a, m, k, a_order, t_lda)))
                         .map_err(|source| gpu("copying A to the device", source))?,
                 );
                 sets.b.push(
                     stream
-                        .clone_htod(&laid_out(&problem.b, k, n, b_order, sets.ldb))
+                        .clone_htod(&back_to_back(&|p| laid_out(&p.b, k, n, b_order, t_ldb)))
                         .map_err(|source| gpu("copying B to the device", source))?,
                 );
             }
@@ -757,12 +801,16 @@ impl<In: Element> TypedInputs<In> {
     fn ours(&self) -> OursView<'_, In> {
         match &self.transposed {
             Some(sets) => OursView {
+                shape: self.shape,
+                ld_align: self.ld_align,
                 lda: sets.lda,
                 ldb: sets.ldb,
                 a: &sets.a,
                 b: &sets.b,
             },
             None => OursView {
+                shape: self.shape,
+                ld_align: self.ld_align,
                 lda: self.lda,
                 ldb: self.ldb,
                 a: &self.a,
@@ -771,28 +819,65 @@ impl<In: Element> TypedInputs<In> {
         }
     }
 
-    /// cuBLAS on set 0 with exact inputs and f32 accumulation, as the reference for `--check`.
+    /// The leading dimensions and the batch of the row-major inputs cuBLAS reads, with C's
+    /// rows padded to `ld_align` bytes of `Out`.
+    fn row_major_batch<Out: Element>(&self) -> (LeadingDims, Batch) {
+        let Shape { m, n, k, batch } = self.shape;
+        let lds = LeadingDims {
+            lda: self.lda,
+            ldb: self.ldb,
+            ldc: self.shape.leading_dim(n, Out::BYTES, self.ld_align),
+        };
+        let strides = Batch {
+            count: batch,
+            stride_a: u64::from(m) * u64::from(lds.lda),
+            stride_b: u64::from(k) * u64::from(lds.ldb),
+            stride_c: u64::from(m) * u64::from(lds.ldc),
+        };
+        (lds, strides)
+    }
+
+    /// cuBLAS on set 0 with exact inputs and f32 accumulation, as the reference for `--check`
+    /// (every product's C, packed and back to back).
     fn cublas_reference(
         &self,
         stream: &Arc<CudaStream>,
         blas: &Cublas,
     ) -> Result<Vec<f64>, Failure> {
-        let Shape { m, n, k } = self.shape;
+        let Shape { m, n, k, batch } = self.shape;
         let mut c = stream
-            .alloc_zeros::<f32>(m as usize * n as usize)
+            .alloc_zeros::<f32>(batch as usize * m as usize * n as usize)
             .map_err(|source| gpu("allocating the reference C", source))?;
-        blas.gemm_with_ld(
-            CublasGemm::reference(In::STORAGE),
-            &self.a[0],
-            &self.b[0],
-            &mut c,
-            m,
-            n,
-            k,
-            self.lda,
-            self.ldb,
-            n,
-        )?;
+        let (lds, strides) = self.row_major_batch::<f32>();
+        let packed_c = LeadingDims { ldc: n, ..lds };
+        let packed_batch = Batch {
+            stride_c: u64::from(m) * u64::from(n),
+            ..strides
+        };
+        if batch == 1 {
+            blas.gemm_with_ld(
+                CublasGemm::reference(In::STORAGE),
+                &self.a[0],
+                &self.b[0],
+                &mut c,
+                m,
+                n,
+                k,
+                self.lda,
+                self.ldb,
+                n,
+            )?;
+        } else {
+            blas.gemm_strided_batched(
+                CublasGemm::reference(In::STORAGE),
+                &self.a[0],
+                &self.b[0],
+                &mut c,
+                (m, n, k),
+                packed_c,
+                packed_batch,
+            )?;
+        }
         let c = stream
             .clone_dtoh(&c)
             .map_err(|source| gpu("copying the cuBLAS result back", source))?;
@@ -807,19 +892,39 @@ impl<In: Element> TypedInputs<In> {
         c: &mut CudaSlice<Out>,
         reference: &[f64],
     ) -> Result<ErrorReport, Failure> {
-        let Shape { m, n, k } = self.shape;
-        let ldc = self.shape.leading_dim(n, Out::BYTES, self.ld_align);
+        let Shape { m, n, batch, .. } = self.shape;
         stream
             .memcpy_htod(&vec![Out::poison(); c.len()], c)
             .map_err(|source| gpu("poisoning C", source))?;
         let ours = self.ours();
-        kernel.launch_with_ld(
-            stream, &ours.a[0], &ours.b[0], c, m, n, k, ours.lda, ours.ldb, ldc,
+        let (lds, strides) = ours.batch::<Out>(kernel.info().launch());
+        kernel.launch_strided_batched(
+            stream,
+            &ours.a[0],
+            &ours.b[0],
+            c,
+            m,
+            n,
+            self.shape.k,
+            lds,
+            strides,
         )?;
         let result = stream
             .clone_dtoh(c)
             .map_err(|source| gpu("copying C back", source))?;
-        Ok(compare(&result, reference, m, n, ldc, Reference::Cublas)?)
+        // C's matrices lie back to back, so the batch compares as one matrix of every
+        // product's rows.
+        let rows = m.checked_mul(batch).ok_or_else(|| {
+            Failure::Arguments(format!("{} rows of C in all overflow 32 bits", self.shape))
+        })?;
+        Ok(compare(
+            &result,
+            reference,
+            rows,
+            n,
+            lds.ldc,
+            Reference::Cublas,
+        )?)
     }
 }
 

@@ -8,11 +8,11 @@ use clap::Parser;
 use codegen::catalog;
 use runtime::bench::Shape;
 use runtime::verify::{
-    compare, cpu_reference, run_poisoned_with_ld, ErrorReport, Problem, Reference,
+    compare, cpu_reference, run_poisoned_with_ld, verify_batch, ErrorReport, Problem, Reference,
 };
 use runtime::{
-    open_context, with_kernel, AnyKernel, CudaStream, Element, GemmKernel, GridSchedule,
-    KernelInfo, Operand,
+    open_context, with_kernel, AnyKernel, Batch, CudaStream, Element, GemmKernel, GridSchedule,
+    KernelInfo, LeadingDims, Operand,
 };
 use std::process::ExitCode;
 
@@ -29,7 +29,8 @@ struct Cli {
     /// Print the catalog's spec names, one per line, and exit.
     #[arg(long)]
     list: bool,
-    /// Problem size MxNxK (default: 2 x 2 block tiles, 8 k-tiles deep, so every pipeline
+    /// Problem size MxNxK, or BxMxNxK for a strided batch of B products back to back
+    /// (default: 2 x 2 block tiles, 8 k-tiles deep, so every pipeline
     /// stage wraps around at least once; for a persistent schedule, enough tiles that every
     /// resident block computes two or three of them, 4 k-tiles deep).
     #[arg(long)]
@@ -135,6 +136,9 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, runtime::Error> {
             Shape::rounds_of(&launch, resident, 2, 4)
         }
     });
+    if shape.batch > 1 {
+        return run_batch(cli, info, &kernel, &stream, shape);
+    }
     let (report, blocks, gap_writes) =
         with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed, cli.ld_align)?);
     if cli.blocks {
@@ -170,7 +174,7 @@ fn run_once<In: Element, Out: Element>(
     ld_align: u32,
 ) -> Result<(ErrorReport, String, usize), runtime::Error> {
     const BLOCK: u32 = 64;
-    let Shape { m, n, k } = shape;
+    let Shape { m, n, k, .. } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
     let reference = cpu_reference(&problem)?;
     let launch = kernel.info().launch();
@@ -205,4 +209,52 @@ fn run_once<In: Element, Out: Element>(
         table.push('\n');
     }
     Ok((report, table, gap_writes))
+}
+
+/// A strided batch (`--shape BxMxNxK`): the products back to back, leading dimensions padded
+/// to `--ld-align` bytes, each product against float64 and nothing written between them.
+fn run_batch(
+    cli: &Cli,
+    info: &KernelInfo<'static>,
+    kernel: &AnyKernel,
+    stream: &std::sync::Arc<CudaStream>,
+    shape: Shape,
+) -> Result<bool, runtime::Error> {
+    let Shape { m, n, k, batch } = shape;
+    let launch = *info.launch();
+    let report = with_kernel!(kernel, typed => {
+        let (input, output) = element_bytes(typed);
+        let ld = |operand, bytes| {
+            shape.leading_dim(launch.stored_dims(operand, m, n, k).1, bytes, cli.ld_align)
+        };
+        let lds = LeadingDims {
+            lda: ld(Operand::A, input),
+            ldb: ld(Operand::B, input),
+            ldc: ld(Operand::C, output),
+        };
+        let strides = Batch::packed(&launch, batch, (m, n, k), lds);
+        verify_batch(typed, stream, m, n, k, lds, strides, cli.seed)?
+    });
+    let types = kernel.types();
+    for (index, product) in report.products.iter().enumerate() {
+        println!(
+            "{} ({types}) {shape}, product {index}: {product}",
+            info.name()
+        );
+    }
+    let verdict = report.check(&types.tolerance(k));
+    println!(
+        "{} ({types}) {shape}: {}",
+        info.name(),
+        match &verdict {
+            Ok(()) => "ok".to_string(),
+            Err(broken) => format!("FAILED: {broken}"),
+        }
+    );
+    Ok(verdict.is_ok())
+}
+
+/// The element sizes of a typed kernel's input and output.
+fn element_bytes<In: Element, Out: Element>(_kernel: &GemmKernel<In, Out>) -> (u32, u32) {
+    (In::BYTES, Out::BYTES)
 }

@@ -13,10 +13,12 @@ pub mod descriptor;
 pub mod epilogue;
 pub mod ring;
 
+use super::batch::{BatchPlan, WALK_BATCH_REGISTER};
 use super::schedule::TileWalk;
 use super::LaunchContract;
 use crate::emit::{
-    KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, SIZE_PARAMS,
+    KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, BATCH_PARAMS,
+    SIZE_PARAMS,
 };
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
@@ -91,6 +93,9 @@ pub struct WgmmaPlan {
     pub wgmma_instruction: String,
     pub accumulators: u32,
     pub persistent: Option<TileWalk>,
+    /// The product of a strided batch a tile belongs to: its index is always in `%batch`
+    /// (from `%ctaid.z`, or from the tile walk), since it is a TMA coordinate too.
+    pub batch: BatchPlan,
     /// The output tiles a persistent block (or cluster) walks: one tile, or the cluster's.
     pub walk_tile_m: u32,
     pub walk_tile_n: u32,
@@ -147,24 +152,28 @@ pub struct BoxLoad {
 }
 
 /// Where an operand's boxes start in its global matrix, as registers of the producer: the
-/// k tile's first K (`%k_coord`) and the output tile's first row or column.
+/// k tile's first K (`%k_coord`) and the output tile's first row or column, and the matrix of
+/// the batch (`z`, the product's index, or 0 for an operand every product shares).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct BoxCoordinates {
     pub x: &'static str,
     pub y: &'static str,
+    pub z: &'static str,
 }
 
 /// A K-major operand's boxes run along K and down its rows (M or N); an M/N-major operand's
 /// along M or N and down K.
-fn coordinates(major: Major, tile_origin: &'static str) -> BoxCoordinates {
+fn coordinates(major: Major, tile_origin: &'static str, matrix: &'static str) -> BoxCoordinates {
     match major {
         Major::K => BoxCoordinates {
             x: "%k_coord",
             y: tile_origin,
+            z: matrix,
         },
         Major::MN => BoxCoordinates {
             x: tile_origin,
             y: "%k_coord",
+            z: matrix,
         },
     }
 }
@@ -364,8 +373,8 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             gemm_dsl::Layout::ColRow => "A column-major, B row-major, C row-major",
             gemm_dsl::Layout::ColCol => "A and B column-major, C row-major",
         },
-        a_coords: coordinates(g.a_major, "%block_m"),
-        b_coords: coordinates(g.b_major, "%block_n"),
+        a_coords: coordinates(g.a_major, "%block_m", "%a_matrix"),
+        b_coords: coordinates(g.b_major, "%block_n", "%b_matrix"),
         a_desc_low: a_descriptor.low_word_fields(),
         a_desc_high: a_descriptor.high_word(),
         b_desc_low: b_descriptor.low_word_fields(),
@@ -385,6 +394,10 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             },
             true,
         ),
+        batch: BatchPlan {
+            index: WALK_BATCH_REGISTER,
+            ..BatchPlan::new(spec.schedule, element, spec.out.size_bytes())
+        },
         walk_tile_m,
         walk_tile_n,
         tile_index_register: if g.cluster.is_some() {
@@ -414,7 +427,7 @@ impl WgmmaPlan {
     }
 
     /// Tensor maps over A and B (and C, for TMA stores); C's pointer; the sizes; C's row
-    /// stride.
+    /// stride; the batch.
     fn params(&self) -> Vec<KernelParam> {
         let mut params = vec![
             KernelParam {
@@ -455,6 +468,7 @@ impl WgmmaPlan {
             kind: ParamKind::U32(Scalar::Ldc),
             meaning: "C row stride, elements",
         });
+        params.extend(BATCH_PARAMS);
         params
     }
 

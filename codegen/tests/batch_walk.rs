@@ -1,0 +1,100 @@
+//! The persistent tile walk over a strided batch, replayed from the emitted PTX: the
+//! instructions that turn a tile index into (product, tile row, tile column) are run on the
+//! CPU for every index of a batch, and must give `Schedule::batched_tile_at`'s answer, so
+//! every product's every tile is computed exactly once.
+
+use codegen::emit_str;
+use std::collections::HashMap;
+
+/// The lines of the walk's block: from its comment to the `}` that closes it.
+fn walk_block(ptx: &str) -> Vec<&str> {
+    let lines: Vec<&str> = ptx.lines().collect();
+    let start = lines
+        .iter()
+        .position(|line| line.contains("// Tile %tile: raster bands"))
+        .expect("a persistent kernel walks its tiles");
+    let end = start
+        + lines[start..]
+            .iter()
+            .position(|line| line.trim() == "}")
+            .expect("the walk's block closes");
+    lines[start..end].to_vec()
+}
+
+/// Runs the walk's u32 arithmetic with `%tile = index` and the kernel parameters `params`.
+fn replay(block: &[&str], params: &HashMap<&str, u32>, index: u32) -> HashMap<String, u32> {
+    let mut registers: HashMap<String, u32> = HashMap::from([("%tile".to_string(), index)]);
+    for line in block {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("//") || line.starts_with('.') || line == "{" {
+            continue;
+        }
+        let (opcode, operands) = line
+            .trim_end_matches(';')
+            .split_once(char::is_whitespace)
+            .unwrap_or_else(|| panic!("no operands: {line}"));
+        let operands: Vec<&str> = operands.split(',').map(str::trim).collect();
+        let value =
+            |operand: &str| -> u32 { operand.parse().unwrap_or_else(|_| registers[operand]) };
+        let result = match opcode {
+            "ld.param.u32" => {
+                let name = operands[1].trim_matches(['[', ']']);
+                params
+                    .iter()
+                    .find(|(key, _)| name.ends_with(&format!("_{key}")))
+                    .map(|(_, value)| *value)
+                    .unwrap_or_else(|| panic!("no parameter for {line}"))
+            }
+            "add.u32" => value(operands[1]) + value(operands[2]),
+            "sub.u32" => value(operands[1]) - value(operands[2]),
+            "mul.lo.u32" => value(operands[1]) * value(operands[2]),
+            "div.u32" => value(operands[1]) / value(operands[2]),
+            "rem.u32" => value(operands[1]) % value(operands[2]),
+            "min.u32" => value(operands[1]).min(value(operands[2])),
+            other => panic!("the replay does not know {other}: {line}"),
+        };
+        registers.insert(operands[0].to_string(), result);
+    }
+    registers
+}
+
+#[test]
+fn the_emitted_walk_covers_every_products_tiles_once() {
+    for spec in [
+        "name: k, arch: sm_90, dtype: bf16, tile: 128x256x64, warps: 2x4, stages: 3, mma: mma_sync, schedule: persistent(raster = m, group = 8)",
+        "name: k, arch: sm_80, dtype: bf16, tile: 128x128x32, stages: 3, mma: mma_sync, schedule: persistent(raster = n, group = 3)",
+        "name: k, arch: sm_90a, mma: wgmma, schedule: persistent",
+        "name: k, arch: sm_90a, mma: wgmma, tile: 256x128x64, copy: tma(multicast = 2), cluster: 1x2, schedule: persistent",
+    ] {
+        let emitted = emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let block = walk_block(emitted.ptx());
+        let launch = emitted.launch();
+        let (walk_m, walk_n) = (
+            launch.tile_m * launch.cluster.0,
+            launch.tile_n * launch.cluster.1,
+        );
+        let schedule = emitted.spec().schedule;
+        for (batch, m, n) in [(1, 1000, 700), (3, 129, 257), (5, 3 * walk_m, 2 * walk_n + 1)] {
+            let (tiles_m, tiles_n) = (m.div_ceil(walk_m), n.div_ceil(walk_n));
+            let params = HashMap::from([("m", m), ("n", n), ("batch", batch)]);
+            let mut seen = vec![false; (batch * tiles_m * tiles_n) as usize];
+            for index in 0..batch * tiles_m * tiles_n {
+                let registers = replay(&block, &params, index);
+                let (product, row, col) = schedule.batched_tile_at(index, tiles_m, tiles_n);
+                assert_eq!(
+                    (
+                        registers["%batch"],
+                        registers["%block_m"],
+                        registers["%block_n"]
+                    ),
+                    (product, row * walk_m, col * walk_n),
+                    "{spec}: tile {index} of {batch} x {m} x {n}"
+                );
+                let slot = &mut seen[((product * tiles_m + row) * tiles_n + col) as usize];
+                assert!(!*slot, "{spec}: product {product} tile ({row}, {col}) twice");
+                *slot = true;
+            }
+            assert!(seen.iter().all(|&s| s), "{spec}: a tile never walked");
+        }
+    }
+}
