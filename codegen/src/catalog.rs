@@ -180,6 +180,49 @@ pub const CATALOG: &[CatalogSpec] = &[
     },
 ];
 
+/// Kernels with copy vectors narrower than 16 bytes, for leading dimensions that are not
+/// 16-byte multiples: every vector width, both families, layouts with lines along K and
+/// along M or N, a swizzled and a padded tile, and column quarters. Tests (golden PTX,
+/// ptxas, the CPU ring replay, the GPU) share them; they are not benchmarks, so they stay out
+/// of [`CATALOG`].
+pub const NARROW: &[CatalogSpec] = &[
+    CatalogSpec {
+        name: "narrow_simt_cp4",
+        spec: "name: narrow_simt_cp4, arch: sm_80, tile: 128x128x8, warps: 4x2, stages: 3, copy: cp_async(ca, vector = 4), mma: fma",
+        summary: "SIMT f32, 4-byte cp.async copies: any lda and ldb",
+    },
+    CatalogSpec {
+        name: "narrow_simt_cc_cp8",
+        spec: "name: narrow_simt_cc_cp8, arch: sm_80, layout: cc, tile: 128x128x8, warps: 4x2, stages: 2, copy: cp_async(ca, vector = 8), mma: fma",
+        summary: "SIMT f32, column-major A and B, 8-byte cp.async copies into column quarters",
+    },
+    CatalogSpec {
+        name: "narrow_simt_rc_sync4",
+        spec: "name: narrow_simt_rc_sync4, arch: sm_80, layout: rc, tile: 64x64x16, warps: 2x2, stages: 2, swizzle: pad(16), copy: sync(vector = 4), mma: fma",
+        summary: "SIMT f32, column-major B, 4-byte loads through registers, padded rows",
+    },
+    CatalogSpec {
+        name: "narrow_mma_bf16_cp4",
+        spec: "name: narrow_mma_bf16_cp4, arch: sm_80, dtype: bf16, tile: 128x128x32, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async(ca, vector = 4), mma: mma_sync",
+        summary: "Ampere bf16, 4-byte cp.async copies inside 128B-swizzled chunks",
+    },
+    CatalogSpec {
+        name: "narrow_mma_bf16_cr_cp4",
+        spec: "name: narrow_mma_bf16_cr_cp4, arch: sm_80, dtype: bf16, layout: cr, tile: 64x128x32, warps: 2x2, stages: 3, copy: cp_async(ca, vector = 4), mma: mma_sync",
+        summary: "Ampere bf16, column-major A, 4-byte cp.async copies along M and N",
+    },
+    CatalogSpec {
+        name: "narrow_mma_bf16_sync2",
+        spec: "name: narrow_mma_bf16_sync2, arch: sm_80, dtype: bf16, tile: 64x64x32, warps: 2x2, stages: 2, copy: sync(vector = 2), mma: mma_sync",
+        summary: "Ampere bf16, 2-byte loads through registers: odd leading dimensions",
+    },
+    CatalogSpec {
+        name: "narrow_mma_tf32_rc_cp8",
+        spec: "name: narrow_mma_tf32_rc_cp8, arch: sm_80, dtype: tf32, layout: rc, tile: 64x64x32, warps: 2x2, stages: 3, copy: cp_async(ca, vector = 8), mma: mma_sync",
+        summary: "Ampere tf32, column-major B, 8-byte cp.async copies",
+    },
+];
+
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {
     CATALOG.iter().find(|entry| entry.name == name)
 }
@@ -196,5 +239,11 @@ mod tests {
             assert_eq!(valid.spec.name, entry.name);
         }
         gemm_dsl::check_str(DEFAULT_SPEC).unwrap();
+        for entry in NARROW {
+            let valid =
+                gemm_dsl::check_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+            assert_eq!(valid.spec.name, entry.name);
+            assert!(valid.spec.copy.vector_bytes() < 16, "{}", entry.name);
+        }
     }
 }

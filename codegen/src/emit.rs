@@ -91,8 +91,14 @@ pub struct LaunchShape {
     pub tile_n: u32,
     pub tile_k: u32,
     pub dynamic_smem_bytes: u32,
-    /// Byte alignment operand pointers and leading dimensions (in bytes) must have.
+    /// Byte alignment A's and B's pointers and leading dimensions (in bytes) must have: the
+    /// copy vector's.
     pub operand_align_bytes: u32,
+    /// Byte alignment C's pointer and leading dimension must have: its widest store.
+    pub output_align_bytes: u32,
+    /// How A and B reach shared memory, so that a launch refused for alignment can name the
+    /// spec change that accepts it.
+    pub copy_path: CopyPath,
     /// Bytes of one A/B element and of one C element.
     pub input_element_bytes: u32,
     pub output_element_bytes: u32,
@@ -110,6 +116,27 @@ pub struct LaunchShape {
     /// How A and B lie in memory (the spec's `layout`); C is row-major.
     pub a_order: StorageOrder,
     pub b_order: StorageOrder,
+}
+
+/// How a kernel copies A and B into shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyPath {
+    /// `ld.global` + `st.shared` (`copy: sync`, vectors of 2 to 16 bytes).
+    Sync,
+    /// `cp.async` (`copy: cp_async`, vectors of 4 to 16 bytes).
+    CpAsync,
+    /// The Tensor Memory Accelerator, which needs 16-byte strides.
+    Tma,
+}
+
+impl CopyPath {
+    pub const fn of(copy: gemm_dsl::Copy) -> CopyPath {
+        match copy {
+            gemm_dsl::Copy::Sync { .. } => CopyPath::Sync,
+            gemm_dsl::Copy::CpAsync { .. } => CopyPath::CpAsync,
+            gemm_dsl::Copy::Tma { .. } => CopyPath::Tma,
+        }
+    }
 }
 
 /// How an operand's elements lie in memory: lines of `ld` elements apart, each line a row
@@ -687,6 +714,8 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
             dynamic_smem_bytes: u32::try_from(valid.smem.total())
                 .expect("validation keeps shared memory under the per-block limit"),
             operand_align_bytes: contract.operand_align_bytes,
+            output_align_bytes: contract.output_align_bytes,
+            copy_path: CopyPath::of(spec.copy),
             input_element_bytes: spec.dtype.size_bytes(),
             output_element_bytes: spec.out.size_bytes(),
             compute_capability: spec.arch.compute_capability(),

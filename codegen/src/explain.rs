@@ -29,8 +29,11 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
             );
             let _ = writeln!(
                 out,
-                "  per stage each thread copies A {} x 16 B and B {} x 16 B ({})",
-                g.a_copy.copies_per_thread, g.b_copy.copies_per_thread, spec.copy
+                "  per stage each thread copies A {} x {vector} B and B {} x {vector} B ({})",
+                g.a_copy.copies_per_thread,
+                g.b_copy.copies_per_thread,
+                spec.copy,
+                vector = g.a_copy.vector_bytes,
             );
             budgets(&mut out, valid, ptxas);
             out.push_str(&timeline(&p.smem, p.copy));
@@ -83,8 +86,11 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
             );
             let _ = writeln!(
                 out,
-                "  per stage each thread copies A {} x 16 B and B {} x 16 B ({})",
-                g.a_copy.copies_per_thread, g.b_copy.copies_per_thread, spec.copy
+                "  per stage each thread copies A {} x {vector} B and B {} x {vector} B ({})",
+                g.a_copy.copies_per_thread,
+                g.b_copy.copies_per_thread,
+                spec.copy,
+                vector = g.a_copy.vector_bytes,
             );
             let layout = |s: &crate::plan::swizzle::SmemSwizzle| {
                 if s.xor_bits > 0 && s.line_shift > 0 {

@@ -2,7 +2,7 @@
 //! and the SASS the spec promises. These tests fail (never skip) when ptxas or nvdisasm are
 //! missing: run `scripts/install-tools`.
 
-use codegen::catalog::{CATALOG, DEFAULT_SPEC};
+use codegen::catalog::{CATALOG, DEFAULT_SPEC, NARROW};
 use codegen::sass::{SassReport, INSTALL_HINT};
 use codegen::{Opcode, SassCheck};
 
@@ -279,7 +279,7 @@ fn simt_and_mma_sync_catalog_kernels_assemble_in_every_layout() {
                 0,
                 "{name}"
             );
-            if matches!(s.copy, gemm_dsl::Copy::CpAsync(_)) {
+            if s.copy.is_cp_async() {
                 assert!(report.count(Opcode::Ldgsts) > 0, "{name}: no LDGSTS");
                 assert_eq!(report.count(Opcode::Ldg), 0, "{name}: operand LDG");
             } else {
@@ -322,4 +322,59 @@ fn simt_and_mma_sync_catalog_kernels_assemble_in_every_layout() {
     // Every entry in every layout, but the one refused.
     assert!(entries.len() >= 23, "{}", entries.len());
     assert_eq!(count, 3 * entries.len() - 1);
+}
+
+/// The narrow-vector kernels: each in its own layout and in every other, no spills or local
+/// memory, and the copies of their width: `cp.async` stays LDGSTS (8-byte `LDGSTS.E.64`,
+/// 4-byte `LDGSTS.E` with no width, never the 16-byte `.128`), `copy: sync` LDG of the
+/// vector's width (`.64`, none, or `.U16`) and no LDGSTS.
+#[test]
+fn narrow_vector_kernels_assemble_to_copies_of_their_width() {
+    let mut count = 0;
+    for entry in NARROW {
+        for layout in ["rr", "rc", "cr", "cc"] {
+            // The entry's own layout (if it names one) gives way to each of the four.
+            let own: String = entry
+                .spec
+                .split(", ")
+                .filter(|part| !part.starts_with("layout:"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let (name, spec) = in_layout(&own, entry.name, layout);
+            if gemm_dsl::check_str(&spec).is_err() {
+                continue;
+            }
+            let report = assemble_and_check(&name, &spec);
+            let emitted = codegen::emit_str(&spec).unwrap();
+            let vector = emitted.spec().copy.vector_bytes();
+            let width = |opcode: &str| {
+                report
+                    .instructions
+                    .iter()
+                    .filter(|i| i.opcode.split('.').next() == Some(opcode))
+                    .map(|i| {
+                        let parts: Vec<&str> = i.opcode.split('.').collect();
+                        if parts.contains(&"128") {
+                            16
+                        } else if parts.contains(&"64") {
+                            8
+                        } else if parts.contains(&"U16") {
+                            2
+                        } else {
+                            4
+                        }
+                    })
+                    .collect::<std::collections::BTreeSet<u32>>()
+            };
+            if emitted.spec().copy.is_cp_async() {
+                assert_eq!(report.count(Opcode::Ldg), 0, "{name}: operand LDG");
+                assert_eq!(width("LDGSTS"), [vector].into(), "{name}");
+            } else {
+                assert_eq!(report.count(Opcode::Ldgsts), 0, "{name}");
+                assert_eq!(width("LDG"), [vector].into(), "{name}");
+            }
+            count += 1;
+        }
+    }
+    assert!(count >= 2 * NARROW.len(), "{count}");
 }

@@ -64,6 +64,16 @@ fn simt_and_mma_sync_layouts_ptx() {
     }
 }
 
+/// Copy vectors narrower than 16 bytes: the copies' width and count, their destinations
+/// inside swizzled or padded chunks and column quarters, the bounded copies' sizes.
+#[test]
+fn narrow_vector_ptx() {
+    for entry in codegen::catalog::NARROW {
+        let emitted = codegen::emit_str(entry.spec).unwrap();
+        insta::assert_snapshot!(entry.name, emitted.ptx());
+    }
+}
+
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {

@@ -1045,6 +1045,31 @@ fn every_layout_orders_every_shared_access() {
     assert!(replayed >= 50, "{replayed}");
 }
 
+/// Narrower copy vectors issue more copies per stage into the same ring: every narrow
+/// cp.async kernel, in every layout, orders every shared access.
+#[test]
+fn narrow_vector_rings_order_every_shared_access() {
+    let mut replayed = 0;
+    for entry in codegen::catalog::NARROW {
+        if !entry.spec.contains("copy: cp_async") {
+            continue;
+        }
+        for layout in ["rr", "rc", "cr", "cc"] {
+            let spec: Vec<&str> = entry
+                .spec
+                .split(", ")
+                .filter(|part| !part.starts_with("layout:"))
+                .collect();
+            let spec = format!("{}, layout: {layout}", spec.join(", "));
+            if gemm_dsl::check_str(&spec).is_ok() {
+                replay(&spec);
+                replayed += 1;
+            }
+        }
+    }
+    assert!(replayed >= 16, "{replayed}");
+}
+
 /// Each way a ring could be broken, written into the PTX, is caught; the error says how.
 #[test]
 fn broken_simt_rings_fail_the_replay() {

@@ -145,6 +145,18 @@ const ARCHS: &[&str] = &["sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"];
 const DTYPES: &[&str] = &["f16", "bf16", "tf32", "f32"];
 const LAYOUTS: &[&str] = &["rr", "rc", "cr", "cc"];
 const COPIES: &[&str] = &["sync", "cp_async", "cp_async(cg)", "cp_async(ca)", "tma"];
+/// Copy vectors narrower than 16 bytes, legal and not (`cg` copies only 16, cp.async at
+/// least 4, f32 at least 4, 12 is no power of two).
+const NARROW_COPIES: &[&str] = &[
+    "cp_async(ca, vector = 4)",
+    "cp_async(ca, vector = 8)",
+    "sync(vector = 2)",
+    "sync(vector = 4)",
+    "sync(vector = 8)",
+    "cp_async(cg, vector = 8)",
+    "cp_async(ca, vector = 2)",
+    "sync(vector = 12)",
+];
 const XOR_SWIZZLES: &[&str] = &["none", "32B", "64B", "128B"];
 const EPILOGUES: &[&str] = &["direct", "tma"];
 
@@ -198,8 +210,13 @@ fn simt_like() -> BoxedStrategy<String> {
             0.7,
             "copy",
             mostly(
-                one_of(&COPIES[..4]),
-                prop_oneof![one_of(COPIES), multicast(tame(&[1, 2]))].boxed(),
+                prop_oneof![3 => one_of(&COPIES[..4]), 1 => one_of(&NARROW_COPIES[..5])].boxed(),
+                prop_oneof![
+                    one_of(COPIES),
+                    one_of(NARROW_COPIES),
+                    multicast(tame(&[1, 2]))
+                ]
+                .boxed(),
             ),
         ),
         sometimes(0.03, "schedule", persistent(tame(&[8]))),
@@ -242,8 +259,13 @@ fn mma_sync_like() -> BoxedStrategy<String> {
             0.5,
             "copy",
             mostly(
-                one_of(&COPIES[..4]),
-                prop_oneof![one_of(&["tma"]), multicast(tame(&[2, 4]))].boxed(),
+                prop_oneof![3 => one_of(&COPIES[..4]), 1 => one_of(&NARROW_COPIES[..5])].boxed(),
+                prop_oneof![
+                    one_of(&["tma"]),
+                    one_of(NARROW_COPIES),
+                    multicast(tame(&[2, 4]))
+                ]
+                .boxed(),
             ),
         ),
         sometimes(
@@ -325,7 +347,7 @@ fn anything() -> BoxedStrategy<String> {
         sometimes(
             0.5,
             "copy",
-            prop_oneof![one_of(COPIES), multicast(loose())].boxed(),
+            prop_oneof![one_of(COPIES), one_of(NARROW_COPIES), multicast(loose())].boxed(),
         ),
         sometimes(
             0.5,

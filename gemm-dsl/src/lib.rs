@@ -17,7 +17,7 @@
 //! | `consumers` | consumer warpgroups (wgmma) | `2` for wgmma, else `1` |
 //! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |
 //! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); `128B` (mma_sync; `pad(16)` where rows don't fit an XOR); the widest XOR that divides a K row (wgmma) |
-//! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)` | `tma` for wgmma on sm_90+, else `cp_async` |
+//! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)`; `sync(vector = N)` and `cp_async(ca, vector = N)` copy `N`-byte vectors (`sync`: 2, 4, 8 or 16 and at least one element; `cp_async`: 4, 8 or 16, `.ca` only below 16) so that A's and B's lines need only `N`-byte alignment (the TMA needs 16-byte strides and takes no `vector`) | `tma` for wgmma on sm_90+, else `cp_async`; vector 16 |
 //! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
 //! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; see [`Schedule::tile_at`]) | `tile` |
 //! | `cluster` | `ROWSxCOLS` blocks (wgmma: `2x1`, two tiles down M sharing B, or `1x2`, two tiles along N sharing A, with `copy: tma(multicast = 2)`) | `1x1` |

@@ -176,7 +176,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let default_copy = if mma == Mma::Wgmma && arch.has_tma() {
         Copy::Tma { multicast: 1 }
     } else {
-        Copy::CpAsync(CacheHint::Cg)
+        Copy::CP_ASYNC_CG
     };
     let copy = builder.value(Key::Copy, default_copy, parse_copy);
     let schedule = builder.value(Key::Schedule, Schedule::Tile, parse_schedule);
@@ -550,23 +550,62 @@ fn parse_swizzle(text: &str) -> ValueResult<Swizzle> {
 }
 
 fn parse_copy(text: &str) -> ValueResult<Copy> {
-    const LEGAL: &str =
-        "one of sync, cp_async, cp_async(cg), cp_async(ca), tma, tma(multicast = N)";
+    const LEGAL: &str = "one of sync, sync(vector = N), cp_async, cp_async(cg), cp_async(ca), \
+                         cp_async(ca, vector = N), tma, tma(multicast = N)";
     match call_form(text) {
-        Some(("sync", None)) => Ok(Copy::Sync),
-        Some(("cp_async", None)) | Some(("cp_async", Some("cg"))) => {
-            Ok(Copy::CpAsync(CacheHint::Cg))
+        Some(("sync", None)) => Ok(Copy::SYNC),
+        Some(("sync", Some(args))) => match named_args(args).as_deref() {
+            Some([("vector", n)]) => {
+                parse_vector(n, text, LEGAL).map(|vector| Copy::Sync { vector })
+            }
+            _ => bad("copy", text, LEGAL),
+        },
+        Some(("cp_async", None)) => Ok(Copy::CP_ASYNC_CG),
+        Some(("cp_async", Some(args))) => {
+            // A cache hint first (`cg` when left out), then an optional `vector = N`.
+            let (hint, rest) = match args.split_once(',') {
+                Some((hint, rest)) => (hint, Some(rest)),
+                None if args.contains('=') => ("cg", Some(args)),
+                None => (args, None),
+            };
+            let hint = match hint {
+                "cg" => CacheHint::Cg,
+                "ca" => CacheHint::Ca,
+                _ => return bad("copy", text, LEGAL),
+            };
+            let vector = match rest.map(named_args) {
+                None => Copy::WIDEST_VECTOR,
+                Some(Some(pairs)) => match pairs.as_slice() {
+                    [("vector", n)] => parse_vector(n, text, LEGAL)?,
+                    _ => return bad("copy", text, LEGAL),
+                },
+                Some(None) => return bad("copy", text, LEGAL),
+            };
+            Ok(Copy::CpAsync { hint, vector })
         }
-        Some(("cp_async", Some("ca"))) => Ok(Copy::CpAsync(CacheHint::Ca)),
         Some(("tma", None)) => Ok(Copy::Tma { multicast: 1 }),
         Some(("tma", Some(args))) => match named_args(args).as_deref() {
             Some([("multicast", n)]) => parse_number(n)
                 .map(|multicast| Copy::Tma { multicast })
                 .map_or_else(|| bad("multicast count", text, LEGAL), Ok),
+            Some(pairs) if pairs.iter().any(|(name, _)| *name == "vector") => Err((
+                format!(
+                    "`{text}`: the TMA copies whole boxes and needs 16-byte row strides, so it \
+                     takes no `vector`"
+                ),
+                "tma or tma(multicast = N); for leading dimensions that are not 16-byte \
+                 multiples, an mma.sync spec with `copy: cp_async(ca, vector = 4)`"
+                    .to_string(),
+            )),
             _ => bad("copy", text, LEGAL),
         },
         _ => bad("copy", text, LEGAL),
     }
+}
+
+/// A copy's `vector = N` (bytes); validation checks which widths the copy and type take.
+fn parse_vector(n: &str, text: &str, legal: &str) -> ValueResult<u32> {
+    parse_number(n).map_or_else(|| bad("copy vector", text, legal), Ok)
 }
 
 fn parse_mma(text: &str) -> ValueResult<Mma> {
@@ -637,7 +676,7 @@ mod tests {
             }
         );
         assert_eq!(s.warps, Grid2 { rows: 4, cols: 2 });
-        assert_eq!(s.copy, Copy::CpAsync(CacheHint::Cg));
+        assert_eq!(s.copy, Copy::CP_ASYNC_CG);
         assert_eq!(s.stages, 2);
     }
 
@@ -668,11 +707,8 @@ mod tests {
             }
         );
         assert_eq!(spec("swizzle: pad(16)").swizzle, Swizzle::Pad(16));
-        assert_eq!(
-            spec("copy: cp_async(ca)").copy,
-            Copy::CpAsync(CacheHint::Ca)
-        );
-        assert_eq!(spec("copy: sync").copy, Copy::Sync);
+        assert_eq!(spec("copy: cp_async(ca)").copy, Copy::CP_ASYNC_CA);
+        assert_eq!(spec("copy: sync").copy, Copy::SYNC);
     }
 
     #[test]
@@ -698,6 +734,77 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn copy_vectors_parse_and_print_back() {
+        for (text, copy) in [
+            (
+                "cp_async(ca, vector = 4)",
+                Copy::CpAsync {
+                    hint: CacheHint::Ca,
+                    vector: 4,
+                },
+            ),
+            (
+                "cp_async(ca,vector=8)",
+                Copy::CpAsync {
+                    hint: CacheHint::Ca,
+                    vector: 8,
+                },
+            ),
+            ("sync(vector = 2)", Copy::Sync { vector: 2 }),
+            ("sync(vector = 16)", Copy::SYNC),
+            ("cp_async(ca, vector = 16)", Copy::CP_ASYNC_CA),
+            // The hint defaults to `cg` (validation then asks for `ca`).
+            (
+                "cp_async(vector = 4)",
+                Copy::CpAsync {
+                    hint: CacheHint::Cg,
+                    vector: 4,
+                },
+            ),
+        ] {
+            assert_eq!(spec(&format!("copy: {text}")).copy, copy, "{text}");
+        }
+        assert_eq!(
+            Copy::CpAsync {
+                hint: CacheHint::Ca,
+                vector: 4
+            }
+            .to_string(),
+            "cp_async(ca, vector = 4)"
+        );
+        assert_eq!(Copy::Sync { vector: 2 }.to_string(), "sync(vector = 2)");
+        // The default vector prints as before: spec text (and PTX headers) unchanged.
+        assert_eq!(Copy::CP_ASYNC_CA.to_string(), "cp_async(ca)");
+        for bad in [
+            "sync(vector = x)",
+            "sync(width = 4)",
+            "cp_async(ca, vector = 4, vector = 8)",
+            "cp_async(ca, 4)",
+            "cp_async(xx, vector = 4)",
+        ] {
+            assert!(parse_str(&format!("copy: {bad}")).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_tma_takes_no_vector() {
+        let e = first_error("arch: sm_90a, mma: wgmma, copy: tma(vector = 4)");
+        assert_eq!(
+            e.message,
+            "`tma(vector=4)`: the TMA copies whole boxes and needs 16-byte row strides, so it \
+             takes no `vector`"
+        );
+        assert_eq!(
+            e.help.as_deref(),
+            Some(
+                "`copy` takes tma or tma(multicast = N); for leading dimensions that are not \
+                 16-byte multiples, an mma.sync spec with `copy: cp_async(ca, vector = 4)`"
+            )
+        );
+        assert_eq!(e.span.start().column, 32);
     }
 
     #[test]

@@ -278,20 +278,64 @@ impl CacheHint {
 /// How operand tiles move from global to shared memory (`copy:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Copy {
-    /// `ld.global` into registers, then `st.shared` (SASS `LDG` + `STS`).
-    Sync,
-    /// `cp.async` (SASS `LDGSTS`).
-    CpAsync(CacheHint),
+    /// `ld.global` into registers, then `st.shared` (SASS `LDG` + `STS`), `vector` bytes per
+    /// load.
+    Sync { vector: u32 },
+    /// `cp.async` (SASS `LDGSTS`), `vector` bytes per copy.
+    CpAsync { hint: CacheHint, vector: u32 },
     /// Tensor Memory Accelerator bulk copies (SASS `UTMALDG`); multicast over the cluster when > 1.
     Tma { multicast: u32 },
 }
 
+impl Copy {
+    /// The widest copy vector, and the default: 16 bytes (`ld.global.v4`, `cp.async ... 16`).
+    pub const WIDEST_VECTOR: u32 = 16;
+    /// `copy: sync` with 16-byte vectors.
+    pub const SYNC: Copy = Copy::Sync {
+        vector: Copy::WIDEST_VECTOR,
+    };
+    /// `copy: cp_async(cg)` and `copy: cp_async(ca)` with 16-byte vectors.
+    pub const CP_ASYNC_CG: Copy = Copy::CpAsync {
+        hint: CacheHint::Cg,
+        vector: Copy::WIDEST_VECTOR,
+    };
+    pub const CP_ASYNC_CA: Copy = Copy::CpAsync {
+        hint: CacheHint::Ca,
+        vector: Copy::WIDEST_VECTOR,
+    };
+
+    /// Bytes one copy moves along an operand's contiguous dimension: the `vector` of `sync`
+    /// and `cp_async`, 16 for the TMA (whose strides must be 16-byte multiples).
+    pub fn vector_bytes(self) -> u32 {
+        match self {
+            Copy::Sync { vector } | Copy::CpAsync { vector, .. } => vector,
+            Copy::Tma { .. } => Copy::WIDEST_VECTOR,
+        }
+    }
+
+    pub fn is_sync(self) -> bool {
+        matches!(self, Copy::Sync { .. })
+    }
+
+    pub fn is_cp_async(self) -> bool {
+        matches!(self, Copy::CpAsync { .. })
+    }
+}
+
 impl fmt::Display for Copy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Copy::Sync => f.write_str("sync"),
-            Copy::CpAsync(CacheHint::Cg) => f.write_str("cp_async(cg)"),
-            Copy::CpAsync(CacheHint::Ca) => f.write_str("cp_async(ca)"),
+        match *self {
+            Copy::Sync {
+                vector: Copy::WIDEST_VECTOR,
+            } => f.write_str("sync"),
+            Copy::Sync { vector } => write!(f, "sync(vector = {vector})"),
+            Copy::CpAsync {
+                hint,
+                vector: Copy::WIDEST_VECTOR,
+            } => write!(f, "cp_async({})", hint.name()),
+            Copy::CpAsync { hint, vector } => {
+                write!(f, "cp_async({}, vector = {vector})", hint.name())
+            }
             Copy::Tma { multicast: 1 } => f.write_str("tma"),
             Copy::Tma { multicast } => write!(f, "tma(multicast = {multicast})"),
         }

@@ -199,6 +199,7 @@ impl Validator<'_> {
                 );
             }
         }
+        self.copy_vector();
         if let Schedule::Persistent { group, .. } = s.schedule {
             if group == 0 || group > MAX_RASTER_GROUP {
                 self.help(
@@ -210,15 +211,95 @@ impl Validator<'_> {
         }
     }
 
+    /// The `vector` of `copy: sync(..)` and `copy: cp_async(..)`: a power of two from one
+    /// element to 16 bytes, at least 4 for `cp.async` (its smallest copy), exactly 16 for
+    /// `.cg` (which copies only 16 bytes). Tile lines are whole 16-byte chunks (the family
+    /// rules check), so every legal vector divides them.
+    fn copy_vector(&mut self) {
+        let s = self.spec;
+        let (vector, smallest) = match s.copy {
+            Copy::Sync { vector } => (vector, 2),
+            Copy::CpAsync { vector, .. } => (vector, 4),
+            Copy::Tma { .. } => return,
+        };
+        let element = s.dtype.size_bytes();
+        // The widest legal narrower vector, for the help: one element for sync, at least 4.
+        let narrowest = element.max(smallest);
+        let with_vector = |vector: u32| match s.copy {
+            Copy::CpAsync { .. } if vector < 4 => Copy::Sync { vector },
+            Copy::CpAsync { .. } => Copy::CpAsync {
+                hint: CacheHint::Ca,
+                vector,
+            },
+            _ => Copy::Sync { vector },
+        };
+        if !vector.is_power_of_two() || !(smallest..=Copy::WIDEST_VECTOR).contains(&vector) {
+            let legal = if smallest == 2 {
+                "2, 4, 8 or 16"
+            } else {
+                "4, 8 or 16"
+            };
+            let what = if s.copy.is_sync() {
+                "`copy: sync` loads"
+            } else {
+                "`cp.async` copies"
+            };
+            let fix = if vector < smallest && s.copy.is_cp_async() && element < 4 {
+                // 2-byte vectors of a 16-bit type: only the synchronous path loads them.
+                "copy: sync(vector = 2)".to_string()
+            } else {
+                let nearest = [16, 8, 4, 2]
+                    .into_iter()
+                    .find(|&w| w <= vector.max(narrowest) && w >= narrowest)
+                    .unwrap_or(Copy::WIDEST_VECTOR);
+                format!("copy: {}", with_vector(nearest))
+            };
+            self.help(
+                Key::Copy,
+                format!("{what} vectors of {legal} bytes, not {vector}"),
+                fix,
+            );
+        } else if vector < element {
+            self.help(
+                Key::Copy,
+                format!(
+                    "a {vector}-byte vector is less than one {} element ({element} bytes)",
+                    s.dtype.name()
+                ),
+                format!("copy: {}", with_vector(narrowest)),
+            );
+        } else if let Copy::CpAsync {
+            hint: CacheHint::Cg,
+            vector,
+        } = s.copy
+        {
+            if vector < Copy::WIDEST_VECTOR {
+                let error = self.error(
+                    Key::Copy,
+                    format!("`cp.async.cg` copies only 16 bytes, not a {vector}-byte vector"),
+                );
+                error
+                    .notes
+                    .push("`.ca` (cached in L1) copies 4, 8 or 16 bytes".to_string());
+                error.help = Some(format!("copy: cp_async(ca, vector = {vector})"));
+            }
+        }
+    }
+
     /// What each architecture can execute.
     fn arch_features(&mut self) {
         let s = self.spec;
         let arch = s.arch.name();
         match s.copy {
-            Copy::CpAsync(_) if !s.arch.has_cp_async() => self.help(
+            Copy::CpAsync { .. } if !s.arch.has_cp_async() => self.help(
                 Key::Copy,
                 format!("`copy: {}` needs sm_80 or newer, not {arch}", s.copy),
-                "copy: sync",
+                format!(
+                    "copy: {}",
+                    Copy::Sync {
+                        vector: s.copy.vector_bytes()
+                    }
+                ),
             ),
             Copy::Tma { .. } if !s.arch.has_tma() => self.help(
                 Key::Copy,
@@ -468,17 +549,18 @@ pub(crate) fn budget_sentence(registers: &RegisterBudget) -> String {
 fn copy_spread_message(spread: CopySpread) -> String {
     let CopySpread {
         operand,
+        vector_bytes,
         vectors,
         vectors_per_row,
         threads,
     } = spread;
     if vectors.is_multiple_of(threads) {
         format!(
-            "the {operand} tile's rows are {vectors_per_row} 16-byte vectors each, which {threads} threads cannot copy in whole rows ({threads} and {vectors_per_row} must divide one another)"
+            "the {operand} tile's rows are {vectors_per_row} {vector_bytes}-byte vectors each, which {threads} threads cannot copy in whole rows ({threads} and {vectors_per_row} must divide one another)"
         )
     } else {
         format!(
-            "the {operand} tile is {vectors} 16-byte vectors, which do not spread evenly over {threads} threads"
+            "the {operand} tile is {vectors} {vector_bytes}-byte vectors, which do not spread evenly over {threads} threads"
         )
     }
 }
@@ -507,6 +589,54 @@ mod tests {
         assert!(message("arch: sm_80, copy: tma").contains("needs sm_90"));
         assert!(message("arch: sm_90, mma: wgmma").contains("needs arch sm_90a"));
         assert!(message("arch: sm_86, cluster: 2x1").contains("clusters need sm_90"));
+    }
+
+    #[test]
+    fn copy_vector_rules() {
+        let first = |text: &str| errors(text).remove(0);
+        let e = first("copy: cp_async(cg, vector = 4)");
+        assert_eq!(
+            e.message,
+            "`cp.async.cg` copies only 16 bytes, not a 4-byte vector"
+        );
+        assert_eq!(e.help.as_deref(), Some("copy: cp_async(ca, vector = 4)"));
+        assert_eq!(e.notes, ["`.ca` (cached in L1) copies 4, 8 or 16 bytes"]);
+        let e = first("mma: mma_sync, copy: cp_async(ca, vector = 2)");
+        assert_eq!(
+            e.message,
+            "`cp.async` copies vectors of 4, 8 or 16 bytes, not 2"
+        );
+        assert_eq!(e.help.as_deref(), Some("copy: sync(vector = 2)"));
+        let e = first("copy: sync(vector = 2)");
+        assert_eq!(
+            e.message,
+            "a 2-byte vector is less than one f32 element (4 bytes)"
+        );
+        assert_eq!(e.help.as_deref(), Some("copy: sync(vector = 4)"));
+        let e = first("copy: sync(vector = 6)");
+        assert_eq!(
+            e.message,
+            "`copy: sync` loads vectors of 2, 4, 8 or 16 bytes, not 6"
+        );
+        assert_eq!(e.help.as_deref(), Some("copy: sync(vector = 4)"));
+        let e = first("copy: cp_async(ca, vector = 32)");
+        assert_eq!(e.help.as_deref(), Some("copy: cp_async(ca)"));
+        assert_eq!(
+            first("copy: cp_async(ca, vector = 0)").help.as_deref(),
+            Some("copy: cp_async(ca, vector = 4)")
+        );
+        // Every legal width validates, in both families.
+        for spec in [
+            "copy: cp_async(ca, vector = 4)",
+            "copy: cp_async(ca, vector = 8), layout: cc",
+            "copy: sync(vector = 4), layout: rc",
+            "mma: mma_sync, tile: 64x64x32, copy: cp_async(ca, vector = 4), layout: cr",
+            "mma: mma_sync, tile: 64x64x32, copy: sync(vector = 2)",
+            "mma: mma_sync, dtype: tf32, tile: 64x64x32, copy: cp_async(ca, vector = 8)",
+        ] {
+            let valid = check_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
+            assert!(valid.spec.copy.vector_bytes() < 16, "{spec}");
+        }
     }
 
     #[test]

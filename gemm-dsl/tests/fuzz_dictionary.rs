@@ -56,16 +56,30 @@ fn values() -> Vec<String> {
     );
     values.extend(
         [
-            Copy::Sync,
-            Copy::CpAsync(CacheHint::Cg),
-            Copy::CpAsync(CacheHint::Ca),
+            Copy::SYNC,
+            Copy::Sync { vector: 2 },
+            Copy::Sync { vector: 4 },
+            Copy::Sync { vector: 8 },
+            Copy::CP_ASYNC_CG,
+            Copy::CP_ASYNC_CA,
+            Copy::CpAsync {
+                hint: CacheHint::Ca,
+                vector: 4,
+            },
+            Copy::CpAsync {
+                hint: CacheHint::Ca,
+                vector: 8,
+            },
             Copy::Tma { multicast: 1 },
             Copy::Tma { multicast: 2 },
         ]
         .map(|c| match c {
-            Copy::Sync | Copy::CpAsync(CacheHint::Cg | CacheHint::Ca) | Copy::Tma { .. } => {
-                c.to_string()
+            Copy::Sync { .. }
+            | Copy::CpAsync {
+                hint: CacheHint::Cg | CacheHint::Ca,
+                ..
             }
+            | Copy::Tma { .. } => c.to_string(),
         }),
     );
     // `cp_async` alone means `cp_async(cg)`, `persistent` alone its defaults.

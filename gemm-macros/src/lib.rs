@@ -76,6 +76,8 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
         tile_k,
         dynamic_smem_bytes,
         operand_align_bytes,
+        output_align_bytes,
+        copy_path,
         input_element_bytes,
         output_element_bytes,
         compute_capability,
@@ -87,6 +89,8 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
         b_order,
     } = *launch;
     let (a_order, b_order) = (order_tokens(a_order), order_tokens(b_order));
+    let copy_path = format_ident!("{}", format!("{copy_path:?}"));
+    let copy_path = quote!(::runtime::CopyPath::#copy_path);
     let schedule = match schedule {
         GridSchedule::Tiles => quote!(::runtime::GridSchedule::Tiles),
         GridSchedule::Persistent { group } => {
@@ -101,6 +105,8 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
             tile_k: #tile_k,
             dynamic_smem_bytes: #dynamic_smem_bytes,
             operand_align_bytes: #operand_align_bytes,
+            output_align_bytes: #output_align_bytes,
+            copy_path: #copy_path,
             input_element_bytes: #input_element_bytes,
             output_element_bytes: #output_element_bytes,
             compute_capability: #compute_capability,

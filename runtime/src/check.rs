@@ -1,7 +1,7 @@
 //! Launch-argument rules as plain arithmetic, so they are tested without a GPU.
 
 use crate::error::{Error, Operand};
-use codegen::{LaunchShape, StorageOrder};
+use codegen::LaunchShape;
 
 /// One matrix argument as the launcher sees it: where it starts, how many elements the
 /// buffer holds, and its row stride in elements.
@@ -139,30 +139,38 @@ pub fn check_launch(
             });
         }
     }
+    // A and B lines start aligned to the copy vector, C's rows to C's widest store.
     let operands = [
-        (Operand::A, args.a, shape.input_element_bytes),
-        (Operand::B, args.b, shape.input_element_bytes),
-        (Operand::C, args.c, shape.output_element_bytes),
+        (
+            Operand::A,
+            args.a,
+            shape.input_element_bytes,
+            shape.operand_align_bytes,
+        ),
+        (
+            Operand::B,
+            args.b,
+            shape.input_element_bytes,
+            shape.operand_align_bytes,
+        ),
+        (
+            Operand::C,
+            args.c,
+            shape.output_element_bytes,
+            shape.output_align_bytes,
+        ),
     ];
-    for (operand, arg, element_bytes) in operands {
+    for (operand, arg, element_bytes, align) in operands {
         // Lines of the buffer (rows, or columns of a column-major operand) and their length.
         let (rows, cols) = shape.stored_dims(operand, m, n, k);
-        check_operand(
-            operand,
-            shape.order(operand),
-            arg,
-            rows,
-            cols,
-            element_bytes,
-            shape.operand_align_bytes,
-        )?;
+        check_operand(operand, shape, arg, rows, cols, element_bytes, align)?;
         check_batch_stride(
             operand,
             &batch,
             arg,
             elements_needed(rows, cols, arg.ld),
             element_bytes,
-            shape.operand_align_bytes,
+            align,
         )?;
     }
     Ok(grid)
@@ -221,15 +229,18 @@ pub fn elements_needed(rows: u32, cols: u32, ld: u32) -> u64 {
     u64::from(rows - 1) * u64::from(ld) + u64::from(cols)
 }
 
+/// One operand of `shape`'s launch: its lines (`rows` of `cols`, in the operand's storage
+/// order) start `align`-byte aligned and fit the buffer.
 fn check_operand(
     operand: Operand,
-    order: StorageOrder,
+    shape: &LaunchShape,
     arg: OperandArg,
     rows: u32,
     cols: u32,
     element_bytes: u32,
     align: u32,
 ) -> Result<(), Error> {
+    let (order, copy_path) = (shape.order(operand), shape.copy_path);
     if arg.ld < cols {
         return Err(Error::LeadingDimTooSmall {
             operand,
@@ -247,6 +258,7 @@ fn check_operand(
             ld: arg.ld,
             element_bytes,
             align,
+            copy_path,
         });
     }
     if !arg.address.is_multiple_of(u64::from(align)) {
@@ -296,7 +308,7 @@ pub fn check_arch(kernel: &str, shape: &LaunchShape, device_cc: u32) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codegen::GridSchedule;
+    use codegen::{CopyPath, GridSchedule, StorageOrder};
 
     /// A 128x128x8 f32 kernel with 16-byte vectors that computes whole tiles only.
     const SHAPE: LaunchShape = LaunchShape {
@@ -306,6 +318,8 @@ mod tests {
         tile_k: 8,
         dynamic_smem_bytes: 16384,
         operand_align_bytes: 16,
+        output_align_bytes: 16,
+        copy_path: CopyPath::CpAsync,
         input_element_bytes: 4,
         output_element_bytes: 4,
         compute_capability: 80,
@@ -659,7 +673,8 @@ mod tests {
                     order: StorageOrder::RowMajor,
                     ld: 1234,
                     element_bytes: 4,
-                    align: 16
+                    align: 16,
+                    ..
                 }
             ),
             "{error:?}"
@@ -823,7 +838,7 @@ mod tests {
             assert!(
                 matches!(
                     error,
-                    Error::MisalignedLeadingDim { operand: o, order: ColMajor, ld: l, element_bytes: 4, align: 16 }
+                    Error::MisalignedLeadingDim { operand: o, order: ColMajor, ld: l, element_bytes: 4, align: 16, .. }
                         if o == operand && l == ld
                 ),
                 "{error:?}"
@@ -933,7 +948,8 @@ mod tests {
                     order: StorageOrder::RowMajor,
                     ld: 130,
                     element_bytes: 4,
-                    align: 16
+                    align: 16,
+                    ..
                 }
             ),
             "{error:?}"
@@ -941,6 +957,120 @@ mod tests {
         assert!(error
             .to_string()
             .contains("520 B is not a multiple of 16 B"));
+    }
+
+    #[test]
+    fn misaligned_leading_dims_name_the_narrower_copy_that_takes_them() {
+        // f32, ldb = 129: 516 B lines, a multiple of 4 but not 8.
+        let shape = LaunchShape {
+            partial_tiles: true,
+            ..SHAPE
+        };
+        let mut args = packed(128, 129, 8);
+        args.c.ld = 132;
+        args.c.len = elements_needed(128, 129, 132) as usize;
+        let error = check_launch(&shape, &args, RESIDENT).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "ldb = 129 elements = 516 B is not a multiple of 16 B: the kernel copies 16-byte vectors, \
+             so every row of B must start 16-byte aligned (a packed B has ldb = its row length); \
+             pad the rows to ldb = 132 (a multiple of 4 elements) and launch with `launch_with_ld`, \
+             or re-specify with `copy: cp_async(ca, vector = 4)`"
+        );
+        // bf16 with an odd lda: only 2-byte loads keep the rows aligned.
+        let bf16 = LaunchShape {
+            input_element_bytes: 2,
+            output_element_bytes: 2,
+            ..shape
+        };
+        let args = packed(128, 128, 9);
+        let error = check_launch(&bf16, &args, RESIDENT).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .ends_with("pad the rows to lda = 16 (a multiple of 8 elements) and launch with `launch_with_ld`, or re-specify with `copy: sync(vector = 2)`"),
+            "{error}"
+        );
+        // 12-byte lines (lda = 6 bf16) take 4-byte cp.async copies; a sync kernel 4-byte loads.
+        let args6 = packed(128, 128, 6);
+        let error = check_launch(&bf16, &args6, RESIDENT).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .ends_with("`copy: cp_async(ca, vector = 4)`"),
+            "{error}"
+        );
+        let sync = LaunchShape {
+            copy_path: CopyPath::Sync,
+            ..bf16
+        };
+        let error = check_launch(&sync, &args6, RESIDENT).unwrap_err();
+        assert!(
+            error.to_string().ends_with("`copy: sync(vector = 4)`"),
+            "{error}"
+        );
+        // The TMA takes no narrower vector: pad, or an mma.sync spec.
+        let tma = LaunchShape {
+            copy_path: CopyPath::Tma,
+            ..bf16
+        };
+        let error = check_launch(&tma, &args6, RESIDENT).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("B is not a multiple of 16 B: the TMA needs 16-byte strides"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("or use an mma.sync spec with a narrower vector, e.g. `copy: cp_async(ca, vector = 4)`"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn narrow_vectors_take_narrow_leading_dims_but_c_keeps_its_stores() {
+        // A 4-byte-vector kernel: odd f32 lda and ldb pass; C is still stored in 16-byte
+        // vectors, so an odd ldc is refused, with no spec change to offer.
+        let narrow = LaunchShape {
+            operand_align_bytes: 4,
+            partial_tiles: true,
+            ..SHAPE
+        };
+        let mut args = packed(100, 129, 7);
+        args.c.ld = 132;
+        args.c.len = elements_needed(100, 129, 132) as usize;
+        check_launch(&narrow, &args, RESIDENT).unwrap();
+        args.a.address += 4;
+        check_launch(&narrow, &args, RESIDENT).unwrap();
+        args.c.ld = 129;
+        let error = check_launch(&narrow, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::MisalignedLeadingDim {
+                    operand: Operand::C,
+                    align: 16,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("the kernel stores C in 16-byte vectors whatever its copy vector"),
+            "{text}"
+        );
+        assert!(text.ends_with("launch with `launch_with_ld`"), "{text}");
+        // A pointer off the 4-byte vector is refused.
+        args.c.ld = 132;
+        args.b.address += 2;
+        assert!(matches!(
+            check_launch(&narrow, &args, RESIDENT).unwrap_err(),
+            Error::MisalignedPointer {
+                operand: Operand::B,
+                align: 4,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -6,9 +6,25 @@ use cudarc::driver::DriverError;
 use std::fmt;
 
 pub use codegen::Operand;
-use codegen::StorageOrder;
+use codegen::{CopyPath, StorageOrder};
 
 /// `; column-major` after the numbers of a column-major operand, so its `ld` reads right.
+/// The `copy:` value whose vectors a line of `line_bytes` keeps aligned: the widest that
+/// divides it. `cp.async` copies at least 4 bytes, so a line of 16-bit elements with an odd
+/// length takes `sync(vector = 2)`.
+pub fn narrower_copy(path: CopyPath, line_bytes: u64) -> String {
+    let widest = [8, 4, 2]
+        .into_iter()
+        .find(|&w| line_bytes.is_multiple_of(w))
+        .unwrap_or(2);
+    match path {
+        CopyPath::CpAsync | CopyPath::Tma if widest >= 4 => {
+            format!("cp_async(ca, vector = {widest})")
+        }
+        _ => format!("sync(vector = {widest})"),
+    }
+}
+
 fn column_major_note(order: StorageOrder) -> &'static str {
     match order {
         StorageOrder::RowMajor => "",
@@ -107,13 +123,14 @@ pub enum Error {
         align: u32,
     },
     /// A row stride whose byte size is not a multiple of the kernel's vector width, so rows
-    /// after the first start misaligned.
+    /// after the first start misaligned. `copy_path` says which spec change would accept it.
     MisalignedLeadingDim {
         operand: Operand,
         order: StorageOrder,
         ld: u32,
         element_bytes: u32,
         align: u32,
+        copy_path: CopyPath,
     },
     /// A batched launch of no products, or of more than one launch takes.
     BatchCount { count: u32, limit: u32 },
@@ -288,17 +305,37 @@ impl fmt::Display for Error {
                 ld,
                 element_bytes,
                 align,
+                copy_path,
             } => {
                 let name = operand.to_string().to_lowercase();
                 let line = order.line();
                 let vector = u64::from((align / (*element_bytes).max(1)).max(1));
+                let line_bytes = u64::from(*ld) * u64::from(*element_bytes);
+                let (what, fix) = match (operand, copy_path) {
+                    (Operand::C, _) => (
+                        format!("the kernel stores C in {align}-byte vectors whatever its copy vector"),
+                        String::new(),
+                    ),
+                    (_, CopyPath::Tma) => (
+                        "the TMA needs 16-byte strides".to_string(),
+                        format!(
+                            "; or use an mma.sync spec with a narrower vector, e.g. `copy: {}`",
+                            narrower_copy(CopyPath::CpAsync, line_bytes)
+                        ),
+                    ),
+                    (_, path) => (
+                        format!("the kernel copies {align}-byte vectors"),
+                        format!(
+                            ", or re-specify with `copy: {}`",
+                            narrower_copy(*path, line_bytes)
+                        ),
+                    ),
+                };
                 write!(
                     f,
-                    "ld{name} = {ld} elements = {} B is not a multiple of {align} B: the kernel copies {align}-byte vectors, \
+                    "ld{name} = {ld} elements = {line_bytes} B is not a multiple of {align} B: {what}, \
                      so every {line} of {operand} must start {align}-byte aligned (a packed {operand} has ld{name} = its {line} length{}); \
-                     pad the {line}s to ld{name} = {} (a multiple of {vector} elements) and launch with `launch_with_ld` \
-                     (no spec copies narrower vectors yet)",
-                    u64::from(*ld) * u64::from(*element_bytes),
+                     pad the {line}s to ld{name} = {} (a multiple of {vector} elements) and launch with `launch_with_ld`{fix}",
                     column_major_note(*order),
                     u64::from(*ld).div_ceil(vector) * vector,
                 )

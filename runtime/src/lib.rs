@@ -40,8 +40,8 @@ pub use half;
 
 pub use codegen::sass::SassReport;
 pub use codegen::{
-    GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind, SassCheck,
-    Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
+    CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind,
+    SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
 };
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;

@@ -3,7 +3,7 @@
 //! `.gpu/run-gpu-tests` on the lent device). The tests that are not ignored check, without a
 //! GPU, what the GPU tests launch.
 
-use codegen::catalog::{CatalogSpec, CATALOG};
+use codegen::catalog::{CatalogSpec, CATALOG, NARROW};
 use codegen::gemm_dsl::{DType, Mma};
 use codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
 use half::{bf16, f16};
@@ -269,13 +269,16 @@ fn aligned_ld<In: Element, Out: Element>(
     shape: Shape,
     extra_c_vectors: u32,
 ) -> (u32, u32, u32) {
-    let align = kernel.info().launch().operand_align_bytes;
-    let vector = |bytes: u32| (align / bytes).max(1);
-    let round = |value: u32, bytes: u32| value.div_ceil(vector(bytes)) * vector(bytes);
+    let launch = kernel.info().launch();
+    let vector = |align: u32, bytes: u32| (align / bytes).max(1);
+    let (a_vector, c_vector) = (
+        vector(launch.operand_align_bytes, In::BYTES),
+        vector(launch.output_align_bytes, Out::BYTES),
+    );
     (
-        round(shape.k, In::BYTES),
-        round(shape.n, In::BYTES),
-        round(shape.n, Out::BYTES) + extra_c_vectors * vector(Out::BYTES),
+        shape.k.div_ceil(a_vector) * a_vector,
+        shape.n.div_ceil(a_vector) * a_vector,
+        shape.n.div_ceil(c_vector) * c_vector + extra_c_vectors * c_vector,
     )
 }
 
@@ -630,13 +633,15 @@ fn layout_ld<In: Element, Out: Element>(
     extra: (u32, u32, u32),
 ) -> (u32, u32, u32) {
     let launch = kernel.info().launch();
+    // A and B lines align to the copy vector, C's rows to its stores.
     let vector = |bytes: u32| (launch.operand_align_bytes / bytes).max(1);
     let round = |value: u32, bytes: u32| value.div_ceil(vector(bytes)) * vector(bytes);
+    let c_vector = (launch.output_align_bytes / Out::BYTES).max(1);
     let line = |operand| launch.stored_dims(operand, shape.m, shape.n, shape.k).1;
     (
         round(line(Operand::A), In::BYTES) + extra.0 * vector(In::BYTES),
         round(line(Operand::B), In::BYTES) + extra.1 * vector(In::BYTES),
-        round(shape.n, Out::BYTES) + (1 + extra.2) * vector(Out::BYTES),
+        shape.n.div_ceil(c_vector) * c_vector + (1 + extra.2) * c_vector,
     )
 }
 
@@ -1739,4 +1744,109 @@ fn hopper_kernels_compute_a_strided_batch_in_every_layout() {
             check_batches(&kernel, &stream);
         }
     }
+}
+
+/// A narrow kernel's spec in `layout` (its own `layout:` dropped), named after both.
+fn narrow_in_layout(entry: &CatalogSpec, layout: &str) -> String {
+    let rest: Vec<&str> = entry
+        .spec
+        .split(", ")
+        .filter(|part| !part.starts_with("layout:") && !part.starts_with("name:"))
+        .collect();
+    format!(
+        "name: {}_{layout}, {}, layout: {layout}",
+        entry.name,
+        rest.join(", ")
+    )
+}
+
+/// Copy vectors narrower than 16 bytes take leading dimensions that are no 16-byte
+/// multiple: every narrow kernel (both families, every vector width) in its own layout and
+/// one other, over the shapes around its tiles and odd shapes (odd K for a row-major A, odd
+/// N for a row-major B, odd M for a column-major A), A and B packed exactly where the vector
+/// allows (`lda = K` for a row-major A) or one vector longer, C's rows aligned to its
+/// stores plus a poisoned gap; against float64. Most launches (some 230 of 308) break
+/// 16-byte alignment.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn narrow_vector_kernels_compute_unaligned_leading_dims() {
+    let (ctx, stream) = gpu();
+    let (mut launches, mut unaligned) = (0, 0);
+    for entry in NARROW {
+        let own = entry
+            .spec
+            .split(", ")
+            .find_map(|part| part.strip_prefix("layout: "))
+            .unwrap_or("rr");
+        let other = if own == "rr" { "cc" } else { "rr" };
+        for layout in [own, other] {
+            let spec = narrow_in_layout(entry, layout);
+            let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let stages = emitted.spec().stages;
+            let kernel =
+                AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let types = kernel.types();
+            let launch = *kernel.info().launch();
+            assert!(launch.operand_align_bytes < 16, "{spec}");
+            let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
+            let mut shapes: Vec<Shape> = shapes_around_tiles(&launch, stages)
+                .into_iter()
+                .filter(|s| u64::from(s.m) * u64::from(s.n) * u64::from(s.k) <= 1 << 27)
+                .collect();
+            shapes.extend([
+                Shape::new(tm + 1, tn + 1, 2 * tk + 1),
+                Shape::new(33, 17, 7),
+                Shape::new(2 * tm - 1, 3 * tn + 3, 5 * tk - 3),
+                Shape::new(5, 2 * tn + 7, 129),
+                Shape::new(777, 1025, 333),
+            ]);
+            for (index, shape) in shapes.into_iter().enumerate() {
+                with_kernel!(&kernel, typed => {
+                    // Lines packed as tightly as the vector allows, every other shape one
+                    // vector longer.
+                    let extra = index as u32 % 2;
+                    let ld = layout_ld(typed, shape, (extra, extra, index as u32 % 2));
+                    let bytes = |ld: u32| u64::from(ld) * u64::from(launch.input_element_bytes);
+                    if bytes(ld.0) % 16 != 0 || bytes(ld.1) % 16 != 0 {
+                        unaligned += 1;
+                    }
+                    check_with_ld(typed, types, &stream, shape, ld, 0x0A77_0000 + index as u64)
+                });
+                launches += 1;
+            }
+        }
+    }
+    eprintln!("{launches} narrow launches, {unaligned} with a line stride off 16 bytes");
+    assert!(unaligned * 3 >= launches * 2, "{unaligned} of {launches}");
+}
+
+/// A 16-byte-vector kernel refuses a leading dimension off 16 bytes before launching, and
+/// names the narrower copy that takes it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn narrow_leading_dims_are_refused_by_16_byte_kernels_with_the_spec_fix() {
+    let (ctx, stream) = gpu();
+    let kernel = load_simt(&ctx);
+    let (m, n, k) = (64u32, 129u32, 16u32);
+    let a = stream.alloc_zeros::<f32>((m * k) as usize).unwrap();
+    let b = stream.alloc_zeros::<f32>((k * n) as usize).unwrap();
+    let mut c = stream.alloc_zeros::<f32>((m * 132) as usize).unwrap();
+    let error = kernel
+        .launch_with_ld(&stream, &a, &b, &mut c, m, n, k, k, n, 132)
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::MisalignedLeadingDim {
+                operand: Operand::B,
+                ld: 129,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains("pad the rows to ldb = 132"), "{text}");
+    assert!(text.contains("`copy: "), "{text}");
+    assert!(text.contains("vector = 4)`"), "{text}");
 }

@@ -2,8 +2,9 @@
 //!
 //! A block whose tile crosses M or N runs an edge copy of the main loop: it skips the copies
 //! of A rows past M and of B chunks wholly past N (they feed only accumulators the epilogue
-//! does not store, so whatever the stage held there is harmless) and copies a B chunk that
-//! crosses N as its in-bounds bytes, zero-filled to 16. Interior blocks run the main loop
+//! does not store, so whatever the stage held there is harmless) and copies a B vector that
+//! crosses N as its in-bounds bytes, zero-filled to the vector's width (16 bytes, or the
+//! spec's narrower `vector`). Interior blocks run the main loop
 //! unchanged. When BK does not divide K, the main loop covers the whole k tiles and the last,
 //! partial one is peeled: copied after the loop into stage 0 with every byte past K zero in A
 //! and in B (so no pad times garbage reaches C), then computed once. Edge blocks store C
@@ -16,9 +17,55 @@
 use gemm_dsl::geometry::StoredTile;
 use serde::Serialize;
 
-/// Bytes of one copy vector, and of the 32-bit words a partial vector is loaded by.
-const VECTOR_BYTES: u32 = 16;
+/// Bytes of the 32-bit words a partial vector is loaded by.
 const WORD_BYTES: u32 = 4;
+
+/// One copy vector of `copy: sync` or `cp_async`: its width and, for `sync`, the instructions
+/// that move it through the staging registers. The default 16 bytes are `ld.global.v4` and
+/// `st.shared.v4` of four 32-bit registers; 8 bytes two, 4 bytes one, and a 2-byte vector
+/// (one 16-bit element) one register through `ld.global.u16` / `st.shared.b16`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CopyVector {
+    pub bytes: u32,
+    /// The vector's last byte: a bounded copy with more than this many bytes left loads it
+    /// whole.
+    pub last_byte: u32,
+    /// 32-bit staging registers of one vector.
+    pub words: u32,
+    /// `ld.global` and `st.shared` of one vector, e.g. `ld.global.v4.f32`.
+    pub global_load: String,
+    pub shared_store: String,
+}
+
+impl CopyVector {
+    /// A vector of `bytes`; `word_type` is the register type the family stages in (`f32`,
+    /// `b32`).
+    pub fn new(bytes: u32, word_type: &str) -> CopyVector {
+        let words = gemm_dsl::geometry::staging_words(bytes);
+        let (load, store) = match words {
+            4 => (format!("v4.{word_type}"), format!("v4.{word_type}")),
+            2 => (format!("v2.{word_type}"), format!("v2.{word_type}")),
+            _ if bytes < WORD_BYTES => ("u16".to_string(), "b16".to_string()),
+            _ => (word_type.to_string(), word_type.to_string()),
+        };
+        CopyVector {
+            bytes,
+            last_byte: last_byte(0, bytes),
+            words,
+            global_load: format!("ld.global.{load}"),
+            shared_store: format!("st.shared.{store}"),
+        }
+    }
+
+    /// The staging registers of one vector as an instruction operand: `{ %r0, %r1 }` for a
+    /// vector of several, the register alone for one.
+    pub fn operand(&self, registers: &[String]) -> String {
+        match registers {
+            [one] => one.clone(),
+            _ => format!("{{ {} }}", registers.join(", ")),
+        }
+    }
+}
 
 /// Where one operand's copies come from in global memory and how far they may reach: the
 /// tile lies as [`StoredTile`] lines, the copies run along each line's contiguous dimension.
@@ -95,10 +142,14 @@ pub struct ChunkWord {
     pub half_at: Option<u32>,
 }
 
-/// The words of a chunk staged in `registers` (four 32-bit registers), for elements of
-/// `element_bytes`.
-pub fn chunk_words(registers: &[String], element_bytes: u32) -> Vec<ChunkWord> {
-    assert_eq!(registers.len() as u32 * WORD_BYTES, VECTOR_BYTES);
+/// The words of a vector staged in `registers` (one 32-bit register per 4 bytes), for
+/// elements of `element_bytes`. A vector of one element has none: it is in bounds whole or
+/// not at all.
+pub fn chunk_words(registers: &[String], element_bytes: u32, vector_bytes: u32) -> Vec<ChunkWord> {
+    if vector_bytes <= element_bytes {
+        return Vec::new();
+    }
+    assert_eq!(registers.len() as u32 * WORD_BYTES, vector_bytes);
     registers
         .iter()
         .zip((0..).step_by(WORD_BYTES as usize))
@@ -132,7 +183,7 @@ mod tests {
     #[test]
     fn chunk_words_of_f32_and_of_16_bit_elements() {
         let registers: Vec<String> = (0..4).map(|i| format!("%s{i}")).collect();
-        let words = chunk_words(&registers, 4);
+        let words = chunk_words(&registers, 4, 16);
         assert_eq!(
             words
                 .iter()
@@ -141,9 +192,40 @@ mod tests {
             [(0, 4), (4, 8), (8, 12), (12, 16)]
         );
         assert!(words.iter().all(|w| w.half_at.is_none()));
-        let words = chunk_words(&registers, 2);
+        let words = chunk_words(&registers, 2, 16);
         assert_eq!(words[3].half_at, Some(14));
         assert_eq!(words[3].register, "%s3");
         assert_eq!(last_byte(32, 16), 47);
+    }
+
+    #[test]
+    fn narrow_vectors_stage_fewer_words() {
+        let one = ["%s0".to_string()];
+        // Two bf16 in one word: the low half alone when 2 bytes are in bounds.
+        let words = chunk_words(&one, 2, 4);
+        assert_eq!((words[0].full_from, words[0].half_at), (4, Some(2)));
+        // One element per vector: whole or nothing.
+        assert!(chunk_words(&one, 4, 4).is_empty());
+        assert!(chunk_words(&one, 2, 2).is_empty());
+        let v = CopyVector::new(16, "f32");
+        assert_eq!(
+            (v.global_load.as_str(), v.last_byte, v.words),
+            ("ld.global.v4.f32", 15, 4)
+        );
+        let v = CopyVector::new(8, "b32");
+        assert_eq!(
+            (v.global_load.as_str(), v.shared_store.as_str()),
+            ("ld.global.v2.b32", "st.shared.v2.b32")
+        );
+        let v = CopyVector::new(2, "b32");
+        assert_eq!(
+            (v.global_load.as_str(), v.shared_store.as_str(), v.words),
+            ("ld.global.u16", "st.shared.b16", 1)
+        );
+        assert_eq!(v.operand(&one), "%s0");
+        assert_eq!(
+            CopyVector::new(8, "b32").operand(&["%a".into(), "%b".into()]),
+            "{ %a, %b }"
+        );
     }
 }

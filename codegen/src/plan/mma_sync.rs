@@ -44,7 +44,7 @@
 //! for every thread).
 
 use super::batch::BatchPlan;
-use super::edges::{chunk_words, last_byte, ChunkWord, OperandSource};
+use super::edges::{chunk_words, last_byte, ChunkWord, CopyVector, OperandSource};
 use super::schedule::TileWalk;
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{
@@ -74,7 +74,13 @@ pub struct MmaSyncPlan {
     pub fragment_note: String,
     pub in_bytes: u32,
     pub out_bytes: u32,
+    /// Bytes of one operand copy: 16, or the spec's narrower `vector`.
     pub vector_bytes: u32,
+    /// The copy vector's instructions (`copy: sync`) and bounds.
+    pub vector: CopyVector,
+    /// Bytes of C's widest store: 16-byte row segments when staged through shared memory,
+    /// else an accumulator pair.
+    pub c_store_bytes: u32,
     pub block_m: u32,
     pub block_n: u32,
     pub block_k: u32,
@@ -155,9 +161,11 @@ pub struct TileCopyOp {
     /// the global step to them from the first, `ld · ld_scale` bytes.
     pub rows: u32,
     pub ld_scale: u32,
-    /// The four staging registers of `copy: sync`.
+    /// The staging registers of `copy: sync` as the load's and store's operand (braced when
+    /// more than one).
     pub staging: String,
-    /// The same registers word by word, for a chunk that crosses the matrix's edge.
+    pub staging_registers: Vec<String>,
+    /// The same registers word by word, for a vector that crosses the matrix's edge.
     pub words: Vec<ChunkWord>,
 }
 
@@ -419,6 +427,7 @@ fn must_decompose(base: &[u32], target: &[u32], what: &str) -> XorOffset {
 
 fn tile_copy(
     geometry: &CopyGeometry,
+    vector: &CopyVector,
     element_bytes: u32,
     threads: u32,
     swizzle: SmemSwizzle,
@@ -426,12 +435,14 @@ fn tile_copy(
     first_staging_vector: u32,
 ) -> TileCopy {
     let vpr = geometry.vectors_per_row;
+    let vb = geometry.vector_bytes;
     let position = |vector: u32| (vector / vpr, vector % vpr);
+    // A vector narrower than a chunk lands at its byte offset inside the swizzled chunk.
     let offsets = |i: u32| -> Vec<u32> {
         (0..threads)
             .map(|t| {
-                let (row, chunk) = position(t + i * threads);
-                swizzle.chunk_offset(row, chunk)
+                let (row, at) = position(t + i * threads);
+                swizzle.byte_offset(row, at * vb)
             })
             .collect()
     };
@@ -447,18 +458,19 @@ fn tile_copy(
             previous_row = rows;
             let XorOffset { xor, offset } =
                 must_decompose(&first, &offsets(i), "cp.async destination");
-            let staging: Vec<String> = (0..4)
-                .map(|w| format!("%stage{}", 4 * (first_staging_vector + i) + w))
+            let staging: Vec<String> = (0..vector.words)
+                .map(|w| format!("%stage{}", vector.words * (first_staging_vector + i) + w))
                 .collect();
             TileCopyOp {
                 ld_step_scale,
-                global_col_bytes: cols * COPY_VECTOR_BYTES,
+                global_col_bytes: cols * vb,
                 base: base_slot(&mut bases, xor),
                 smem_offset: offset,
                 rows,
                 ld_scale: rows * element_bytes,
-                staging: staging.join(", "),
-                words: chunk_words(&staging, element_bytes),
+                staging: vector.operand(&staging),
+                words: chunk_words(&staging, element_bytes, vb),
+                staging_registers: staging,
             }
         })
         .collect();
@@ -515,9 +527,11 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let a_tile_bytes = a_stored.lines * a_swizzle.pitch;
     let smem = SmemLayout::new(valid.smem.bytes_per_stage(), spec.stages);
 
-    let a_copy = tile_copy(&g.a_copy, element, g.threads, a_swizzle, 0, 0);
+    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "b32");
+    let a_copy = tile_copy(&g.a_copy, &copy_vector, element, g.threads, a_swizzle, 0, 0);
     let b_copy = tile_copy(
         &g.b_copy,
+        &copy_vector,
         element,
         g.threads,
         b_swizzle,
@@ -732,6 +746,13 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         DType::F32 | DType::Tf32 => "",
     };
 
+    // C's stores do not follow the copy vector: 16-byte row segments from the slabs, or
+    // accumulator pairs (8 bytes of f32, 4 of a packed 16-bit pair) from the registers.
+    let c_store_bytes = if epilogue.staged.is_some() {
+        COPY_VECTOR_BYTES
+    } else {
+        2 * out_bytes
+    };
     MmaSyncPlan {
         threads: g.threads,
         max_registers: valid.registers.limit,
@@ -741,7 +762,8 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         fragment_note,
         in_bytes: element,
         out_bytes,
-        vector_bytes: COPY_VECTOR_BYTES,
+        vector_bytes: copy_vector.bytes,
+        c_store_bytes,
         block_m: tile.m,
         block_n: tile.n,
         block_k: tile.k,
@@ -758,7 +780,9 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         a_src: OperandSource::of("a", a_stored, tile.k, element),
         b_src: OperandSource::of("b", b_stored, tile.k, element),
         k_round_up: tile.k - 1,
-        staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        staging_registers: copy_vector.words
+            * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        vector: copy_vector,
         a_copy,
         b_copy,
         mma_instruction,
@@ -883,6 +907,7 @@ impl MmaSyncPlan {
         LaunchContract {
             tile_k: self.block_k,
             operand_align_bytes: self.vector_bytes,
+            output_align_bytes: self.c_store_bytes,
             params: GEMM_PARAMS.to_vec(),
             partial_tiles: true,
             cluster: (1, 1),
@@ -1255,15 +1280,15 @@ mod tests {
             let source = if is_a { &p.a_src } else { &p.b_src };
             // Shared byte (tile-relative) -> (stored line, byte of the line).
             let mut smem = std::collections::HashMap::new();
+            let (vpr, vb) = (copy.vectors_per_row, p.vector_bytes);
             for t in 0..p.threads {
-                let base = copy
-                    .swizzle
-                    .chunk_offset(t / copy.vectors_per_row, t % copy.vectors_per_row);
+                // The thread's first vector, narrower ones inside their swizzled chunk.
+                let base = copy.swizzle.byte_offset(t / vpr, (t % vpr) * vb);
                 for op in &copy.copies {
-                    let line = t / copy.vectors_per_row + op.rows;
-                    let col = (t % copy.vectors_per_row) * 16 + op.global_col_bytes;
+                    let line = t / vpr + op.rows;
+                    let col = (t % vpr) * vb + op.global_col_bytes;
                     let at = (base ^ copy.bases[op.base]) + op.smem_offset;
-                    for byte in 0..16 {
+                    for byte in 0..vb {
                         assert!(
                             smem.insert(at + byte, (line, col + byte)).is_none(),
                             "{spec}"
@@ -1373,6 +1398,12 @@ mod tests {
                 "dtype: tf32, tile: 128x128x16, warps: 2x2, stages: 4",
                 "dtype: tf32, tile: 64x64x32, warps: 2x2, swizzle: pad(16)",
                 "dtype: tf32, tile: 64x32x32, warps: 2x2, swizzle: 32B",
+                // Narrower copy vectors, inside swizzled and padded chunks.
+                "tile: 128x128x32, warps: 2x4, copy: cp_async(ca, vector = 4)",
+                "tile: 64x64x64, warps: 2x2, swizzle: 64B, copy: cp_async(ca, vector = 8)",
+                "tile: 64x64x32, warps: 2x2, swizzle: pad(16), copy: sync(vector = 2)",
+                "tile: 64x128x16, warps: 1x4, swizzle: 32B, copy: sync(vector = 4)",
+                "dtype: tf32, tile: 64x64x32, warps: 2x2, copy: cp_async(ca, vector = 4)",
             ] {
                 let spec = format!("layout: {layout}, {spec}");
                 if gemm_dsl::check_str(&format!("mma: mma_sync, {spec}")).is_ok() {

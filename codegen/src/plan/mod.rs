@@ -45,8 +45,10 @@ pub enum FamilyPlan {
 pub struct LaunchContract {
     /// The k depth one main-loop trip consumes (a K multiple for whole-tile families).
     pub tile_k: u32,
-    /// Byte alignment of operand addresses and row strides.
+    /// Byte alignment of A's and B's addresses and line strides: the copy vector's.
     pub operand_align_bytes: u32,
+    /// Byte alignment of C's address and row stride: its widest store.
+    pub output_align_bytes: u32,
     pub params: Vec<KernelParam>,
     /// The kernel computes partial edge tiles (any M, N, K of at least 1).
     pub partial_tiles: bool,
@@ -122,8 +124,8 @@ impl PlanCopy {
     /// copies through `ld.global`/`st.shared` or `cp.async`.
     pub fn of(copy: gemm_dsl::Copy) -> (PlanCopy, &'static str) {
         match copy {
-            gemm_dsl::Copy::Sync => (PlanCopy::Sync, ""),
-            gemm_dsl::Copy::CpAsync(hint) => (PlanCopy::CpAsync, hint.name()),
+            gemm_dsl::Copy::Sync { .. } => (PlanCopy::Sync, ""),
+            gemm_dsl::Copy::CpAsync { hint, .. } => (PlanCopy::CpAsync, hint.name()),
             gemm_dsl::Copy::Tma { .. } => {
                 unreachable!("validation rejects copy: tma for the cp.async families")
             }

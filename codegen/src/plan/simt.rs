@@ -20,8 +20,10 @@
 //!   lie 4 apart, read 8 consecutive chunks: conflict-free.
 
 use super::batch::BatchPlan;
-use super::edges::{chunk_words, last_byte, ChunkWord, ElementStore, OperandSource};
-use super::{conflict_degree, BankReport, LaunchContract, PlanCopy, SmemLayout};
+use super::edges::{chunk_words, last_byte, ChunkWord, CopyVector, ElementStore, OperandSource};
+use super::{
+    conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
+};
 use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{
     SimtGeometry, SIMT_B_QUARTERS, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS,
@@ -47,7 +49,12 @@ pub struct SimtPlan {
     /// for 128x128x8: two blocks per SM instead of one).
     pub max_registers: Option<u32>,
     pub element_bytes: u32,
+    /// Bytes of one operand copy: 16, or the spec's narrower `vector`.
     pub vector_bytes: u32,
+    /// The copy vector's instructions (`copy: sync`) and bounds.
+    pub vector: CopyVector,
+    /// Bytes of one C store: four accumulators, 16 bytes, whatever the copy vector.
+    pub c_store_bytes: u32,
     pub block_m: u32,
     pub block_n: u32,
     pub block_k: u32,
@@ -96,6 +103,8 @@ pub struct OperandCopy {
 pub struct Quarters {
     pub quarter_bytes: u32,
     pub group_bytes: u32,
+    /// Copy vectors are narrower than a chunk: each lands at its byte offset inside it.
+    pub vectors_in_chunk: bool,
 }
 
 impl OperandCopy {
@@ -110,6 +119,12 @@ impl OperandCopy {
             }
         }
     }
+
+    /// Tile-relative byte offset of byte `byte` of stored line `line`: a vector narrower
+    /// than a chunk keeps its place inside the chunk.
+    pub fn byte_offset(&self, line: u32, byte: u32) -> u32 {
+        self.chunk_offset(line, byte / COPY_VECTOR_BYTES) + byte % COPY_VECTOR_BYTES
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -120,9 +135,11 @@ pub struct CopyOp {
     pub global_col_bytes: u32,
     /// Offset in the stage from the thread's first shared-memory vector.
     pub smem_offset: u32,
-    /// The four staging registers of `copy: sync`, e.g. `%stage0, %stage1, %stage2, %stage3`.
+    /// The staging registers of `copy: sync` as the load's and store's operand, e.g.
+    /// `{ %stage0, %stage1, %stage2, %stage3 }` (one register bare).
     pub staging: String,
-    /// The same registers word by word, for a chunk that crosses the matrix's edge.
+    pub staging_registers: Vec<String>,
+    /// The same registers word by word, for a vector that crosses the matrix's edge.
     pub words: Vec<ChunkWord>,
 }
 
@@ -235,6 +252,7 @@ fn vector(prefix: &str, first: u32) -> String {
 
 fn operand_copy(
     geometry: &CopyGeometry,
+    vector: &CopyVector,
     threads: u32,
     smem_row_bytes: u32,
     quarters: Option<Quarters>,
@@ -249,29 +267,36 @@ fn operand_copy(
         copies: Vec::new(),
     };
     let vpr = geometry.vectors_per_row;
+    let vb = geometry.vector_bytes;
     copy.copies = (0..geometry.copies_per_thread)
         .map(|i| {
             // Thread t's i-th vector is t + i·threads; see CopyGeometry::new for why the
             // offset from vector t is the same for every thread (for column quarters, the
-            // validation keeps the line step a multiple of 4).
+            // validation keeps the line step a multiple of 4; a narrow vector keeps its byte
+            // within the chunk, since threads·vector bytes is a multiple of 16).
             let vector_offset = i * threads;
             let rows = vector_offset / vpr;
             let cols = vector_offset % vpr;
-            let smem_offset = copy.chunk_offset(rows, cols) - copy.chunk_offset(0, 0);
-            debug_assert!((0..threads).all(|t| {
-                let (line, chunk) = (t / vpr, t % vpr);
-                copy.chunk_offset(line + rows, chunk + cols)
-                    == copy.chunk_offset(line, chunk) + smem_offset
-            }));
+            let smem_offset = copy.byte_offset(rows, cols * vb) - copy.byte_offset(0, 0);
+            assert!(
+                (0..threads).all(|t| {
+                    let (line, at) = (t / vpr, t % vpr);
+                    copy.byte_offset(line + rows, (at + cols) * vb)
+                        == copy.byte_offset(line, at * vb) + smem_offset
+                }),
+                "copy {i}: shared-memory destinations are not one offset from the first"
+            );
+            let first_register = vector.words * (first_staging_vector + i);
+            let staging: Vec<String> = (first_register..first_register + vector.words)
+                .map(|r| format!("%stage{r}"))
+                .collect();
             CopyOp {
                 global_rows: rows,
-                global_col_bytes: cols * COPY_VECTOR_BYTES,
+                global_col_bytes: cols * vb,
                 smem_offset,
-                staging: vector("stage", 4 * (first_staging_vector + i)),
-                words: chunk_words(
-                    &vector_registers("stage", 4 * (first_staging_vector + i)),
-                    F32_BYTES,
-                ),
+                staging: vector.operand(&staging),
+                words: chunk_words(&staging, F32_BYTES, vb),
+                staging_registers: staging,
             }
         })
         .collect();
@@ -290,17 +315,20 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     let a_row_major = !a_stored.lines_are_k;
     let b_row_major = b_stored.lines_are_k;
     // Column quarters of BN / 4 chunks each, padded by pad(N).
+    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "f32");
     let b_quarters = (!b_row_major).then(|| {
         let quarter_bytes = tile.n / SIMT_B_QUARTERS * COPY_VECTOR_BYTES + pad;
         Quarters {
             quarter_bytes,
             group_bytes: SIMT_B_QUARTERS * quarter_bytes,
+            vectors_in_chunk: g.b_copy.vector_bytes < COPY_VECTOR_BYTES,
         }
     });
 
-    let a_copy = operand_copy(&g.a_copy, g.threads, a_row_bytes, None, 0, 0);
+    let a_copy = operand_copy(&g.a_copy, &copy_vector, g.threads, a_row_bytes, None, 0, 0);
     let b_copy = operand_copy(
         &g.b_copy,
+        &copy_vector,
         g.threads,
         b_row_bytes,
         b_quarters,
@@ -437,6 +465,9 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         k_groups,
         fma_blocks,
     };
+    // C rows take 16-byte stores of four accumulators whatever the copy vector, so C's rows
+    // must start 16-byte aligned (the launch checks ldc against `c_store_bytes`).
+    let c_store_bytes = COPY_VECTOR_BYTES;
     let epilogue = Epilogue {
         rows: (0..tm)
             .map(|i| EpilogueRow {
@@ -448,7 +479,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
                         EpilogueStore {
                             registers: vector("acc", first),
                             offset,
-                            last_byte: last_byte(offset, COPY_VECTOR_BYTES),
+                            last_byte: last_byte(offset, c_store_bytes),
                             elements: (0..4)
                                 .map(|e| ElementStore {
                                     offset: offset + e * F32_BYTES,
@@ -467,7 +498,8 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         threads: g.threads,
         max_registers: (g.threads < SMALL_BLOCK_THREADS).then_some(valid.registers.limit),
         element_bytes: F32_BYTES,
-        vector_bytes: COPY_VECTOR_BYTES,
+        vector_bytes: copy_vector.bytes,
+        c_store_bytes,
         block_m: tile.m,
         block_n: tile.n,
         block_k: tile.k,
@@ -478,7 +510,9 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         a_src: OperandSource::of("a", a_stored, tile.k, F32_BYTES),
         b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES),
         k_round_up: tile.k - 1,
-        staging_registers: 4 * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        staging_registers: copy_vector.words
+            * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
+        vector: copy_vector,
         batch: BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES),
         a_copy,
         b_copy,
@@ -504,6 +538,7 @@ impl SimtPlan {
         LaunchContract {
             tile_k: self.block_k,
             operand_align_bytes: self.vector_bytes,
+            output_align_bytes: self.c_store_bytes,
             params: GEMM_PARAMS.to_vec(),
             partial_tiles: true,
             cluster: (1, 1),
@@ -522,11 +557,15 @@ impl SimtPlan {
             .clone()
             .map(|lane| (lane % c.lane_cols) * c.b_lane_col_bytes)
             .collect();
-        let copy_write = |copy: &OperandCopy| -> Vec<u32> {
-            lanes
+        let vb = self.vector_bytes;
+        let copy_write = |copy: &OperandCopy| -> u32 {
+            let addresses: Vec<u32> = lanes
                 .clone()
-                .map(|t| copy.chunk_offset(t / copy.vectors_per_row, t % copy.vectors_per_row))
-                .collect()
+                .map(|t| {
+                    copy.byte_offset(t / copy.vectors_per_row, (t % copy.vectors_per_row) * vb)
+                })
+                .collect();
+            conflict_degree_for(&addresses, vb)
         };
         vec![
             BankReport {
@@ -538,14 +577,28 @@ impl SimtPlan {
                 degree: conflict_degree(&b_read),
             },
             BankReport {
-                access: "A tile write (16-byte copies)",
-                degree: conflict_degree(&copy_write(&self.a_copy)),
+                access: copy_write_label('A', vb),
+                degree: copy_write(&self.a_copy),
             },
             BankReport {
-                access: "B tile write (16-byte copies)",
-                degree: conflict_degree(&copy_write(&self.b_copy)),
+                access: copy_write_label('B', vb),
+                degree: copy_write(&self.b_copy),
             },
         ]
+    }
+}
+
+/// The bank report's name for an operand's copy writes of `vector_bytes`.
+pub fn copy_write_label(operand: char, vector_bytes: u32) -> &'static str {
+    match (operand, vector_bytes) {
+        ('A', 16) => "A tile write (16-byte copies)",
+        ('A', 8) => "A tile write (8-byte copies)",
+        ('A', 4) => "A tile write (4-byte copies)",
+        ('A', _) => "A tile write (2-byte copies)",
+        (_, 16) => "B tile write (16-byte copies)",
+        (_, 8) => "B tile write (8-byte copies)",
+        (_, 4) => "B tile write (4-byte copies)",
+        _ => "B tile write (2-byte copies)",
     }
 }
 
@@ -577,8 +630,8 @@ mod tests {
     #[test]
     fn copies_within_a_row_when_the_row_is_wider_than_the_block() {
         // 128 vectors per row, 64 threads: copies 0 and 1 sit side by side in one row.
-        let geometry = CopyGeometry::new(2, 128 * COPY_VECTOR_BYTES, 64).unwrap();
-        let copy = operand_copy(&geometry, 64, 2048, None, 0, 0);
+        let geometry = CopyGeometry::new(2, 128 * COPY_VECTOR_BYTES, 64, 16).unwrap();
+        let copy = operand_copy(&geometry, &CopyVector::new(16, "f32"), 64, 2048, None, 0, 0);
         assert_eq!(copy.copies.len(), 4);
         assert_eq!(copy.copies[1].global_rows, 0);
         assert_eq!(copy.copies[1].global_col_bytes, 64 * 16);
@@ -598,13 +651,13 @@ mod tests {
         // Shared byte (stage-relative) -> (M or N index, k) of the block tile.
         let mut smem = std::collections::HashMap::new();
         for (copy, source) in [(&p.a_copy, &p.a_src), (&p.b_copy, &p.b_src)] {
-            let vpr = copy.vectors_per_row;
+            let (vpr, vb) = (copy.vectors_per_row, p.vector_bytes);
             for t in 0..threads {
-                let first = copy.chunk_offset(t / vpr, t % vpr) + copy.smem_stage_offset;
+                let first = copy.byte_offset(t / vpr, (t % vpr) * vb) + copy.smem_stage_offset;
                 for op in &copy.copies {
                     let line = t / vpr + op.global_rows;
-                    let col = (t % vpr) * 16 + op.global_col_bytes;
-                    for byte in (0..16).step_by(4) {
+                    let col = (t % vpr) * vb + op.global_col_bytes;
+                    for byte in (0..vb).step_by(4) {
                         let element = (col + byte) / F32_BYTES;
                         let at = (source.name, first + op.smem_offset + byte);
                         let logical = if source.lines_are_k {
@@ -680,6 +733,10 @@ mod tests {
                 "tile: 8x32x16, warps: 1x1",
                 "tile: 48x64x16, warps: 2x1",
                 "tile: 32x128x64, warps: 1x1",
+                // Narrower copy vectors: inside column-quarter chunks and padded lines.
+                "tile: 128x128x8, warps: 4x2, copy: cp_async(ca, vector = 4)",
+                "tile: 64x128x32, warps: 2x2, copy: cp_async(ca, vector = 8)",
+                "tile: 64x64x16, warps: 2x2, swizzle: pad(16), copy: sync(vector = 4)",
             ] {
                 let spec = format!("layout: {layout}, {spec}");
                 // Thread tiles of 2 and 6 rows read a column-major A by v2 loads, 1 by scalars.
@@ -689,7 +746,7 @@ mod tests {
                 }
             }
         }
-        assert!(checked >= 30, "{checked}");
+        assert!(checked >= 40, "{checked}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! `mma.sync` with f32 accumulators. Its geometry, rules and budgets.
 
 use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
+use crate::geometry::staging_words;
 use crate::geometry::{
     operand_copies, xor_swizzle_fits_row, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
     MAX_WARPS,
@@ -106,6 +107,7 @@ impl MmaSyncGeometry {
         warps: Grid2,
         dtype: DType,
         layout: Layout,
+        vector_bytes: u32,
     ) -> Result<MmaSyncGeometry, MmaSyncGeometryError> {
         let shape = MmaShape::for_dtype(dtype).ok_or(MmaSyncGeometryError::Dtype)?;
         if warps.count() == 0 || warps.count() > MAX_WARPS {
@@ -134,7 +136,7 @@ impl MmaSyncGeometry {
         }
         let element = dtype.size_bytes();
         let threads = warps.count() * 32;
-        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads)
+        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads, vector_bytes)
             .map_err(MmaSyncGeometryError::CopySpread)?;
         Ok(MmaSyncGeometry {
             tile,
@@ -183,12 +185,17 @@ impl MmaSyncGeometry {
 
     /// Legal warp grids for a tile, best first: warp tiles closest to 64x64 (128 accumulators
     /// per thread), then square ones, then fewer warps.
-    pub fn legal_warp_grids(tile: Tile, dtype: DType, layout: Layout) -> Vec<Grid2> {
+    pub fn legal_warp_grids(
+        tile: Tile,
+        dtype: DType,
+        layout: Layout,
+        vector_bytes: u32,
+    ) -> Vec<Grid2> {
         let mut grids: Vec<(u32, Grid2)> = Vec::new();
         for rows in 1..=MAX_WARPS {
             for cols in 1..=MAX_WARPS / rows {
                 let warps = Grid2 { rows, cols };
-                if let Ok(g) = MmaSyncGeometry::new(tile, warps, dtype, layout) {
+                if let Ok(g) = MmaSyncGeometry::new(tile, warps, dtype, layout, vector_bytes) {
                     let area = g.warp_tile_m * g.warp_tile_n;
                     let score = area.abs_diff(64 * 64) + g.warp_tile_m.abs_diff(g.warp_tile_n);
                     grids.push((score, warps));
@@ -217,7 +224,7 @@ impl Validator<'_> {
             "`mma: mma_sync` (Ampere tensor cores)",
         );
         if matches!(s.schedule, Schedule::Persistent { .. })
-            && !(matches!(s.copy, Copy::CpAsync(_)) && s.stages > 1)
+            && !(s.copy.is_cp_async() && s.stages > 1)
         {
             let error = self.error(
                 Key::Schedule,
@@ -272,20 +279,21 @@ impl Validator<'_> {
             return None;
         }
 
-        let geometry = match MmaSyncGeometry::new(s.tile, s.warps, s.dtype, s.layout) {
-            Ok(g) => g,
-            Err(error) => {
-                self.mma_sync_geometry_error(error);
-                return None;
-            }
-        };
+        let geometry =
+            match MmaSyncGeometry::new(s.tile, s.warps, s.dtype, s.layout, s.copy.vector_bytes()) {
+                Ok(g) => g,
+                Err(error) => {
+                    self.mma_sync_geometry_error(error);
+                    return None;
+                }
+            };
         let smem = mma_sync_smem_ledger(s, &geometry);
         let registers = mma_sync_register_budget(s, &geometry);
         let smaller_tiles = || {
-            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
+            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
                 .into_iter()
                 .find(|&w| {
-                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout)
+                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
                         .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
                 })
                 .map(|w| format!("warps: {w} gives each warp a smaller tile"))
@@ -308,9 +316,10 @@ impl Validator<'_> {
 
     fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
         let s = self.spec;
-        let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
-            .first()
-            .map(|w| format!("warps: {w}"));
+        let suggestion =
+            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
+                .first()
+                .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             MmaSyncGeometryError::Dtype => self.help(
@@ -472,13 +481,14 @@ pub fn mma_sync_register_budget(s: &GemmSpec, g: &MmaSyncGeometry) -> RegisterBu
             registers: b_sets * g.n_frags * 2,
         },
     ];
-    if s.copy == Copy::Sync && s.stages > 1 {
+    if s.copy.is_sync() && s.stages > 1 {
+        let vector = s.copy.vector_bytes();
         lines.push(RegisterLine {
-            what: format!("copy staging {copies} x 16 B, and their addresses"),
-            registers: 6 * copies,
+            what: format!("copy staging {copies} x {vector} B, and their addresses"),
+            registers: (staging_words(vector) + 2) * copies,
         });
     }
-    let per_copy = if s.copy == Copy::Sync && s.stages > 1 {
+    let per_copy = if s.copy.is_sync() && s.stages > 1 {
         0
     } else if s.dtype == DType::Tf32 {
         // Half-width tiles per copy: twice the copies, and the scalar B reads' bases.
@@ -525,29 +535,31 @@ mod tests {
             n: 128,
             k: 32,
         };
-        let g = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Bf16, RR).unwrap();
+        let g =
+            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Bf16, RR, 16).unwrap();
         assert_eq!((g.warp_tile_m, g.warp_tile_n), (64, 64));
         assert_eq!((g.m_frags, g.n_frags, g.k_steps), (4, 8, 2));
         assert_eq!(g.accumulators(), 128);
         // A: 128 rows x 4 vectors = 512 copies over 128 threads.
         assert_eq!(g.a_copy.copies_per_thread, 4);
         assert_eq!(g.b_copy.copies_per_thread, 4);
-        let tf32 = MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Tf32, RR).unwrap();
+        let tf32 =
+            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Tf32, RR, 16).unwrap();
         assert_eq!(tf32.k_steps, 4);
         assert_eq!(tf32.a_copy.copies_per_thread, 8);
         assert_eq!(
-            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::F32, RR),
+            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::F32, RR, 16),
             Err(MmaSyncGeometryError::Dtype)
         );
         // 16-bit B is loaded 16 columns at a time, tf32 B 8 at a time.
         let narrow = Grid2 { rows: 1, cols: 16 };
         assert!(matches!(
-            MmaSyncGeometry::new(tile, narrow, DType::Bf16, RR),
+            MmaSyncGeometry::new(tile, narrow, DType::Bf16, RR, 16),
             Err(MmaSyncGeometryError::WarpTile { n_step: 16, .. })
         ));
-        assert!(MmaSyncGeometry::new(tile, narrow, DType::Tf32, RR).is_ok());
+        assert!(MmaSyncGeometry::new(tile, narrow, DType::Tf32, RR, 16).is_ok());
         assert_eq!(
-            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16, RR)[0],
+            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16, RR, 16)[0],
             Grid2 { rows: 2, cols: 2 }
         );
     }

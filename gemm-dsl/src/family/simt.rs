@@ -2,6 +2,7 @@
 //! splits into warp and thread tiles and copies), its rules and its budgets.
 
 use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
+use crate::geometry::staging_words;
 use crate::geometry::{
     operand_copies, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES, MAX_WARPS,
 };
@@ -62,6 +63,7 @@ impl SimtGeometry {
         warps: Grid2,
         dtype: DType,
         layout: Layout,
+        vector_bytes: u32,
     ) -> Result<SimtGeometry, SimtGeometryError> {
         if warps.count() == 0 || warps.count() > MAX_WARPS {
             return Err(SimtGeometryError::WarpCount);
@@ -84,7 +86,7 @@ impl SimtGeometry {
             return Err(SimtGeometryError::CopyWidth);
         }
         let threads = warps.count() * 32;
-        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads)
+        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads, vector_bytes)
             .map_err(SimtGeometryError::CopySpread)?;
         if !layout.b_row_major() && b_copy.vectors_per_row < threads {
             let lines_per_step = threads / b_copy.vectors_per_row;
@@ -106,12 +108,17 @@ impl SimtGeometry {
     }
 
     /// Legal warp grids for a tile, best first: closest to an 8x8 thread tile, then fewer warps.
-    pub fn legal_warp_grids(tile: Tile, dtype: DType, layout: Layout) -> Vec<Grid2> {
+    pub fn legal_warp_grids(
+        tile: Tile,
+        dtype: DType,
+        layout: Layout,
+        vector_bytes: u32,
+    ) -> Vec<Grid2> {
         let mut grids: Vec<(u32, Grid2)> = Vec::new();
         for rows in 1..=MAX_WARPS {
             for cols in 1..=MAX_WARPS / rows {
                 let warps = Grid2 { rows, cols };
-                if let Ok(g) = SimtGeometry::new(tile, warps, dtype, layout) {
+                if let Ok(g) = SimtGeometry::new(tile, warps, dtype, layout, vector_bytes) {
                     let per_thread = g.thread_tile_m * g.thread_tile_n;
                     let score = per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8);
                     grids.push((score, warps));
@@ -179,20 +186,21 @@ impl Validator<'_> {
             return None;
         }
 
-        let geometry = match SimtGeometry::new(s.tile, s.warps, s.dtype, s.layout) {
-            Ok(g) => g,
-            Err(error) => {
-                self.simt_geometry_error(error);
-                return None;
-            }
-        };
+        let geometry =
+            match SimtGeometry::new(s.tile, s.warps, s.dtype, s.layout, s.copy.vector_bytes()) {
+                Ok(g) => g,
+                Err(error) => {
+                    self.simt_geometry_error(error);
+                    return None;
+                }
+            };
         let smem = simt_smem_ledger(s);
         let registers = simt_register_budget(s, &geometry);
         let smaller_tiles = || {
-            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
+            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
                 .into_iter()
                 .find(|&w| {
-                    SimtGeometry::new(s.tile, w, s.dtype, s.layout)
+                    SimtGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
                         .is_ok_and(|g| simt_register_budget(s, &g).fits())
                 })
                 .map(|w| format!("warps: {w} gives each thread a smaller tile"))
@@ -213,9 +221,10 @@ impl Validator<'_> {
 
     fn simt_geometry_error(&mut self, error: SimtGeometryError) {
         let s = self.spec;
-        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout)
-            .first()
-            .map(|w| format!("warps: {w}"));
+        let suggestion =
+            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
+                .first()
+                .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             SimtGeometryError::WarpCount => {
@@ -288,9 +297,16 @@ impl Validator<'_> {
 fn suggest_simt_k(s: &GemmSpec) -> Option<u32> {
     let mut candidates: Vec<u32> = (1..=256).collect();
     candidates.sort_by_key(|&k| (k.abs_diff(s.tile.k), k));
-    candidates
-        .into_iter()
-        .find(|&k| SimtGeometry::new(Tile { k, ..s.tile }, s.warps, s.dtype, s.layout).is_ok())
+    candidates.into_iter().find(|&k| {
+        SimtGeometry::new(
+            Tile { k, ..s.tile },
+            s.warps,
+            s.dtype,
+            s.layout,
+            s.copy.vector_bytes(),
+        )
+        .is_ok()
+    })
 }
 
 /// Shared memory of the SIMT family, per operand as it lies in global memory (see
@@ -402,10 +418,11 @@ pub fn simt_register_budget(s: &GemmSpec, g: &SimtGeometry) -> RegisterBudget {
             registers: groups * 4 * g.thread_tile_n,
         },
     ];
-    if s.copy == Copy::Sync && s.stages > 1 {
+    if s.copy.is_sync() && s.stages > 1 {
+        let vector = s.copy.vector_bytes();
         lines.push(RegisterLine {
-            what: format!("copy staging {copies} x 16 B"),
-            registers: 4 * copies,
+            what: format!("copy staging {copies} x {vector} B"),
+            registers: staging_words(vector) * copies,
         });
     }
     lines.push(RegisterLine {
@@ -435,6 +452,7 @@ mod tests {
             Grid2 { rows: 4, cols: 2 },
             F32,
             Layout::RowRow,
+            16,
         )
         .unwrap();
         assert_eq!((g.thread_tile_m, g.thread_tile_n), (8, 8));
@@ -451,7 +469,7 @@ mod tests {
             k: 8,
         };
         assert_eq!(
-            SimtGeometry::legal_warp_grids(tile, F32, Layout::RowRow)[0],
+            SimtGeometry::legal_warp_grids(tile, F32, Layout::RowRow, 16)[0],
             Grid2 { rows: 4, cols: 2 }
         );
     }

@@ -417,6 +417,8 @@ impl WgmmaPlan {
             tile_k: self.block_k,
             // TMA: global addresses 16-byte aligned, row strides multiples of 16 bytes.
             operand_align_bytes: 16,
+            // The TMA's strides and the direct stores' 16-byte vectors alike.
+            output_align_bytes: 16,
             params: self.params(),
             partial_tiles: true,
             cluster: (
