@@ -421,10 +421,18 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             sustain_s: cli.sustain,
             iters: cli.iters as usize,
             max_input_sets: cli.max_input_sets,
-            inputs: "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B, cuBLAS on row-major A and B, ours in its spec's layout (the same values, transposed for a column-major operand); rows (columns) padded to 16 bytes where a packed one is not".to_string(),
+            inputs: format!(
+                "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B, cuBLAS on row-major A and B, ours in its spec's layout (the same values, transposed for a column-major operand); rows (columns) padded to {} bytes where a packed one is not",
+                cli.ld_align
+            ),
             baseline: format!(
-                "per row (cuBLAS baseline column): {}; same stream, launches interleaved with ours",
-                baselines.join("; ")
+                "per row (cuBLAS baseline column): {}{}; same stream, launches interleaved with ours",
+                baselines.join("; "),
+                if shapes.iter().chain(&extra_shapes).any(|shape| shape.batch > 1) {
+                    "; a BxMxNxK row runs the same call's strided batched form (cublasGemmStridedBatchedEx, cublasSgemmStridedBatched)"
+                } else {
+                    ""
+                }
             ),
             statistic: "median of per-launch CUDA event times".to_string(),
         },
