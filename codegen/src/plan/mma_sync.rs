@@ -69,7 +69,7 @@ pub struct MmaSyncPlan {
     pub dtype: &'static str,
     pub out_dtype: &'static str,
     /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
-    pub layout_note: String,
+    pub layout_note: &'static str,
     /// Where the lanes' fragment reads start, for the kernel's comment.
     pub fragment_note: String,
     pub in_bytes: u32,
@@ -758,7 +758,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         max_registers: valid.registers.limit,
         dtype: spec.dtype.name(),
         out_dtype: spec.out.name(),
-        layout_note: layout_note(spec.layout),
+        layout_note: super::layout_note(spec.layout),
         fragment_note,
         in_bytes: element,
         out_bytes,
@@ -807,19 +807,6 @@ pub fn read_kinds(spec: &GemmSpec) -> (ReadKind, ReadKind) {
         ReadKind::of(a.lines_are_k, spec.dtype),
         ReadKind::of(b.lines_are_k, spec.dtype),
     )
-}
-
-/// `all row-major`, or each operand's order: the kernel's header says how A and B lie.
-pub fn layout_note(layout: Layout) -> String {
-    let order = |row: bool| if row { "row-major" } else { "column-major" };
-    match layout {
-        Layout::RowRow => "all row-major".to_string(),
-        _ => format!(
-            "A {}, B {}, C row-major",
-            order(layout.a_row_major()),
-            order(layout.b_row_major())
-        ),
-    }
 }
 
 /// The kernel's comment on where the lanes' fragment reads start.

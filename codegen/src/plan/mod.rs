@@ -235,6 +235,16 @@ pub fn conflict_degree_for(addresses: &[u32], access_bytes: u32) -> u32 {
         .unwrap_or(0)
 }
 
+/// How A and B lie, for the kernel's header comment (C is always row-major).
+pub(crate) fn layout_note(layout: gemm_dsl::Layout) -> &'static str {
+    match layout {
+        gemm_dsl::Layout::RowRow => "all row-major",
+        gemm_dsl::Layout::RowCol => "A row-major, B column-major, C row-major",
+        gemm_dsl::Layout::ColRow => "A column-major, B row-major, C row-major",
+        gemm_dsl::Layout::ColCol => "A and B column-major, C row-major",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

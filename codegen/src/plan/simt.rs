@@ -59,7 +59,7 @@ pub struct SimtPlan {
     pub block_n: u32,
     pub block_k: u32,
     /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
-    pub layout_note: String,
+    pub layout_note: &'static str,
     pub smem: SmemLayout,
     pub copy: PlanCopy,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
@@ -503,7 +503,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         block_m: tile.m,
         block_n: tile.n,
         block_k: tile.k,
-        layout_note: super::mma_sync::layout_note(spec.layout),
+        layout_note: super::layout_note(spec.layout),
         smem,
         copy,
         cache_hint,

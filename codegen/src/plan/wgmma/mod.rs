@@ -367,12 +367,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         consumer_a_bytes: m_rows_bytes(g.rows_per_consumer),
         a_major: g.a_major,
         b_major: g.b_major,
-        layout_note: match spec.layout {
-            gemm_dsl::Layout::RowRow => "all row-major",
-            gemm_dsl::Layout::RowCol => "A row-major, B column-major, C row-major",
-            gemm_dsl::Layout::ColRow => "A column-major, B row-major, C row-major",
-            gemm_dsl::Layout::ColCol => "A and B column-major, C row-major",
-        },
+        layout_note: super::layout_note(spec.layout),
         a_coords: coordinates(g.a_major, "%block_m", "%a_matrix"),
         b_coords: coordinates(g.b_major, "%block_n", "%b_matrix"),
         a_desc_low: a_descriptor.low_word_fields(),
