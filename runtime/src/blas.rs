@@ -5,8 +5,7 @@
 
 use crate::check::{elements_needed, Batch, LeadingDims};
 use crate::element::{Element, KernelTypes, Storage};
-use crate::error::Error;
-use crate::error::Operand;
+use crate::error::{Error, Operand};
 use codegen::gemm_dsl::DType;
 use codegen::StorageOrder;
 use cudarc::cublas::result as cublas;
@@ -201,14 +200,7 @@ impl Cublas {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        assert_eq!(
-            (In::STORAGE, Out::STORAGE),
-            (gemm.input(), gemm.output()),
-            "{} called with {} inputs and {} outputs",
-            gemm.short_name(),
-            In::NAME,
-            Out::NAME
-        );
+        assert_types::<In, Out>(gemm);
         if batch.count == 0 || batch.count > i32::MAX as u32 {
             return Err(Error::BatchCount {
                 count: batch.count,
@@ -220,14 +212,7 @@ impl Cublas {
             (Operand::B, b.len(), k, n, lds.ldb),
             (Operand::C, c.len(), m, n, lds.ldc),
         ] {
-            if ld < cols {
-                return Err(Error::LeadingDimTooSmall {
-                    order: StorageOrder::RowMajor,
-                    operand,
-                    ld,
-                    row_len: cols,
-                });
-            }
+            check_row_stride(operand, ld, cols)?;
             let matrix = elements_needed(rows, cols, ld);
             let stride = batch.stride(operand);
             let needed = u64::from(batch.count - 1)
@@ -245,93 +230,12 @@ impl Cublas {
                 });
             }
         }
-        let action = || {
+        self.enqueue(gemm, a, b, c, (m, n, k), lds, Some(batch), || {
             format!(
                 "cuBLAS {} strided batched {} x {m} x {n} x {k}",
                 gemm.short_name(),
                 batch.count
             )
-        };
-        let stream = &self.stream;
-        stream
-            .context()
-            .bind_to_thread()
-            .map_err(|source| Error::Driver {
-                action: "binding the CUDA context".to_string(),
-                source,
-            })?;
-        // The guards order these accesses after earlier work on other streams, and later work
-        // after this call; they drop when the call is enqueued.
-        let (a_ptr, _a_done) = a.device_ptr(stream);
-        let (b_ptr, _b_done) = b.device_ptr(stream);
-        let (c_ptr, _c_done) = c.device_ptr_mut(stream);
-        let (alpha, beta) = (1.0f32, 0.0f32);
-        let handle = *self.blas.handle();
-        let no_op = cublasOperation_t::CUBLAS_OP_N;
-        let (m, n, k, count) = (m as i32, n as i32, k as i32, batch.count as i32);
-        let (lda, ldb, ldc) = (lds.lda as i32, lds.ldb as i32, lds.ldc as i32);
-        let (stride_a, stride_b, stride_c) = (
-            batch.stride_a as i64,
-            batch.stride_b as i64,
-            batch.stride_c as i64,
-        );
-        // Column-major Cᵀ = Bᵀ · Aᵀ per product, as in `gemm_with_ld`.
-        // SAFETY: the buffers hold every matrix the call describes (checked above) and have
-        // the element types the call names; alpha and beta are f32 and live across the call.
-        let result = unsafe {
-            match gemm {
-                CublasGemm::Sgemm => cublas::sgemm_strided_batched(
-                    handle,
-                    no_op,
-                    no_op,
-                    n,
-                    m,
-                    k,
-                    &alpha,
-                    b_ptr as *const f32,
-                    ldb,
-                    stride_b,
-                    a_ptr as *const f32,
-                    lda,
-                    stride_a,
-                    &beta,
-                    c_ptr as *mut f32,
-                    ldc,
-                    stride_c,
-                    count,
-                ),
-                CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32 => {
-                    cublas::gemm_strided_batched_ex(
-                        handle,
-                        no_op,
-                        no_op,
-                        n,
-                        m,
-                        k,
-                        (&alpha as *const f32).cast::<c_void>(),
-                        b_ptr as *const c_void,
-                        In::CUBLAS_TYPE,
-                        ldb,
-                        stride_b,
-                        a_ptr as *const c_void,
-                        In::CUBLAS_TYPE,
-                        lda,
-                        stride_a,
-                        (&beta as *const f32).cast::<c_void>(),
-                        c_ptr as *mut c_void,
-                        Out::CUBLAS_TYPE,
-                        ldc,
-                        stride_c,
-                        count,
-                        gemm.compute_type(),
-                        cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                    )
-                }
-            }
-        };
-        result.map_err(|source| Error::Cublas {
-            action: action(),
-            source,
         })
     }
 
@@ -357,27 +261,13 @@ impl Cublas {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        assert_eq!(
-            (In::STORAGE, Out::STORAGE),
-            (gemm.input(), gemm.output()),
-            "{} called with {} inputs and {} outputs",
-            gemm.short_name(),
-            In::NAME,
-            Out::NAME
-        );
+        assert_types::<In, Out>(gemm);
         for (operand, len, rows, cols, ld) in [
             (Operand::A, a.len(), m, k, lda),
             (Operand::B, b.len(), k, n, ldb),
             (Operand::C, c.len(), m, n, ldc),
         ] {
-            if ld < cols {
-                return Err(Error::LeadingDimTooSmall {
-                    order: StorageOrder::RowMajor,
-                    operand,
-                    ld,
-                    row_len: cols,
-                });
-            }
+            check_row_stride(operand, ld, cols)?;
             let needed = elements_needed(rows, cols, ld);
             if (len as u64) < needed {
                 return Err(Error::BufferTooSmall {
@@ -391,7 +281,34 @@ impl Cublas {
                 });
             }
         }
-        let action = || format!("cuBLAS {} {m} x {n} x {k}", gemm.short_name());
+        let lds = LeadingDims { lda, ldb, ldc };
+        self.enqueue(gemm, a, b, c, (m, n, k), lds, None, || {
+            format!("cuBLAS {} {m} x {n} x {k}", gemm.short_name())
+        })
+    }
+
+    /// Enqueues one cuBLAS call on checked buffers: `gemm`'s plain form, or with `batch` its
+    /// strided batched form; `action` names it in an error. Row-major `C = A·B` is column-major `Cᵀ (n x m) = Bᵀ (n x k) ·
+    /// Aᵀ (k x m)`: B first, ld = row strides.
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue<In, Out, A, B, C>(
+        &self,
+        gemm: CublasGemm,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        (m, n, k): (u32, u32, u32),
+        lds: LeadingDims,
+        batch: Option<Batch>,
+        action: impl Fn() -> String,
+    ) -> Result<(), Error>
+    where
+        In: Element,
+        Out: Element,
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
         let stream = &self.stream;
         stream
             .context()
@@ -409,14 +326,13 @@ impl Cublas {
         let handle = *self.blas.handle();
         let no_op = cublasOperation_t::CUBLAS_OP_N;
         let (m, n, k) = (m as i32, n as i32, k as i32);
-        let (lda, ldb, ldc) = (lda as i32, ldb as i32, ldc as i32);
-        // Column-major Cᵀ (n x m) = Bᵀ (n x k) · Aᵀ (k x m): B first, ld = row strides.
-        // SAFETY: the buffers hold the matrices the call describes (checked above) and
-        // have the element types the call names; alpha and beta are f32, the scale type of
-        // every call here, and live across the call.
+        let (lda, ldb, ldc) = (lds.lda as i32, lds.ldb as i32, lds.ldc as i32);
+        // SAFETY: the callers checked that the buffers hold every matrix the call describes
+        // and have the element types the call names; alpha and beta are f32, the scale type
+        // of every call here, and live across the call.
         let result = unsafe {
-            match gemm {
-                CublasGemm::Sgemm => cublas::sgemm(
+            match (gemm, batch) {
+                (CublasGemm::Sgemm, None) => cublas::sgemm(
                     handle,
                     no_op,
                     no_op,
@@ -432,7 +348,27 @@ impl Cublas {
                     c_ptr as *mut f32,
                     ldc,
                 ),
-                CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32 => cublas::gemm_ex(
+                (CublasGemm::Sgemm, Some(batch)) => cublas::sgemm_strided_batched(
+                    handle,
+                    no_op,
+                    no_op,
+                    n,
+                    m,
+                    k,
+                    &alpha,
+                    b_ptr as *const f32,
+                    ldb,
+                    batch.stride_b as i64,
+                    a_ptr as *const f32,
+                    lda,
+                    batch.stride_a as i64,
+                    &beta,
+                    c_ptr as *mut f32,
+                    ldc,
+                    batch.stride_c as i64,
+                    batch.count as i32,
+                ),
+                (CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32, None) => cublas::gemm_ex(
                     handle,
                     no_op,
                     no_op,
@@ -453,6 +389,33 @@ impl Cublas {
                     gemm.compute_type(),
                     cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 ),
+                (CublasGemm::GemmEx { .. } | CublasGemm::GemmExTf32, Some(batch)) => {
+                    cublas::gemm_strided_batched_ex(
+                        handle,
+                        no_op,
+                        no_op,
+                        n,
+                        m,
+                        k,
+                        (&alpha as *const f32).cast::<c_void>(),
+                        b_ptr as *const c_void,
+                        In::CUBLAS_TYPE,
+                        ldb,
+                        batch.stride_b as i64,
+                        a_ptr as *const c_void,
+                        In::CUBLAS_TYPE,
+                        lda,
+                        batch.stride_a as i64,
+                        (&beta as *const f32).cast::<c_void>(),
+                        c_ptr as *mut c_void,
+                        Out::CUBLAS_TYPE,
+                        ldc,
+                        batch.stride_c as i64,
+                        batch.count as i32,
+                        gemm.compute_type(),
+                        cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
             }
         };
         result.map_err(|source| Error::Cublas {
@@ -460,6 +423,31 @@ impl Cublas {
             source,
         })
     }
+}
+
+/// Panics unless `In`/`Out` are `gemm`'s types: a mistake of the calling code.
+fn assert_types<In: Element, Out: Element>(gemm: CublasGemm) {
+    assert_eq!(
+        (In::STORAGE, Out::STORAGE),
+        (gemm.input(), gemm.output()),
+        "{} called with {} inputs and {} outputs",
+        gemm.short_name(),
+        In::NAME,
+        Out::NAME
+    );
+}
+
+/// A row-major operand's row stride must cover its row.
+fn check_row_stride(operand: Operand, ld: u32, row_len: u32) -> Result<(), Error> {
+    if ld < row_len {
+        return Err(Error::LeadingDimTooSmall {
+            order: StorageOrder::RowMajor,
+            operand,
+            ld,
+            row_len,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
