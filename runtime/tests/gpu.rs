@@ -367,6 +367,38 @@ fn biased_dim(rng: &mut StdRng, tiles: &[u32], max: u32) -> u32 {
     }
 }
 
+/// The random shapes of the sweeps: M, N in 1..=4096, K in 1..=2048, biased (by
+/// [`biased_dim`]) to 1 and to the tile sizes of the kernels swept and their multiples.
+struct ShapeSampler {
+    tiles_m: Vec<u32>,
+    tiles_n: Vec<u32>,
+    tiles_k: Vec<u32>,
+}
+
+impl ShapeSampler {
+    fn of<'a>(launches: impl Iterator<Item = &'a LaunchShape> + Clone) -> ShapeSampler {
+        let sizes = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
+            let mut sizes: Vec<u32> = launches.clone().map(pick).collect();
+            sizes.sort_unstable();
+            sizes.dedup();
+            sizes
+        };
+        ShapeSampler {
+            tiles_m: sizes(|l| l.tile_m),
+            tiles_n: sizes(|l| l.tile_n),
+            tiles_k: sizes(|l| l.tile_k),
+        }
+    }
+
+    fn draw(&self, rng: &mut StdRng) -> Shape {
+        Shape::new(
+            biased_dim(rng, &self.tiles_m, 4096),
+            biased_dim(rng, &self.tiles_n, 4096),
+            biased_dim(rng, &self.tiles_k, 2048),
+        )
+    }
+}
+
 /// 200 random shapes (fixed seed) for every SIMT and mma.sync catalog kernel: M, N in
 /// 1..=4096, K in 1..=2048, biased to 1 and to one under, at and one over the catalog's tile
 /// sizes and their multiples. Each shape's inputs and reference are made once per input type
@@ -377,30 +409,9 @@ fn random_shapes_around_the_tiles_compute() {
     const SHAPES: usize = 200;
     let (ctx, stream) = gpu();
     let kernels = edge_kernels(&ctx);
-    let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
-        let mut sizes: Vec<u32> = kernels
-            .iter()
-            .map(|(k, _)| pick(k.info().launch()))
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        sizes
-    };
-    let (tiles_m, tiles_n, tiles_k) = (
-        tiles(|l| l.tile_m),
-        tiles(|l| l.tile_n),
-        tiles(|l| l.tile_k),
-    );
+    let sampler = ShapeSampler::of(kernels.iter().map(|(k, _)| k.info().launch()));
     let mut rng = StdRng::seed_from_u64(0x5EED_ED6E);
-    let shapes: Vec<Shape> = (0..SHAPES)
-        .map(|_| {
-            Shape::new(
-                biased_dim(&mut rng, &tiles_m, 4096),
-                biased_dim(&mut rng, &tiles_n, 4096),
-                biased_dim(&mut rng, &tiles_k, 2048),
-            )
-        })
-        .collect();
+    let shapes: Vec<Shape> = (0..SHAPES).map(|_| sampler.draw(&mut rng)).collect();
     let mut checked = vec![0usize; kernels.len()];
     for (index, &shape) in shapes.iter().enumerate() {
         let mut problems = PaddedProblems::new(shape, 0xED6E_1000 + index as u64);
@@ -714,28 +725,11 @@ fn random_shapes_compute_in_every_layout() {
         specs.iter().map(|(_, k)| k.len()).sum::<usize>(),
         kernels.len()
     );
-    let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
-        let mut sizes: Vec<u32> = kernels
-            .iter()
-            .map(|(k, _)| pick(k.info().launch()))
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        sizes
-    };
-    let (tiles_m, tiles_n, tiles_k) = (
-        tiles(|l| l.tile_m),
-        tiles(|l| l.tile_n),
-        tiles(|l| l.tile_k),
-    );
+    let sampler = ShapeSampler::of(kernels.iter().map(|(k, _)| k.info().launch()));
     let mut rng = StdRng::seed_from_u64(0x1A70_5EED);
     let mut checked = vec![0usize; specs.len()];
     for index in 0..shape_count {
-        let shape = Shape::new(
-            biased_dim(&mut rng, &tiles_m, 4096),
-            biased_dim(&mut rng, &tiles_n, 4096),
-            biased_dim(&mut rng, &tiles_k, 2048),
-        );
+        let shape = sampler.draw(&mut rng);
         let mut problems = PaddedProblems::new(shape, 0x1A70_1000 + index as u64);
         for (slot, (_, in_layouts)) in specs.iter().enumerate() {
             let kernel = in_layouts[(index + slot) % in_layouts.len()];
@@ -797,28 +791,11 @@ fn hopper_kernels_compute_random_shapes_in_every_layout() {
         .collect();
     assert!(kernels.len() >= 8, "{} wgmma kernels", kernels.len());
     assert!(kernels.iter().any(|(name, _)| *name == EVERY_LAYOUT));
-    let tiles = |pick: fn(&LaunchShape) -> u32| -> Vec<u32> {
-        let mut sizes: Vec<u32> = kernels
-            .iter()
-            .map(|(_, k)| pick(k[0].info().launch()))
-            .collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        sizes
-    };
-    let (tiles_m, tiles_n, tiles_k) = (
-        tiles(|l| l.tile_m),
-        tiles(|l| l.tile_n),
-        tiles(|l| l.tile_k),
-    );
+    let sampler = ShapeSampler::of(kernels.iter().map(|(_, k)| k[0].info().launch()));
     let mut rng = StdRng::seed_from_u64(0x5EED_40BB);
     let mut checked = vec![[0usize; 4]; kernels.len()];
     for index in 0..SHAPES {
-        let shape = Shape::new(
-            biased_dim(&mut rng, &tiles_m, 4096),
-            biased_dim(&mut rng, &tiles_n, 4096),
-            biased_dim(&mut rng, &tiles_k, 2048),
-        );
+        let shape = sampler.draw(&mut rng);
         let mut problems = PaddedProblems::new(shape, 0x40BB_1000 + index as u64);
         for (slot, (name, in_layouts)) in kernels.iter().enumerate() {
             let layouts: Vec<usize> = if *name == EVERY_LAYOUT {
