@@ -183,7 +183,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// Checked before anything reaches the GPU, besides what `launch_with_ld` checks: 1 to
     /// [`MAX_BATCH`](crate::check::MAX_BATCH) products, C's matrices at least one matrix
     /// apart (no overlap), every buffer long enough for its last matrix, and every stride's
-    /// byte size a multiple of the kernel's alignment (16 B: vector copies, TMA strides).
+    /// byte size a multiple of its operand's alignment (A and B: the copy vector; C: the
+    /// store width; 16 B for the TMA).
     /// Each kernel runs the batch in one grid (z for one tile per block; a persistent grid
     /// walks every product's tiles).
     #[allow(clippy::too_many_arguments)]

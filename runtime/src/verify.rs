@@ -72,6 +72,20 @@ pub fn reference_for(m: u32, n: u32, k: u32) -> Reference {
     }
 }
 
+/// `A·B` of a packed problem by the reference [`reference_for`] picks for its size, and
+/// which one that was.
+pub fn reference_of<In: Element>(
+    stream: &Arc<CudaStream>,
+    problem: &Problem<In>,
+) -> Result<(Vec<f64>, Reference), Error> {
+    let kind = reference_for(problem.m, problem.n, problem.k);
+    let reference = match kind {
+        Reference::CpuF64 => cpu_reference(problem)?,
+        Reference::Cublas => cublas_reference(stream, problem)?,
+    };
+    Ok((reference, kind))
+}
+
 /// How far a kernel's output is from the reference.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ErrorReport {
@@ -508,11 +522,7 @@ pub fn verify<In: Element, Out: Element>(
     seed: u64,
 ) -> Result<ErrorReport, Error> {
     let problem = Problem::<In>::random(m, n, k, seed);
-    let kind = reference_for(m, n, k);
-    let reference = match kind {
-        Reference::CpuF64 => cpu_reference(&problem)?,
-        Reference::Cublas => cublas_reference(stream, &problem)?,
-    };
+    let (reference, kind) = reference_of(stream, &problem)?;
     check_against(kernel, stream, &problem, &reference, kind)
 }
 
@@ -632,10 +642,7 @@ pub fn verify_batch<In: Element, Out: Element>(
     let kind = reference_for(m, n, k);
     let references = problems
         .iter()
-        .map(|problem| match kind {
-            Reference::CpuF64 => cpu_reference(problem),
-            Reference::Cublas => cublas_reference(stream, problem),
-        })
+        .map(|problem| reference_of(stream, problem).map(|(reference, _)| reference))
         .collect::<Result<Vec<_>, Error>>()?;
     let operand = |pick: fn(&Problem<In>) -> &[In], dims, order, ld, stride| {
         let matrices: Vec<&[In]> = problems.iter().map(pick).collect();

@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
-    check_against, compare, cpu_reference, cublas_reference, reference_for, run_poisoned_with_ld,
+    check_against, compare, cpu_reference, cublas_reference, reference_of, run_poisoned_with_ld,
     verify, verify_batch, ErrorReport, Problem, Reference, Tolerance,
 };
 use runtime::{
@@ -221,11 +221,7 @@ fn problem_and_reference<In: Element>(
 ) -> (Problem<In>, Vec<f64>, Reference) {
     let Shape { m, n, k, .. } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
-    let kind = reference_for(m, n, k);
-    let reference = match kind {
-        Reference::CpuF64 => cpu_reference(&problem).unwrap(),
-        Reference::Cublas => cublas_reference(stream, &problem).unwrap(),
-    };
+    let (reference, kind) = reference_of(stream, &problem).unwrap();
     (problem, reference, kind)
 }
 
