@@ -14,6 +14,7 @@
 //! accumulator): rows of A below it, bytes of a B or C row right of it, rows of B below it in
 //! the peeled tile. A copy or store at offset `o` from there is in bounds when `left > o`.
 
+use super::batch::BatchOperand;
 use gemm_dsl::geometry::StoredTile;
 use serde::Serialize;
 
@@ -94,11 +95,20 @@ pub struct OperandSource {
     pub tile_step: String,
     /// Bytes one k tile moves along a line (`BK · element`), where lines run along M or N.
     pub tile_step_bytes: u32,
+    /// The operand's place in a strided batch: its base moves by the product's stride.
+    pub batch: BatchOperand,
 }
 
 impl OperandSource {
-    /// Operand A or B (`name`) of a `tile_k`-deep k tile of `element_bytes` elements.
-    pub fn of(name: &'static str, stored: StoredTile, tile_k: u32, element_bytes: u32) -> Self {
+    /// Operand A or B (`name`) of a `tile_k`-deep k tile of `element_bytes` elements, `batch`
+    /// its batch stride.
+    pub fn of(
+        name: &'static str,
+        stored: StoredTile,
+        tile_k: u32,
+        element_bytes: u32,
+        batch: &BatchOperand,
+    ) -> Self {
         let (block_origin, mn_param, mn_left) = match name {
             "a" => ("%block_m", "m", "%a_rows_left"),
             _ => ("%block_n", "n", "%b_cols_left"),
@@ -127,6 +137,7 @@ impl OperandSource {
                 tile_step_bytes.to_string()
             },
             tile_step_bytes,
+            batch: batch.clone(),
         }
     }
 }

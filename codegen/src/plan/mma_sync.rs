@@ -753,6 +753,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     } else {
         2 * out_bytes
     };
+    let batch = BatchPlan::new(spec.schedule, element, out_bytes);
     MmaSyncPlan {
         threads: g.threads,
         max_registers: valid.registers.limit,
@@ -777,8 +778,8 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         smem,
         copy,
         cache_hint,
-        a_src: OperandSource::of("a", a_stored, tile.k, element),
-        b_src: OperandSource::of("b", b_stored, tile.k, element),
+        a_src: OperandSource::of("a", a_stored, tile.k, element, &batch.a),
+        b_src: OperandSource::of("b", b_stored, tile.k, element, &batch.b),
         k_round_up: tile.k - 1,
         staging_registers: copy_vector.words
             * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
@@ -794,7 +795,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         b_fragment_registers: 2 * b_regs_per_set,
         pack_instruction,
         persistent,
-        batch: BatchPlan::new(spec.schedule, element, out_bytes),
+        batch,
         k_steps_plan,
         epilogue,
     }

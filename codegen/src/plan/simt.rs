@@ -494,6 +494,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     };
     debug_assert_eq!(SIMT_LANE_ROWS * SIMT_LANE_COLS, 32);
 
+    let batch = BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES);
     SimtPlan {
         threads: g.threads,
         max_registers: (g.threads < SMALL_BLOCK_THREADS).then_some(valid.registers.limit),
@@ -507,13 +508,13 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         smem,
         copy,
         cache_hint,
-        a_src: OperandSource::of("a", a_stored, tile.k, F32_BYTES),
-        b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES),
+        a_src: OperandSource::of("a", a_stored, tile.k, F32_BYTES, &batch.a),
+        b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES, &batch.b),
         k_round_up: tile.k - 1,
         staging_registers: copy_vector.words
             * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
         vector: copy_vector,
-        batch: BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES),
+        batch,
         a_copy,
         b_copy,
         consumer,
