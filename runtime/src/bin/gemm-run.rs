@@ -222,17 +222,16 @@ fn run_batch(
 ) -> Result<bool, runtime::Error> {
     let Shape { m, n, k, batch } = shape;
     let launch = *info.launch();
+    let ld = |operand, bytes| {
+        shape.leading_dim(launch.stored_dims(operand, m, n, k).1, bytes, cli.ld_align)
+    };
+    let lds = LeadingDims {
+        lda: ld(Operand::A, launch.input_element_bytes),
+        ldb: ld(Operand::B, launch.input_element_bytes),
+        ldc: ld(Operand::C, launch.output_element_bytes),
+    };
+    let strides = Batch::packed(&launch, batch, (m, n, k), lds);
     let report = with_kernel!(kernel, typed => {
-        let (input, output) = element_bytes(typed);
-        let ld = |operand, bytes| {
-            shape.leading_dim(launch.stored_dims(operand, m, n, k).1, bytes, cli.ld_align)
-        };
-        let lds = LeadingDims {
-            lda: ld(Operand::A, input),
-            ldb: ld(Operand::B, input),
-            ldc: ld(Operand::C, output),
-        };
-        let strides = Batch::packed(&launch, batch, (m, n, k), lds);
         verify_batch(typed, stream, m, n, k, lds, strides, cli.seed)?
     });
     let types = kernel.types();
@@ -252,9 +251,4 @@ fn run_batch(
         }
     );
     Ok(verdict.is_ok())
-}
-
-/// The element sizes of a typed kernel's input and output.
-fn element_bytes<In: Element, Out: Element>(_kernel: &GemmKernel<In, Out>) -> (u32, u32) {
-    (In::BYTES, Out::BYTES)
 }
