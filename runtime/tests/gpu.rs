@@ -257,27 +257,6 @@ fn check_problem<In: Element, Out: Element>(
     );
 }
 
-/// Leading dimensions for `shape`: each row length rounded up to the kernel's alignment
-/// (the packed length where it already is one), plus `extra` elements' worth of whole
-/// vectors on C, so C has gaps between its rows to stay poisoned.
-fn aligned_ld<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
-    shape: Shape,
-    extra_c_vectors: u32,
-) -> (u32, u32, u32) {
-    let launch = kernel.info().launch();
-    let vector = |align: u32, bytes: u32| (align / bytes).max(1);
-    let (a_vector, c_vector) = (
-        vector(launch.operand_align_bytes, In::BYTES),
-        vector(launch.output_align_bytes, Out::BYTES),
-    );
-    (
-        shape.k.div_ceil(a_vector) * a_vector,
-        shape.n.div_ceil(a_vector) * a_vector,
-        shape.n.div_ceil(c_vector) * c_vector + extra_c_vectors * c_vector,
-    )
-}
-
 /// The SIMT and mma.sync kernels of the catalog, with their pipeline depth.
 fn edge_kernels(ctx: &Arc<CudaContext>) -> Vec<(AnyKernel, u32)> {
     let kernels: Vec<(AnyKernel, u32)> = CATALOG
@@ -340,7 +319,7 @@ fn simt_and_mma_sync_kernels_compute_shapes_around_their_tiles() {
         let shapes = shapes_around_tiles(kernel.info().launch(), stages);
         for (index, shape) in shapes.into_iter().enumerate() {
             with_kernel!(&kernel, typed => {
-                let ld = aligned_ld(typed, shape, 1);
+                let ld = layout_ld(typed, shape, (0, 0, 0));
                 check_with_ld(typed, types, &stream, shape, ld, 0xED6E_0000 + index as u64)
             });
         }
@@ -442,7 +421,7 @@ impl PaddedProblems {
         types: KernelTypes,
         stream: &Arc<CudaStream>,
     ) {
-        let ld = aligned_ld(kernel, self.shape, 1);
+        let ld = layout_ld(kernel, self.shape, (0, 0, 0));
         self.check_with_ld(kernel, types, stream, ld);
     }
 
