@@ -327,7 +327,8 @@ fn simt_and_mma_sync_catalog_kernels_assemble_in_every_layout() {
 /// The narrow-vector kernels: each in its own layout and in every other, no spills or local
 /// memory, and the copies of their width: `cp.async` stays LDGSTS (8-byte `LDGSTS.E.64`,
 /// 4-byte `LDGSTS.E` with no width, never the 16-byte `.128`), `copy: sync` LDG of the
-/// vector's width (`.64`, none, or `.U16`) and no LDGSTS.
+/// vector's width (`.64`, none, or `.U16`) and no LDGSTS. C's stores (STG) are no wider
+/// than the launch's output alignment, and the widest is that wide.
 #[test]
 fn narrow_vector_kernels_assemble_to_copies_of_their_width() {
     let mut count = 0;
@@ -373,6 +374,17 @@ fn narrow_vector_kernels_assemble_to_copies_of_their_width() {
                 assert_eq!(report.count(Opcode::Ldgsts), 0, "{name}");
                 assert_eq!(width("LDG"), [vector].into(), "{name}");
             }
+            let stores = width("STG");
+            assert_eq!(
+                stores.last().copied(),
+                Some(emitted.launch().output_align_bytes),
+                "{name}: {stores:?}"
+            );
+            assert!(
+                emitted.launch().output_align_bytes
+                    <= vector.max(emitted.launch().output_element_bytes),
+                "{name}"
+            );
             count += 1;
         }
     }

@@ -1027,22 +1027,94 @@ mod tests {
     }
 
     #[test]
-    fn narrow_vectors_take_narrow_leading_dims_but_c_keeps_its_stores() {
-        // A 4-byte-vector kernel: odd f32 lda and ldb pass; C is still stored in 16-byte
-        // vectors, so an odd ldc is refused, with no spec change to offer.
+    fn narrow_vectors_take_narrow_leading_dims_and_c_follows_its_stores() {
+        // A 4-byte-vector f32 kernel stores C in 4-byte vectors too: odd lda, ldb and ldc
+        // all pass, and C may be packed (ldc = N).
         let narrow = LaunchShape {
             operand_align_bytes: 4,
+            output_align_bytes: 4,
             partial_tiles: true,
             ..SHAPE
         };
         let mut args = packed(100, 129, 7);
-        args.c.ld = 132;
-        args.c.len = elements_needed(100, 129, 132) as usize;
         check_launch(&narrow, &args, RESIDENT).unwrap();
         args.a.address += 4;
+        args.c.address += 4;
         check_launch(&narrow, &args, RESIDENT).unwrap();
-        args.c.ld = 129;
-        let error = check_launch(&narrow, &args, RESIDENT).unwrap_err();
+        // C's batch stride needs only the store's alignment: 99 x 129 f32 matrices back to
+        // back are 51084 B apart, no 16-byte multiple.
+        let batch = batched(99, 129, 7, 2);
+        assert_eq!(batch.batch.stride_c * 4 % 16, 12);
+        check_launch(&narrow, &batch, RESIDENT).unwrap();
+        // A pointer off the 4-byte vector is refused.
+        args.b.address += 2;
+        assert!(matches!(
+            check_launch(&narrow, &args, RESIDENT).unwrap_err(),
+            Error::MisalignedPointer {
+                operand: Operand::B,
+                align: 4,
+                ..
+            }
+        ));
+
+        // An 8-byte-vector kernel stores f32 C in 8-byte vectors: an even ldc passes, an odd
+        // one is refused with the 4-byte spec that takes it.
+        let eight = LaunchShape {
+            operand_align_bytes: 8,
+            output_align_bytes: 8,
+            partial_tiles: true,
+            ..SHAPE
+        };
+        let mut args = packed(100, 130, 8);
+        check_launch(&eight, &args, RESIDENT).unwrap();
+        args = packed(100, 129, 8);
+        args.b.ld = 130;
+        args.b.len = elements_needed(8, 129, 130) as usize;
+        let error = check_launch(&eight, &args, RESIDENT).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::MisalignedLeadingDim {
+                    operand: Operand::C,
+                    ld: 129,
+                    align: 8,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "ldc = 129 elements = 516 B is not a multiple of 8 B: the kernel stores C in 8-byte vectors, \
+             no wider than its copy vector, so every row of C must start 8-byte aligned (a packed C has ldc = its row length); \
+             pad the rows to ldc = 130 (a multiple of 2 elements) and launch with `launch_with_ld`, \
+             or re-specify with `copy: cp_async(ca, vector = 4)`"
+        );
+
+        // A 2-byte sync kernel with bf16 C: odd ldc passes.
+        let sync2 = LaunchShape {
+            operand_align_bytes: 2,
+            output_align_bytes: 2,
+            input_element_bytes: 2,
+            output_element_bytes: 2,
+            copy_path: CopyPath::Sync,
+            partial_tiles: true,
+            ..SHAPE
+        };
+        check_launch(&sync2, &packed(33, 17, 7), RESIDENT).unwrap();
+    }
+
+    #[test]
+    fn sixteen_byte_kernels_refuse_a_narrow_ldc_with_the_spec_that_takes_it() {
+        let shape = LaunchShape {
+            partial_tiles: true,
+            ..SHAPE
+        };
+        // f32 C with ldc = N = 129: 516 B rows take 4-byte stores (B padded to 132).
+        let mut args = packed(100, 129, 8);
+        args.b.ld = 132;
+        args.b.len = elements_needed(8, 129, 132) as usize;
+        let error = check_launch(&shape, &args, RESIDENT).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -1056,21 +1128,42 @@ mod tests {
         );
         let text = error.to_string();
         assert!(
-            text.contains("the kernel stores C in 16-byte vectors whatever its copy vector"),
+            text.contains("the kernel stores C in 16-byte vectors, no wider than its copy vector"),
             "{text}"
         );
-        assert!(text.ends_with("launch with `launch_with_ld`"), "{text}");
-        // A pointer off the 4-byte vector is refused.
-        args.c.ld = 132;
-        args.b.address += 2;
-        assert!(matches!(
-            check_launch(&narrow, &args, RESIDENT).unwrap_err(),
-            Error::MisalignedPointer {
-                operand: Operand::B,
-                align: 4,
-                ..
-            }
-        ));
+        assert!(
+            text.ends_with("pad the rows to ldc = 132 (a multiple of 4 elements) and launch with `launch_with_ld`, or re-specify with `copy: cp_async(ca, vector = 4)`"),
+            "{text}"
+        );
+        // bf16 C with an odd ldc: only 2-byte stores, `sync(vector = 2)`.
+        let bf16 = LaunchShape {
+            input_element_bytes: 2,
+            output_element_bytes: 2,
+            ..shape
+        };
+        args.b.ld = 136;
+        args.b.len = elements_needed(8, 129, 136) as usize;
+        let error = check_launch(&bf16, &args, RESIDENT).unwrap_err();
+        assert!(
+            error.to_string().ends_with("`copy: sync(vector = 2)`"),
+            "{error}"
+        );
+        // The TMA's kernel points at an mma.sync spec.
+        let tma = LaunchShape {
+            copy_path: CopyPath::Tma,
+            ..bf16
+        };
+        let text = check_launch(&tma, &args, RESIDENT).unwrap_err().to_string();
+        assert!(
+            text.contains("the kernel stores C in 16-byte vectors, so every row of C"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "or use an mma.sync spec with a narrower vector, e.g. `copy: sync(vector = 2)`"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -312,9 +312,22 @@ impl fmt::Display for Error {
                 let vector = u64::from((align / (*element_bytes).max(1)).max(1));
                 let line_bytes = u64::from(*ld) * u64::from(*element_bytes);
                 let (what, fix) = match (operand, copy_path) {
-                    (Operand::C, _) => (
-                        format!("the kernel stores C in {align}-byte vectors whatever its copy vector"),
-                        String::new(),
+                    // C's stores are no wider than the copy vector: a narrower one narrows them.
+                    (Operand::C, CopyPath::Tma) => (
+                        format!("the kernel stores C in {align}-byte vectors"),
+                        format!(
+                            "; or use an mma.sync spec with a narrower vector, e.g. `copy: {}`",
+                            narrower_copy(CopyPath::CpAsync, line_bytes)
+                        ),
+                    ),
+                    (Operand::C, path) => (
+                        format!(
+                            "the kernel stores C in {align}-byte vectors, no wider than its copy vector"
+                        ),
+                        format!(
+                            ", or re-specify with `copy: {}`",
+                            narrower_copy(*path, line_bytes)
+                        ),
                     ),
                     (_, CopyPath::Tma) => (
                         "the TMA needs 16-byte strides".to_string(),

@@ -1716,14 +1716,16 @@ fn narrow_in_layout(entry: &CatalogSpec, layout: &str) -> String {
 /// multiple: every narrow kernel (both families, every vector width) in its own layout and
 /// one other, over the shapes around its tiles and odd shapes (odd K for a row-major A, odd
 /// N for a row-major B, odd M for a column-major A), A and B packed exactly where the vector
-/// allows (`lda = K` for a row-major A) or one vector longer, C's rows aligned to its
-/// stores plus a poisoned gap; against float64. Most launches (some 230 of 308) break
-/// 16-byte alignment.
+/// allows (`lda = K` for a row-major A) or one vector longer; C, whose stores are no wider
+/// than the vector, packed as tightly as they allow (`ldc = N` for f32 C, or odd N under
+/// `sync(vector = 2)`) in two launches of three and with a poisoned gap between its rows in
+/// the third; against float64. Most launches (some 230 of 308) break 16-byte alignment of
+/// A or B, and every kernel has packed launches whose C rows are off 16 bytes.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn narrow_vector_kernels_compute_unaligned_leading_dims() {
     let (ctx, stream) = gpu();
-    let (mut launches, mut unaligned) = (0, 0);
+    let (mut launches, mut unaligned, mut c_unaligned) = (0, 0, 0);
     for entry in NARROW {
         let own = entry
             .spec
@@ -1740,6 +1742,14 @@ fn narrow_vector_kernels_compute_unaligned_leading_dims() {
             let types = kernel.types();
             let launch = *kernel.info().launch();
             assert!(launch.operand_align_bytes < 16, "{spec}");
+            // C's stores are no wider than the copy vector, nor narrower than one element.
+            assert!(
+                launch.output_align_bytes
+                    <= launch.operand_align_bytes.max(launch.output_element_bytes),
+                "{spec}"
+            );
+            let c_vector = launch.output_align_bytes / launch.output_element_bytes;
+            let mut kernel_c_unaligned = 0;
             let (tm, tn, tk) = (launch.tile_m, launch.tile_n, launch.tile_k);
             let mut shapes: Vec<Shape> = shapes_around_tiles(&launch, stages)
                 .into_iter()
@@ -1757,18 +1767,34 @@ fn narrow_vector_kernels_compute_unaligned_leading_dims() {
                     // Lines packed as tightly as the vector allows, every other shape one
                     // vector longer.
                     let extra = index as u32 % 2;
-                    let ld = layout_ld(typed, shape, (extra, extra, index as u32 % 2));
+                    let mut ld = layout_ld(typed, shape, (extra, extra, index as u32 % 2));
+                    // C packed (N rounded up to its store's elements) in two launches of
+                    // three; the third keeps layout_ld's poisoned gap.
+                    if index % 3 != 2 {
+                        ld.2 = shape.n.div_ceil(c_vector) * c_vector;
+                    }
                     let bytes = |ld: u32| u64::from(ld) * u64::from(launch.input_element_bytes);
                     if bytes(ld.0) % 16 != 0 || bytes(ld.1) % 16 != 0 {
                         unaligned += 1;
+                    }
+                    if u64::from(ld.2) * u64::from(launch.output_element_bytes) % 16 != 0 {
+                        kernel_c_unaligned += 1;
                     }
                     check_with_ld(typed, types, &stream, shape, ld, 0x0A77_0000 + index as u64)
                 });
                 launches += 1;
             }
+            assert!(
+                kernel_c_unaligned > 0,
+                "{spec}: every ldc was 16-byte aligned"
+            );
+            c_unaligned += kernel_c_unaligned;
         }
     }
-    eprintln!("{launches} narrow launches, {unaligned} with a line stride off 16 bytes");
+    eprintln!(
+        "{launches} narrow launches, {unaligned} with an A or B line stride off 16 bytes, \
+         {c_unaligned} with C's"
+    );
     assert!(unaligned * 3 >= launches * 2, "{unaligned} of {launches}");
 }
 

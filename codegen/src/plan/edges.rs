@@ -15,7 +15,7 @@
 //! the peeled tile. A copy or store at offset `o` from there is in bounds when `left > o`.
 
 use super::batch::BatchOperand;
-use gemm_dsl::geometry::StoredTile;
+use gemm_dsl::geometry::{StoredTile, COPY_VECTOR_BYTES};
 use serde::Serialize;
 
 /// Bytes of the 32-bit words a partial vector is loaded by.
@@ -180,6 +180,25 @@ pub struct ElementStore {
     /// Bytes right of the thread's first column (and of the C row pointer).
     pub offset: u32,
     pub register: String,
+}
+
+/// Bytes of one C store of a kernel copying `vector_bytes` vectors: no wider than the copy
+/// vector (so C's rows need only the alignment A's and B's lines need) nor than 16 bytes,
+/// and at least one `out_bytes` element.
+pub fn c_store_bytes(vector_bytes: u32, out_bytes: u32) -> u32 {
+    vector_bytes.min(COPY_VECTOR_BYTES).max(out_bytes)
+}
+
+/// The `st.global` of one C store of `bytes`, in registers of `word_type` (`f32`, `b32`):
+/// four, two or one 32-bit registers, or a 16-bit half.
+pub fn c_global_store(bytes: u32, word_type: &str) -> String {
+    match bytes {
+        16 => format!("st.global.v4.{word_type}"),
+        8 => format!("st.global.v2.{word_type}"),
+        4 => format!("st.global.{word_type}"),
+        2 => "st.global.b16".to_string(),
+        _ => unreachable!("C stores are 2, 4, 8 or 16 bytes, not {bytes}"),
+    }
 }
 
 /// The byte an edge block checks before storing a vector whole: the vector's last.

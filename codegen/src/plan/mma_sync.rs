@@ -44,7 +44,9 @@
 //! for every thread).
 
 use super::batch::BatchPlan;
-use super::edges::{chunk_words, last_byte, ChunkWord, CopyVector, OperandSource};
+use super::edges::{
+    c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, OperandSource,
+};
 use super::schedule::TileWalk;
 use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{
@@ -79,7 +81,8 @@ pub struct MmaSyncPlan {
     /// The copy vector's instructions (`copy: sync`) and bounds.
     pub vector: CopyVector,
     /// Bytes of C's widest store: 16-byte row segments when staged through shared memory,
-    /// else an accumulator pair.
+    /// else an accumulator pair; never wider than the copy vector (nor narrower than one
+    /// element), so C's rows need only the vector's alignment.
     pub c_store_bytes: u32,
     pub block_m: u32,
     pub block_n: u32,
@@ -319,6 +322,9 @@ pub struct MmaKStep {
 pub struct MmaEpilogue {
     /// Rows from one group to the next: 8 (then 16 per mma tile).
     pub row_step: u32,
+    /// A copy vector narrower than an accumulator pair: each pair is stored as its two
+    /// elements (`lo` at `offset`, `hi` at `hi_offset`).
+    pub split_pairs: bool,
     pub rows: Vec<EpilogueRow>,
     pub staged: Option<StagedEpilogue>,
 }
@@ -327,7 +333,8 @@ pub struct MmaEpilogue {
 /// at a time. Lane `(g, t)` writes rows `g`, `g + 8`, columns `2t, 2t + 1` of each n8 tile
 /// (from its write base `g·pitch + t·2·out_bytes`); lane `l` then reads 16-byte vector `l`
 /// (and `l + 32`, ...) of the band, row `l / vectors_per_row`, chunk `l % vectors_per_row`,
-/// and stores it to the same place in C.
+/// and stores it to the same place in C: as one 16-byte store, or as several no wider than
+/// a narrower copy vector.
 #[derive(Clone, Debug, Serialize)]
 pub struct StagedEpilogue {
     /// Where the slabs start in shared memory: 0 (over the drained ring) or, for a persistent
@@ -340,6 +347,8 @@ pub struct StagedEpilogue {
     pub warp_col_bytes: u32,
     /// `st.shared.b32` of a packed pair, or `st.shared.v2.f32`.
     pub pair_bytes: u32,
+    /// The `st.global` of one piece of a read vector, e.g. `st.global.v4.b32`.
+    pub global_store: String,
     pub bands: Vec<EpilogueBand>,
 }
 
@@ -357,7 +366,7 @@ pub struct EpilogueBand {
     pub reads: Vec<SlabRead>,
 }
 
-/// One 16-byte vector from the slab to C.
+/// One 16-byte vector from the slab to C, in `stores`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SlabRead {
     /// Bytes from the lane's read base.
@@ -367,10 +376,23 @@ pub struct SlabRead {
     pub global_row_delta: u32,
     /// Bytes right of the lane's first column.
     pub global_col_bytes: u32,
-    /// Rows below the lane's first, and the vector's last byte: an edge block stores the
-    /// vector whole when its row is in M and this byte in N, else word by word.
+    /// Rows below the lane's first: an edge block skips the vector when it lies past M.
     pub row: u32,
+    pub stores: Vec<SlabStore>,
+}
+
+/// One global store of (part of) a vector read from the slab: an edge block stores it whole
+/// when its row is in M and its `last_byte` in N, else word by word (`words`, empty for a
+/// one-element store).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SlabStore {
+    /// Bytes right of the lane's first column.
+    pub offset: u32,
     pub last_byte: u32,
+    /// `{ %ep0, %ep1, %ep2, %ep3 }`, `{ %ep0, %ep1 }`, `%ep0`, or a 16-bit half `%h0`.
+    pub operand: String,
+    /// For 2-byte stores: the word to split into `%h0`, `%h1` before its first half's store.
+    pub unpack: Option<String>,
     pub words: Vec<StoreWord>,
 }
 
@@ -398,6 +420,8 @@ pub struct PairStore {
     pub lo: u32,
     pub hi: u32,
     pub offset: u32,
+    /// Where `hi` goes when the pair is stored as two elements.
+    pub hi_offset: u32,
     pub last_byte: u32,
 }
 
@@ -703,8 +727,11 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     b_read.bases = b_bases;
 
     let out_bytes = spec.out.size_bytes();
+    // C's stores are no wider than the copy vector (nor narrower than one element).
+    let c_store_bytes = c_store_bytes(copy_vector.bytes, out_bytes);
     let epilogue = MmaEpilogue {
         row_step: 8,
+        split_pairs: c_store_bytes < 2 * out_bytes,
         rows: (0..mi_count)
             .flat_map(|mi| (0..2).map(move |h| (mi, h)))
             .map(|(mi, h)| EpilogueRow {
@@ -717,6 +744,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
                             lo: acc,
                             hi: acc + 1,
                             offset,
+                            hi_offset: offset + out_bytes,
                             last_byte: last_byte(offset, 2 * out_bytes),
                         }
                     })
@@ -728,7 +756,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
                 Schedule::Tile => 0,
                 Schedule::Persistent { .. } => smem.ring_bytes,
             };
-            staged_epilogue(g, &slab, out_bytes, smem_offset)
+            staged_epilogue(g, &slab, out_bytes, c_store_bytes, smem_offset)
         }),
     };
     // Partial edge tiles: the tile counts round up.
@@ -746,12 +774,12 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         DType::F32 | DType::Tf32 => "",
     };
 
-    // C's stores do not follow the copy vector: 16-byte row segments from the slabs, or
-    // accumulator pairs (8 bytes of f32, 4 of a packed 16-bit pair) from the registers.
+    // 16-byte row segments from the slabs, or accumulator pairs (8 bytes of f32, 4 of a
+    // packed 16-bit pair) from the registers; either no wider than the copy vector.
     let c_store_bytes = if epilogue.staged.is_some() {
-        COPY_VECTOR_BYTES
+        c_store_bytes
     } else {
-        2 * out_bytes
+        c_store_bytes.min(2 * out_bytes)
     };
     let batch = BatchPlan::new(spec.schedule, element, out_bytes);
     MmaSyncPlan {
@@ -907,6 +935,7 @@ fn staged_epilogue(
     g: &MmaSyncGeometry,
     slab: &EpilogueSlab,
     out_bytes: u32,
+    store_bytes: u32,
     smem_offset: u32,
 ) -> StagedEpilogue {
     let vpr = slab.vectors_per_row;
@@ -930,6 +959,7 @@ fn staged_epilogue(
                         lo: acc,
                         hi: acc + 1,
                         offset,
+                        hi_offset: offset + out_bytes,
                         last_byte: last_byte(offset, 2 * out_bytes),
                     }
                 })
@@ -946,14 +976,7 @@ fn staged_epilogue(
                         global_row_delta: row - previous_row,
                         global_col_bytes: col,
                         row,
-                        last_byte: last_byte(col, COPY_VECTOR_BYTES),
-                        words: (0..4)
-                            .map(|w| StoreWord {
-                                register: format!("%ep{w}"),
-                                offset: col + 4 * w,
-                                high_half: (out_bytes == 2).then_some(col + 4 * w + 2),
-                            })
-                            .collect(),
+                        stores: slab_stores(col, out_bytes, store_bytes),
                     };
                     previous_row = row;
                     read
@@ -969,8 +992,58 @@ fn staged_epilogue(
         bytes_per_warp: slab.bytes_per_warp,
         warp_col_bytes: slab.row_bytes,
         pair_bytes: 2 * out_bytes,
+        global_store: c_global_store(store_bytes, "b32"),
         bands,
     }
+}
+
+/// The stores of the 16-byte vector read for C's bytes `col..col + 16`: one, or
+/// `16 / store_bytes` narrower ones. Each store of several elements carries its 32-bit
+/// words (16-bit halves for 16-bit elements) for an edge block's element-by-element path.
+fn slab_stores(col: u32, out_bytes: u32, store_bytes: u32) -> Vec<SlabStore> {
+    const WORD: u32 = 4;
+    (0..COPY_VECTOR_BYTES / store_bytes)
+        .map(|i| {
+            let offset = col + i * store_bytes;
+            let first_word = i * store_bytes / WORD;
+            let (operand, unpack) = match store_bytes {
+                // A 16-bit half of word `first_word`: the even half splits the word first.
+                2 => (
+                    format!("%h{}", i % 2),
+                    (i % 2 == 0).then(|| format!("%ep{first_word}")),
+                ),
+                4 => (format!("%ep{first_word}"), None),
+                _ => (
+                    format!(
+                        "{{ {} }}",
+                        (first_word..first_word + store_bytes / WORD)
+                            .map(|w| format!("%ep{w}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    None,
+                ),
+            };
+            let words = if store_bytes > out_bytes {
+                (first_word..first_word + store_bytes / WORD)
+                    .map(|w| StoreWord {
+                        register: format!("%ep{w}"),
+                        offset: col + WORD * w,
+                        high_half: (out_bytes == 2).then_some(col + WORD * w + 2),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            SlabStore {
+                offset,
+                last_byte: last_byte(offset, store_bytes),
+                operand,
+                unpack,
+                words,
+            }
+        })
+        .collect()
 }
 
 /// Slab-relative lane addresses of every staged-epilogue write and read instruction of a warp.
@@ -1497,6 +1570,10 @@ mod tests {
             "tile: 64x128x16, warps: 2x1, out: f32",
             "tile: 16x256x16, warps: 1x1, out: f32",
             "tile: 64x32x64, warps: 2x2",
+            "tile: 128x128x32, warps: 2x4, copy: cp_async(ca, vector = 4)",
+            "tile: 64x64x32, warps: 2x2, stages: 2, copy: sync(vector = 2)",
+            "tile: 64x64x32, warps: 2x2, stages: 2, out: f32, copy: sync(vector = 2)",
+            "dtype: tf32, tile: 128x128x16, warps: 2x2, copy: cp_async(ca, vector = 8)",
         ] {
             let p = mma(spec);
             let e = p
@@ -1531,6 +1608,17 @@ mod tests {
                     let mut down = first_read_rows;
                     for r in &band.reads {
                         down += r.global_row_delta;
+                        // The vector's stores, each `c_store_bytes` wide, cover it in order.
+                        let offsets: Vec<u32> = r.stores.iter().map(|s| s.offset).collect();
+                        let want_offsets: Vec<u32> = (0..16 / p.c_store_bytes)
+                            .map(|i| r.global_col_bytes + i * p.c_store_bytes)
+                            .collect();
+                        assert_eq!(offsets, want_offsets, "{spec}");
+                        for s in &r.stores {
+                            assert_eq!(s.last_byte, s.offset + p.c_store_bytes - 1, "{spec}");
+                            let word_bytes: u32 = s.words.len() as u32 * 4;
+                            assert!(word_bytes == 0 || word_bytes == p.c_store_bytes, "{spec}");
+                        }
                         for byte in 0..16 {
                             let want = (
                                 first_row + down,
@@ -1554,6 +1642,40 @@ mod tests {
             assert_eq!(reports[4].degree, 1, "{spec}: {}", reports[4].access);
             if vpr >= 8 {
                 assert_eq!(reports[5].degree, 1, "{spec}: {}", reports[5].access);
+            }
+        }
+    }
+
+    /// C's stores are no wider than the copy vector (and at least one element), so the
+    /// launch asks C's rows for no more alignment than A's and B's lines.
+    #[test]
+    fn narrow_vectors_narrow_c_stores() {
+        for (spec, staged, store_bytes, split) in [
+            ("tile: 128x128x32, warps: 2x2", true, 16, false),
+            ("tile: 128x128x32, warps: 2x4, copy: cp_async(ca, vector = 8)", true, 8, false),
+            ("tile: 128x128x32, warps: 2x4, copy: cp_async(ca, vector = 4)", true, 4, false),
+            ("tile: 64x64x32, warps: 2x2, stages: 2, copy: sync(vector = 2)", true, 2, true),
+            // f32 C takes one element, 4 bytes, even behind a 2-byte vector.
+            ("tile: 64x64x32, warps: 2x2, stages: 2, out: f32, copy: sync(vector = 2)", true, 4, true),
+            // From the registers: pairs, split where the vector is narrower than a pair (the
+            // flag is set for staged kernels too, which store no pairs to C).
+            ("dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2", false, 8, false),
+            ("dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2, copy: cp_async(ca, vector = 8)", false, 8, false),
+            ("dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2, copy: cp_async(ca, vector = 4)", false, 4, true),
+        ] {
+            let p = mma(spec);
+            assert_eq!(p.epilogue.staged.is_some(), staged, "{spec}");
+            assert_eq!(p.c_store_bytes, store_bytes, "{spec}");
+            assert_eq!(p.launch_contract().output_align_bytes, store_bytes, "{spec}");
+            assert_eq!(p.epilogue.split_pairs, split, "{spec}");
+            if let Some(e) = &p.epilogue.staged {
+                let want = match store_bytes {
+                    16 => "st.global.v4.b32",
+                    8 => "st.global.v2.b32",
+                    4 => "st.global.b32",
+                    _ => "st.global.b16",
+                };
+                assert_eq!(e.global_store, want, "{spec}");
             }
         }
     }

@@ -20,7 +20,10 @@
 //!   lie 4 apart, read 8 consecutive chunks: conflict-free.
 
 use super::batch::BatchPlan;
-use super::edges::{chunk_words, last_byte, ChunkWord, CopyVector, ElementStore, OperandSource};
+use super::edges::{
+    c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, ElementStore,
+    OperandSource,
+};
 use super::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
@@ -53,7 +56,8 @@ pub struct SimtPlan {
     pub vector_bytes: u32,
     /// The copy vector's instructions (`copy: sync`) and bounds.
     pub vector: CopyVector,
-    /// Bytes of one C store: four accumulators, 16 bytes, whatever the copy vector.
+    /// Bytes of one C store: four accumulators (16 bytes), or as many as the spec's
+    /// narrower copy vector holds, so C's rows need only the vector's alignment.
     pub c_store_bytes: u32,
     pub block_m: u32,
     pub block_n: u32,
@@ -217,9 +221,12 @@ pub struct Fma {
     pub b: u32,
 }
 
-/// Accumulators to global memory, 16 bytes per store.
+/// Accumulators to global memory, `c_store_bytes` per store: each 16-byte group of four
+/// columns is one store, or several where the copy vector is narrower.
 #[derive(Clone, Debug, Serialize)]
 pub struct Epilogue {
+    /// The `st.global` of one store, e.g. `st.global.v4.f32`.
+    pub store: String,
     pub rows: Vec<EpilogueRow>,
 }
 
@@ -230,11 +237,13 @@ pub struct EpilogueRow {
     pub stores: Vec<EpilogueStore>,
 }
 
-/// Four accumulators stored as one vector `offset` bytes right of the thread's first column;
-/// an edge block stores them one by one where the vector's `last_byte` lies past N.
+/// Accumulators stored as one vector `offset` bytes right of the thread's first column;
+/// an edge block stores them one by one (`elements`, empty for a one-element store) where
+/// the vector's `last_byte` lies past N.
 #[derive(Clone, Debug, Serialize)]
 pub struct EpilogueStore {
-    pub registers: String,
+    /// The store's registers as its operand: `{ %acc0, %acc1 }`, or `%acc0` alone.
+    pub operand: String,
     pub offset: u32,
     pub last_byte: u32,
     pub elements: Vec<ElementStore>,
@@ -465,27 +474,38 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         k_groups,
         fma_blocks,
     };
-    // C rows take 16-byte stores of four accumulators whatever the copy vector, so C's rows
-    // must start 16-byte aligned (the launch checks ldc against `c_store_bytes`).
-    let c_store_bytes = COPY_VECTOR_BYTES;
+    // C's stores are no wider than the copy vector, so C's rows need only its alignment
+    // (the launch checks ldc against `c_store_bytes`): a group of four columns takes one
+    // 16-byte store, or 16 / c_store_bytes narrower ones.
+    let c_store_bytes = c_store_bytes(copy_vector.bytes, F32_BYTES);
+    let per_store = c_store_bytes / F32_BYTES;
     let epilogue = Epilogue {
+        store: c_global_store(c_store_bytes, "f32"),
         rows: (0..tm)
             .map(|i| EpilogueRow {
                 row: i,
                 stores: (0..column_groups)
-                    .map(|j| {
-                        let offset = j * column_group_stride_bytes;
-                        let first = i * tn + 4 * j;
+                    .flat_map(|j| (0..COPY_VECTOR_BYTES / c_store_bytes).map(move |v| (j, v)))
+                    .map(|(j, v)| {
+                        let offset = j * column_group_stride_bytes + v * c_store_bytes;
+                        let first = i * tn + 4 * j + v * per_store;
+                        let registers: Vec<String> = (first..first + per_store)
+                            .map(|r| format!("%acc{r}"))
+                            .collect();
                         EpilogueStore {
-                            registers: vector("acc", first),
+                            operand: copy_vector.operand(&registers),
                             offset,
                             last_byte: last_byte(offset, c_store_bytes),
-                            elements: (0..4)
-                                .map(|e| ElementStore {
-                                    offset: offset + e * F32_BYTES,
-                                    register: format!("%acc{}", first + e),
-                                })
-                                .collect(),
+                            elements: if per_store > 1 {
+                                (0..per_store)
+                                    .map(|e| ElementStore {
+                                        offset: offset + e * F32_BYTES,
+                                        register: registers[e as usize].clone(),
+                                    })
+                                    .collect()
+                            } else {
+                                Vec::new()
+                            },
                         }
                     })
                     .collect(),
@@ -613,6 +633,45 @@ mod tests {
             panic!("{text} is not a SIMT spec");
         };
         plan(&valid, &g)
+    }
+
+    /// Each thread row's stores cover its columns once, `c_store_bytes` at a time: 16 bytes,
+    /// or the narrower copy vector's width, which is then C's alignment at launch.
+    #[test]
+    fn c_stores_follow_the_copy_vector() {
+        for (copy, store_bytes, store) in [
+            ("cp_async", 16, "st.global.v4.f32"),
+            ("cp_async(ca, vector = 8)", 8, "st.global.v2.f32"),
+            ("sync(vector = 4)", 4, "st.global.f32"),
+        ] {
+            let p = simt(&format!(
+                "name: s, arch: sm_80, mma: fma, tile: 128x128x8, warps: 4x2, copy: {copy}"
+            ));
+            assert_eq!(p.c_store_bytes, store_bytes, "{copy}");
+            assert_eq!(
+                p.launch_contract().output_align_bytes,
+                store_bytes,
+                "{copy}"
+            );
+            assert_eq!(p.epilogue.store, store, "{copy}");
+            let tn = p.consumer.thread_tile_n;
+            for row in &p.epilogue.rows {
+                let mut bytes = std::collections::BTreeSet::new();
+                for s in &row.stores {
+                    assert_eq!(s.last_byte, s.offset + store_bytes - 1, "{copy}");
+                    assert!((s.offset..=s.last_byte).all(|b| bytes.insert(b)), "{copy}");
+                    // The edge path's elements: the store's own, or none for one element.
+                    let elements: Vec<u32> = s.elements.iter().map(|e| e.offset).collect();
+                    if store_bytes > 4 {
+                        let want: Vec<u32> = (s.offset..=s.last_byte).step_by(4).collect();
+                        assert_eq!(elements, want, "{copy}");
+                    } else {
+                        assert!(elements.is_empty(), "{copy}");
+                    }
+                }
+                assert_eq!(bytes.len() as u32, tn * 4, "{copy}");
+            }
+        }
     }
 
     #[test]
