@@ -129,6 +129,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, persistent raster bands 8 tiles wide",
     },
     CatalogSpec {
+        name: "wgmma_bf16_128x256x64_s4_streamk",
+        spec: "name: wgmma_bf16_128x256x64_s4_streamk, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+        summary: "Hopper bf16, persistent with a stream-K tail: the tiles left after whole rounds are split along K over every block",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_128x256x64_s4",
         spec: "name: wgmma_bf16_128x256x64_s4, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
         summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, one tile per block",
@@ -172,6 +177,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         name: "wgmma_bf16_64x64x128_s6",
         spec: "name: wgmma_bf16_64x64x128_s6, arch: sm_90a, dtype: bf16, tile: 64x64x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
         summary: "Hopper bf16 for decode (M <= 64): narrow tiles put every SM on N, deep k tiles",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_64x128x64_s6_streamk",
+        spec: "name: wgmma_bf16_64x128x64_s6_streamk, arch: sm_90a, dtype: bf16, tile: 64x128x64, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+        summary: "Hopper bf16 for decode, stream-K: with fewer tiles than SMs every block takes an equal share of their k tiles (split-K, the sums added in a fixed order)",
     },
     CatalogSpec {
         name: "mma_bf16_16x64x64_s4",

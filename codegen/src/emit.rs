@@ -116,6 +116,10 @@ pub struct LaunchShape {
     /// How A and B lie in memory (the spec's `layout`); C is row-major.
     pub a_order: StorageOrder,
     pub b_order: StorageOrder,
+    /// Bytes of global workspace the kernel needs per block of its largest grid
+    /// (`tail = stream_k`: partial sums and flags; 0 for none). The flags must be zero
+    /// before the first launch; every launch leaves them zero.
+    pub workspace_bytes_per_block: u32,
 }
 
 /// How a kernel copies A and B into shared memory.
@@ -227,12 +231,14 @@ impl LaunchShape {
     }
 
     /// Grid for `batch` products of `m x n x k`: a one-tile-per-block grid runs the batch
-    /// along z, a persistent grid walks `batch` times the tiles of one product.
+    /// along z, a persistent grid walks `batch` times the tiles of one product. A stream-K
+    /// walk shares out k tiles, not only tiles: its grid fills the device even where the
+    /// tiles are fewer than the blocks it holds.
     pub const fn grid_batched(
         &self,
         m: u32,
         n: u32,
-        _k: u32,
+        k: u32,
         batch: u32,
         resident_blocks: u32,
     ) -> (u32, u32, u32) {
@@ -246,11 +252,16 @@ impl LaunchShape {
             ),
             GridSchedule::Persistent { .. } => {
                 let per_cluster = rows * cols;
-                let needed = tiles_m
+                let walk_tiles = tiles_m
                     .div_ceil(rows)
                     .saturating_mul(tiles_n.div_ceil(cols))
-                    .saturating_mul(batch)
-                    .saturating_mul(per_cluster);
+                    .saturating_mul(batch);
+                let units = if self.workspace_bytes_per_block > 0 {
+                    walk_tiles.saturating_mul(k.div_ceil(self.tile_k))
+                } else {
+                    walk_tiles
+                };
+                let needed = units.saturating_mul(per_cluster);
                 let blocks = if resident_blocks < needed {
                     resident_blocks
                 } else {
@@ -301,6 +312,18 @@ impl LaunchShape {
                 };
                 return Err(format!(
                     "{tiles_m} x {tiles_n} tiles{products} overflow the persistent schedule's 32-bit tile index"
+                ));
+            }
+            // A stream-K tail numbers its k tiles (at most every tile's) with 32 bits.
+            let k_tiles = u64::from(k.div_ceil(self.tile_k));
+            let tail_positions = tiles_m * tiles_n * u64::from(batch) * k_tiles;
+            if self.workspace_bytes_per_block > 0 && tail_positions > u64::from(u32::MAX) {
+                return Err(format!(
+                    "{tiles_m} x {tiles_n} tiles x {k_tiles} k tiles{} overflow the stream-K tail's 32-bit positions",
+                    match batch {
+                        1 => String::new(),
+                        batch => format!(" x {batch} products"),
+                    }
                 ));
             }
         }
@@ -371,6 +394,9 @@ pub enum ParamKind {
     /// Elements from one of an operand's matrices in a strided batch to the next (`.u64`; 0
     /// for an A or B that every product shares).
     BatchStride(Operand),
+    /// The kernel's global workspace (`.u64` device address,
+    /// [`LaunchShape::workspace_bytes_per_block`] per block of the grid, 16-byte aligned).
+    Workspace,
 }
 
 /// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
@@ -390,7 +416,7 @@ impl KernelParam {
     /// after it).
     pub const fn ptx_type(&self) -> &'static str {
         match self.kind {
-            ParamKind::Pointer(_) | ParamKind::BatchStride(_) => ".u64",
+            ParamKind::Pointer(_) | ParamKind::BatchStride(_) | ParamKind::Workspace => ".u64",
             ParamKind::U32(_) => ".u32",
             ParamKind::TensorMap(_) => ".align 64 .b8",
         }
@@ -728,6 +754,7 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
             partial_tiles: contract.partial_tiles,
             a_order: StorageOrder::of_layout(spec.layout).0,
             b_order: StorageOrder::of_layout(spec.layout).1,
+            workspace_bytes_per_block: contract.workspace_bytes_per_block,
         },
         params: contract.params,
         expected_sass: plan.family.sass_promises(spec),

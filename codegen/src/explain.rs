@@ -339,6 +339,13 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             walk.along.param.to_uppercase()
         );
     }
+    if let Some(stream_k) = &p.stream_k {
+        let _ = writeln!(
+            out,
+            "  stream-K tail: where the tiles left after the whole rounds are at most half the grid (the grid grows to up to one block per k tile), the blocks share their k tiles; a share that starts inside a tile leaves its f32 sums in the workspace ({} B per block: {} B of sums per consumer, then the flags) for the block that computed the tile's first k tile, which adds them in block order and stores C",
+            stream_k.record_bytes, stream_k.slot_bytes
+        );
+    }
 }
 
 /// The ring over time: for each fill of the sequence, its slot and lap, the parities the
@@ -561,6 +568,18 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("ptxas: not run (tools not installed)"));
+    }
+
+    #[test]
+    fn explains_a_stream_k_tail() {
+        let valid = gemm_dsl::check_str(
+            "name: k, arch: sm_90a, mma: wgmma, schedule: persistent(tail = stream_k)",
+        )
+        .unwrap();
+        let text = explain(&valid, Err("tools not installed"));
+        assert!(text.contains("131088 B per block"), "{text}");
+        // setmaxnreg allocates every thread the even split: one block per SM.
+        assert!(text.contains("occupancy: 1 block(s)/SM"), "{text}");
     }
 
     #[test]

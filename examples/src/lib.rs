@@ -39,6 +39,20 @@ runtime::gemm! {
     schedule: persistent(raster = m, group = 8),
 }
 
+// Hopper for decode shapes (a few rows, long K): a persistent walk with a stream-K tail, so
+// that 32 output tiles still keep every SM busy, each block summing a share of K.
+runtime::gemm! {
+    name: bf16_decode_stream_k,
+    arch: sm_90a,
+    dtype: bf16,
+    tile: 64x128x64,
+    consumers: 1,
+    stages: 6,
+    copy: tma,
+    mma: wgmma,
+    schedule: persistent(tail = stream_k),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +107,26 @@ mod tests {
         assert!(sgemm_cp_async::PARAMS
             .iter()
             .any(|param| param.kind == runtime::ParamKind::BatchStride(runtime::Operand::C)));
+    }
+
+    #[test]
+    fn a_stream_k_kernel_fills_the_device_and_takes_a_workspace() {
+        // 16 x 4096 x 14336: 32 tiles of 224 k tiles each, shared by all 132 blocks; one tile
+        // of 3 k tiles, by 3.
+        assert_eq!(
+            bf16_decode_stream_k::grid(16, 4096, 14336, 132),
+            (132, 1, 1)
+        );
+        assert_eq!(bf16_decode_stream_k::grid(16, 100, 150, 132), (3, 1, 1));
+        // Per block: 64 x 128 f32 partial sums and a 16-byte flag record.
+        assert_eq!(
+            bf16_decode_stream_k::LAUNCH.workspace_bytes_per_block,
+            64 * 128 * 4 + 16
+        );
+        assert!(bf16_decode_stream_k::PARAMS
+            .iter()
+            .any(|param| param.kind == runtime::ParamKind::Workspace));
+        assert!(bf16_decode_stream_k::SPEC.contains("tail = stream_k"));
     }
 
     #[test]

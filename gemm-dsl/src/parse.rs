@@ -618,16 +618,21 @@ fn parse_mma(text: &str) -> ValueResult<Mma> {
 }
 
 fn parse_schedule(text: &str) -> ValueResult<Schedule> {
-    const LEGAL: &str = "one of tile, persistent, persistent(raster = m|n, group = N)";
-    let persistent = |raster, group| Schedule::Persistent { raster, group };
+    const LEGAL: &str =
+        "one of tile, persistent, persistent(raster = m|n, group = N, tail = whole|stream_k)";
+    let persistent = |raster, group, tail| Schedule::Persistent {
+        raster,
+        group,
+        tail,
+    };
     match call_form(text) {
         Some(("tile", None)) => Ok(Schedule::Tile),
-        Some(("persistent", None)) => Ok(persistent(Raster::M, 8)),
+        Some(("persistent", None)) => Ok(persistent(Raster::M, 8, Tail::Whole)),
         Some(("persistent", Some(args))) => {
             let Some(pairs) = named_args(args) else {
                 return bad("schedule", text, LEGAL);
             };
-            let (mut raster, mut group) = (Raster::M, 8);
+            let (mut raster, mut group, mut tail) = (Raster::M, 8, Tail::Whole);
             for (name, value) in pairs {
                 match (name, value) {
                     ("raster", "m") => raster = Raster::M,
@@ -636,10 +641,12 @@ fn parse_schedule(text: &str) -> ValueResult<Schedule> {
                         Some(n) => group = n,
                         None => return bad("schedule", text, LEGAL),
                     },
+                    ("tail", "whole") => tail = Tail::Whole,
+                    ("tail", "stream_k") => tail = Tail::StreamK,
                     _ => return bad("schedule", text, LEGAL),
                 }
             }
-            Ok(persistent(raster, group))
+            Ok(persistent(raster, group, tail))
         }
         _ => bad("schedule", text, LEGAL),
     }
@@ -695,15 +702,16 @@ mod tests {
         let s = spec(
             "name: hopper_bf16, arch: sm_90a, dtype: bf16, acc: f32, out: bf16, layout: rr, \
              tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, \
-             copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = n, group = 16), \
-             cluster: 2x1,",
+             copy: tma(multicast = 2), mma: wgmma, \
+             schedule: persistent(raster = n, group = 16, tail = stream_k), cluster: 2x1,",
         );
         assert_eq!(s.copy, Copy::Tma { multicast: 2 });
         assert_eq!(
             s.schedule,
             Schedule::Persistent {
                 raster: Raster::N,
-                group: 16
+                group: 16,
+                tail: Tail::StreamK,
             }
         );
         assert_eq!(spec("swizzle: pad(16)").swizzle, Swizzle::Pad(16));
@@ -718,6 +726,8 @@ mod tests {
             "name: k, arch: sm_86, tile: 64x64x16, stages: 3, swizzle: pad(16)",
             "arch: sm_90a, mma: wgmma, consumers: 1, copy: tma(multicast = 2), cluster: 2x1",
             "mma: mma_sync, dtype: tf32, tile: 128x128x16, stages: 4",
+            "arch: sm_90a, mma: wgmma, schedule: persistent(raster = n, tail = stream_k)",
+            "schedule: persistent(tail = whole)",
         ] {
             let s = spec(text);
             assert_eq!(spec(&s.to_spec_text()), s, "{text}");
@@ -727,6 +737,7 @@ mod tests {
             "",
             "mma: mma_sync",
             "mma: mma_sync, tile: 96x96x32, warps: 3x2",
+            "arch: sm_90a, mma: wgmma, schedule: persistent(tail = stream_k)",
         ] {
             let valid = crate::check_str(text).unwrap();
             assert!(

@@ -381,8 +381,35 @@ pub enum Schedule {
     Tile,
     /// As many blocks as the GPU holds at once, each walking the tiles `blockIdx.x`,
     /// `blockIdx.x + gridDim.x`, .. in grouped raster order ([`Schedule::tile_at`]), so the
-    /// blocks running together share rows of A and columns of B in L2.
-    Persistent { raster: Raster, group: u32 },
+    /// blocks running together share rows of A and columns of B in L2. `tail` says how the
+    /// last, partial round of tiles is shared out.
+    Persistent {
+        raster: Raster,
+        group: u32,
+        tail: Tail,
+    },
+}
+
+/// How a persistent schedule shares out the tiles left over after its whole rounds (when
+/// the tile count is no multiple of the grid).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Tail {
+    /// Whole tiles: the last round's tiles go to the first blocks, the others idle.
+    #[default]
+    Whole,
+    /// Stream-K: where the leftover tiles are at most half the grid, every block takes an
+    /// equal share of their k tiles; the block that computed a tile's first k tile adds the
+    /// others' partial sums (from a global workspace, in a fixed order) and stores C.
+    StreamK,
+}
+
+impl Tail {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tail::Whole => "whole",
+            Tail::StreamK => "stream_k",
+        }
+    }
 }
 
 impl Schedule {
@@ -393,7 +420,7 @@ impl Schedule {
     pub fn tile_at(self, index: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
         match self {
             Schedule::Tile => (index / tiles_n, index % tiles_n),
-            Schedule::Persistent { raster, group } => {
+            Schedule::Persistent { raster, group, .. } => {
                 // Work in (along, across): `along` is the direction the bands advance.
                 let (along_count, across_count) = match raster {
                     Raster::M => (tiles_m, tiles_n),
@@ -434,12 +461,20 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Schedule::Tile => f.write_str("tile"),
-            Schedule::Persistent { raster, group } => {
+            Schedule::Persistent {
+                raster,
+                group,
+                tail,
+            } => {
                 let raster = match raster {
                     Raster::M => "m",
                     Raster::N => "n",
                 };
-                write!(f, "persistent(raster = {raster}, group = {group})")
+                write!(f, "persistent(raster = {raster}, group = {group}")?;
+                match tail {
+                    Tail::Whole => f.write_str(")"),
+                    Tail::StreamK => f.write_str(", tail = stream_k)"),
+                }
             }
         }
     }
@@ -577,18 +612,22 @@ mod tests {
             Schedule::Persistent {
                 raster: Raster::M,
                 group: 1,
+                tail: Tail::Whole,
             },
             Schedule::Persistent {
                 raster: Raster::M,
                 group: 8,
+                tail: Tail::Whole,
             },
             Schedule::Persistent {
                 raster: Raster::N,
                 group: 3,
+                tail: Tail::Whole,
             },
             Schedule::Persistent {
                 raster: Raster::N,
                 group: 64,
+                tail: Tail::Whole,
             },
         ];
         for schedule in schedules {
@@ -612,10 +651,12 @@ mod tests {
             Schedule::Persistent {
                 raster: Raster::M,
                 group: 8,
+                tail: Tail::Whole,
             },
             Schedule::Persistent {
                 raster: Raster::N,
                 group: 3,
+                tail: Tail::Whole,
             },
         ];
         for schedule in schedules {
@@ -647,6 +688,7 @@ mod tests {
         let m = Schedule::Persistent {
             raster: Raster::M,
             group: 4,
+            tail: Tail::Whole,
         };
         // 10 x 6 tiles: band 0 is columns 0-3, walked row by row; band 1 columns 4-5.
         let order: Vec<_> = (0..6).map(|i| m.tile_at(i, 10, 6)).collect();
@@ -656,6 +698,7 @@ mod tests {
         let n = Schedule::Persistent {
             raster: Raster::N,
             group: 4,
+            tail: Tail::Whole,
         };
         let order: Vec<_> = (0..6).map(|i| n.tile_at(i, 6, 10)).collect();
         assert_eq!(order, [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1)]);
@@ -667,6 +710,7 @@ mod tests {
         let m = Schedule::Persistent {
             raster: Raster::M,
             group: 64,
+            tail: Tail::Whole,
         };
         // One band of 64 x 2^26 = 2^32 tiles; the last tile is its bottom-right corner.
         assert_eq!(m.tile_at(u32::MAX, 1 << 26, 64), ((1 << 26) - 1, 63));

@@ -4,7 +4,7 @@
 //! variant is added.
 
 use gemm_dsl::{
-    Arch, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster, Schedule, Swizzle,
+    Arch, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -93,10 +93,17 @@ fn values() -> Vec<String> {
             Schedule::Persistent {
                 raster: Raster::M,
                 group: 8,
+                tail: Tail::Whole,
             },
             Schedule::Persistent {
                 raster: Raster::N,
                 group: 64,
+                tail: Tail::Whole,
+            },
+            Schedule::Persistent {
+                raster: Raster::N,
+                group: 64,
+                tail: Tail::StreamK,
             },
         ]
         .map(|s| match s {

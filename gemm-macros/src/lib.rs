@@ -87,6 +87,7 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
         partial_tiles,
         a_order,
         b_order,
+        workspace_bytes_per_block,
     } = *launch;
     let (a_order, b_order) = (order_tokens(a_order), order_tokens(b_order));
     let copy_path = format_ident!("{}", format!("{copy_path:?}"));
@@ -116,6 +117,7 @@ fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
             partial_tiles: #partial_tiles,
             a_order: #a_order,
             b_order: #b_order,
+            workspace_bytes_per_block: #workspace_bytes_per_block,
         }
     }
 }
@@ -145,6 +147,7 @@ fn param_tokens(param: &KernelParam) -> TokenStream2 {
             let variant = format_ident!("{}", format!("{scalar:?}"));
             quote!(::runtime::ParamKind::U32(::runtime::Scalar::#variant))
         }
+        ParamKind::Workspace => quote!(::runtime::ParamKind::Workspace),
         ParamKind::BatchStride(operand) => {
             let operand = operand_tokens(operand);
             quote!(::runtime::ParamKind::BatchStride(#operand))

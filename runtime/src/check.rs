@@ -329,6 +329,7 @@ mod tests {
         partial_tiles: false,
         a_order: StorageOrder::RowMajor,
         b_order: StorageOrder::RowMajor,
+        workspace_bytes_per_block: 0,
     };
 
     /// One block per SM of a 132-SM device.
@@ -566,6 +567,19 @@ mod tests {
         persistent
             .check_batched_dims(1 << 14, 1 << 14, 8, 1)
             .unwrap();
+        // A stream-K tail numbers every tile's k tiles with 32 bits.
+        let stream_k = LaunchShape {
+            workspace_bytes_per_block: 64 << 10,
+            ..persistent
+        };
+        let (m, n) = (1 << 12, 1 << 12);
+        persistent.check_batched_dims(m, n, 1 << 20, 1).unwrap();
+        let error = stream_k.check_batched_dims(m, n, 1 << 20, 1).unwrap_err();
+        assert!(
+            error.contains("stream-K tail's 32-bit positions"),
+            "{error}"
+        );
+        stream_k.check_batched_dims(m, n, 1 << 14, 1).unwrap();
     }
 
     #[test]
@@ -590,6 +604,20 @@ mod tests {
         assert_eq!(
             check_launch(&persistent, &packed(256, 384, 64), RESIDENT).unwrap(),
             (6, 1, 1)
+        );
+        // A stream-K walk shares the 6 tiles' 8 k tiles each: 48 blocks; 40 k tiles each
+        // would need 240, the device holds 132.
+        let stream_k = LaunchShape {
+            workspace_bytes_per_block: 64 << 10,
+            ..persistent
+        };
+        assert_eq!(
+            check_launch(&stream_k, &packed(256, 384, 64), RESIDENT).unwrap(),
+            (48, 1, 1)
+        );
+        assert_eq!(
+            check_launch(&stream_k, &packed(256, 384, 320), RESIDENT).unwrap(),
+            (132, 1, 1)
         );
         // The tile index is 32-bit: a problem of more than 2^30 tiles is refused, not wrapped.
         let wide = LaunchShape {

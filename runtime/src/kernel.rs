@@ -6,11 +6,9 @@ use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
 use codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
-use codegen::{
-    Emitted, KernelInfo, KernelParam, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar,
-};
+use codegen::{Emitted, KernelInfo, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar};
 use cudarc::driver::sys::{self, CUfunction_attribute};
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -30,6 +28,10 @@ pub struct GemmKernel<In, Out> {
     module: Module,
     /// Blocks of this kernel the device holds at once: a persistent grid's size.
     resident_blocks: u32,
+    /// A stream-K kernel's global workspace (partial sums and flags), sized for its largest
+    /// grid. Launches take turns with it: each holds the lock while it enqueues, and the
+    /// slice's events make a launch on another stream wait for the one before.
+    workspace: Option<Mutex<CudaSlice<u8>>>,
     elements: PhantomData<fn(In) -> Out>,
 }
 
@@ -67,12 +69,14 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         let function = module.function(info.name())?;
         allow_dynamic_smem(function, info.launch().dynamic_smem_bytes, info.name())?;
         let resident_blocks = resident_blocks(ctx, function, info)?;
+        let workspace = workspace(ctx, info, resident_blocks)?;
         let kernel = GemmKernel {
             info: *info,
             ctx: ctx.clone(),
             function,
             module,
             resident_blocks,
+            workspace,
             elements: PhantomData,
         };
         if cfg!(debug_assertions) {
@@ -98,21 +102,27 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// Registers per thread of the loaded function, as the driver compiled it (for a kernel
     /// that moves registers between warpgroups with `setmaxnreg`, its `.maxnreg` cap).
     pub fn registers(&self) -> Result<u32, Error> {
-        let mut registers: std::ffi::c_int = 0;
+        self.function_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+            "register count",
+        )
+    }
+
+    /// One of the loaded function's attributes; `what` names it in the error.
+    fn function_attribute(
+        &self,
+        attribute: CUfunction_attribute,
+        what: &str,
+    ) -> Result<u32, Error> {
+        let mut value: std::ffi::c_int = 0;
         self.ctx
             .bind_to_thread()
             .during(|| "binding the CUDA context".to_string())?;
         // SAFETY: `function` is a live handle of `module`; the call writes one int.
-        unsafe {
-            sys::cuFuncGetAttribute(
-                &mut registers,
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
-                self.function,
-            )
-        }
-        .result()
-        .during(|| format!("reading the register count of `{}`", self.info.name()))?;
-        Ok(u32::try_from(registers).unwrap_or(0))
+        unsafe { sys::cuFuncGetAttribute(&mut value, attribute, self.function) }
+            .result()
+            .during(|| format!("reading the {what} of `{}`", self.info.name()))?;
+        Ok(u32::try_from(value).unwrap_or(0))
     }
 
     /// Blocks of this kernel the device runs at once (multiprocessors times blocks per
@@ -242,7 +252,19 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             batch,
         };
         let grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
-        let mut values = bind_params::<In, Out>(self.info.launch(), self.info.params(), &args)?;
+        // The lock and the guard last until the launch is enqueued.
+        let mut workspace = self
+            .workspace
+            .as_ref()
+            .map(|w| w.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let (workspace_ptr, _workspace_done) = match workspace.as_deref_mut() {
+            Some(slice) => {
+                let (ptr, done) = slice.device_ptr_mut(stream);
+                (Some(ptr), Some(done))
+            }
+            None => (None, None),
+        };
+        let mut values = bind_params::<In, Out>(&self.info, &args, workspace_ptr)?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
         let launch = self.info.launch();
         // SAFETY: the description is the PTX's own (`KernelInfo` comes only from codegen or
@@ -288,7 +310,9 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// route ignored `setmaxnreg` (note C7504), the `USETMAXREG` promise is checked on the
     /// loaded function instead: compiled whole, it keeps the kernel's `.maxnreg` as its
     /// register count only when the registers are moved between warpgroups (otherwise ptxas
-    /// allocates what the code needs, fewer).
+    /// allocates what the code needs, fewer). So are the promises of no local memory: under
+    /// the even split the linking route compiles for, consumers that need the raised count
+    /// spill there; the loaded function must use no local memory at all.
     pub fn check_sass(&self) -> Result<SassReport, Error> {
         let report = self.sass()?;
         let relocatable = report.resources.as_ref().is_some_and(|r| {
@@ -298,6 +322,31 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         });
         let setmaxnreg = SassCheck::Present(Opcode::Usetmaxreg);
         let mut promises: Vec<SassCheck> = self.info.expected_sass().to_vec();
+        let no_local = [
+            SassCheck::Absent(Opcode::Ldl),
+            SassCheck::Absent(Opcode::Stl),
+        ];
+        if relocatable && promises.iter().any(|check| no_local.contains(check)) {
+            promises.retain(|check| !no_local.contains(check));
+            let local_bytes = self.function_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                "local memory size",
+            )?;
+            if local_bytes != 0 {
+                return Err(Error::SassMismatch {
+                    kernel: self.info.name().to_string(),
+                    mismatch: SassMismatch(
+                        no_local
+                            .iter()
+                            .map(|&check| SassViolation { check, count: 1 })
+                            .collect(),
+                    ),
+                    summary: format!(
+                        "the loaded function uses {local_bytes} bytes of local memory per thread"
+                    ),
+                });
+            }
+        }
         if relocatable && promises.contains(&setmaxnreg) {
             promises.retain(|check| *check != setmaxnreg);
             let cap = ptx_max_registers(self.info.ptx());
@@ -535,10 +584,11 @@ impl ParamValue {
 /// they lie in memory (a column-major operand's map runs down its columns, its third
 /// dimension over the batch's matrices).
 fn bind_params<In: Element, Out: Element>(
-    launch: &LaunchShape,
-    params: &[KernelParam],
+    info: &KernelInfo<'_>,
     args: &LaunchArgs,
+    workspace: Option<u64>,
 ) -> Result<Vec<ParamValue>, Error> {
+    let launch = info.launch();
     let operand = |operand: Operand| {
         let (rows, cols) = launch.stored_dims(operand, args.m, args.n, args.k);
         match operand {
@@ -547,7 +597,7 @@ fn bind_params<In: Element, Out: Element>(
             Operand::C => (args.c, rows, cols, Out::BYTES, Out::TENSOR_MAP_TYPE),
         }
     };
-    params
+    info.params()
         .iter()
         .map(|param| {
             Ok(match param.kind {
@@ -562,6 +612,10 @@ fn bind_params<In: Element, Out: Element>(
                     Scalar::Batch => args.batch.count,
                 }),
                 ParamKind::BatchStride(which) => ParamValue::U64(args.batch.stride(which)),
+                // Load allocates the workspace of every kernel whose launch shape asks for one.
+                ParamKind::Workspace => {
+                    ParamValue::U64(workspace.ok_or_else(|| workspace_mismatch(info))?)
+                }
                 ParamKind::TensorMap(tile) => {
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);
                     // An operand every product shares is one matrix; the kernel reads it
@@ -582,6 +636,50 @@ fn bind_params<In: Element, Out: Element>(
             })
         })
         .collect()
+}
+
+/// The zeroed global workspace of a kernel that needs one (stream-K), for a grid of
+/// `resident_blocks`: its largest.
+fn workspace(
+    ctx: &Arc<CudaContext>,
+    info: &KernelInfo<'static>,
+    resident_blocks: u32,
+) -> Result<Option<Mutex<CudaSlice<u8>>>, Error> {
+    let per_block = info.launch().workspace_bytes_per_block;
+    let takes_workspace = info.params().iter().any(|p| p.kind == ParamKind::Workspace);
+    if takes_workspace != (per_block > 0) {
+        return Err(workspace_mismatch(info));
+    }
+    if per_block == 0 {
+        return Ok(None);
+    }
+    let bytes = resident_blocks as usize * per_block as usize;
+    let stream = ctx.default_stream();
+    let slice = stream
+        .alloc_zeros::<u8>(bytes)
+        .during(|| format!("allocating the {bytes}-byte workspace of `{}`", info.name()))?;
+    // Zeroed before any launch, whatever stream it comes on.
+    stream
+        .synchronize()
+        .during(|| format!("zeroing the workspace of `{}`", info.name()))?;
+    Ok(Some(Mutex::new(slice)))
+}
+
+/// A description whose workspace parameter and workspace size disagree (load refuses it, so
+/// no launch binds a workspace parameter without a workspace).
+fn workspace_mismatch(info: &KernelInfo<'_>) -> Error {
+    let takes_workspace = info.params().iter().any(|p| p.kind == ParamKind::Workspace);
+    Error::ParamsMismatch {
+        kernel: info.name().to_string(),
+        declared: format!(
+            "{} workspace parameter",
+            if takes_workspace { "a" } else { "no" }
+        ),
+        described: format!(
+            "{} workspace bytes per block",
+            info.launch().workspace_bytes_per_block
+        ),
+    }
 }
 
 /// Blocks of this kernel the device runs at once: multiprocessors times blocks per

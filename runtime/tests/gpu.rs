@@ -12,8 +12,8 @@ use rand::{Rng, SeedableRng};
 use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
 use runtime::verify::{
-    check_against, compare, cpu_reference, cublas_reference, reference_of, run_poisoned_with_ld,
-    verify, verify_batch, ErrorReport, Problem, Reference, Tolerance,
+    check_against, compare, cpu_reference, cublas_reference, reference_of, run_poisoned,
+    run_poisoned_with_ld, verify, verify_batch, ErrorReport, Problem, Reference, Tolerance,
 };
 use runtime::{
     open_context, with_kernel, AnyKernel, Batch, CudaContext, CudaStream, Element, Error,
@@ -1827,4 +1827,98 @@ fn narrow_leading_dims_are_refused_by_16_byte_kernels_with_the_spec_fix() {
     assert!(text.contains("pad the rows to ldb = 132"), "{text}");
     assert!(text.contains("`copy: "), "{text}");
     assert!(text.contains("vector = 4)`"), "{text}");
+}
+
+/// Stream-K specs: the catalog's, one with a two-block cluster that multicasts B, and one
+/// with a single consumer, f32 C stored from registers and the raster along N.
+fn stream_k_specs() -> Vec<String> {
+    let mut specs: Vec<String> = CATALOG
+        .iter()
+        .filter(|entry| entry.spec.contains("tail = stream_k"))
+        .map(|entry| entry.spec.to_string())
+        .collect();
+    assert!(specs.len() >= 2, "{} stream-K catalog specs", specs.len());
+    specs.extend(
+        [
+            "name: sk_cluster, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k), cluster: 2x1",
+            "name: sk_f32_direct, arch: sm_90a, dtype: f16, out: f32, tile: 128x128x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, epilogue: direct, schedule: persistent(raster = n, group = 3, tail = stream_k)",
+        ]
+        .map(String::from),
+    );
+    specs
+}
+
+/// The outputs of three launches on the same inputs, the last on another stream: a
+/// stream-K kernel adds its partial sums in walker order, so they are bitwise equal.
+fn repeats_bitwise<In: Element, Out: Element + PartialEq>(
+    kernel: &GemmKernel<In, Out>,
+    streams: [&Arc<CudaStream>; 2],
+    shape: Shape,
+) -> bool {
+    let problem = Problem::<In>::random(shape.m, shape.n, shape.k, 0x5EED_5C00);
+    let [first, second, third] = [streams[0], streams[0], streams[1]]
+        .map(|stream| run_poisoned(kernel, stream, &problem, shape.n).unwrap());
+    first == second && second == third
+}
+
+/// Stream-K tails of every kind, against float64 (or cuBLAS): one tile of 41 k tiles split
+/// over a grid of 41 walkers (the finisher adds 40 others' sums); one tile left after whole
+/// rounds; a third of a round left; one k tile per tile
+/// (nothing to split); a leftover of all walkers but one (too many to split: the last round
+/// goes whole); a strided batch whose tiles are all tail. Every shape runs again twice, once
+/// on a second stream, with bitwise-equal results.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn stream_k_tails_compute_and_repeat_bitwise() {
+    let (ctx, stream) = gpu();
+    let other = ctx.new_stream().unwrap();
+    for spec in stream_k_specs() {
+        let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let kernel = AnyKernel::from_emitted(&ctx, &emitted).unwrap();
+        let launch = *kernel.info().launch();
+        let name = kernel.info().name().to_string();
+        assert!(launch.workspace_bytes_per_block > 0, "{name}");
+        let (cluster_m, cluster_n) = launch.cluster;
+        let (walk_m, walk_n) = (launch.tile_m * cluster_m, launch.tile_n * cluster_n);
+        let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
+        let walkers = resident / (cluster_m * cluster_n);
+        let tk = launch.tile_k;
+        // Packed rows need 16 bytes for the TMA: N and K stay multiples of 8.
+        let shapes = [
+            Shape::new(walk_m - 5, walk_n - 8, 40 * tk + 8),
+            Shape::new(walk_m, (walkers + 1) * walk_n, 8 * tk),
+            Shape::new(
+                3 * walk_m - 1,
+                ((2 * walkers + walkers / 3) / 3 + 1) * walk_n - 8,
+                12 * tk - 8,
+            ),
+            Shape::new(3 * walk_m, (walkers / 3 + 2) * walk_n, tk / 2),
+            Shape::new(walk_m, (walkers - 1) * walk_n, 4 * tk),
+        ];
+        let types = kernel.types();
+        for (index, shape) in shapes.into_iter().enumerate() {
+            let report = with_kernel!(&kernel, typed => {
+                verify(typed, &stream, shape.m, shape.n, shape.k, 0x5C00 + index as u64)
+            })
+            .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
+            eprintln!("{name} ({walkers} walkers resident) at {shape}: {report}");
+            report
+                .check(&types.tolerance(shape.k))
+                .unwrap_or_else(|broken| panic!("{name} at {shape}: {broken}"));
+            let repeats =
+                with_kernel!(&kernel, typed => repeats_bitwise(typed, [&stream, &other], shape));
+            assert!(
+                repeats,
+                "{name} at {shape}: launches on the same inputs differ"
+            );
+        }
+        check_batch(
+            &kernel,
+            &stream,
+            Shape::new(2 * walk_m - 7, 3 * walk_n + 1, 20 * tk + 5),
+            3,
+            false,
+            0x5C10,
+        );
+    }
 }

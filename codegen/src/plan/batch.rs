@@ -50,7 +50,7 @@ impl BatchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemm_dsl::Raster;
+    use gemm_dsl::{Raster, Tail};
 
     #[test]
     fn the_batch_index_comes_from_the_grid_or_the_walk() {
@@ -69,6 +69,7 @@ mod tests {
             Schedule::Persistent {
                 raster: Raster::M,
                 group: 8,
+                tail: Tail::Whole,
             },
             2,
             2,

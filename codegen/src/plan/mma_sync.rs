@@ -927,6 +927,7 @@ impl MmaSyncPlan {
             params: GEMM_PARAMS.to_vec(),
             partial_tiles: true,
             cluster: (1, 1),
+            workspace_bytes_per_block: 0,
         }
     }
 }

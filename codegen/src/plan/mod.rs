@@ -54,6 +54,8 @@ pub struct LaunchContract {
     pub partial_tiles: bool,
     /// Output tiles one cluster covers, down M and along N.
     pub cluster: (u32, u32),
+    /// Global workspace per block ([`crate::LaunchShape::workspace_bytes_per_block`]).
+    pub workspace_bytes_per_block: u32,
 }
 
 impl FamilyPlan {

@@ -38,7 +38,7 @@ impl TileWalk {
     /// per block. `partial_tiles`: the kernel computes partial edge tiles, so tile counts
     /// round up.
     pub fn of(schedule: Schedule, tile: Tile, partial_tiles: bool) -> Option<TileWalk> {
-        let Schedule::Persistent { raster, group } = schedule else {
+        let Schedule::Persistent { raster, group, .. } = schedule else {
             return None;
         };
         let dim = |param, tile: u32, block_register| WalkDim {

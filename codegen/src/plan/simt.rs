@@ -563,6 +563,7 @@ impl SimtPlan {
             params: GEMM_PARAMS.to_vec(),
             partial_tiles: true,
             cluster: (1, 1),
+            workspace_bytes_per_block: 0,
         }
     }
 

@@ -240,6 +240,25 @@ impl Validator<'_> {
             );
             error.help = Some("copy: cp_async, stages: 3".to_string());
         }
+        if let Schedule::Persistent {
+            raster,
+            group,
+            tail: Tail::StreamK,
+        } = s.schedule
+        {
+            self.help(
+                Key::Schedule,
+                "`tail = stream_k` is implemented for `mma: wgmma` only; the mma.sync walk shares out whole tiles",
+                format!(
+                    "schedule: {}",
+                    Schedule::Persistent {
+                        raster,
+                        group,
+                        tail: Tail::Whole,
+                    }
+                ),
+            );
+        }
 
         let element = s.dtype.size_bytes();
         match s.swizzle {
@@ -653,6 +672,10 @@ mod tests {
                 "1 to 64 tiles",
             ),
             ("schedule: persistent", "not implemented yet"),
+            (
+                "mma: mma_sync, schedule: persistent(raster = n, tail = stream_k)",
+                "`tail = stream_k` is implemented for `mma: wgmma` only",
+            ),
         ] {
             let text = message(spec);
             assert!(text.contains(why), "{spec}: {text}");

@@ -3,7 +3,7 @@
 //! consumer warpgroups multiply them with `wgmma.mma_async` straight from shared memory. Its
 //! geometry, rules and budgets.
 
-use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
+use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
 use crate::spec::*;
 use crate::validate::{Family, ValidSpec, Validator};
 
@@ -23,6 +23,9 @@ pub const PRODUCER_REGISTERS: u32 = 40;
 /// Shared memory kept free to align the ring to 1024 bytes, the period of the 128-byte
 /// swizzle that TMA writes and wgmma reads (the dynamic base is only 16-byte aligned).
 pub const RING_ALIGN_BYTES: u32 = 1024;
+/// Flag bytes after a block's stream-K partial sums: one 32-bit flag per consumer warpgroup
+/// (at most two), padded so the next block's slots stay 16-byte aligned.
+pub const STREAM_K_FLAG_BYTES: u32 = 16;
 /// Bytes of one mbarrier.
 pub const MBARRIER_BYTES: u32 = 8;
 
@@ -169,6 +172,9 @@ pub struct WgmmaGeometry {
     pub cluster: Option<ClusterSharing>,
     /// `epilogue: tma`: C staged in shared memory for TMA stores.
     pub store_staging: Option<StoreStaging>,
+    /// `tail = stream_k`: the persistent walk splits its last round's tiles along K, and
+    /// the blocks meet in a global workspace ([`WgmmaGeometry::workspace_bytes_per_block`]).
+    pub stream_k: bool,
 }
 
 /// Why a spec has no wgmma geometry.
@@ -285,7 +291,29 @@ impl WgmmaGeometry {
             register_split,
             cluster,
             store_staging,
+            stream_k: matches!(
+                spec.schedule,
+                Schedule::Persistent {
+                    tail: Tail::StreamK,
+                    ..
+                }
+            ),
         })
+    }
+
+    /// Global workspace a stream-K kernel needs per launched block: one slot of partial
+    /// sums per consumer warpgroup (its f32 accumulators, 16 bytes per thread at a time), then
+    /// 16 bytes of flags that say a slot is ready. 0 without stream-K.
+    pub fn workspace_bytes_per_block(&self) -> u32 {
+        if !self.stream_k {
+            return 0;
+        }
+        self.consumers * self.partial_slot_bytes() + STREAM_K_FLAG_BYTES
+    }
+
+    /// Bytes of one consumer warpgroup's partial sums: every thread's accumulators.
+    pub fn partial_slot_bytes(&self) -> u32 {
+        self.accumulators() * WARPGROUP_THREADS * 4
     }
 
     /// f32 accumulator registers per consumer thread: N/2 per wgmma row of 64.
@@ -373,14 +401,26 @@ impl Validator<'_> {
             (geometry.consumers == 1 && s.tile.m.is_multiple_of(2 * WGMMA_M))
                 .then(|| "consumers: 2 splits the rows over two warpgroups".to_string())
         };
-        self.finish(
+        let threads = geometry.threads;
+        let mut valid = self.finish(
             Family::Wgmma(geometry),
-            geometry.threads,
+            threads,
             smem,
             registers,
             label,
             smaller_tiles,
-        )
+        )?;
+        if geometry.register_split.is_some() {
+            // Under `setmaxnreg` every thread is allocated the kernel's `.maxnreg` (the even
+            // split), whatever the consumers' estimate.
+            valid.occupancy = Occupancy::compute(
+                s.arch,
+                threads,
+                RegisterBudget::limit_for(threads),
+                valid.smem.total(),
+            );
+        }
+        Some(valid)
     }
 
     fn wgmma_geometry_error(&mut self, error: WgmmaGeometryError) {
@@ -598,7 +638,13 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
                     registers: 8,
                 },
             },
-        ],
+        ]
+        .into_iter()
+        .chain(g.stream_k.then(|| RegisterLine {
+            what: "stream-K: tail position and end, k range, partial-sum addresses".to_string(),
+            registers: 10,
+        }))
+        .collect(),
         limit: g.consumer_registers,
     }
 }
@@ -726,6 +772,28 @@ mod tests {
             let sharing = g.cluster.unwrap();
             assert_eq!((sharing.blocks, sharing.shared), (2, shared), "{text}");
         }
+    }
+
+    #[test]
+    fn stream_k_tails_size_a_workspace_per_block() {
+        let geometry = |text: &str| {
+            let Family::Wgmma(g) = check_str(text).unwrap().family else {
+                unreachable!()
+            };
+            g
+        };
+        let whole = geometry(&format!("{HOPPER}, schedule: persistent"));
+        assert_eq!(whole.workspace_bytes_per_block(), 0);
+        // 128x256 over two consumers: 128 f32 accumulators per thread, 64 KB per consumer.
+        let split = geometry(&format!("{HOPPER}, schedule: persistent(tail = stream_k)"));
+        assert!(split.stream_k);
+        assert_eq!(split.partial_slot_bytes(), 128 * 128 * 4);
+        assert_eq!(
+            split.workspace_bytes_per_block(),
+            2 * 128 * 128 * 4 + super::STREAM_K_FLAG_BYTES
+        );
+        let budget = |g| crate::family::wgmma::wgmma_register_budget(&g).total();
+        assert!(budget(split) > budget(whole));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::emit::{
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::family::wgmma::{
-    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_K, WGMMA_M,
+    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WARPGROUP_THREADS, WGMMA_K, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
 use ring::Ring;
@@ -104,6 +104,8 @@ pub struct WgmmaPlan {
     /// The register that numbers a persistent walk's units: the block, or its cluster.
     pub tile_index_register: &'static str,
     pub epilogue: WgmmaEpilogue,
+    /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
+    pub stream_k: Option<StreamK>,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
     #[serde(skip)]
     pub k_steps: Vec<WgmmaKStep>,
@@ -130,6 +132,55 @@ pub struct ClusterPlan {
     pub rank_tile_n: u32,
     /// Every block of the cluster, as `.multicast::cluster`'s mask.
     pub cta_mask: u32,
+}
+
+/// A stream-K walk (`schedule: persistent(.., tail = stream_k)`). The tiles of the whole
+/// rounds go whole, as in any persistent walk; the `T mod grid` tiles left over are split
+/// along K where they are at most half the grid (more would keep most walkers busy anyway,
+/// and the split's partial sums cost more than the idle ones): with `U` their k tiles in
+/// walk order, walker `w` (block, or cluster) takes positions `[w·U / grid, (w+1)·U / grid)`,
+/// one unit per tile it touches. A unit that
+/// starts inside its tile writes its accumulators to the walker's record in the workspace
+/// and raises its consumer's flag; the unit that starts the tile (its *finisher*) waits for
+/// the flags of the walkers after it that share the tile, adds their sums in walker order
+/// (so results do not depend on timing), clears the flags and stores C. Only a walker's
+/// first tail unit can start inside a tile and only its last can finish one, so no walker
+/// waits before it has written what others wait for: with the whole grid resident, the walk
+/// cannot deadlock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StreamK {
+    /// Workspace bytes per block: `consumers` slots of partial sums, then the flags.
+    pub record_bytes: u32,
+    /// One consumer warpgroup's slot: every thread's accumulators.
+    pub slot_bytes: u32,
+    /// Where the record's flags start (one 32-bit flag per consumer).
+    pub flags_offset: u32,
+    /// A thread's accumulators as 16-byte vectors: vector `i` at `i x 128 x 16` bytes from
+    /// the thread's first, so each warp's stores and loads are 512 contiguous bytes.
+    pub vectors: Vec<PartialVector>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PartialVector {
+    pub offset: u32,
+    /// The four accumulator registers, `%accN`.
+    pub registers: Vec<String>,
+}
+
+impl StreamK {
+    fn of(g: &WgmmaGeometry) -> Option<StreamK> {
+        g.stream_k.then(|| StreamK {
+            record_bytes: g.workspace_bytes_per_block(),
+            slot_bytes: g.partial_slot_bytes(),
+            flags_offset: g.consumers * g.partial_slot_bytes(),
+            vectors: (0..g.accumulators() / 4)
+                .map(|i| PartialVector {
+                    offset: i * WARPGROUP_THREADS * 16,
+                    registers: (4 * i..4 * i + 4).map(|r| format!("%acc{r}")).collect(),
+                })
+                .collect(),
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -402,6 +453,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         },
         cluster,
         epilogue: WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction),
+        stream_k: StreamK::of(g),
         k_steps,
     }
 }
@@ -420,6 +472,7 @@ impl WgmmaPlan {
                 self.walk_tile_m / self.block_m,
                 self.walk_tile_n / self.block_n,
             ),
+            workspace_bytes_per_block: self.stream_k.as_ref().map_or(0, |s| s.record_bytes),
         }
     }
 
@@ -466,6 +519,16 @@ impl WgmmaPlan {
             meaning: "C row stride, elements",
         });
         params.extend(BATCH_PARAMS);
+        if let Some(stream_k) = &self.stream_k {
+            params.push(KernelParam {
+                name: "workspace",
+                kind: ParamKind::Workspace,
+                meaning: match stream_k.flags_offset / stream_k.slot_bytes {
+                    1 => "stream-K workspace: per block, the partial sums of its consumer and a flag",
+                    _ => "stream-K workspace: per block, the partial sums of its consumers and their flags",
+                },
+            });
+        }
         params
     }
 
@@ -721,5 +784,142 @@ mod tests {
         assert_eq!(direct.epilogue.rows[1].ld_scale, 8 * 2);
         let f16 = wgmma("dtype: f16, out: f32");
         assert_eq!(f16.hgmma_variant(), "HGMMA.64x256x16.F32");
+    }
+}
+
+/// The stream-K walk of the templates (`stream_k_setup`, `stream_k_next_unit`,
+/// `stream_k_fixup`), step for step in Rust, and the properties the kernel relies on.
+#[cfg(test)]
+mod stream_k_walk {
+    /// A unit: (tile, first k tile, k tiles).
+    type Unit = (u32, u32, u32);
+
+    /// The tail's first whole-round-free tile and its k-tile positions.
+    fn tail(grid: u32, tiles: u32, k_tiles: u32) -> (u32, u64) {
+        let mut leftover = tiles % grid;
+        if 2 * leftover > grid {
+            leftover = 0;
+        }
+        (tiles - leftover, u64::from(leftover) * u64::from(k_tiles))
+    }
+
+    fn position(walker: u32, grid: u32, work: u64) -> u32 {
+        (u64::from(walker) * work / u64::from(grid)) as u32
+    }
+
+    fn units(walker: u32, grid: u32, tiles: u32, k_tiles: u32) -> Vec<Unit> {
+        let (dp_tiles, work) = tail(grid, tiles, k_tiles);
+        let mut tail_pos = position(walker, grid, work);
+        let tail_end = position(walker + 1, grid, work);
+        let mut tile = walker;
+        let mut units = Vec::new();
+        loop {
+            if tile < dp_tiles {
+                units.push((tile, 0, k_tiles));
+                tile += grid;
+                continue;
+            }
+            if tail_pos >= tail_end {
+                return units;
+            }
+            let first = tail_pos % k_tiles;
+            let count = (k_tiles - first).min(tail_end - tail_pos);
+            tile = dp_tiles + tail_pos / k_tiles;
+            tail_pos += count;
+            units.push((tile, first, count));
+        }
+    }
+
+    /// The walkers whose sums the finisher `walker` of tail tile `tile` adds, in order.
+    fn peers(walker: u32, grid: u32, tiles: u32, k_tiles: u32, tile: u32) -> Vec<u32> {
+        let (dp_tiles, work) = tail(grid, tiles, k_tiles);
+        let tile_end = (tile - dp_tiles + 1) * k_tiles;
+        let mut peers = Vec::new();
+        let mut peer = walker;
+        loop {
+            peer += 1;
+            let (start, end) = (position(peer, grid, work), position(peer + 1, grid, work));
+            if start != end {
+                peers.push(peer);
+            }
+            if end >= tile_end {
+                return peers;
+            }
+        }
+    }
+
+    #[test]
+    fn every_k_tile_is_computed_once_and_every_split_tile_gathered_once() {
+        let mut split_tiles = 0;
+        for grid in [1, 2, 3, 7, 66, 132] {
+            for tiles in [
+                1,
+                2,
+                grid / 2,
+                grid - 1,
+                grid,
+                grid + 1,
+                3 * grid + grid / 3,
+                5 * grid - 1,
+            ] {
+                for k_tiles in [1, 2, 5, 41, 64] {
+                    if tiles == 0 {
+                        continue;
+                    }
+                    let case = format!("grid {grid}, {tiles} tiles of {k_tiles} k tiles");
+                    let walks: Vec<Vec<Unit>> =
+                        (0..grid).map(|w| units(w, grid, tiles, k_tiles)).collect();
+                    let mut computed = vec![0u32; (tiles * k_tiles) as usize];
+                    // Per tile: its finisher, and every other walker that computed part of it.
+                    let mut finisher = vec![None; tiles as usize];
+                    let mut sharers = vec![Vec::new(); tiles as usize];
+                    for (walker, walk) in walks.iter().enumerate() {
+                        let walker = walker as u32;
+                        let whole_units = walk.iter().take_while(|u| u.2 == k_tiles).count();
+                        for (index, &(tile, first, count)) in walk.iter().enumerate() {
+                            assert!(count > 0 && first + count <= k_tiles, "{case}");
+                            for k in first..first + count {
+                                computed[(tile * k_tiles + k) as usize] += 1;
+                            }
+                            if first == 0 {
+                                assert!(finisher[tile as usize].is_none(), "{case}");
+                                finisher[tile as usize] = Some((walker, count));
+                                if count < k_tiles {
+                                    // Only a walker's last unit waits for others.
+                                    assert_eq!(index, walk.len() - 1, "{case}");
+                                }
+                            } else {
+                                // Only a walker's first tail unit leaves sums for another.
+                                assert!(index <= whole_units, "{case}: walker {walker}");
+                                sharers[tile as usize].push(walker);
+                            }
+                        }
+                    }
+                    assert!(computed.iter().all(|&c| c == 1), "{case}");
+                    for tile in 0..tiles {
+                        let (walker, count) = finisher[tile as usize].expect("a finisher");
+                        let expected = if count < k_tiles {
+                            split_tiles += 1;
+                            peers(walker, grid, tiles, k_tiles, tile)
+                        } else {
+                            Vec::new()
+                        };
+                        // The finisher waits for exactly the walkers after it that share the tile.
+                        assert_eq!(sharers[tile as usize], expected, "{case}: tile {tile}");
+                        assert!(expected.iter().all(|&peer| peer > walker), "{case}");
+                    }
+                }
+            }
+        }
+        assert!(split_tiles > 100, "{split_tiles} split tiles");
+    }
+
+    #[test]
+    fn the_tail_is_split_only_where_it_leaves_half_the_walkers_idle() {
+        assert_eq!(tail(132, 544, 64), (528, 16 * 64));
+        assert_eq!(tail(132, 64, 112), (0, 64 * 112));
+        // 512 tiles: 116 left over, most walkers busy: the last round goes whole.
+        assert_eq!(tail(132, 512, 64), (512, 0));
+        assert_eq!(tail(132, 528, 64), (528, 0));
     }
 }
