@@ -76,6 +76,22 @@ impl CublasGemm {
         }
     }
 
+    /// The label of the call that computes `batch` products: the plain call for one, its
+    /// strided batched form (`cublasSgemmStridedBatched`, `cublasGemmStridedBatchedEx`) for
+    /// more, so a report's rows and chart panels keep the two apart.
+    pub fn short_name_for(self, batch: u32) -> String {
+        if batch <= 1 {
+            return self.short_name();
+        }
+        match self {
+            CublasGemm::Sgemm => "SgemmStridedBatched".to_string(),
+            CublasGemm::GemmEx { input, output } => {
+                format!("GemmStridedBatchedEx {input}->{output}")
+            }
+            CublasGemm::GemmExTf32 => "GemmStridedBatchedEx tf32->f32".to_string(),
+        }
+    }
+
     /// The exact call, for method lines.
     pub fn description(self) -> String {
         let cuda_type = |storage: Storage| match storage {
@@ -478,6 +494,9 @@ mod tests {
             }
         );
         assert_eq!(bf16.short_name(), "GemmEx bf16->bf16");
+        assert_eq!(bf16.short_name_for(1), "GemmEx bf16->bf16");
+        assert_eq!(bf16.short_name_for(8), "GemmStridedBatchedEx bf16->bf16");
+        assert_eq!(CublasGemm::Sgemm.short_name_for(2), "SgemmStridedBatched");
         assert_eq!(
             bf16.description(),
             "GemmEx bf16->bf16 = cublasGemmEx, A/B CUDA_R_16BF, C CUDA_R_16BF, CUBLAS_COMPUTE_32F"

@@ -384,7 +384,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             let record = BenchRecord::new(
                 name,
                 &types.to_string(),
-                &baseline.short_name(),
+                &baseline.short_name_for(shape.batch),
                 *shape,
                 &times,
                 check,
