@@ -113,8 +113,8 @@ pub fn explain(valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) -> Strin
                 out,
                 "  shared layout (swizzle: {}): A {}; B {}",
                 spec.swizzle,
-                layout(&p.a_copy.swizzle),
-                layout(&p.b_copy.swizzle)
+                layout(&p.a_src.copy.swizzle),
+                layout(&p.b_src.copy.swizzle)
             );
             let pairs = if p.pack_instruction.is_empty() {
                 "f32 pairs".to_string()

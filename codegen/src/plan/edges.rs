@@ -78,9 +78,11 @@ impl CopyVector {
 /// bytes past K zero (`lines_left` counts lines, `bytes_left` bytes), or lines past K are
 /// copied as zeros and chunks wholly past M or N skipped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct OperandSource {
+pub struct OperandSource<Copy> {
     /// `a` or `b`: the prefix of the operand's registers and kernel parameters.
     pub name: &'static str,
+    /// The family's plan of the operand's copies into shared memory.
+    pub copy: Copy,
     pub lines_are_k: bool,
     /// The block's first row or column (`%block_m`, `%block_n`), and the kernel parameter
     /// that bounds it (`m`, `n`).
@@ -99,14 +101,15 @@ pub struct OperandSource {
     pub batch: BatchOperand,
 }
 
-impl OperandSource {
-    /// Operand A or B (`name`) of a `tile_k`-deep k tile of `element_bytes` elements, `batch`
-    /// its batch stride.
+impl<Copy> OperandSource<Copy> {
+    /// Operand A or B (`name`) of a `tile_k`-deep k tile of `element_bytes` elements, copied
+    /// by `copy`, `batch` its batch stride.
     pub fn of(
         name: &'static str,
         stored: StoredTile,
         tile_k: u32,
         element_bytes: u32,
+        copy: Copy,
         batch: &BatchOperand,
     ) -> Self {
         let (block_origin, mn_param, mn_left) = match name {
@@ -126,6 +129,7 @@ impl OperandSource {
         let tile_step_bytes = tile_k * element_bytes;
         OperandSource {
             name,
+            copy,
             lines_are_k: stored.lines_are_k,
             block_origin,
             mn_param,

@@ -101,11 +101,9 @@ pub struct MmaSyncPlan {
     pub copy: PlanCopy,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
     pub cache_hint: &'static str,
-    pub a_copy: TileCopy,
-    pub b_copy: TileCopy,
-    /// Where each operand's copies come from and how far they reach.
-    pub a_src: OperandSource,
-    pub b_src: OperandSource,
+    /// Each operand's copies into shared memory, where they come from and how far they reach.
+    pub a_src: OperandSource<TileCopy>,
+    pub b_src: OperandSource<TileCopy>,
     /// Added to K before dividing by BK: a partial last k tile counts.
     pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
@@ -806,14 +804,12 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         smem,
         copy,
         cache_hint,
-        a_src: OperandSource::of("a", a_stored, tile.k, element, &batch.a),
-        b_src: OperandSource::of("b", b_stored, tile.k, element, &batch.b),
+        a_src: OperandSource::of("a", a_stored, tile.k, element, a_copy, &batch.a),
+        b_src: OperandSource::of("b", b_stored, tile.k, element, b_copy, &batch.b),
         k_round_up: tile.k - 1,
         staging_registers: copy_vector.words
             * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
         vector: copy_vector,
-        a_copy,
-        b_copy,
         mma_instruction,
         round_tf32: tf32,
         a_read,
@@ -1170,11 +1166,11 @@ impl MmaSyncPlan {
             },
             BankReport {
                 access: copy_name(true),
-                degree: worst(self.copy_addresses(&self.a_copy), 16),
+                degree: worst(self.copy_addresses(&self.a_src.copy), 16),
             },
             BankReport {
                 access: copy_name(false),
-                degree: worst(self.copy_addresses(&self.b_copy), 16),
+                degree: worst(self.copy_addresses(&self.b_src.copy), 16),
             },
         ];
         if let Some(e) = &self.epilogue.staged {
@@ -1216,12 +1212,12 @@ impl MmaSyncPlan {
             (
                 reports[2].access,
                 16,
-                self.copy_addresses(&self.a_copy)[0].clone(),
+                self.copy_addresses(&self.a_src.copy)[0].clone(),
             ),
             (
                 reports[3].access,
                 16,
-                self.copy_addresses(&self.b_copy)[0].clone(),
+                self.copy_addresses(&self.b_src.copy)[0].clone(),
             ),
         ]
     }
@@ -1338,8 +1334,8 @@ mod tests {
         let warps = p.threads / 32;
         let a_per_set = p.m_frags * 4;
         let b_per_set = p.n_frags * 2;
-        for (is_a, copy, reads) in [(true, &p.a_copy, &p.a_read), (false, &p.b_copy, &p.b_read)] {
-            let source = if is_a { &p.a_src } else { &p.b_src };
+        for (source, reads) in [(&p.a_src, &p.a_read), (&p.b_src, &p.b_read)] {
+            let (is_a, copy) = (source.name == "a", &source.copy);
             // Shared byte (tile-relative) -> (stored line, byte of the line).
             let mut smem = std::collections::HashMap::new();
             let (vpr, vb) = (copy.vectors_per_row, p.vector_bytes);
@@ -1494,8 +1490,8 @@ mod tests {
         assert_eq!(kinds("dtype: tf32, layout: cc"), (S, N));
         // A column-major A lies as BK lines of BM: the swizzle spans its 256-byte lines.
         let p = mma("layout: cc, tile: 128x128x32");
-        assert_eq!(p.a_copy.swizzle.row_bytes, 256);
-        assert_eq!(p.b_copy.swizzle.row_bytes, 64);
+        assert_eq!(p.a_src.copy.swizzle.row_bytes, 256);
+        assert_eq!(p.b_src.copy.swizzle.row_bytes, 64);
         assert_eq!(p.a_src.tile_step, "%a_tile_step");
         assert_eq!(p.b_src.tile_step, "64");
         let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
@@ -1700,16 +1696,11 @@ mod tests {
             "tile: 32x256x16, warps: 1x2, swizzle: 64B",
         ] {
             let p = mma(spec);
-            for copy in [&p.a_copy, &p.b_copy] {
+            for (copy, rows) in [(&p.a_src.copy, p.block_m), (&p.b_src.copy, p.block_k)] {
                 let addresses: Vec<u32> = p.copy_addresses(copy).into_iter().flatten().collect();
                 let distinct: BTreeSet<u32> = addresses.iter().copied().collect();
                 assert_eq!(distinct.len(), addresses.len(), "{spec}");
                 assert!(addresses.iter().all(|a| a % 16 == 0));
-                let rows = if std::ptr::eq(copy, &p.a_copy) {
-                    p.block_m
-                } else {
-                    p.block_k
-                };
                 assert_eq!(
                     addresses.len() as u32 * 16,
                     rows * copy.swizzle.row_bytes,

@@ -68,11 +68,9 @@ pub struct SimtPlan {
     pub copy: PlanCopy,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
     pub cache_hint: &'static str,
-    pub a_copy: OperandCopy,
-    pub b_copy: OperandCopy,
-    /// Where each operand's copies come from and how far they reach.
-    pub a_src: OperandSource,
-    pub b_src: OperandSource,
+    /// Each operand's copies into shared memory, where they come from and how far they reach.
+    pub a_src: OperandSource<OperandCopy>,
+    pub b_src: OperandSource<OperandCopy>,
     /// Added to K before dividing by BK: a partial last k tile counts.
     pub k_round_up: u32,
     /// Registers that stage one tile in flight for `copy: sync`.
@@ -528,15 +526,13 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         smem,
         copy,
         cache_hint,
-        a_src: OperandSource::of("a", a_stored, tile.k, F32_BYTES, &batch.a),
-        b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES, &batch.b),
+        a_src: OperandSource::of("a", a_stored, tile.k, F32_BYTES, a_copy, &batch.a),
+        b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES, b_copy, &batch.b),
         k_round_up: tile.k - 1,
         staging_registers: copy_vector.words
             * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
         vector: copy_vector,
         batch,
-        a_copy,
-        b_copy,
         consumer,
         epilogue,
     }
@@ -600,11 +596,11 @@ impl SimtPlan {
             },
             BankReport {
                 access: copy_write_label('A', vb),
-                degree: copy_write(&self.a_copy),
+                degree: copy_write(&self.a_src.copy),
             },
             BankReport {
                 access: copy_write_label('B', vb),
-                degree: copy_write(&self.b_copy),
+                degree: copy_write(&self.b_src.copy),
             },
         ]
     }
@@ -679,13 +675,13 @@ mod tests {
     fn copy_offsets_cover_the_tile_once() {
         let p = simt("tile: 128x128x32, warps: 4x2, swizzle: pad(16)");
         // A: 128 rows x 8 vectors, 256 threads -> 4 copies 32 rows apart.
-        assert_eq!(p.a_copy.vectors_per_row, 8);
-        let rows: Vec<u32> = p.a_copy.copies.iter().map(|c| c.global_rows).collect();
+        assert_eq!(p.a_src.copy.vectors_per_row, 8);
+        let rows: Vec<u32> = p.a_src.copy.copies.iter().map(|c| c.global_rows).collect();
         assert_eq!(rows, [0, 32, 64, 96]);
-        assert_eq!(p.a_copy.copies[1].smem_offset, 32 * (128 + 16));
+        assert_eq!(p.a_src.copy.copies[1].smem_offset, 32 * (128 + 16));
         // B: 32 rows x 32 vectors -> 4 copies 8 rows apart, after the A tile.
-        assert_eq!(p.b_copy.smem_stage_offset, 128 * 144);
-        assert_eq!(p.b_copy.copies[3].global_rows, 24);
+        assert_eq!(p.b_src.copy.smem_stage_offset, 128 * 144);
+        assert_eq!(p.b_src.copy.copies[3].global_rows, 24);
     }
 
     #[test]
@@ -711,7 +707,8 @@ mod tests {
         let threads = p.threads;
         // Shared byte (stage-relative) -> (M or N index, k) of the block tile.
         let mut smem = std::collections::HashMap::new();
-        for (copy, source) in [(&p.a_copy, &p.a_src), (&p.b_copy, &p.b_src)] {
+        for source in [&p.a_src, &p.b_src] {
+            let copy = &source.copy;
             let (vpr, vb) = (copy.vectors_per_row, p.vector_bytes);
             for t in 0..threads {
                 let first = copy.byte_offset(t / vpr, (t % vpr) * vb) + copy.smem_stage_offset;
@@ -751,7 +748,7 @@ mod tests {
             let (lr, lc) = (lane / c.lane_cols, lane % c.lane_cols);
             let a_base = wm * c.a_warp_row_bytes + lr * c.a_lane_row_bytes;
             let b_base =
-                p.b_copy.smem_stage_offset + wn * c.b_warp_col_bytes + lc * c.b_lane_col_bytes;
+                p.b_src.copy.smem_stage_offset + wn * c.b_warp_col_bytes + lc * c.b_lane_col_bytes;
             let mut registers = std::collections::HashMap::new();
             for (g, group) in c.k_groups.iter().enumerate() {
                 loads(&mut registers, &group.a_loads, "a", a_base);
@@ -821,9 +818,9 @@ mod tests {
         }
         // Column quarters: BN / 4 chunks each, four to a group row of 4 k.
         let p = simt("layout: cc, tile: 128x128x8, swizzle: pad(16)");
-        let q = p.b_copy.quarters.unwrap();
+        let q = p.b_src.copy.quarters.unwrap();
         assert_eq!((q.quarter_bytes, q.group_bytes), (32 * 16 + 16, 4 * 528));
-        assert_eq!(p.b_copy.chunk_offset(5, 1), 4 * 528 + 528 + 16);
+        assert_eq!(p.b_src.copy.chunk_offset(5, 1), 4 * 528 + 528 + 16);
         assert_eq!(p.a_src.tile_step, "%a_tile_step");
         assert_eq!(p.b_src.tile_step, "32");
     }
