@@ -1,13 +1,16 @@
 //! Diagnostics: one error type for parse and validation failures, rendered either as a
 //! `compile_error!` at the offending token (macro) or as rustc-style text with a caret (CLI).
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use std::fmt;
 
 /// One problem with a spec, located at the token that causes it.
 #[derive(Clone, Debug)]
 pub struct SpecError {
     pub span: Span,
+    /// The last token of what the error points at (`span` itself for one token): a
+    /// `compile_error!` underlines from `span` through it, where a macro cannot join spans.
+    pub last: Span,
     /// One line: what is wrong.
     pub message: String,
     /// Short text shown under the caret (the numbers behind the message).
@@ -22,11 +25,18 @@ impl SpecError {
     pub fn new(span: Span, message: impl Into<String>) -> Self {
         SpecError {
             span,
+            last: span,
             message: message.into(),
             label: None,
             notes: Vec::new(),
             help: None,
         }
+    }
+
+    /// Extends the error through `last`, the last token of what it points at.
+    pub fn through(mut self, last: Span) -> Self {
+        self.last = last;
+        self
     }
 
     pub fn label(mut self, label: impl Into<String>) -> Self {
@@ -61,7 +71,12 @@ impl SpecError {
     }
 
     pub fn to_compile_error(&self) -> TokenStream {
-        syn::Error::new(self.span, self.full_message()).to_compile_error()
+        // Two tokens carrying the first and last spans: syn underlines the range between.
+        let range: TokenStream = [self.span, self.last]
+            .into_iter()
+            .map(|span| TokenTree::Ident(Ident::new("spec", span)))
+            .collect();
+        syn::Error::new_spanned(range, self.full_message()).to_compile_error()
     }
 
     /// Renders like rustc: message, `--> origin:line:col`, the source line, a caret under the

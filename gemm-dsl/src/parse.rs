@@ -16,7 +16,16 @@ use std::str::FromStr;
 pub struct SpecSpans {
     /// The whole spec (the macro call site, or the whole string); used for defaulted keys.
     pub whole: Span,
-    keys: BTreeMap<Key, (Span, Span)>,
+    keys: BTreeMap<Key, WrittenKey>,
+}
+
+/// Where a written key's value is.
+#[derive(Clone, Copy, Debug)]
+struct WrittenKey {
+    /// The value's tokens joined where spans join (text), else its first token (a macro).
+    value: Span,
+    /// The value's last token: a macro's error spans from `value` to it.
+    value_last: Span,
 }
 
 impl SpecSpans {
@@ -30,7 +39,17 @@ impl SpecSpans {
 
     /// The value's span if the key was written, else the whole spec's.
     pub fn value(&self, key: Key) -> Span {
-        self.keys.get(&key).map_or(self.whole, |&(_, value)| value)
+        self.keys
+            .get(&key)
+            .map_or(self.whole, |written| written.value)
+    }
+
+    /// The span of the value's last token if the key was written, else the whole spec's:
+    /// with [`SpecSpans::value`], the range a macro's error underlines.
+    pub fn value_last(&self, key: Key) -> Span {
+        self.keys
+            .get(&key)
+            .map_or(self.whole, |written| written.value_last)
     }
 
     /// Whether the key was written explicitly (not defaulted).
@@ -194,7 +213,13 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     }
     let keys = given
         .iter()
-        .map(|(&key, entry)| (key, (entry.key_span, entry.value_span)))
+        .map(|(&key, entry)| {
+            let written = WrittenKey {
+                value: entry.value_span,
+                value_last: entry.value_last,
+            };
+            (key, written)
+        })
         .collect();
     Ok(ParsedSpec {
         spec: GemmSpec {
@@ -226,6 +251,7 @@ struct Entry {
     /// The value's tokens printed without spaces, e.g. `cp_async(cg)` or `128x128x8`.
     value_text: String,
     value_span: Span,
+    value_last: Span,
 }
 
 /// Splits `key: value, key: value` at top-level commas.
@@ -287,12 +313,14 @@ fn entry_from(part: Vec<TokenTree>) -> Result<Option<Entry>, SpecError> {
         );
     }
     let value_span = join_spans(value);
+    let value_last = value[value.len() - 1].span();
     let value_text = compact(value.iter().cloned());
     Ok(Some(Entry {
         key: key_name,
         key_span,
         value_text,
         value_span,
+        value_last,
     }))
 }
 
@@ -385,6 +413,7 @@ impl Builder<'_> {
             Err((message, legal)) => {
                 self.errors.push(
                     SpecError::new(entry.value_span, message)
+                        .through(entry.value_last)
                         .help(format!("`{}` takes {legal}", key.name())),
                 );
                 default
@@ -717,6 +746,22 @@ mod tests {
         assert_eq!(spec("swizzle: pad(16)").swizzle, Swizzle::Pad(16));
         assert_eq!(spec("copy: cp_async(ca)").copy, Copy::CP_ASYNC_CA);
         assert_eq!(spec("copy: sync").copy, Copy::SYNC);
+    }
+
+    #[test]
+    fn errors_reach_through_the_whole_value() {
+        // A macro cannot join spans: its error underlines from the value's first token
+        // through its last.
+        let text = "name: k, copy: cp_async(cg, vector = 4)";
+        let errors = crate::check_str(text).unwrap_err();
+        let error = errors.iter().next().unwrap();
+        assert_eq!(error.span.start().column, text.find("cp_async").unwrap());
+        assert_eq!(error.last.end().column, text.len());
+        // One token: the range is that token.
+        let text = "name: k, stages: 99";
+        let errors = crate::check_str(text).unwrap_err();
+        let error = errors.iter().next().unwrap();
+        assert_eq!(error.last.start().column, text.find("99").unwrap());
     }
 
     #[test]

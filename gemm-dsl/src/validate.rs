@@ -91,8 +91,9 @@ pub(crate) struct Validator<'a> {
 
 impl Validator<'_> {
     pub(crate) fn error(&mut self, key: Key, message: impl Into<String>) -> &mut SpecError {
-        self.errors
-            .push(SpecError::new(self.spans.value(key), message));
+        self.errors.push(
+            SpecError::new(self.spans.value(key), message).through(self.spans.value_last(key)),
+        );
         self.errors.last_mut().expect("just pushed")
     }
 
@@ -430,6 +431,7 @@ impl Validator<'_> {
             if !in_scope {
                 self.errors.push(
                     not_implemented(spans.value(key), key.name(), &value, family_note)
+                        .through(spans.value_last(key))
                         .note(format!("this family is {family}")),
                 );
             }

@@ -172,12 +172,15 @@ impl Validator<'_> {
                         s.dtype.name()
                     ));
                 } else {
-                    self.errors.push(not_implemented(
-                        spans.value(Key::Swizzle),
-                        "swizzle",
-                        &s.swizzle.to_string(),
-                        family_note,
-                    ));
+                    self.errors.push(
+                        not_implemented(
+                            spans.value(Key::Swizzle),
+                            "swizzle",
+                            &s.swizzle.to_string(),
+                            family_note,
+                        )
+                        .through(spans.value_last(Key::Swizzle)),
+                    );
                 }
             }
             _ => {}
