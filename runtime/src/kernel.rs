@@ -197,6 +197,12 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// store width; 16 B for the TMA).
     /// Each kernel runs the batch in one grid (z for one tile per block; a persistent grid
     /// walks every product's tiles).
+    ///
+    /// A stream-K kernel (`tail = stream_k`) uses the workspace it allocated at load; its
+    /// launches take turns with it whatever their streams. Its blocks wait for one another,
+    /// so its grid (sized to the device) must be resident at once: do not run it concurrently
+    /// with another stream-K kernel, or another kernel that waits across blocks, on other
+    /// streams.
     #[allow(clippy::too_many_arguments)]
     pub fn launch_strided_batched<A, B, C>(
         &self,
