@@ -3,7 +3,7 @@
 //! which rows an XOR swizzle can permute. Each family's own split of the block tile lives with
 //! its rules in [`crate::family`].
 
-use crate::spec::{Layout, Tile};
+use crate::spec::{Grid2, Layout, Tile};
 
 /// Bytes of one shared-memory chunk: tile lines are whole chunks, swizzles permute them, and
 /// the widest copy (`ld.global.v4` / `cp.async ... 16`) moves one.
@@ -16,6 +16,17 @@ pub fn staging_words(vector_bytes: u32) -> u32 {
 
 /// The most warps a block may have (1024 threads).
 pub const MAX_WARPS: u32 = 32;
+
+/// Every warp grid of at most [`MAX_WARPS`] warps that `score` accepts (`Some`), best (lowest
+/// score) first, then fewer warps, then fewer rows: the families' legal-grid lists.
+pub fn rank_warp_grids(score: impl Fn(Grid2) -> Option<u32>) -> Vec<Grid2> {
+    let mut grids: Vec<(u32, Grid2)> = (1..=MAX_WARPS)
+        .flat_map(|rows| (1..=MAX_WARPS / rows).map(move |cols| Grid2 { rows, cols }))
+        .filter_map(|warps| score(warps).map(|score| (score, warps)))
+        .collect();
+    grids.sort_by_key(|&(score, warps)| (score, warps.count(), warps.rows));
+    grids.into_iter().map(|(_, warps)| warps).collect()
+}
 
 /// How one operand tile is spread over the block's threads as copies of `vector_bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

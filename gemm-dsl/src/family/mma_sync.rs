@@ -4,8 +4,8 @@
 use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
 use crate::geometry::staging_words;
 use crate::geometry::{
-    operand_copies, xor_swizzle_fits_row, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
-    MAX_WARPS,
+    operand_copies, rank_warp_grids, xor_swizzle_fits_row, CopyGeometry, CopySpread, StoredTile,
+    COPY_VECTOR_BYTES, MAX_WARPS,
 };
 use crate::spec::*;
 use crate::validate::{Family, ValidSpec, Validator};
@@ -191,19 +191,11 @@ impl MmaSyncGeometry {
         layout: Layout,
         vector_bytes: u32,
     ) -> Vec<Grid2> {
-        let mut grids: Vec<(u32, Grid2)> = Vec::new();
-        for rows in 1..=MAX_WARPS {
-            for cols in 1..=MAX_WARPS / rows {
-                let warps = Grid2 { rows, cols };
-                if let Ok(g) = MmaSyncGeometry::new(tile, warps, dtype, layout, vector_bytes) {
-                    let area = g.warp_tile_m * g.warp_tile_n;
-                    let score = area.abs_diff(64 * 64) + g.warp_tile_m.abs_diff(g.warp_tile_n);
-                    grids.push((score, warps));
-                }
-            }
-        }
-        grids.sort_by_key(|&(score, warps)| (score, warps.count(), warps.rows));
-        grids.into_iter().map(|(_, warps)| warps).collect()
+        rank_warp_grids(|warps| {
+            let g = MmaSyncGeometry::new(tile, warps, dtype, layout, vector_bytes).ok()?;
+            let area = g.warp_tile_m * g.warp_tile_n;
+            Some(area.abs_diff(64 * 64) + g.warp_tile_m.abs_diff(g.warp_tile_n))
+        })
     }
 }
 

@@ -4,7 +4,8 @@
 use crate::budget::{LedgerLine, RegisterBudget, RegisterLine, SmemLedger};
 use crate::geometry::staging_words;
 use crate::geometry::{
-    operand_copies, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES, MAX_WARPS,
+    operand_copies, rank_warp_grids, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
+    MAX_WARPS,
 };
 use crate::spec::*;
 use crate::validate::{not_implemented, Family, ValidSpec, Validator};
@@ -114,19 +115,11 @@ impl SimtGeometry {
         layout: Layout,
         vector_bytes: u32,
     ) -> Vec<Grid2> {
-        let mut grids: Vec<(u32, Grid2)> = Vec::new();
-        for rows in 1..=MAX_WARPS {
-            for cols in 1..=MAX_WARPS / rows {
-                let warps = Grid2 { rows, cols };
-                if let Ok(g) = SimtGeometry::new(tile, warps, dtype, layout, vector_bytes) {
-                    let per_thread = g.thread_tile_m * g.thread_tile_n;
-                    let score = per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8);
-                    grids.push((score, warps));
-                }
-            }
-        }
-        grids.sort_by_key(|&(score, warps)| (score, warps.count(), warps.rows));
-        grids.into_iter().map(|(_, warps)| warps).collect()
+        rank_warp_grids(|warps| {
+            let g = SimtGeometry::new(tile, warps, dtype, layout, vector_bytes).ok()?;
+            let per_thread = g.thread_tile_m * g.thread_tile_n;
+            Some(per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8))
+        })
     }
 }
 
