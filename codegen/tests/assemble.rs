@@ -5,6 +5,7 @@
 use codegen::catalog::{CATALOG, DEFAULT_SPEC, NARROW};
 use codegen::sass::{SassReport, INSTALL_HINT};
 use codegen::{Opcode, SassCheck};
+use gemm_dsl::family::wgmma::{STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
 
 fn assemble_and_check(name: &str, spec: &str) -> SassReport {
     let emitted = codegen::emit_str(spec).expect("catalog specs are valid");
@@ -61,7 +62,10 @@ fn every_catalog_kernel_assembles_with_its_promised_sass() {
             let launch = emitted.launch();
             let partial_loads = match launch.workspace_bytes_per_block {
                 0 => 0,
-                bytes => (bytes - 16) / emitted.spec().consumers / (128 * 16) + 1,
+                bytes => {
+                    let slot_bytes = (bytes - STREAM_K_FLAG_BYTES) / emitted.spec().consumers;
+                    slot_bytes / (WARPGROUP_THREADS * 16) + 1
+                }
             };
             assert!(report.count(Opcode::Utmaldg) > 0);
             assert_eq!(report.count(Opcode::Ldgsts), 0);

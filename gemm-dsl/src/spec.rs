@@ -471,9 +471,10 @@ impl fmt::Display for Schedule {
                     Raster::N => "n",
                 };
                 write!(f, "persistent(raster = {raster}, group = {group}")?;
+                // The default tail stays unwritten, so older specs print as they did.
                 match tail {
                     Tail::Whole => f.write_str(")"),
-                    Tail::StreamK => f.write_str(", tail = stream_k)"),
+                    Tail::StreamK => write!(f, ", tail = {})", tail.name()),
                 }
             }
         }

@@ -652,8 +652,7 @@ fn workspace(
     resident_blocks: u32,
 ) -> Result<Option<Mutex<CudaSlice<u8>>>, Error> {
     let per_block = info.launch().workspace_bytes_per_block;
-    let takes_workspace = info.params().iter().any(|p| p.kind == ParamKind::Workspace);
-    if takes_workspace != (per_block > 0) {
+    if takes_workspace(info) != (per_block > 0) {
         return Err(workspace_mismatch(info));
     }
     if per_block == 0 {
@@ -671,15 +670,18 @@ fn workspace(
     Ok(Some(Mutex::new(slice)))
 }
 
+fn takes_workspace(info: &KernelInfo<'_>) -> bool {
+    info.params().iter().any(|p| p.kind == ParamKind::Workspace)
+}
+
 /// A description whose workspace parameter and workspace size disagree (load refuses it, so
 /// no launch binds a workspace parameter without a workspace).
 fn workspace_mismatch(info: &KernelInfo<'_>) -> Error {
-    let takes_workspace = info.params().iter().any(|p| p.kind == ParamKind::Workspace);
     Error::ParamsMismatch {
         kernel: info.name().to_string(),
         declared: format!(
             "{} workspace parameter",
-            if takes_workspace { "a" } else { "no" }
+            if takes_workspace(info) { "a" } else { "no" }
         ),
         described: format!(
             "{} workspace bytes per block",

@@ -155,8 +155,10 @@ pub struct StreamK {
     pub slot_bytes: u32,
     /// Where the record's flags start (one 32-bit flag per consumer).
     pub flags_offset: u32,
-    /// A thread's accumulators as 16-byte vectors: vector `i` at `i x 128 x 16` bytes from
-    /// the thread's first, so each warp's stores and loads are 512 contiguous bytes.
+    /// Bytes from one of a thread's 16-byte vectors to its next: a warpgroup's 128 threads
+    /// store each vector side by side, so a warp's stores and loads are 512 contiguous bytes.
+    pub vector_stride_bytes: u32,
+    /// A thread's accumulators as 16-byte vectors, vector `i` at `i x vector_stride_bytes`.
     pub vectors: Vec<PartialVector>,
 }
 
@@ -169,13 +171,15 @@ pub struct PartialVector {
 
 impl StreamK {
     fn of(g: &WgmmaGeometry) -> Option<StreamK> {
+        let vector_stride_bytes = WARPGROUP_THREADS * 16;
         g.stream_k.then(|| StreamK {
             record_bytes: g.workspace_bytes_per_block(),
             slot_bytes: g.partial_slot_bytes(),
             flags_offset: g.consumers * g.partial_slot_bytes(),
+            vector_stride_bytes,
             vectors: (0..g.accumulators() / 4)
                 .map(|i| PartialVector {
-                    offset: i * WARPGROUP_THREADS * 16,
+                    offset: i * vector_stride_bytes,
                     registers: (4 * i..4 * i + 4).map(|r| format!("%acc{r}")).collect(),
                 })
                 .collect(),
@@ -519,11 +523,11 @@ impl WgmmaPlan {
             meaning: "C row stride, elements",
         });
         params.extend(BATCH_PARAMS);
-        if let Some(stream_k) = &self.stream_k {
+        if self.stream_k.is_some() {
             params.push(KernelParam {
                 name: "workspace",
                 kind: ParamKind::Workspace,
-                meaning: match stream_k.flags_offset / stream_k.slot_bytes {
+                meaning: match self.consumers {
                     1 => "stream-K workspace: per block, the partial sums of its consumer and a flag",
                     _ => "stream-K workspace: per block, the partial sums of its consumers and their flags",
                 },
