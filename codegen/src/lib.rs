@@ -13,10 +13,10 @@ pub mod plan;
 pub mod ptx;
 pub mod sass;
 
-pub use emit::{
-    emit, emit_math_only, emit_str, CopyPath, Emitted, GridSchedule, KernelInfo, KernelParam,
-    KernelParts, LaunchShape, MathOnly, Opcode, Operand, ParamKind, SassCheck, Scalar,
-    StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS, SIZE_PARAMS, TENSOR_MAP_ALIGN,
-    TENSOR_MAP_BYTES,
-};
+pub use emit::{emit, emit_math_only, emit_str, Emitted, MathOnly};
 pub use gemm_dsl;
+pub use gemm_dsl::abi::{
+    CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, Operand,
+    ParamKind, SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
+    SIZE_PARAMS, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
+};

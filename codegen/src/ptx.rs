@@ -24,6 +24,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/common/batch.ptx.tera"),
     ),
     (
+        "common/entry.ptx.tera",
+        include_str!("../templates/common/entry.ptx.tera"),
+    ),
+    (
         "common/math_only.ptx.tera",
         include_str!("../templates/common/math_only.ptx.tera"),
     ),

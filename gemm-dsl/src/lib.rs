@@ -29,6 +29,7 @@
 //! assert!(gemm_dsl::check_str("name: k, arch: sm_80, copy: tma").is_err());
 //! ```
 
+pub mod abi;
 pub mod budget;
 pub mod error;
 pub mod family;

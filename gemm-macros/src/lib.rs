@@ -2,17 +2,20 @@
 //! geometry, the SASS it promises and a typed loader. Parsing, validation and code generation
 //! all live in `gemm-dsl` and `codegen`; this crate only turns their output into tokens.
 //!
-//! The expansion refers to `::runtime`, which re-exports this macro: user crates depend on
-//! `runtime` and write `runtime::gemm! { .. }`.
+//! The expansion refers to the runtime crate, which re-exports this macro: user crates depend
+//! on it and write `runtime::gemm! { .. }`. The expansion finds the runtime under whatever
+//! name the user's Cargo.toml gives it.
 
-use codegen::{
-    Emitted, GridSchedule, KernelParam, LaunchShape, Opcode, Operand, ParamKind, SassCheck,
-    StorageOrder,
-};
+use codegen::Emitted;
+use gemm_dsl::abi::RustExpr;
 use gemm_dsl::DType;
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
+use proc_macro_crate::{crate_name, FoundCrate};
 use quote::{format_ident, quote};
+
+/// The package the expansion's types and loader come from.
+const RUNTIME_PACKAGE: &str = "runtime";
 
 /// Generates a GEMM kernel module from a tile spec. See the `gemm-dsl` crate for the keys.
 ///
@@ -30,154 +33,64 @@ use quote::{format_ident, quote};
 pub fn gemm(input: TokenStream) -> TokenStream {
     let parsed = gemm_dsl::parse_tokens(input.into(), Span::call_site());
     match parsed.and_then(|spec| spec.validate()) {
-        Ok(valid) => expand(&codegen::emit(&valid)),
+        Ok(valid) => match runtime_path() {
+            Ok(path) => expand(&codegen::emit(&valid), &path),
+            Err(message) => syn::Error::new(Span::call_site(), message).to_compile_error(),
+        },
         Err(errors) => errors.to_compile_error(),
     }
     .into()
 }
 
-fn element_type(dtype: DType) -> TokenStream2 {
+/// The path of the runtime crate as the user's Cargo.toml names it (its package name, or a
+/// rename such as `gemm = { package = "runtime", .. }`), so the expansion resolves under any
+/// dependency name.
+fn runtime_path() -> Result<String, String> {
+    match crate_name(RUNTIME_PACKAGE) {
+        Ok(FoundCrate::Name(name)) => Ok(format!("::{name}")),
+        // Inside the runtime package itself (its tests and binaries), the library is an
+        // extern crate of its own name.
+        Ok(FoundCrate::Itself) => Ok(format!("::{}", RUNTIME_PACKAGE.replace('-', "_"))),
+        Err(error) => Err(format!(
+            "gemm! expands to code that uses the `{RUNTIME_PACKAGE}` crate, which this crate's \
+             Cargo.toml does not list under [dependencies] ({error})"
+        )),
+    }
+}
+
+/// Parses text this crate wrote from the ABI's own writers ([`RustExpr`]).
+fn tokens(text: &str) -> TokenStream2 {
+    text.parse()
+        .unwrap_or_else(|error| panic!("the ABI writes Rust that parses ({error}): {text}"))
+}
+
+fn element_type(dtype: DType, runtime: &TokenStream2) -> TokenStream2 {
     match dtype {
         DType::F32 | DType::Tf32 => quote!(f32),
-        DType::Bf16 => quote!(::runtime::half::bf16),
-        DType::F16 => quote!(::runtime::half::f16),
+        DType::Bf16 => quote!(#runtime::half::bf16),
+        DType::F16 => quote!(#runtime::half::f16),
     }
 }
 
-fn opcode_tokens(opcode: Opcode) -> TokenStream2 {
-    let variant = format_ident!("{}", format!("{opcode:?}"));
-    quote!(::runtime::Opcode::#variant)
-}
-
-fn check_tokens(check: &SassCheck) -> TokenStream2 {
-    match *check {
-        SassCheck::Present(op) => {
-            let op = opcode_tokens(op);
-            quote!(::runtime::SassCheck::Present(#op))
-        }
-        SassCheck::Absent(op) => {
-            let op = opcode_tokens(op);
-            quote!(::runtime::SassCheck::Absent(#op))
-        }
-        SassCheck::PresentVariant(variant) => {
-            quote!(::runtime::SassCheck::PresentVariant(#variant))
-        }
-        SassCheck::PresentExact(opcode) => {
-            quote!(::runtime::SassCheck::PresentExact(#opcode))
-        }
-    }
-}
-
-fn launch_tokens(launch: &LaunchShape) -> TokenStream2 {
-    let LaunchShape {
-        threads_per_block,
-        tile_m,
-        tile_n,
-        tile_k,
-        dynamic_smem_bytes,
-        operand_align_bytes,
-        output_align_bytes,
-        copy_path,
-        input_element_bytes,
-        output_element_bytes,
-        compute_capability,
-        arch_specific,
-        schedule,
-        cluster: (cluster_x, cluster_y),
-        partial_tiles,
-        a_order,
-        b_order,
-        workspace_bytes_per_block,
-    } = *launch;
-    let (a_order, b_order) = (order_tokens(a_order), order_tokens(b_order));
-    let copy_path = format_ident!("{}", format!("{copy_path:?}"));
-    let copy_path = quote!(::runtime::CopyPath::#copy_path);
-    let schedule = match schedule {
-        GridSchedule::Tiles => quote!(::runtime::GridSchedule::Tiles),
-        GridSchedule::Persistent { group } => {
-            quote!(::runtime::GridSchedule::Persistent { group: #group })
-        }
-    };
-    quote! {
-        ::runtime::LaunchShape {
-            threads_per_block: #threads_per_block,
-            tile_m: #tile_m,
-            tile_n: #tile_n,
-            tile_k: #tile_k,
-            dynamic_smem_bytes: #dynamic_smem_bytes,
-            operand_align_bytes: #operand_align_bytes,
-            output_align_bytes: #output_align_bytes,
-            copy_path: #copy_path,
-            input_element_bytes: #input_element_bytes,
-            output_element_bytes: #output_element_bytes,
-            compute_capability: #compute_capability,
-            arch_specific: #arch_specific,
-            schedule: #schedule,
-            cluster: (#cluster_x, #cluster_y),
-            partial_tiles: #partial_tiles,
-            a_order: #a_order,
-            b_order: #b_order,
-            workspace_bytes_per_block: #workspace_bytes_per_block,
-        }
-    }
-}
-
-fn order_tokens(order: StorageOrder) -> TokenStream2 {
-    let variant = format_ident!("{}", format!("{order:?}"));
-    quote!(::runtime::StorageOrder::#variant)
-}
-
-fn operand_tokens(operand: Operand) -> TokenStream2 {
-    let variant = format_ident!("{}", operand.name());
-    quote!(::runtime::Operand::#variant)
-}
-
-fn param_tokens(param: &KernelParam) -> TokenStream2 {
-    let KernelParam {
-        name,
-        kind,
-        meaning,
-    } = *param;
-    let kind = match kind {
-        ParamKind::Pointer(operand) => {
-            let operand = operand_tokens(operand);
-            quote!(::runtime::ParamKind::Pointer(#operand))
-        }
-        ParamKind::U32(scalar) => {
-            let variant = format_ident!("{}", format!("{scalar:?}"));
-            quote!(::runtime::ParamKind::U32(::runtime::Scalar::#variant))
-        }
-        ParamKind::Workspace => quote!(::runtime::ParamKind::Workspace),
-        ParamKind::BatchStride(operand) => {
-            let operand = operand_tokens(operand);
-            quote!(::runtime::ParamKind::BatchStride(#operand))
-        }
-        ParamKind::TensorMap(tile) => {
-            let operand = operand_tokens(tile.operand);
-            let (inner, outer, swizzle_bytes) = (tile.inner, tile.outer, tile.swizzle_bytes);
-            quote!(::runtime::ParamKind::TensorMap(::runtime::TensorMapBox {
-                operand: #operand,
-                inner: #inner,
-                outer: #outer,
-                swizzle_bytes: #swizzle_bytes,
-            }))
-        }
-    };
-    quote!(::runtime::KernelParam { name: #name, kind: #kind, meaning: #meaning })
-}
-
-fn expand(emitted: &Emitted) -> TokenStream2 {
+fn expand(emitted: &Emitted, path: &str) -> TokenStream2 {
+    let runtime = tokens(path);
     let module = format_ident!("{}", emitted.kernel_name());
     let kernel = emitted.kernel_name();
     let ptx = emitted.ptx();
     let spec = emitted.spec_text();
     let smem = emitted.launch().dynamic_smem_bytes;
     let threads = emitted.launch().threads_per_block;
-    let launch = launch_tokens(emitted.launch());
-    let checks = emitted.expected_sass().iter().map(check_tokens);
-    let params = emitted.params().iter().map(param_tokens);
-    let input = element_type(emitted.spec().dtype);
-    let output = element_type(emitted.spec().out);
+    let launch = tokens(&emitted.launch().rust_expr(path));
+    let checks = emitted
+        .expected_sass()
+        .iter()
+        .map(|check| tokens(&check.rust_expr(path)));
+    let params = emitted
+        .params()
+        .iter()
+        .map(|param| tokens(&param.rust_expr(path)));
+    let input = element_type(emitted.spec().dtype, &runtime);
+    let output = element_type(emitted.spec().out, &runtime);
     let doc = format!("GEMM kernel `{kernel}` generated from `{spec}`.");
     quote! {
         #[doc = #doc]
@@ -194,18 +107,18 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
             /// Threads per block.
             pub const THREADS: u32 = #threads;
             /// Launch geometry and argument rules.
-            pub const LAUNCH: ::runtime::LaunchShape = #launch;
+            pub const LAUNCH: #runtime::LaunchShape = #launch;
             /// Kernel parameters, in order.
-            pub const PARAMS: &[::runtime::KernelParam] = &[#(#params),*];
+            pub const PARAMS: &[#runtime::KernelParam] = &[#(#params),*];
             /// What the kernel's SASS must (not) contain.
-            pub const EXPECTED_SASS: &[::runtime::SassCheck] = &[#(#checks),*];
+            pub const EXPECTED_SASS: &[#runtime::SassCheck] = &[#(#checks),*];
             /// Everything the runtime needs to load and launch the kernel.
             #[allow(unsafe_code)]
-            pub static INFO: ::runtime::KernelInfo<'static> =
+            pub static INFO: #runtime::KernelInfo<'static> =
                 // SAFETY: every part above was written out from one `codegen::emit` of this
                 // spec, which describes its own PTX.
                 unsafe {
-                    ::runtime::KernelInfo::from_parts(::runtime::KernelParts {
+                    #runtime::KernelInfo::from_parts(#runtime::KernelParts {
                         name: KERNEL,
                         ptx: PTX,
                         spec: SPEC,
@@ -241,9 +154,9 @@ fn expand(emitted: &Emitted) -> TokenStream2 {
 
             /// Loads the kernel into `ctx` (JIT-compiling the PTX for the device).
             pub fn load(
-                ctx: &::std::sync::Arc<::runtime::CudaContext>,
-            ) -> ::std::result::Result<::runtime::GemmKernel<Input, Output>, ::runtime::Error> {
-                ::runtime::GemmKernel::load(ctx, &INFO)
+                ctx: &::std::sync::Arc<#runtime::CudaContext>,
+            ) -> ::std::result::Result<#runtime::GemmKernel<Input, Output>, #runtime::Error> {
+                #runtime::GemmKernel::load(ctx, &INFO)
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Strided batches: which product of the batch a block computes, and where that product's
 //! operands start. Matrix `i` of an operand lies `i · stride` elements past the operand's
-//! pointer (the `stride_*` parameters of [`BATCH_PARAMS`](crate::emit::BATCH_PARAMS)).
+//! pointer (the `stride_*` parameters of [`BATCH_PARAMS`](gemm_dsl::abi::BATCH_PARAMS)).
 
 use gemm_dsl::Schedule;
 use serde::Serialize;

@@ -52,7 +52,7 @@ use super::swizzle::{decompose, SmemSwizzle, XorOffset};
 use super::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
-use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
+use gemm_dsl::abi::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
 use gemm_dsl::geometry::{CopyGeometry, StoredTile, COPY_VECTOR_BYTES};
 use gemm_dsl::{DType, GemmSpec, Layout, Schedule, ValidSpec};

@@ -10,7 +10,7 @@ pub mod simt;
 pub mod swizzle;
 pub mod wgmma;
 
-use crate::emit::{KernelParam, Opcode, SassCheck};
+use gemm_dsl::abi::{KernelParam, Opcode, SassCheck};
 use gemm_dsl::geometry::COPY_VECTOR_BYTES;
 use gemm_dsl::{Family, GemmSpec, ValidSpec};
 use serde::Serialize;
@@ -27,6 +27,9 @@ pub struct KernelPlan {
     pub ptx_version: &'static str,
     /// The validated spec, every key explicit; printed in the PTX header.
     pub spec_text: String,
+    /// The entry's `.param` declarations, in order, written from the ABI's parameter list
+    /// ([`LaunchContract::params`]), so the PTX and the launcher cannot disagree.
+    pub entry_params: Vec<String>,
     pub family: FamilyPlan,
 }
 
@@ -175,11 +178,19 @@ pub fn plan(valid: &ValidSpec) -> KernelPlan {
         Family::MmaSync(geometry) => FamilyPlan::MmaSync(mma_sync::plan(valid, geometry)),
         Family::Wgmma(geometry) => FamilyPlan::Wgmma(wgmma::plan(valid, geometry)),
     };
+    let name = valid.spec.name.clone();
+    let entry_params = family
+        .launch_contract()
+        .params
+        .iter()
+        .map(|param| param.ptx_declaration(&name))
+        .collect();
     KernelPlan {
-        name: valid.spec.name.clone(),
+        name,
         target: valid.spec.arch.name(),
         ptx_version: PTX_VERSION,
         spec_text: valid.spec.to_spec_text(),
+        entry_params,
         family,
     }
 }

@@ -27,7 +27,7 @@ use super::edges::{
 use super::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
-use crate::emit::{Opcode, SassCheck, GEMM_PARAMS};
+use gemm_dsl::abi::{Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{
     SimtGeometry, SIMT_B_QUARTERS, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS,
 };

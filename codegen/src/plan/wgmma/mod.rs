@@ -16,12 +16,12 @@ pub mod ring;
 use super::batch::{BatchPlan, WALK_BATCH_REGISTER};
 use super::schedule::TileWalk;
 use super::LaunchContract;
-use crate::emit::{
+use descriptor::{Major, SmemDescriptor};
+use epilogue::WgmmaEpilogue;
+use gemm_dsl::abi::{
     KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, BATCH_PARAMS,
     SIZE_PARAMS,
 };
-use descriptor::{Major, SmemDescriptor};
-use epilogue::WgmmaEpilogue;
 use gemm_dsl::family::wgmma::{
     OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WARPGROUP_THREADS, WGMMA_K, WGMMA_M,
 };
