@@ -1,7 +1,7 @@
 //! `emit`: a validated spec in, PTX and everything a launcher needs out.
 
+use crate::family::{self, FamilyPlan};
 use crate::plan::math_only::MathOnlyPlan;
-use crate::plan::{self, FamilyPlan};
 use crate::ptx;
 use gemm_dsl::abi::{
     CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, SassCheck,
@@ -86,7 +86,7 @@ impl Emitted {
 
 /// Plans and writes the kernel of a validated spec.
 pub fn emit(valid: &ValidSpec) -> Emitted {
-    let plan = plan::plan(valid);
+    let plan = family::plan(valid);
     let ptx = ptx::write(&plan);
     let spec = &valid.spec;
     let contract = plan.family.launch_contract();
@@ -129,7 +129,7 @@ pub fn emit_str(text: &str) -> Result<Emitted, gemm_dsl::SpecErrors> {
     Ok(emit(&gemm_dsl::check_str(text)?))
 }
 
-/// A spec's main-loop math alone, as a kernel: see [`MathOnlyPlan`](crate::plan::math_only::MathOnlyPlan).
+/// A spec's main-loop math alone, as a kernel: see [`MathOnlyPlan`].
 /// Parameters `(out: *mut f32, trips: u32)`; `out` holds one f32 per launched thread.
 /// Read-only, like [`Emitted`]: the runtime launches the PTX with this block size and sizes
 /// `out` by it.
@@ -173,21 +173,26 @@ impl MathOnly {
 }
 
 pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {
-    let plan = plan::plan(valid);
-    let math = MathOnlyPlan::of(&plan);
+    let plan = family::plan(valid);
+    let math = plan.family.math_only(format!("{}_math_only", plan.name));
+    let expected_sass = expected_math_only_sass(&plan.family, &math, &valid.spec);
     MathOnly {
         ptx: ptx::write_math_only(&plan, &math),
         kernel_name: math.name,
         threads_per_block: math.threads,
         flops_per_trip: math.flops_per_trip,
         dynamic_smem_bytes: math.smem_bytes,
-        expected_sass: expected_math_only_sass(&plan.family, &valid.spec),
+        expected_sass,
     }
 }
 
-/// The probe's math, and no memory traffic but its final store (a wgmma probe also fills its
-/// stage of shared memory once, with STS, before the loop).
-fn expected_math_only_sass(family: &FamilyPlan, spec: &GemmSpec) -> Vec<SassCheck> {
+/// The probe's math, and no memory traffic but its final store (a probe whose operands live
+/// in shared memory fills them once, with STS, before the loop).
+fn expected_math_only_sass(
+    family: &FamilyPlan,
+    math: &MathOnlyPlan,
+    spec: &GemmSpec,
+) -> Vec<SassCheck> {
     let mut checks = family.math_promises(spec);
     let mut absent = vec![
         Opcode::Ldg,
@@ -198,7 +203,7 @@ fn expected_math_only_sass(family: &FamilyPlan, spec: &GemmSpec) -> Vec<SassChec
         Opcode::Ldl,
         Opcode::Stl,
     ];
-    if !matches!(family, FamilyPlan::Wgmma(_)) {
+    if math.smem_words == 0 {
         absent.push(Opcode::Sts);
     }
     checks.extend(absent.into_iter().map(SassCheck::Absent));

@@ -1,14 +1,19 @@
 //! gemm-dsl code generation: spec → plan → PTX.
 //!
 //! [`emit`] turns a validated spec into PTX text plus the launch geometry, parameter list and
-//! the SASS opcodes the spec promises. The [`plan`] layer computes every number; [`ptx`] lays
-//! them out through tera templates (`templates/`, one set of partials per kernel family).
+//! the SASS opcodes the spec promises. Each kernel family is a folder of [`family`] (its plan
+//! by concern, SASS promises, `explain` section, math-only probe and its part of the writer),
+//! over the shared axes of [`plan`] (batch, edges, tile walks, swizzles, ring, banks); [`ptx`]
+//! lays the plan out through tera templates (`templates/<family>/`, shared macros in
+//! `templates/common/`). The kernel ABI ([`KernelInfo`] and its parts) is `gemm_dsl::abi`,
+//! re-exported here.
 //! [`catalog`] names the specs that tests, benches and the CLI share; [`sass`] assembles with
 //! ptxas and reads the SASS back.
 
 pub mod catalog;
 pub mod emit;
 pub mod explain;
+pub mod family;
 pub mod plan;
 pub mod ptx;
 pub mod sass;

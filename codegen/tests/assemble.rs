@@ -152,8 +152,8 @@ fn tensor_core_kernels_assemble_for_sm80_and_sm90() {
             }
             assert_eq!(report.count(Opcode::Ldl) + report.count(Opcode::Stl), 0);
             // Every mma of the main loop is in the SASS (nothing was optimized away).
-            let p = codegen::plan::plan(&gemm_dsl::check_str(entry.spec).unwrap());
-            if let codegen::plan::FamilyPlan::MmaSync(p) = &p.family {
+            let p = codegen::family::plan(&gemm_dsl::check_str(entry.spec).unwrap());
+            if let codegen::family::FamilyPlan::MmaSync(p) = &p.family {
                 let mmas: usize = p.k_steps_plan.iter().map(|s| s.mmas.len()).sum();
                 let hmmas = report.count(Opcode::Hmma);
                 assert!(
@@ -198,16 +198,16 @@ fn math_only_probes_assemble_with_only_their_math() {
         if let Err(mismatch) = report.require(probe.expected_sass()) {
             panic!("{name} ({arch}): {mismatch}");
         }
-        let plan = codegen::plan::plan(&valid);
+        let plan = codegen::family::plan(&valid);
         let (opcode, per_trip) = match &plan.family {
-            codegen::plan::FamilyPlan::MmaSync(p) => (
+            codegen::family::FamilyPlan::MmaSync(p) => (
                 Opcode::Hmma,
                 p.k_steps_plan.iter().map(|s| s.mmas.len()).sum::<usize>(),
             ),
-            codegen::plan::FamilyPlan::Simt(p) => {
+            codegen::family::FamilyPlan::Simt(p) => {
                 (Opcode::Ffma, (p.consumer.accumulators * p.block_k) as usize)
             }
-            codegen::plan::FamilyPlan::Wgmma(p) => (
+            codegen::family::FamilyPlan::Wgmma(p) => (
                 Opcode::Hgmma,
                 p.k_steps.iter().map(|s| s.mmas.len()).sum::<usize>(),
             ),

@@ -17,7 +17,8 @@
 //! `wait_group`/`bar.sync`, or a skipped tile, fails here without a GPU.
 
 use codegen::catalog::CATALOG;
-use codegen::plan::{self, FamilyPlan, PlanCopy, SmemLayout};
+use codegen::family::{self, FamilyPlan};
+use codegen::plan::{PlanCopy, SmemLayout};
 use std::collections::HashMap;
 
 /// What the replay needs of a kernel's plan.
@@ -45,7 +46,7 @@ struct Ring {
 impl Ring {
     fn of(spec: &str) -> Ring {
         let valid = gemm_dsl::check_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
-        match plan::plan(&valid).family {
+        match family::plan(&valid).family {
             FamilyPlan::Simt(p) => {
                 assert_eq!(p.copy, PlanCopy::CpAsync, "{spec}");
                 Ring {
@@ -78,7 +79,7 @@ impl Ring {
             FamilyPlan::MmaSync(p) => {
                 assert_eq!(p.copy, PlanCopy::CpAsync, "{spec}");
                 let reads =
-                    |step: &plan::mma_sync::MmaKStep| step.a_loads.len() + step.b_loads.len();
+                    |step: &family::mma_sync::MmaKStep| step.a_loads.len() + step.b_loads.len();
                 Ring {
                     reads_per_tile: p.k_steps_plan.iter().map(reads).sum(),
                     look_ahead_reads: if p.smem.pipelined {

@@ -4,15 +4,15 @@
 //! allows on that board at that moment (clocks, power limit). (The SIMT family's probe was
 //! measured below its kernel on H100, so for SIMT it is a curiosity, not a ceiling.)
 
-use super::{FamilyPlan, KernelPlan};
-use gemm_dsl::family::wgmma::{RING_ALIGN_BYTES, WARPGROUP_THREADS};
-use gemm_dsl::RegisterBudget;
+//!
+//! Each family fills [`MathOnlyPlan`] in its `probe` module.
+
 use serde::Serialize;
 
 /// The top exponent bit of every element: clearing it keeps operands below 2 in magnitude,
 /// so accumulators stay finite over any trip count while the bits stay varied.
-const F32_OPERAND_MASK: u32 = 0xBFFF_FFFF;
-const PACKED_16_BIT_OPERAND_MASK: u32 = 0xBFFF_BFFF;
+pub const F32_OPERAND_MASK: u32 = 0xBFFF_FFFF;
+pub const PACKED_16_BIT_OPERAND_MASK: u32 = 0xBFFF_BFFF;
 
 /// Every number the math-only template prints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -39,74 +39,12 @@ pub struct MathOnlyPlan {
     pub smem_words: u32,
 }
 
-impl MathOnlyPlan {
-    pub fn of(plan: &KernelPlan) -> MathOnlyPlan {
-        let name = format!("{}_math_only", plan.name);
-        match &plan.family {
-            FamilyPlan::Simt(p) => {
-                let c = &p.consumer;
-                MathOnlyPlan {
-                    name,
-                    threads: p.threads,
-                    max_registers: p.max_registers,
-                    accumulators: c.accumulators,
-                    a_registers: c.a_fragment_registers,
-                    b_registers: c.b_fragment_registers,
-                    operand_type: ".f32",
-                    operand_mask: ptx_hex(F32_OPERAND_MASK),
-                    // Each k group runs the FFMA block of each of its k positions in order.
-                    trip_blocks: c
-                        .k_groups
-                        .iter()
-                        .flat_map(|group| 0..group.k_steps.len())
-                        .collect(),
-                    flops_per_trip: block_tile_flops(p.block_m, p.block_n, p.block_k),
-                    smem_bytes: 0,
-                    smem_words: 0,
-                }
-            }
-            FamilyPlan::MmaSync(p) => MathOnlyPlan {
-                name,
-                threads: p.threads,
-                max_registers: Some(p.max_registers),
-                accumulators: p.accumulators,
-                a_registers: p.a_fragment_registers,
-                b_registers: p.b_fragment_registers,
-                operand_type: ".b32",
-                // tf32 fragments are f32 bit patterns; the others pack two 16-bit elements.
-                operand_mask: ptx_hex(if p.round_tf32 {
-                    F32_OPERAND_MASK
-                } else {
-                    PACKED_16_BIT_OPERAND_MASK
-                }),
-                trip_blocks: (0..p.k_steps as usize).collect(),
-                flops_per_trip: block_tile_flops(p.block_m, p.block_n, p.block_k),
-                smem_bytes: 0,
-                smem_words: 0,
-            },
-            // The consumers alone, on one stage of shared memory.
-            FamilyPlan::Wgmma(p) => MathOnlyPlan {
-                name,
-                threads: p.consumers * WARPGROUP_THREADS,
-                max_registers: Some(RegisterBudget::limit_for(p.consumers * WARPGROUP_THREADS)),
-                accumulators: p.accumulators,
-                a_registers: 0,
-                b_registers: 0,
-                operand_type: ".b32",
-                operand_mask: ptx_hex(PACKED_16_BIT_OPERAND_MASK),
-                trip_blocks: vec![0],
-                flops_per_trip: block_tile_flops(p.block_m, p.block_n, p.block_k),
-                smem_bytes: p.ring.stage_bytes + RING_ALIGN_BYTES,
-                smem_words: p.ring.stage_bytes / 4,
-            },
-        }
-    }
-}
-
-fn block_tile_flops(m: u32, n: u32, k: u32) -> u64 {
+/// Flops of one k tile of a block tile, `2·BM·BN·BK`.
+pub fn block_tile_flops(m: u32, n: u32, k: u32) -> u64 {
     2 * u64::from(m) * u64::from(n) * u64::from(k)
 }
 
-fn ptx_hex(value: u32) -> String {
+/// A 32-bit value as PTX writes hex.
+pub fn ptx_hex(value: u32) -> String {
     format!("0x{value:08X}")
 }

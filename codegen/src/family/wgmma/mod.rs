@@ -13,9 +13,13 @@ pub mod descriptor;
 pub mod epilogue;
 pub mod ring;
 
-use super::batch::{BatchPlan, WALK_BATCH_REGISTER};
-use super::schedule::TileWalk;
-use super::LaunchContract;
+mod explain;
+mod probe;
+pub mod write;
+
+use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
+use crate::plan::schedule::TileWalk;
+use crate::plan::LaunchContract;
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::abi::{
@@ -34,6 +38,9 @@ use std::sync::{Mutex, OnceLock};
 /// Every number the wgmma templates print.
 #[derive(Clone, Debug, Serialize)]
 pub struct WgmmaPlan {
+    /// The validated geometry the plan was made from (for `explain`; templates never read it).
+    #[serde(skip)]
+    pub geometry: WgmmaGeometry,
     pub threads: u32,
     /// `.maxnreg`: the even split of the register file over the block's threads; ptxas honours
     /// `setmaxnreg` only under such a cap.
@@ -391,6 +398,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         DType::F32 | DType::Tf32 => "",
     };
     WgmmaPlan {
+        geometry: *g,
         threads: g.threads,
         max_registers: gemm_dsl::RegisterBudget::limit_for(g.threads),
         register_split: g
@@ -422,7 +430,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         consumer_a_bytes: m_rows_bytes(g.rows_per_consumer),
         a_major: g.a_major,
         b_major: g.b_major,
-        layout_note: super::layout_note(spec.layout),
+        layout_note: crate::plan::layout_note(spec.layout),
         a_coords: coordinates(g.a_major, "%block_m", "%a_matrix"),
         b_coords: coordinates(g.b_major, "%block_n", "%b_matrix"),
         a_desc_low: a_descriptor.low_word_fields(),

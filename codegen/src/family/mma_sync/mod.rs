@@ -43,13 +43,17 @@
 //! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
 //! for every thread).
 
-use super::batch::BatchPlan;
-use super::edges::{
+mod explain;
+mod probe;
+pub mod write;
+
+use crate::plan::batch::BatchPlan;
+use crate::plan::edges::{
     c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, OperandSource,
 };
-use super::schedule::TileWalk;
-use super::swizzle::{decompose, SmemSwizzle, XorOffset};
-use super::{
+use crate::plan::schedule::TileWalk;
+use crate::plan::swizzle::{decompose, SmemSwizzle, XorOffset};
+use crate::plan::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
 use gemm_dsl::abi::{Opcode, SassCheck, GEMM_PARAMS};
@@ -64,6 +68,9 @@ const K_STEP_BYTES: u32 = 32;
 /// Every number the mma.sync template prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct MmaSyncPlan {
+    /// The validated geometry the plan was made from (for `explain`; templates never read it).
+    #[serde(skip)]
+    pub geometry: MmaSyncGeometry,
     pub threads: u32,
     /// `.maxnreg`: the per-thread register limit of the block size. Without it ptxas may aim
     /// for a higher occupancy than the kernel's registers allow, and spill.
@@ -781,11 +788,12 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     };
     let batch = BatchPlan::new(spec.schedule, element, out_bytes);
     MmaSyncPlan {
+        geometry: *g,
         threads: g.threads,
         max_registers: valid.registers.limit,
         dtype: spec.dtype.name(),
         out_dtype: spec.out.name(),
-        layout_note: super::layout_note(spec.layout),
+        layout_note: crate::plan::layout_note(spec.layout),
         fragment_note,
         in_bytes: element,
         out_bytes,

@@ -19,12 +19,16 @@
 //!   column `n` sits at chunk `n / 4` of quarter `n % 4`, so the lane columns, whose columns
 //!   lie 4 apart, read 8 consecutive chunks: conflict-free.
 
-use super::batch::BatchPlan;
-use super::edges::{
+mod explain;
+mod probe;
+pub mod write;
+
+use crate::plan::batch::BatchPlan;
+use crate::plan::edges::{
     c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, ElementStore,
     OperandSource,
 };
-use super::{
+use crate::plan::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
 use gemm_dsl::abi::{Opcode, SassCheck, GEMM_PARAMS};
@@ -45,6 +49,9 @@ const K_PER_A_VECTOR: u32 = COPY_VECTOR_BYTES / F32_BYTES;
 /// Every number the SIMT template prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimtPlan {
+    /// The validated geometry the plan was made from (for `explain`; templates never read it).
+    #[serde(skip)]
+    pub geometry: SimtGeometry,
     pub threads: u32,
     /// `.maxnreg` for blocks of fewer than eight warps: for those, ptxas otherwise aims at an
     /// occupancy its register cap cannot keep and spills (seen at 32, 64 and 128 threads). Larger
@@ -514,6 +521,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
 
     let batch = BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES);
     SimtPlan {
+        geometry: *g,
         threads: g.threads,
         max_registers: (g.threads < SMALL_BLOCK_THREADS).then_some(valid.registers.limit),
         element_bytes: F32_BYTES,
@@ -522,7 +530,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         block_m: tile.m,
         block_n: tile.n,
         block_k: tile.k,
-        layout_note: super::layout_note(spec.layout),
+        layout_note: crate::plan::layout_note(spec.layout),
         smem,
         copy,
         cache_hint,

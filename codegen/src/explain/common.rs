@@ -1,0 +1,108 @@
+//! Pieces every family's `explain` section uses: the block line, the budgets (ledger,
+//! registers next to ptxas, occupancy), the cp.async ring's timeline and conflict verdicts.
+
+use crate::plan::{PlanCopy, SmemLayout};
+use crate::sass::PtxasResources;
+use gemm_dsl::ValidSpec;
+use std::fmt::Write;
+
+pub fn verdict(degree: u32) -> String {
+    if degree <= 1 {
+        "conflict-free".to_string()
+    } else {
+        format!("{degree}-way conflict")
+    }
+}
+
+pub fn block_line(out: &mut String, tile: gemm_dsl::Tile, threads: u32, warps: gemm_dsl::Grid2) {
+    let _ = writeln!(
+        out,
+        "  block tile {tile}, {threads} threads = {} warps as {warps}",
+        warps.count()
+    );
+}
+
+/// The family-independent middle of an explanation: shared-memory ledger, register estimate
+/// next to what ptxas reported, and occupancy.
+pub fn budgets(out: &mut String, valid: &ValidSpec, ptxas: Result<&PtxasResources, &str>) {
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", valid.smem);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", valid.registers);
+    match ptxas {
+        Ok(resources) => {
+            let _ = writeln!(out, "  ptxas: {resources}");
+        }
+        Err(reason) => {
+            let _ = writeln!(out, "  ptxas: not run ({reason})");
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", valid.occupancy);
+    let _ = writeln!(out);
+}
+
+/// The main loop as a table: which tile each step loads into which stage, which stage it
+/// computes, and where the waits and barriers sit.
+pub fn timeline(ring: &SmemLayout, copy: PlanCopy) -> String {
+    let mut out = String::new();
+    let stages = ring.stages;
+    let copy_name = match copy {
+        PlanCopy::Sync => "ld.global -> registers -> st.shared",
+        PlanCopy::CpAsync => "cp.async",
+    };
+    let _ = writeln!(out, "pipeline: {stages} stage(s), {copy_name}");
+    if !ring.pipelined {
+        let _ = writeln!(
+            out,
+            "  every step: load tile k -> stage 0; {}bar.sync; compute stage 0; bar.sync",
+            if copy == PlanCopy::CpAsync {
+                "commit; wait_group 0; "
+            } else {
+                ""
+            }
+        );
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  prologue: tiles 0..{} -> stages 0..{}{}",
+        ring.lookahead - 1,
+        ring.lookahead - 1,
+        if copy == PlanCopy::CpAsync {
+            ", one commit group each"
+        } else {
+            ", then bar.sync"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  {:>5}  {:<44} {:<14}",
+        "step", "before the math", "math"
+    );
+    let steps = stages + 2;
+    for k in 0..steps {
+        let load_tile = k + ring.lookahead;
+        let load_stage = load_tile % stages;
+        let compute_stage = k % stages;
+        let before = match copy {
+            PlanCopy::CpAsync => format!(
+                "wait_group {}; bar.sync; tile {load_tile} -> stage {load_stage}",
+                ring.groups_in_flight
+            ),
+            PlanCopy::Sync => format!("tile {load_tile} -> registers"),
+        };
+        let math = format!("stage {compute_stage} (tile {k})");
+        let after = match copy {
+            PlanCopy::CpAsync => String::new(),
+            PlanCopy::Sync => format!("; registers -> stage {load_stage}; bar.sync"),
+        };
+        let _ = writeln!(out, "  {k:>5}  {before:<44} {math}{after}");
+    }
+    let _ = writeln!(
+        out,
+        "  {:>5}  (the ring repeats every {stages} steps)",
+        "..."
+    );
+    out
+}

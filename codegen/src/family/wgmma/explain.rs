@@ -1,0 +1,216 @@
+//! The Hopper family's `explain` section.
+
+use super::descriptor::{Major, SmemDescriptor};
+use super::{BoxLoad, WgmmaPlan};
+use crate::explain::common::budgets;
+use crate::sass::PtxasResources;
+use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
+use gemm_dsl::ValidSpec;
+use std::fmt::Write;
+
+impl WgmmaPlan {
+    pub fn explain(
+        &self,
+        out: &mut String,
+        valid: &ValidSpec,
+        ptxas: Result<&PtxasResources, &str>,
+    ) {
+        wgmma_family(out, valid, &self.geometry, self);
+        budgets(out, valid, ptxas);
+        out.push_str(&wgmma_ring_timeline(self));
+    }
+}
+
+/// The Hopper family: warpgroup roles, the register split, the TMA boxes, the decoded
+/// descriptors and the epilogue.
+fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &WgmmaPlan) {
+    let spec = &valid.spec;
+    let _ = writeln!(
+        out,
+        "family: Hopper (mma: wgmma), {} in, f32 accumulate, {} out",
+        spec.dtype.name(),
+        spec.out.name()
+    );
+    let _ = writeln!(out, "  {}", p.wgmma_instruction);
+    let _ = writeln!(
+        out,
+        "  block tile {}, {} threads = 1 producer warpgroup (one thread issues the TMA) + {} consumer warpgroup(s)",
+        spec.tile, g.threads, g.consumers
+    );
+    let _ = writeln!(
+        out,
+        "  each consumer: {} rows = {} x m64n{}, {} k steps per k tile, {} f32 accumulators per thread",
+        g.rows_per_consumer,
+        g.m_wgmmas,
+        g.n,
+        g.k_steps,
+        g.accumulators()
+    );
+    match &p.register_split {
+        Some(split) => {
+            let used = WARPGROUP_THREADS * split.producer
+                + WARPGROUP_THREADS * g.consumers * split.consumer;
+            let _ = writeln!(
+                out,
+                "  registers: .maxnreg {} (the even split); setmaxnreg.dec {} in the producer, setmaxnreg.inc {} in the consumers: {} x {} + {} x {} = {used} of 65536",
+                p.max_registers,
+                split.producer,
+                split.consumer,
+                WARPGROUP_THREADS,
+                split.producer,
+                WARPGROUP_THREADS * g.consumers,
+                split.consumer
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  registers: .maxnreg {} for every warpgroup (one consumer: no split needed)",
+                p.max_registers
+            );
+        }
+    }
+    let boxes = |name: char, loads: &[BoxLoad], outer: u32, inner: u32| {
+        format!(
+            "{name} {} box(es) of {outer} rows x {inner} {} ({} B each)",
+            loads.len(),
+            spec.dtype.name(),
+            loads.first().map_or(0, |l| l.bytes)
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  TMA per stage: {}, {}; arrive.expect_tx {} B",
+        boxes('A', &p.a_loads, p.a_box.outer, p.a_box.inner),
+        boxes('B', &p.b_loads, p.b_box.outer, p.b_box.inner),
+        p.ring.expect_tx_bytes
+    );
+    for (operand, descriptor, major, per_step) in [
+        (
+            'A',
+            p.a_descriptor,
+            p.a_major,
+            p.k_steps
+                .get(1)
+                .map_or(0, |s| s.mmas[0].a_offset_units * 16),
+        ),
+        (
+            'B',
+            p.b_descriptor,
+            p.b_major,
+            p.k_steps.get(1).map_or(0, |s| s.b_offset_units * 16),
+        ),
+    ] {
+        let bits = descriptor.encode();
+        let decoded = SmemDescriptor::decode(bits);
+        let _ = writeln!(
+            out,
+            "  descriptor {operand} (stage 0, first consumer, k step 0): {bits:#018x} = start +{} B, LBO {} B, SBO {} B, {}-byte swizzle; {} (imm-trans {}), +{per_step} B per k step",
+            decoded.start_bytes,
+            decoded.leading_bytes,
+            decoded.stride_bytes,
+            decoded.swizzle_bytes,
+            match major {
+                Major::K => "K-major",
+                Major::MN if operand == 'A' => "M-major",
+                Major::MN => "N-major",
+            },
+            major.transpose_flag()
+        );
+    }
+    let pairs = if p.epilogue.pack_instruction.is_empty() {
+        "f32 pairs".to_string()
+    } else {
+        format!("{} pairs", p.epilogue.pack_instruction)
+    };
+    let _ = match &p.epilogue.tma {
+        Some(t) => writeln!(
+            out,
+            "  epilogue: tma; per consumer, {} boxes of {}x{} per tile: {pairs} by stmatrix.x4 ({} per warp per box) into 2 buffers of {} B ({}B swizzle) in turn; thread 0 issues each box's TMA store (clipped at the matrix edge) once the previous box's store has read its buffer, and the warps go on without waiting for the stores",
+            t.boxes.len(),
+            t.box_rows,
+            t.box_cols,
+            t.matrices_per_box,
+            t.buffer_bytes,
+            t.swizzle_bytes
+        ),
+        None => writeln!(
+            out,
+            "  epilogue: direct; {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
+        ),
+    };
+    if let Some(c) = &p.cluster {
+        let _ = writeln!(
+            out,
+            "  cluster: {} blocks share {}'s tiles; block rank r loads rows {}r..{}r+{} of each {} box ({} B) and multicasts them (mask {:#b}); empty barriers count the consumer warps of both blocks",
+            c.blocks,
+            c.shared.to_uppercase(),
+            c.slice_rows,
+            c.slice_rows,
+            c.slice_rows - 1,
+            c.shared.to_uppercase(),
+            c.slice_bytes,
+            c.cta_mask
+        );
+    }
+    if let Some(walk) = &p.persistent {
+        let _ = writeln!(
+            out,
+            "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk {}x{} tiles ({}) {}, + {}, .. in raster bands {} tiles across {} advancing along {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
+            p.walk_tile_m,
+            p.walk_tile_n,
+            if p.cluster.is_some() { "one per cluster" } else { "one per block" },
+            p.tile_index_register,
+            if p.cluster.is_some() { "%nclusterid.x" } else { "%nctaid.x" },
+            walk.group,
+            walk.across.param.to_uppercase(),
+            walk.along.param.to_uppercase()
+        );
+    }
+    if let Some(stream_k) = &p.stream_k {
+        let _ = writeln!(
+            out,
+            "  stream-K tail: where the tiles left after the whole rounds are at most half the grid (the grid grows to up to one block per k tile), the blocks share their k tiles; a share that starts inside a tile leaves its f32 sums in the workspace ({} B per block: {} B of sums per consumer, then the flags) for the block that computed the tile's first k tile, which adds them in block order and stores C",
+            stream_k.record_bytes, stream_k.slot_bytes
+        );
+    }
+}
+
+/// The ring over time: for each fill of the sequence, its slot and lap, the parities the
+/// producer and the consumers wait for, and when the slot is released.
+fn wgmma_ring_timeline(p: &WgmmaPlan) -> String {
+    let ring = &p.ring;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ring: {} stages; fill i of the k-tile sequence uses slot i mod {}, lap i / {}",
+        ring.stages, ring.stages, ring.stages
+    );
+    let _ = writeln!(
+        out,
+        "  {:>4}  {:>4}  {:>3}  {:<46} {:<34} release",
+        "fill", "slot", "lap", "producer", "consumers"
+    );
+    for fill in 0..u64::from(2 * ring.stages + 2) {
+        let f = ring.fill(fill);
+        let producer = format!(
+            "wait empty[{}] parity {}{}; expect_tx; TMA",
+            f.slot,
+            f.empty_parity(),
+            if f.lap == 0 { " (fresh)" } else { "" }
+        );
+        let consumers = format!("wait full[{}] parity {}; wgmmas", f.slot, f.full_parity());
+        let _ = writeln!(
+            out,
+            "  {fill:>4}  {:>4}  {:>3}  {producer:<46} {consumers:<34} after fill {}'s wait_group 1",
+            f.slot,
+            f.lap,
+            fill + 1
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  ...   (a tile's last fill is released after wait_group 0, before its epilogue)"
+    );
+    out
+}

@@ -1,0 +1,28 @@
+//! The Hopper family's math-only probe: the consumers alone, their wgmmas reading one stage
+//! of shared memory that the probe fills once.
+
+use super::WgmmaPlan;
+use crate::plan::math_only::{block_tile_flops, ptx_hex, MathOnlyPlan, PACKED_16_BIT_OPERAND_MASK};
+use gemm_dsl::family::wgmma::{RING_ALIGN_BYTES, WARPGROUP_THREADS};
+use gemm_dsl::RegisterBudget;
+
+impl WgmmaPlan {
+    pub fn math_only(&self, name: String) -> MathOnlyPlan {
+        MathOnlyPlan {
+            name,
+            threads: self.consumers * WARPGROUP_THREADS,
+            max_registers: Some(RegisterBudget::limit_for(
+                self.consumers * WARPGROUP_THREADS,
+            )),
+            accumulators: self.accumulators,
+            a_registers: 0,
+            b_registers: 0,
+            operand_type: ".b32",
+            operand_mask: ptx_hex(PACKED_16_BIT_OPERAND_MASK),
+            trip_blocks: vec![0],
+            flops_per_trip: block_tile_flops(self.block_m, self.block_n, self.block_k),
+            smem_bytes: self.ring.stage_bytes + RING_ALIGN_BYTES,
+            smem_words: self.ring.stage_bytes / 4,
+        }
+    }
+}

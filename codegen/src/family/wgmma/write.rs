@@ -1,0 +1,80 @@
+//! The Hopper family's part of the PTX writer: its templates, their context and the wgmma
+//! block of one k tile.
+
+use super::WgmmaPlan;
+use std::fmt::Write;
+use tera::Context;
+
+/// This family's templates, compiled into the binary.
+pub const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "wgmma/partials.ptx.tera",
+        include_str!("../../../templates/wgmma/partials.ptx.tera"),
+    ),
+    (
+        "wgmma/kernel.ptx.tera",
+        include_str!("../../../templates/wgmma/kernel.ptx.tera"),
+    ),
+    (
+        "wgmma/math_only.ptx.tera",
+        include_str!("../../../templates/wgmma/math_only.ptx.tera"),
+    ),
+];
+
+impl WgmmaPlan {
+    /// Fills the kernel template's context; returns the template's name.
+    pub fn kernel_template(&self, context: &mut Context) -> &'static str {
+        context.insert("math_text", &wgmma_block(self));
+        "wgmma/kernel.ptx.tera"
+    }
+
+    /// The wgmmas of one k tile.
+    pub fn math_blocks(&self) -> Vec<String> {
+        vec![wgmma_block(self)]
+    }
+}
+
+/// The wgmmas of one k tile: per k16 step the B descriptor, then per wgmma row of 64 the A
+/// descriptor and the instruction. Each instruction names its N/2 accumulators, so these
+/// lines are most of the kernel's text; they are written here rather than through tera for
+/// the same reason as [`fma_block`].
+fn wgmma_block(plan: &WgmmaPlan) -> String {
+    let transpose = (plan.a_major.transpose_flag(), plan.b_major.transpose_flag());
+    let mut text = String::new();
+    for (index, step) in plan.k_steps.iter().enumerate() {
+        let scale_d = if step.first { "%p_accumulate" } else { "1" };
+        let _ = writeln!(text, "\t// k step {index}");
+        descriptor(
+            &mut text,
+            "%b_desc",
+            "%b_stage",
+            step.b_offset_units,
+            "%b_hi",
+        );
+        for mma in &step.mmas {
+            descriptor(
+                &mut text,
+                "%a_desc",
+                "%a_stage",
+                mma.a_offset_units,
+                "%a_hi",
+            );
+            let _ = writeln!(
+                text,
+                "\t{}\t{{ {} }}, %a_desc, %b_desc, {scale_d}, 1, 1, {}, {};",
+                plan.wgmma_instruction, mma.accumulators, transpose.0, transpose.1
+            );
+        }
+    }
+    text.trim_end().to_string()
+}
+
+/// A 64-bit descriptor from a stage's low word plus `units` and the high word.
+fn descriptor(text: &mut String, register: &str, low: &str, units: u32, high: &str) {
+    if units == 0 {
+        let _ = writeln!(text, "\tmov.b64\t{register}, {{ {low}, {high} }};");
+    } else {
+        let _ = writeln!(text, "\tadd.u32\t%desc_lo, {low}, {units};");
+        let _ = writeln!(text, "\tmov.b64\t{register}, {{ %desc_lo, {high} }};");
+    }
+}
