@@ -3,111 +3,14 @@
 
 use crate::device::DeviceInfo;
 use crate::error::{DriverContext, Error};
-use codegen::LaunchShape;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// An `m x n x k` problem size, or a strided batch of `batch` such products.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Shape {
-    pub m: u32,
-    pub n: u32,
-    pub k: u32,
-    /// Products in one launch (reports written before batches existed read back as 1).
-    #[serde(default = "one_product", skip_serializing_if = "is_one_product")]
-    pub batch: u32,
-}
-
-fn one_product() -> u32 {
-    1
-}
-
-fn is_one_product(batch: &u32) -> bool {
-    *batch == 1
-}
-
-impl Shape {
-    pub const fn new(m: u32, n: u32, k: u32) -> Shape {
-        Shape { m, n, k, batch: 1 }
-    }
-
-    /// `batch` products of `m x n x k` in one launch.
-    pub const fn batched(batch: u32, m: u32, n: u32, k: u32) -> Shape {
-        Shape { m, n, k, batch }
-    }
-
-    pub const fn cube(size: u32) -> Shape {
-        Shape::new(size, size, size)
-    }
-
-    /// Every product's flops.
-    pub fn flops(&self) -> f64 {
-        2.0 * f64::from(self.batch) * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
-    }
-
-    /// The row stride the benchmark gives a matrix of rows `row_len` elements of
-    /// `element_bytes` long: the row length rounded up to `align_bytes` (a packed row where
-    /// that already holds). 16 bytes is the alignment every kernel's copies and the TMA need;
-    /// a wider one (128 bytes: whole cache lines) shows what a stride costs.
-    pub fn leading_dim(&self, row_len: u32, element_bytes: u32, align_bytes: u32) -> u32 {
-        let vector = (align_bytes / element_bytes).max(1);
-        row_len.div_ceil(vector) * vector
-    }
-
-    /// Whether a kernel with this launch shape computes this size (every catalog kernel takes
-    /// any M, N, K of at least 1; a whole-tile launch shape needs tile multiples).
-    pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
-        launch.check_batched_dims(self.m, self.n, self.k, self.batch)
-    }
-
-    /// A problem of more than `rounds x blocks` tiles, `k_tiles` deep, for a persistent grid
-    /// of `blocks`: odd tile rows and two more tile columns, so no raster band width divides
-    /// both and the last round is ragged.
-    pub fn rounds_of(launch: &LaunchShape, blocks: u32, rounds: u32, k_tiles: u32) -> Shape {
-        let rows = (f64::from(rounds * blocks + 1).sqrt().ceil() as u32) | 1;
-        Shape::new(
-            rows * launch.tile_m,
-            (rows + 2) * launch.tile_n,
-            k_tiles * launch.tile_k,
-        )
-    }
-}
-
-impl fmt::Display for Shape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.batch != 1 {
-            write!(f, "{}x", self.batch)?;
-        }
-        write!(f, "{}x{}x{}", self.m, self.n, self.k)
-    }
-}
-
-impl FromStr for Shape {
-    type Err = String;
-
-    /// `MxNxK`, e.g. `4096x4096x1024`, or `BxMxNxK` for a strided batch of B products,
-    /// e.g. `8x1024x1024x1024`.
-    fn from_str(text: &str) -> Result<Shape, String> {
-        let parts: Vec<&str> = text.trim().split(['x', 'X']).collect();
-        let bad = || {
-            format!(
-                "`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024, or BxMxNxK for a batch of B products"
-            )
-        };
-        let dim = |part: &&str| part.trim().parse::<u32>().ok().filter(|&v| v > 0);
-        let dims: Option<Vec<u32>> = parts.iter().map(dim).collect();
-        match dims.as_deref() {
-            Some(&[m, n, k]) => Ok(Shape::new(m, n, k)),
-            Some(&[batch, m, n, k]) => Ok(Shape::batched(batch, m, n, k)),
-            _ => Err(bad()),
-        }
-    }
-}
+pub use crate::verify::Shape;
 
 /// A comma list of shapes.
 pub fn parse_shapes(text: &str) -> Result<Vec<Shape>, String> {
@@ -753,6 +656,7 @@ pub fn civil_date(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use codegen::LaunchShape;
 
     fn report() -> BenchReport {
         let times = |ours: &[f32], theirs: &[f32]| InterleavedTimes {

@@ -9,10 +9,17 @@
 //! - [`GemmKernel::sass`] disassembles exactly what the driver runs.
 //! - [`AnyKernel`] loads a kernel with the Rust element types its spec names (f32 for f32 and
 //!   tf32, `half::bf16`, `half::f16`); [`with_kernel!`] runs generic code on it.
-//! - [`verify`] measures a kernel against a float64 or cuBLAS reference; [`bench`](mod@bench) times it
-//!   against cuBLAS (the `gemm-bench` binary); [`blas`] is cuBLAS for every element type;
-//!   [`probe`] runs a spec's main-loop math alone, the ceiling `gemm-bench --math-only` shows.
+//! - [`verify`] measures a kernel against a float64 or cuBLAS reference on random normal
+//!   inputs from a seed; [`blas`] is cuBLAS for every element type.
+//!
+//! Tools are features, so a crate that launches `gemm!` kernels compiles none of their
+//! dependencies:
+//! - `bench`: the `bench` module times kernels against cuBLAS and writes JSON / markdown / SVG
+//!   reports; the `probe` module runs a spec's main-loop math alone (emitted at run time), the
+//!   ceiling `gemm-bench --math-only` shows.
+//! - `cli`: the `gemm-bench` and `gemm-run` binaries (implies `bench`).
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod blas;
 pub mod check;
@@ -22,6 +29,7 @@ mod element;
 mod error;
 mod jit;
 mod kernel;
+#[cfg(feature = "bench")]
 pub mod probe;
 mod tensor_map;
 pub mod verify;

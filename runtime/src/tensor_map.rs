@@ -85,7 +85,7 @@ impl TensorMap {
                 swizzle,
                 // 128-byte promotion, not 256: the same speed for 128-byte-aligned rows, and
                 // 18 % faster where row strides split cache lines (4096x4104x4096 bf16 on an
-                // H100, runtime/results/strides-2026-11-23/README.md).
+                // H100, results/strides-2026-11-23/README.md).
                 CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                 CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
             )

@@ -8,11 +8,11 @@ use crate::error::Operand;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use codegen::gemm_dsl::DType;
-use codegen::StorageOrder;
+use codegen::{LaunchShape, StorageOrder};
 use cudarc::driver::CudaStream;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
-use rand_distr::{Distribution, StandardNormal};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
 use std::sync::Arc;
 
 /// One GEMM problem: row-major, packed `A` (m x k) and `B` (k x n).
@@ -26,12 +26,12 @@ pub struct Problem<In> {
 }
 
 impl<In: Element> Problem<In> {
-    /// Standard normal entries (rounded to `In`), reproducible from `seed`.
+    /// Standard normal entries (rounded to `In`) from a [`NormalRng`] seeded with `seed`.
     pub fn random(m: u32, n: u32, k: u32, seed: u64) -> Self {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = NormalRng::new(seed);
         let mut fill = |len: usize| -> Vec<In> {
             (0..len)
-                .map(|_| In::from_f32(StandardNormal.sample(&mut rng)))
+                .map(|_| In::from_f32(rng.next_normal() as f32))
                 .collect()
         };
         let a = fill(m as usize * k as usize);
@@ -48,6 +48,153 @@ impl<In: Element> Problem<In> {
     pub fn check_packed(&self) -> Result<(), Error> {
         require_packed("the problem's A", self.a.len(), self.m, self.k)?;
         require_packed("the problem's B", self.b.len(), self.k, self.n)
+    }
+}
+
+/// An `m x n x k` problem size, or a strided batch of `batch` such products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    /// Products in one launch (reports written before batches existed read back as 1).
+    #[serde(default = "one_product", skip_serializing_if = "is_one_product")]
+    pub batch: u32,
+}
+
+fn one_product() -> u32 {
+    1
+}
+
+fn is_one_product(batch: &u32) -> bool {
+    *batch == 1
+}
+
+impl Shape {
+    pub const fn new(m: u32, n: u32, k: u32) -> Shape {
+        Shape { m, n, k, batch: 1 }
+    }
+
+    /// `batch` products of `m x n x k` in one launch.
+    pub const fn batched(batch: u32, m: u32, n: u32, k: u32) -> Shape {
+        Shape { m, n, k, batch }
+    }
+
+    pub const fn cube(size: u32) -> Shape {
+        Shape::new(size, size, size)
+    }
+
+    /// Every product's flops.
+    pub fn flops(&self) -> f64 {
+        2.0 * f64::from(self.batch) * f64::from(self.m) * f64::from(self.n) * f64::from(self.k)
+    }
+
+    /// The row stride the benchmark gives a matrix of rows `row_len` elements of
+    /// `element_bytes` long: the row length rounded up to `align_bytes` (a packed row where
+    /// that already holds). 16 bytes is the alignment every kernel's copies and the TMA need;
+    /// a wider one (128 bytes: whole cache lines) shows what a stride costs.
+    pub fn leading_dim(&self, row_len: u32, element_bytes: u32, align_bytes: u32) -> u32 {
+        let vector = (align_bytes / element_bytes).max(1);
+        row_len.div_ceil(vector) * vector
+    }
+
+    /// Whether a kernel with this launch shape computes this size (every catalog kernel takes
+    /// any M, N, K of at least 1; a whole-tile launch shape needs tile multiples).
+    pub fn admitted_by(&self, launch: &LaunchShape) -> Result<(), String> {
+        launch.check_batched_dims(self.m, self.n, self.k, self.batch)
+    }
+
+    /// A problem of more than `rounds x blocks` tiles, `k_tiles` deep, for a persistent grid
+    /// of `blocks`: odd tile rows and two more tile columns, so no raster band width divides
+    /// both and the last round is ragged.
+    pub fn rounds_of(launch: &LaunchShape, blocks: u32, rounds: u32, k_tiles: u32) -> Shape {
+        let rows = (f64::from(rounds * blocks + 1).sqrt().ceil() as u32) | 1;
+        Shape::new(
+            rows * launch.tile_m,
+            (rows + 2) * launch.tile_n,
+            k_tiles * launch.tile_k,
+        )
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.batch != 1 {
+            write!(f, "{}x", self.batch)?;
+        }
+        write!(f, "{}x{}x{}", self.m, self.n, self.k)
+    }
+}
+
+impl FromStr for Shape {
+    type Err = String;
+
+    /// `MxNxK`, e.g. `4096x4096x1024`, or `BxMxNxK` for a strided batch of B products,
+    /// e.g. `8x1024x1024x1024`.
+    fn from_str(text: &str) -> Result<Shape, String> {
+        let parts: Vec<&str> = text.trim().split(['x', 'X']).collect();
+        let bad = || {
+            format!(
+                "`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024, or BxMxNxK for a batch of B products"
+            )
+        };
+        let dim = |part: &&str| part.trim().parse::<u32>().ok().filter(|&v| v > 0);
+        let dims: Option<Vec<u32>> = parts.iter().map(dim).collect();
+        match dims.as_deref() {
+            Some(&[m, n, k]) => Ok(Shape::new(m, n, k)),
+            Some(&[batch, m, n, k]) => Ok(Shape::batched(batch, m, n, k)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Standard normal numbers reproducible from a seed, for test inputs (not for cryptography,
+/// nor for statistics finer than a GEMM's inputs need).
+///
+/// Uniform 64-bit words come from SplitMix64 (Steele, Lea and Flood, "Fast splittable
+/// pseudorandom number generators", 2014: the generator Java's `SplittableRandom` and the
+/// seeding of xoshiro use); the Box–Muller transform turns two uniforms in (0, 1] into two
+/// independent standard normals, the second kept for the next call. The same seed gives the
+/// same sequence on every platform: only integer arithmetic, `ln`, `sqrt`, `sin` and `cos` of
+/// f64 are involved.
+#[derive(Clone, Debug)]
+pub struct NormalRng {
+    state: u64,
+    spare: Option<f64>,
+}
+
+impl NormalRng {
+    pub fn new(seed: u64) -> NormalRng {
+        NormalRng {
+            state: seed,
+            spare: None,
+        }
+    }
+
+    /// The next SplitMix64 word.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1]: the top 53 bits of a word, plus one, times 2^-53 (never 0, so its
+    /// logarithm is finite).
+    pub fn next_uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A standard normal number (mean 0, variance 1).
+    pub fn next_normal(&mut self) -> f64 {
+        if let Some(spare) = self.spare.take() {
+            return spare;
+        }
+        let radius = (-2.0 * self.next_uniform().ln()).sqrt();
+        let angle = std::f64::consts::TAU * self.next_uniform();
+        self.spare = Some(radius * angle.sin());
+        radius * angle.cos()
     }
 }
 
@@ -783,6 +930,57 @@ mod tests {
         let variance = all.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / all.len() as f64;
         assert!(mean.abs() < 0.05, "mean {mean}");
         assert!((variance - 1.0).abs() < 0.1, "variance {variance}");
+    }
+
+    #[test]
+    fn splitmix64_matches_the_reference_sequence() {
+        // The first outputs of the reference implementation (Vigna's splitmix64.c) seeded
+        // with 1234567.
+        let mut rng = NormalRng::new(1234567);
+        let words: Vec<u64> = (0..5).map(|_| rng.next_u64()).collect();
+        assert_eq!(
+            words,
+            [
+                6457827717110365317,
+                3203168211198807973,
+                9817491932198370423,
+                4593380528125082431,
+                16408922859458223821,
+            ]
+        );
+    }
+
+    #[test]
+    fn normal_rng_has_the_moments_of_a_standard_normal() {
+        let mut rng = NormalRng::new(0x5EED);
+        let count = 200_000;
+        let samples: Vec<f64> = (0..count).map(|_| rng.next_normal()).collect();
+        assert!(samples.iter().all(|x| x.is_finite()));
+        let n = count as f64;
+        let mean = samples.iter().sum::<f64>() / n;
+        let moment = |p: i32| samples.iter().map(|x| (x - mean).powi(p)).sum::<f64>() / n;
+        let variance = moment(2);
+        // Standard errors at 200,000 samples: mean 0.0022, variance 0.0032, skewness 0.0055,
+        // kurtosis 0.011; the bounds are about five of them.
+        assert!(mean.abs() < 0.012, "mean {mean}");
+        assert!((variance - 1.0).abs() < 0.016, "variance {variance}");
+        let skewness = moment(3) / variance.powf(1.5);
+        let kurtosis = moment(4) / variance.powi(2);
+        assert!(skewness.abs() < 0.03, "skewness {skewness}");
+        assert!((kurtosis - 3.0).abs() < 0.06, "kurtosis {kurtosis}");
+        // About 68.3% within one standard deviation, 95.4% within two.
+        let within = |t: f64| samples.iter().filter(|x| x.abs() < t).count() as f64 / n;
+        assert!((within(1.0) - 0.6827).abs() < 0.005, "{}", within(1.0));
+        assert!((within(2.0) - 0.9545).abs() < 0.003, "{}", within(2.0));
+    }
+
+    #[test]
+    fn uniforms_lie_in_the_half_open_unit_interval() {
+        let mut rng = NormalRng::new(3);
+        let samples: Vec<f64> = (0..100_000).map(|_| rng.next_uniform()).collect();
+        assert!(samples.iter().all(|&u| u > 0.0 && u <= 1.0));
+        let mean = samples.iter().sum::<f64>() / samples.len() as f64;
+        assert!((mean - 0.5).abs() < 0.005, "mean {mean}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! GPU tests: every catalog kernel on the device, each with the element types its spec names.
-//! Run with `cargo test -p runtime -- --ignored` on a machine with an NVIDIA GPU (or
-//! `.gpu/run-gpu-tests` on the lent device). The tests that are not ignored check, without a
-//! GPU, what the GPU tests launch.
+//! Run with `cargo test -p runtime --features bench -- --ignored` on a machine with an NVIDIA
+//! GPU (or `.gpu/run-gpu-tests` on the lent device; the math-only probe test needs the `bench`
+//! feature). The tests that are not ignored check, without a GPU, what the GPU tests launch.
 
 use codegen::catalog::{CatalogSpec, CATALOG, NARROW};
 use codegen::gemm_dsl::{DType, Mma};
@@ -9,8 +9,8 @@ use codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PAR
 use half::{bf16, f16};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use runtime::bench::Shape;
 use runtime::blas::{Cublas, CublasGemm};
+use runtime::verify::Shape;
 use runtime::verify::{
     check_against, compare, cpu_reference, cublas_reference, reference_of, run_poisoned,
     run_poisoned_with_ld, verify, verify_batch, ErrorReport, Problem, Reference, Tolerance,
@@ -1370,6 +1370,8 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
 
 /// A math-only probe runs its k tiles `trips` times: every thread's accumulator sum is finite,
 /// not zero, and doubles (within f32 rounding) from one trip to two. Bad launches are refused.
+/// (Probes are the runtime's `bench` feature.)
+#[cfg(feature = "bench")]
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn math_only_probes_loop_over_their_trips() {
