@@ -1,6 +1,6 @@
 //! gemm-dsl code generation: spec → plan → PTX.
 //!
-//! [`emit`] turns a validated spec into PTX text plus the launch geometry, parameter list and
+//! [`emit()`](fn@emit) turns a validated spec into PTX text plus the launch geometry, parameter list and
 //! the SASS opcodes the spec promises. Each kernel family is a folder of [`family`] (its plan
 //! by concern, SASS promises, `explain` section, math-only probe and its part of the writer),
 //! over the shared axes of [`plan`] (batch, edges, tile walks, swizzles, ring, banks); [`ptx`]

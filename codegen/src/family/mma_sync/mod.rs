@@ -44,10 +44,10 @@
 //! for every thread).
 
 mod banks;
-mod copy;
-mod epilogue;
+pub mod copy;
+pub mod epilogue;
 mod explain;
-mod fragments;
+pub mod fragments;
 mod probe;
 pub mod write;
 
