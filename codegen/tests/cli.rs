@@ -174,3 +174,38 @@ fn catalog_lists_every_spec() {
         assert!(text.contains(entry.name));
     }
 }
+
+/// Runs the CLI with a stdout whose reader is already gone, as `gemm-codegen .. | head`
+/// leaves it once `head` has read its lines.
+fn gemm_codegen_into_a_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    Command::new(env!("CARGO_BIN_EXE_gemm-codegen"))
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("gemm-codegen runs")
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    for args in [
+        &["sass", "simt_128x128x8_cp2"][..],
+        &["sass", "simt_128x128x8_cp2", "--summary"],
+        &["diff", "simt_128x128x8_cp2", "simt_128x128x8_sync2"],
+        &["emit", "simt_128x128x8_cp2"],
+        &["check", "simt_128x128x8_cp2"],
+        &["explain", "simt_128x128x8_cp2"],
+        &["catalog"],
+    ] {
+        let output = gemm_codegen_into_a_closed_pipe(args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stderr(&output), "", "{args:?}");
+    }
+}

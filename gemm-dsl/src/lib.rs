@@ -35,6 +35,8 @@ pub mod error;
 pub mod family;
 pub mod geometry;
 pub mod parse;
+mod rules;
+mod spans;
 pub mod spec;
 pub mod validate;
 

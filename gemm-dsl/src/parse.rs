@@ -6,57 +6,13 @@
 //! stages, copy, dtype) are filled in after every given key is read.
 
 use crate::error::{SpecError, SpecErrors};
+use crate::family;
+pub use crate::spans::SpecSpans;
+use crate::spans::WrittenKey;
 use crate::spec::*;
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use std::collections::BTreeMap;
 use std::str::FromStr;
-
-/// Where each given key and its value sit in the source.
-#[derive(Clone, Debug)]
-pub struct SpecSpans {
-    /// The whole spec (the macro call site, or the whole string); used for defaulted keys.
-    pub whole: Span,
-    keys: BTreeMap<Key, WrittenKey>,
-}
-
-/// Where a written key's value is.
-#[derive(Clone, Copy, Debug)]
-struct WrittenKey {
-    /// The value's tokens joined where spans join (text), else its first token (a macro).
-    value: Span,
-    /// The value's last token: a macro's error spans from `value` to it.
-    value_last: Span,
-}
-
-impl SpecSpans {
-    /// Spans for a spec that was not parsed from text: everything points at `whole`.
-    pub fn synthetic(whole: Span) -> Self {
-        SpecSpans {
-            whole,
-            keys: BTreeMap::new(),
-        }
-    }
-
-    /// The value's span if the key was written, else the whole spec's.
-    pub fn value(&self, key: Key) -> Span {
-        self.keys
-            .get(&key)
-            .map_or(self.whole, |written| written.value)
-    }
-
-    /// The span of the value's last token if the key was written, else the whole spec's:
-    /// with [`SpecSpans::value`], the range a macro's error underlines.
-    pub fn value_last(&self, key: Key) -> Span {
-        self.keys
-            .get(&key)
-            .map_or(self.whole, |written| written.value_last)
-    }
-
-    /// Whether the key was written explicitly (not defaulted).
-    pub fn given(&self, key: Key) -> bool {
-        self.keys.contains_key(&key)
-    }
-}
 
 /// A parsed spec: values with defaults filled in, and the spans of what was written.
 #[derive(Clone, Debug)]
@@ -107,11 +63,9 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let mma = builder.value(Key::Mma, Mma::Fma, parse_mma);
     let arch = builder.value(Key::Arch, Arch::Sm80, parse_arch);
     let name = builder.value(Key::Name, "gemm".to_string(), parse_name);
-    let default_dtype = match mma {
-        Mma::Fma => DType::F32,
-        Mma::MmaSync | Mma::Wgmma => DType::Bf16,
-    };
-    let dtype = builder.value(Key::Dtype, default_dtype, parse_dtype);
+    // Defaults that depend on the family are the family's (`crate::family`).
+    let family = family::rules(mma);
+    let dtype = builder.value(Key::Dtype, family.dtype(), parse_dtype);
     let acc = builder.value(Key::Acc, DType::F32, parse_dtype);
     let default_out = if dtype == DType::Tf32 {
         DType::F32
@@ -120,93 +74,15 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     };
     let out = builder.value(Key::Out, default_out, parse_dtype);
     let layout = builder.value(Key::Layout, Layout::RowRow, parse_layout);
-    let default_tile = match mma {
-        Mma::Fma => Tile {
-            m: 128,
-            n: 128,
-            k: 8,
-        },
-        Mma::MmaSync => Tile {
-            m: 128,
-            n: 128,
-            k: 32,
-        },
-        Mma::Wgmma => Tile {
-            m: 128,
-            n: 256,
-            k: 64,
-        },
-    };
-    let tile = builder.value(Key::Tile, default_tile, parse_tile);
-    let consumers = builder.value(
-        Key::Consumers,
-        if mma == Mma::Wgmma { 2 } else { 1 },
-        parse_count,
-    );
-    let default_warps = match mma {
-        // Warp tiles of 32x64: each thread then holds an 8x8 accumulator tile.
-        Mma::Fma => Grid2 {
-            rows: (tile.m / 32).max(1),
-            cols: (tile.n / 64).max(1),
-        },
-        Mma::MmaSync => Grid2 { rows: 2, cols: 2 },
-        // Saturating here and below: validation rejects out-of-range numbers at their token,
-        // so a default derived from one only has to be computed without overflow.
-        Mma::Wgmma => Grid2 {
-            rows: consumers.saturating_mul(4),
-            cols: 1,
-        },
-    };
-    let warps = builder.value(Key::Warps, default_warps, parse_grid);
-    let default_stages = match mma {
-        Mma::Fma => 2,
-        Mma::MmaSync => 3,
-        Mma::Wgmma => 4,
-    };
-    let stages = builder.value(Key::Stages, default_stages, parse_count);
-    let default_swizzle = match mma {
-        Mma::Fma => Swizzle::None,
-        // The 128-byte XOR keeps ldmatrix conflict-free for A (K rows) and B (N rows) alike.
-        Mma::MmaSync => {
-            let element = dtype.size_bytes();
-            let fits = |elements: u32| {
-                crate::geometry::xor_swizzle_fits_row(elements.saturating_mul(element))
-            };
-            if fits(tile.k) && fits(tile.n) {
-                Swizzle::Xor128
-            } else {
-                Swizzle::Pad(16)
-            }
-        }
-        Mma::Wgmma => {
-            let row_bytes = tile.k.saturating_mul(dtype.size_bytes());
-            if row_bytes.is_multiple_of(128) {
-                Swizzle::Xor128
-            } else if row_bytes.is_multiple_of(64) {
-                Swizzle::Xor64
-            } else if row_bytes.is_multiple_of(32) {
-                Swizzle::Xor32
-            } else {
-                Swizzle::None
-            }
-        }
-    };
-    let swizzle = builder.value(Key::Swizzle, default_swizzle, parse_swizzle);
-    let default_copy = if mma == Mma::Wgmma && arch.has_tma() {
-        Copy::Tma { multicast: 1 }
-    } else {
-        Copy::CP_ASYNC_CG
-    };
-    let copy = builder.value(Key::Copy, default_copy, parse_copy);
+    let tile = builder.value(Key::Tile, family.tile(), parse_tile);
+    let consumers = builder.value(Key::Consumers, family.consumers(), parse_count);
+    let warps = builder.value(Key::Warps, family.warps(tile, consumers), parse_grid);
+    let stages = builder.value(Key::Stages, family.stages(), parse_count);
+    let swizzle = builder.value(Key::Swizzle, family.swizzle(dtype, tile), parse_swizzle);
+    let copy = builder.value(Key::Copy, family.copy(arch), parse_copy);
     let schedule = builder.value(Key::Schedule, Schedule::Tile, parse_schedule);
     let cluster = builder.value(Key::Cluster, Grid2 { rows: 1, cols: 1 }, parse_grid);
-    // The Hopper family stages 16-bit C through shared memory for a TMA store; everything
-    // else stores from registers.
-    let default_epilogue = match (mma, out) {
-        (Mma::Wgmma, DType::Bf16 | DType::F16) => Epilogue::Tma,
-        _ => Epilogue::Direct,
-    };
-    let epilogue = builder.value(Key::Epilogue, default_epilogue, parse_epilogue);
+    let epilogue = builder.value(Key::Epilogue, family.epilogue(out), parse_epilogue);
 
     if !errors.is_empty() {
         return Err(SpecErrors(errors));

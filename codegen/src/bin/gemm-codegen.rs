@@ -10,7 +10,7 @@ use codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
 use codegen::sass::{self, SassError, SassReport};
 use codegen::{emit, emit_math_only, explain::explain};
 use gemm_dsl::{Arch, ValidSpec};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -72,6 +72,20 @@ enum Failure {
     SassViolated(String),
     InvalidSpec(String),
     ToolsMissing(String),
+    /// Whoever read stdout stopped (`gemm-codegen sass .. | head`): nothing left to say.
+    OutputClosed,
+}
+
+/// A failed write to stdout: a closed pipe ends the command quietly, anything else is an
+/// I/O failure.
+impl From<std::io::Error> for Failure {
+    fn from(error: std::io::Error) -> Self {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::OutputClosed
+        } else {
+            Failure::Io(format!("cannot write to stdout: {error}"))
+        }
+    }
 }
 
 impl From<SassError> for Failure {
@@ -86,7 +100,7 @@ impl From<SassError> for Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) | Err(Failure::OutputClosed) => ExitCode::SUCCESS,
         Err(Failure::Io(message) | Failure::SassViolated(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(1)
@@ -125,13 +139,17 @@ fn write_out(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure
         Some(path) => std::fs::write(path, text)
             .map_err(|error| Failure::Io(format!("cannot write {}: {error}", path.display()))),
         None => {
-            print!("{text}");
-            Ok(())
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            Ok(out.flush()?)
         }
     }
 }
 
 fn run(command: Command) -> Result<(), Failure> {
+    // Every write goes through `?`: a reader that stops early (`| head`) ends the command
+    // quietly instead of a panic in `print!`.
+    let mut out = std::io::stdout().lock();
     match command {
         Command::Emit {
             spec,
@@ -161,14 +179,15 @@ fn run(command: Command) -> Result<(), Failure> {
         }
         Command::Check { spec } => {
             let valid = validate(&spec)?;
-            println!("ok: {}", valid.spec.to_spec_text());
-            println!(
+            writeln!(out, "ok: {}", valid.spec.to_spec_text())?;
+            writeln!(
+                out,
                 "{} threads, {} B shared memory, ~{} registers/thread, {}",
                 valid.threads_per_block(),
                 valid.smem.total(),
                 valid.registers.total(),
                 valid.occupancy
-            );
+            )?;
             Ok(())
         }
         Command::Explain { spec } => {
@@ -183,7 +202,7 @@ fn run(command: Command) -> Result<(), Failure> {
                 ),
                 Err(error) => explain(&valid, Err(&error.to_string())),
             };
-            print!("{text}");
+            write!(out, "{text}")?;
             Ok(())
         }
         Command::Sass {
@@ -221,18 +240,18 @@ fn run(command: Command) -> Result<(), Failure> {
             };
             let report = SassReport::from_ptx(&ptx, arch.name())?;
             if !summary {
-                print!("{}", report.highlighted(std::io::stdout().is_terminal()));
-                println!();
+                let highlight = std::io::stdout().is_terminal();
+                writeln!(out, "{}", report.highlighted(highlight))?;
             }
-            println!("{name} for {}:", arch.name());
-            print!("{}", report.summary());
+            writeln!(out, "{name} for {}:", arch.name())?;
+            write!(out, "{}", report.summary())?;
             if let Some(resources) = &report.resources {
-                println!("ptxas: {resources}");
+                writeln!(out, "ptxas: {resources}")?;
             }
             match report.require(&expected) {
-                Ok(()) => println!("promised SASS: ok ({} checks)", expected.len()),
+                Ok(()) => writeln!(out, "promised SASS: ok ({} checks)", expected.len())?,
                 Err(mismatch) => {
-                    println!("promised SASS: VIOLATED: {mismatch}");
+                    writeln!(out, "promised SASS: VIOLATED: {mismatch}")?;
                     return Err(Failure::SassViolated(format!(
                         "{name}'s SASS for {} breaks its promise: {mismatch}",
                         arch.name()
@@ -245,18 +264,19 @@ fn run(command: Command) -> Result<(), Failure> {
             let a = emit(&validate(&spec_a)?);
             let b = emit(&validate(&spec_b)?);
             let diff = similar::TextDiff::from_lines(a.ptx(), b.ptx());
-            print!(
+            write!(
+                out,
                 "{}",
                 diff.unified_diff()
                     .context_radius(3)
                     .header(a.kernel_name(), b.kernel_name())
-            );
+            )?;
             Ok(())
         }
         Command::Catalog => {
             for entry in CATALOG {
-                println!("{:<28} {}", entry.name, entry.summary);
-                println!("{:<28} {}", "", entry.spec);
+                writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
+                writeln!(out, "{:<28} {}", "", entry.spec)?;
             }
             Ok(())
         }

@@ -7,8 +7,8 @@ use crate::geometry::{
     operand_copies, rank_warp_grids, xor_swizzle_fits_row, CopyGeometry, CopySpread, StoredTile,
     COPY_VECTOR_BYTES, MAX_WARPS,
 };
+use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
-use crate::validate::{Family, ValidSpec, Validator};
 
 /// One `mma.sync` instruction's `m x n x k`: `m16n8k16` for f16/bf16, `m16n8k8` for tf32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,22 +199,66 @@ impl MmaSyncGeometry {
     }
 }
 
+/// The Ampere tensor-core family's defaults and scope.
+pub(crate) struct MmaSync;
+
+impl FamilyRules for MmaSync {
+    fn describe(&self) -> &'static str {
+        "`mma: mma_sync` (Ampere tensor cores)"
+    }
+
+    fn scope_note(&self) -> &'static str {
+        "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
+         copy sync or cp_async, no cluster, epilogue direct, is"
+    }
+
+    fn scope(&self, v: &Validator<'_>) -> Vec<(Key, String, bool)> {
+        let s = v.spec;
+        let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
+        [(Key::Out, s.out.name().to_string(), out_ok)]
+            .into_iter()
+            .chain(v.block_copy_scope())
+            .collect()
+    }
+
+    fn dtype(&self) -> DType {
+        DType::Bf16
+    }
+
+    fn tile(&self) -> Tile {
+        Tile {
+            m: 128,
+            n: 128,
+            k: 32,
+        }
+    }
+
+    fn warps(&self, _tile: Tile, _consumers: u32) -> Grid2 {
+        Grid2 { rows: 2, cols: 2 }
+    }
+
+    fn stages(&self) -> u32 {
+        3
+    }
+
+    /// The 128-byte XOR keeps ldmatrix conflict-free for A (K rows) and B (N rows) alike;
+    /// rows it does not fit are padded.
+    fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle {
+        let element = dtype.size_bytes();
+        let fits = |elements: u32| xor_swizzle_fits_row(elements.saturating_mul(element));
+        if fits(tile.k) && fits(tile.n) {
+            Swizzle::Xor128
+        } else {
+            Swizzle::Pad(16)
+        }
+    }
+}
+
 impl Validator<'_> {
     /// The Ampere tensor-core family: f16/bf16 (`m16n8k16`) or tf32 (`m16n8k8`) with f32
     /// accumulators, any layout, cp.async or sync copies into swizzled or padded shared memory.
-    pub(crate) fn mma_sync(&mut self) -> Option<ValidSpec> {
+    pub(crate) fn mma_sync(&mut self) -> Option<(MmaSyncGeometry, Budgets)> {
         let s = self.spec;
-        let family_note =
-            "only f16/bf16/tf32 inputs with f32 accumulators, out f32 or the input type, \
-             copy sync or cp_async, no cluster, epilogue direct, is";
-        let out_ok = s.out == DType::F32 || (s.out == s.dtype && s.dtype != DType::Tf32);
-        let family_checks = [(Key::Out, s.out.name().to_string(), out_ok)];
-        let family_checks = family_checks.into_iter().chain(self.block_copy_scope());
-        self.reject_unimplemented(
-            family_checks,
-            family_note,
-            "`mma: mma_sync` (Ampere tensor cores)",
-        );
         if matches!(s.schedule, Schedule::Persistent { .. })
             && !(s.copy.is_cp_async() && s.stages > 1)
         {
@@ -315,14 +359,8 @@ impl Validator<'_> {
             geometry.warp_tile_n,
             geometry.accumulators()
         );
-        self.finish(
-            Family::MmaSync(geometry),
-            geometry.threads,
-            smem,
-            registers,
-            label,
-            smaller_tiles,
-        )
+        let budgets = self.finish(geometry.threads, smem, registers, label, smaller_tiles)?;
+        Some((geometry, budgets))
     }
 
     fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
@@ -526,8 +564,8 @@ pub fn mma_sync_register_budget(s: &GemmSpec, g: &MmaSyncGeometry) -> RegisterBu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::validate::check_str;
-    use crate::SpecError;
+    // End to end through the crate root: the tests exercise this family via the dispatch.
+    use crate::{check_str, Family, SpecError};
 
     const RR: Layout = Layout::RowRow;
 

@@ -1,14 +1,16 @@
-//! Kernel families. A family is one module here holding its geometry (how a block tile
-//! splits over warps and copies), its rules and its budgets; [`validate`] is the one place
-//! that picks a family from the spec's `mma:`. The common checks (ranges, architecture
-//! features) run before, and [`Validator::finish`] after, every family's own flow.
+//! Kernel families. A family is one module here holding its defaults, its scope, its
+//! geometry (how a block tile splits over warps and copies), its rules and its budgets. This
+//! file is the one place that lists the families: [`Family`], and the matches on the spec's
+//! `mma:` that pick a family's rules ([`rules`]) and flow ([`validate`]). The families build
+//! on `crate::rules` and import nothing from here; the common checks run before, and
+//! `Validator::finish` after, every family's own flow.
 
 pub mod mma_sync;
 pub mod simt;
 pub mod wgmma;
 
+use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::Mma;
-use crate::validate::{ValidSpec, Validator};
 use mma_sync::MmaSyncGeometry;
 use simt::SimtGeometry;
 use wgmma::WgmmaGeometry;
@@ -34,11 +36,22 @@ impl Family {
     }
 }
 
-/// The family's validation flow for the spec's `mma:` value.
-pub(crate) fn validate(v: &mut Validator<'_>) -> Option<ValidSpec> {
+/// The defaults and scope of the family an `mma:` value picks.
+pub(crate) fn rules(mma: Mma) -> &'static dyn FamilyRules {
+    match mma {
+        Mma::Fma => &simt::Simt,
+        Mma::MmaSync => &mma_sync::MmaSync,
+        Mma::Wgmma => &wgmma::Wgmma,
+    }
+}
+
+/// The family's validation for the spec's `mma:` value: values outside its scope are
+/// rejected here, for every family alike, then the family's own flow runs.
+pub(crate) fn validate(v: &mut Validator<'_>) -> Option<(Family, Budgets)> {
+    v.reject_unimplemented(rules(v.spec.mma));
     match v.spec.mma {
-        Mma::Fma => v.simt(),
-        Mma::MmaSync => v.mma_sync(),
-        Mma::Wgmma => v.wgmma(),
+        Mma::Fma => v.simt().map(|(g, b)| (Family::Simt(g), b)),
+        Mma::MmaSync => v.mma_sync().map(|(g, b)| (Family::MmaSync(g), b)),
+        Mma::Wgmma => v.wgmma().map(|(g, b)| (Family::Wgmma(g), b)),
     }
 }

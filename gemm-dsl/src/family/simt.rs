@@ -7,8 +7,8 @@ use crate::geometry::{
     operand_copies, rank_warp_grids, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
     MAX_WARPS,
 };
+use crate::rules::{not_implemented, Budgets, FamilyRules, Validator};
 use crate::spec::*;
-use crate::validate::{not_implemented, Family, ValidSpec, Validator};
 
 /// SIMT family: lanes of a warp form a 4 x 8 grid. A quarter-warp (8 lanes, one phase of a
 /// 128-bit shared load) then shares one lane row, so A reads broadcast and B reads cover 8
@@ -123,12 +123,20 @@ impl SimtGeometry {
     }
 }
 
-impl Validator<'_> {
-    /// The SIMT family: f32, any layout, sync or cp.async 16-byte copies.
-    pub(crate) fn simt(&mut self) -> Option<ValidSpec> {
-        let s = self.spec;
-        let spans = self.spans;
-        let family_note = "only f32, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, epilogue direct, is";
+/// The SIMT family's defaults and scope.
+pub(crate) struct Simt;
+
+impl FamilyRules for Simt {
+    fn describe(&self) -> &'static str {
+        "`mma: fma` (SIMT)"
+    }
+
+    fn scope_note(&self) -> &'static str {
+        "only f32, copy sync or cp_async, swizzle none or pad, one tile per block, no cluster, epilogue direct, is"
+    }
+
+    fn scope(&self, v: &Validator<'_>) -> Vec<(Key, String, bool)> {
+        let s = v.spec;
         let family_checks = [
             (
                 Key::Dtype,
@@ -142,8 +150,47 @@ impl Validator<'_> {
                 s.schedule == Schedule::Tile,
             ),
         ];
-        let family_checks = family_checks.into_iter().chain(self.block_copy_scope());
-        self.reject_unimplemented(family_checks, family_note, "`mma: fma` (SIMT)");
+        family_checks
+            .into_iter()
+            .chain(v.block_copy_scope())
+            .collect()
+    }
+
+    fn dtype(&self) -> DType {
+        DType::F32
+    }
+
+    fn tile(&self) -> Tile {
+        Tile {
+            m: 128,
+            n: 128,
+            k: 8,
+        }
+    }
+
+    /// Warp tiles of 32x64: each thread then holds an 8x8 accumulator tile.
+    fn warps(&self, tile: Tile, _consumers: u32) -> Grid2 {
+        Grid2 {
+            rows: (tile.m / 32).max(1),
+            cols: (tile.n / 64).max(1),
+        }
+    }
+
+    fn stages(&self) -> u32 {
+        2
+    }
+
+    fn swizzle(&self, _dtype: DType, _tile: Tile) -> Swizzle {
+        Swizzle::None
+    }
+}
+
+impl Validator<'_> {
+    /// The SIMT family: f32, any layout, sync or cp.async 16-byte copies.
+    pub(crate) fn simt(&mut self) -> Option<(SimtGeometry, Budgets)> {
+        let s = self.spec;
+        let spans = self.spans;
+        let family_note = Simt.scope_note();
 
         let row_bytes = s.tile.k * s.dtype.size_bytes();
         match s.swizzle {
@@ -205,14 +252,8 @@ impl Validator<'_> {
             "{}x{} accumulators per thread",
             geometry.thread_tile_m, geometry.thread_tile_n
         );
-        self.finish(
-            Family::Simt(geometry),
-            geometry.threads,
-            smem,
-            registers,
-            label,
-            smaller_tiles,
-        )
+        let budgets = self.finish(geometry.threads, smem, registers, label, smaller_tiles)?;
+        Some((geometry, budgets))
     }
 
     fn simt_geometry_error(&mut self, error: SimtGeometryError) {

@@ -4,8 +4,8 @@
 //! geometry, rules and budgets.
 
 use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
+use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
-use crate::validate::{Family, ValidSpec, Validator};
 
 /// Threads of one warpgroup: the unit that issues a wgmma, and the producer's size.
 pub const WARPGROUP_THREADS: u32 = 128;
@@ -328,17 +328,24 @@ impl WgmmaGeometry {
     }
 }
 
-impl Validator<'_> {
-    /// The Hopper family: f16/bf16 in, f32 accumulate, any layout, TMA into an XOR-swizzled
-    /// ring of 2 to 8 stages, one or two consumer warpgroups, one tile per block or
-    /// persistent, clusters of two blocks that multicast the operand they share.
-    pub(crate) fn wgmma(&mut self) -> Option<ValidSpec> {
-        let s = self.spec;
-        let family_note = "only f16/bf16 inputs with f32 accumulators, out f32 or the input type, \
-             copy tma, clusters 1x1, 2x1 or 1x2, is";
+/// The Hopper family's defaults and scope.
+pub(crate) struct Wgmma;
+
+impl FamilyRules for Wgmma {
+    fn describe(&self) -> &'static str {
+        "`mma: wgmma` (Hopper)"
+    }
+
+    fn scope_note(&self) -> &'static str {
+        "only f16/bf16 inputs with f32 accumulators, out f32 or the input type, \
+             copy tma, clusters 1x1, 2x1 or 1x2, is"
+    }
+
+    fn scope(&self, v: &Validator<'_>) -> Vec<(Key, String, bool)> {
+        let s = v.spec;
         let out_ok = s.out == DType::F32 || s.out == s.dtype;
         let two_block_cluster = [Grid2 { rows: 2, cols: 1 }, Grid2 { rows: 1, cols: 2 }];
-        let family_checks = [
+        vec![
             (Key::Out, s.out.name().to_string(), out_ok),
             (
                 Key::Copy,
@@ -350,8 +357,77 @@ impl Validator<'_> {
                 s.cluster.to_string(),
                 s.cluster.count() == 1 || two_block_cluster.contains(&s.cluster),
             ),
-        ];
-        self.reject_unimplemented(family_checks, family_note, "`mma: wgmma` (Hopper)");
+        ]
+    }
+
+    fn dtype(&self) -> DType {
+        DType::Bf16
+    }
+
+    fn tile(&self) -> Tile {
+        Tile {
+            m: 128,
+            n: 256,
+            k: 64,
+        }
+    }
+
+    fn consumers(&self) -> u32 {
+        2
+    }
+
+    /// A producer warpgroup's worth of rows per consumer. Saturating: validation rejects
+    /// out-of-range numbers at their token, so a default derived from one only has to be
+    /// computed without overflow.
+    fn warps(&self, _tile: Tile, consumers: u32) -> Grid2 {
+        Grid2 {
+            rows: consumers.saturating_mul(4),
+            cols: 1,
+        }
+    }
+
+    fn stages(&self) -> u32 {
+        4
+    }
+
+    /// The widest XOR swizzle that divides a K row.
+    fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle {
+        let row_bytes = tile.k.saturating_mul(dtype.size_bytes());
+        if row_bytes.is_multiple_of(128) {
+            Swizzle::Xor128
+        } else if row_bytes.is_multiple_of(64) {
+            Swizzle::Xor64
+        } else if row_bytes.is_multiple_of(32) {
+            Swizzle::Xor32
+        } else {
+            Swizzle::None
+        }
+    }
+
+    fn copy(&self, arch: Arch) -> Copy {
+        if arch.has_tma() {
+            Copy::Tma { multicast: 1 }
+        } else {
+            Copy::CP_ASYNC_CG
+        }
+    }
+
+    /// 16-bit C is staged through shared memory for a TMA store; f32 C is stored from
+    /// registers.
+    fn epilogue(&self, out: DType) -> Epilogue {
+        match out {
+            DType::Bf16 | DType::F16 => Epilogue::Tma,
+            DType::Tf32 | DType::F32 => Epilogue::Direct,
+        }
+    }
+}
+
+impl Validator<'_> {
+    /// The Hopper family: f16/bf16 in, f32 accumulate, any layout, TMA into an XOR-swizzled
+    /// ring of 2 to 8 stages, one or two consumer warpgroups, one tile per block or
+    /// persistent, clusters of two blocks that multicast the operand they share.
+    pub(crate) fn wgmma(&mut self) -> Option<(WgmmaGeometry, Budgets)> {
+        let s = self.spec;
         if self.spans.given(Key::Warps) {
             self.help(
                 Key::Warps,
@@ -402,25 +478,18 @@ impl Validator<'_> {
                 .then(|| "consumers: 2 splits the rows over two warpgroups".to_string())
         };
         let threads = geometry.threads;
-        let mut valid = self.finish(
-            Family::Wgmma(geometry),
-            threads,
-            smem,
-            registers,
-            label,
-            smaller_tiles,
-        )?;
+        let mut budgets = self.finish(threads, smem, registers, label, smaller_tiles)?;
         if geometry.register_split.is_some() {
             // Under `setmaxnreg` every thread is allocated the kernel's `.maxnreg` (the even
             // split), whatever the consumers' estimate.
-            valid.occupancy = Occupancy::compute(
+            budgets.occupancy = Occupancy::compute(
                 s.arch,
                 threads,
                 RegisterBudget::limit_for(threads),
-                valid.smem.total(),
+                budgets.smem.total(),
             );
         }
-        Some(valid)
+        Some((geometry, budgets))
     }
 
     fn wgmma_geometry_error(&mut self, error: WgmmaGeometryError) {
@@ -652,8 +721,7 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
 #[cfg(test)]
 mod tests {
     use super::SharedOperand;
-    use crate::validate::check_str;
-    use crate::{Family, SpecError, Swizzle};
+    use crate::{check_str, Family, SpecError, Swizzle};
 
     fn errors(text: &str) -> Vec<SpecError> {
         check_str(text).expect_err("spec must be invalid").0

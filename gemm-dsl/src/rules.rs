@@ -1,0 +1,565 @@
+//! The rules every family shares, below the families: the state of one validation
+//! ([`Validator`]), the checks that run before any family's own (ranges, architecture
+//! features), the helpers the families' errors share, and what a family provides to the
+//! dispatch in `crate::family` ([`FamilyRules`]). Nothing here names a family.
+
+use crate::budget::{Occupancy, RegisterBudget, SmemLedger};
+use crate::error::SpecError;
+use crate::geometry::{CopySpread, COPY_VECTOR_BYTES};
+use crate::spans::SpecSpans;
+use crate::spec::*;
+
+/// The most pipeline stages a spec may ask for.
+pub const MAX_STAGES: u32 = 8;
+
+/// The most tiles one band of a persistent schedule's raster may be wide (enough to cover
+/// every SM's tiles in a band several times over, small enough that tile arithmetic stays
+/// far from 32-bit overflow).
+pub const MAX_RASTER_GROUP: u32 = 64;
+
+pub(crate) fn not_implemented(
+    span: proc_macro2::Span,
+    key: &str,
+    value: &str,
+    instead: &str,
+) -> SpecError {
+    SpecError::new(
+        span,
+        format!("`{key}: {value}` is not implemented yet for this family"),
+    )
+    .help(format!("{instead} implemented so far"))
+}
+
+/// The state of one validation: the spec, where its values were written, and the errors so
+/// far. The common checks live here; each family adds its own flow in `crate::family`.
+pub(crate) struct Validator<'a> {
+    pub(crate) spec: &'a GemmSpec,
+    pub(crate) spans: &'a SpecSpans,
+    pub(crate) errors: Vec<SpecError>,
+}
+
+/// What the shared checks hand back to a family's flow: the budgets of a spec that fits.
+#[derive(Clone, Debug)]
+pub(crate) struct Budgets {
+    pub(crate) smem: SmemLedger,
+    pub(crate) registers: RegisterBudget,
+    pub(crate) occupancy: Occupancy,
+}
+
+/// What each family provides to the dispatch in `crate::family`, besides its own flow: the
+/// defaults of the keys a spec leaves out, and its scope (values it does not implement
+/// yet), which the dispatch rejects before the family's flow runs. The parser asks for the
+/// defaults in its order, with the values already settled.
+pub(crate) trait FamilyRules {
+    /// How errors name the family, e.g. "`mma: fma` (SIMT)".
+    fn describe(&self) -> &'static str;
+    /// What the family implements, ending in "is" ("only f32, ..., is"): the help of a
+    /// value out of scope.
+    fn scope_note(&self) -> &'static str;
+    /// Each key whose value may be out of scope: the key, its value as written, in scope.
+    fn scope(&self, v: &Validator<'_>) -> Vec<(Key, String, bool)>;
+
+    fn dtype(&self) -> DType;
+    fn tile(&self) -> Tile;
+    fn consumers(&self) -> u32 {
+        1
+    }
+    fn warps(&self, tile: Tile, consumers: u32) -> Grid2;
+    fn stages(&self) -> u32;
+    fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle;
+    fn copy(&self, _arch: Arch) -> Copy {
+        Copy::CP_ASYNC_CG
+    }
+    fn epilogue(&self, _out: DType) -> Epilogue {
+        Epilogue::Direct
+    }
+}
+
+impl<'a> Validator<'a> {
+    pub(crate) fn new(spec: &'a GemmSpec, spans: &'a SpecSpans) -> Self {
+        Validator {
+            spec,
+            spans,
+            errors: Vec::new(),
+        }
+    }
+
+    /// The checks that run before any family's: numeric ranges, what each architecture
+    /// executes, the element types tensor cores take.
+    pub(crate) fn common(&mut self) {
+        self.ranges();
+        self.arch_features();
+        self.tensor_dtypes();
+    }
+}
+
+impl Validator<'_> {
+    pub(crate) fn error(&mut self, key: Key, message: impl Into<String>) -> &mut SpecError {
+        self.errors.push(
+            SpecError::new(self.spans.value(key), message).through(self.spans.value_last(key)),
+        );
+        self.errors.last_mut().expect("just pushed")
+    }
+
+    /// Where a problem of the block's threads points: at `warps:` (`consumers:` for wgmma)
+    /// if the spec wrote it, else at the tile the default came from.
+    pub(crate) fn warps_key(&self) -> Key {
+        let key = match self.spec.mma {
+            Mma::Wgmma => Key::Consumers,
+            Mma::Fma | Mma::MmaSync => Key::Warps,
+        };
+        if self.spans.given(key) {
+            key
+        } else {
+            Key::Tile
+        }
+    }
+
+    pub(crate) fn help(&mut self, key: Key, message: impl Into<String>, help: impl Into<String>) {
+        let error = self.error(key, message);
+        error.help = Some(help.into());
+    }
+
+    /// Numeric ranges that hold for every family. They run first, and validation stops when
+    /// one fails, so the rules after them compute with bounded numbers: no product of a
+    /// spec's numbers overflows 32 bits, in debug builds (a panic) or release (a wrap).
+    fn ranges(&mut self) {
+        use crate::geometry::MAX_WARPS;
+        let s = self.spec;
+        if !(1..=MAX_STAGES).contains(&s.stages) {
+            let legal = s.stages.clamp(1, MAX_STAGES);
+            self.help(
+                Key::Stages,
+                format!(
+                    "stages must be between 1 and {MAX_STAGES}, not {}",
+                    s.stages
+                ),
+                format!("stages: {legal}"),
+            );
+        }
+        let tile_sides = [s.tile.m, s.tile.n, s.tile.k];
+        if tile_sides.contains(&0) {
+            self.help(
+                Key::Tile,
+                format!("tile dimensions must be positive, not {}", s.tile),
+                "e.g. tile: 128x128x8",
+            );
+        } else if tile_sides.iter().any(|&side| side > Tile::MAX_SIDE) {
+            let max = Tile::MAX_SIDE;
+            self.help(
+                Key::Tile,
+                format!("tile dimensions must be 1 to {max}, not {}", s.tile),
+                format!("BM, BN and BK are each 1 to {max}, e.g. tile: 128x128x8"),
+            );
+        }
+        if s.warps.rows == 0 || s.warps.cols == 0 {
+            self.help(
+                Key::Warps,
+                "the warp grid must have at least one warp",
+                "e.g. warps: 4x2",
+            );
+        } else if self.spans.given(Key::Warps) && s.warps.rows.max(s.warps.cols) > MAX_WARPS {
+            // A default grid comes from the tile (or `consumers`), bounded here; the family
+            // rules report one that holds too many warps, with a grid that fits.
+            self.help(
+                Key::Warps,
+                format!(
+                    "a block holds 1 to {MAX_WARPS} warps ({} threads), not {}",
+                    MAX_WARPS * 32,
+                    s.warps
+                ),
+                format!("warps: ROWSxCOLS with ROWS x COLS from 1 to {MAX_WARPS}, e.g. warps: 4x2"),
+            );
+        }
+        if s.consumers == 0 || s.consumers > 4 {
+            self.help(
+                Key::Consumers,
+                format!("consumers must be 1 to 4 warpgroups, not {}", s.consumers),
+                "consumers: 2",
+            );
+        }
+        if s.cluster.rows == 0 || s.cluster.cols == 0 || s.cluster.count() > 16 {
+            self.help(
+                Key::Cluster,
+                format!("a cluster holds 1 to 16 blocks, not {}", s.cluster),
+                "cluster: 1x1",
+            );
+        }
+        if let Swizzle::Pad(bytes) = s.swizzle {
+            let max = Swizzle::MAX_PAD_BYTES;
+            if bytes > max {
+                self.help(
+                    Key::Swizzle,
+                    format!("row padding is 0 to {max} bytes, not {bytes}"),
+                    format!("swizzle: pad(16), or another multiple of 16 up to {max}"),
+                );
+            }
+        }
+        if let Copy::Tma { multicast } = s.copy {
+            if multicast == 0 || multicast > 16 {
+                self.help(
+                    Key::Copy,
+                    format!("TMA multicast reaches 1 to 16 blocks, not {multicast}"),
+                    "copy: tma(multicast = 2)",
+                );
+            }
+        }
+        self.copy_vector();
+        if let Schedule::Persistent { group, .. } = s.schedule {
+            if group == 0 || group > MAX_RASTER_GROUP {
+                self.help(
+                    Key::Schedule,
+                    format!("a raster group holds 1 to {MAX_RASTER_GROUP} tiles, not {group}"),
+                    "schedule: persistent(raster = m, group = 8)",
+                );
+            }
+        }
+    }
+
+    /// The `vector` of `copy: sync(..)` and `copy: cp_async(..)`: a power of two from one
+    /// element to 16 bytes, at least 4 for `cp.async` (its smallest copy), exactly 16 for
+    /// `.cg` (which copies only 16 bytes). Tile lines are whole 16-byte chunks (the family
+    /// rules check), so every legal vector divides them.
+    fn copy_vector(&mut self) {
+        let s = self.spec;
+        let (vector, smallest) = match s.copy {
+            Copy::Sync { vector } => (vector, 2),
+            Copy::CpAsync { vector, .. } => (vector, 4),
+            Copy::Tma { .. } => return,
+        };
+        let element = s.dtype.size_bytes();
+        // The widest legal narrower vector, for the help: one element for sync, at least 4.
+        let narrowest = element.max(smallest);
+        let with_vector = |vector: u32| match s.copy {
+            Copy::CpAsync { .. } if vector < 4 => Copy::Sync { vector },
+            Copy::CpAsync { .. } => Copy::CpAsync {
+                hint: CacheHint::Ca,
+                vector,
+            },
+            _ => Copy::Sync { vector },
+        };
+        if !vector.is_power_of_two() || !(smallest..=Copy::WIDEST_VECTOR).contains(&vector) {
+            let legal = if smallest == 2 {
+                "2, 4, 8 or 16"
+            } else {
+                "4, 8 or 16"
+            };
+            let what = if s.copy.is_sync() {
+                "`copy: sync` loads"
+            } else {
+                "`cp.async` copies"
+            };
+            let fix = if vector < smallest && s.copy.is_cp_async() && element < 4 {
+                // 2-byte vectors of a 16-bit type: only the synchronous path loads them.
+                "copy: sync(vector = 2)".to_string()
+            } else {
+                let nearest = [16, 8, 4, 2]
+                    .into_iter()
+                    .find(|&w| w <= vector.max(narrowest) && w >= narrowest)
+                    .unwrap_or(Copy::WIDEST_VECTOR);
+                format!("copy: {}", with_vector(nearest))
+            };
+            self.help(
+                Key::Copy,
+                format!("{what} vectors of {legal} bytes, not {vector}"),
+                fix,
+            );
+        } else if vector < element {
+            self.help(
+                Key::Copy,
+                format!(
+                    "a {vector}-byte vector is less than one {} element ({element} bytes)",
+                    s.dtype.name()
+                ),
+                format!("copy: {}", with_vector(narrowest)),
+            );
+        } else if let Copy::CpAsync {
+            hint: CacheHint::Cg,
+            vector,
+        } = s.copy
+        {
+            if vector < Copy::WIDEST_VECTOR {
+                let error = self.error(
+                    Key::Copy,
+                    format!("`cp.async.cg` copies only 16 bytes, not a {vector}-byte vector"),
+                );
+                error
+                    .notes
+                    .push("`.ca` (cached in L1) copies 4, 8 or 16 bytes".to_string());
+                error.help = Some(format!("copy: cp_async(ca, vector = {vector})"));
+            }
+        }
+    }
+
+    /// What each architecture can execute.
+    fn arch_features(&mut self) {
+        let s = self.spec;
+        let arch = s.arch.name();
+        match s.copy {
+            Copy::CpAsync { .. } if !s.arch.has_cp_async() => self.help(
+                Key::Copy,
+                format!("`copy: {}` needs sm_80 or newer, not {arch}", s.copy),
+                format!(
+                    "copy: {}",
+                    Copy::Sync {
+                        vector: s.copy.vector_bytes()
+                    }
+                ),
+            ),
+            Copy::Tma { .. } if !s.arch.has_tma() => self.help(
+                Key::Copy,
+                format!(
+                    "`copy: tma` needs sm_90 or newer (the Tensor Memory Accelerator), not {arch}"
+                ),
+                "use copy: cp_async, or arch: sm_90",
+            ),
+            _ => {}
+        }
+        if s.mma == Mma::Wgmma && !s.arch.has_wgmma() {
+            self.help(
+                Key::Mma,
+                format!("`mma: wgmma` needs arch sm_90a, not {arch}"),
+                "use arch: sm_90a, or mma: mma_sync",
+            );
+        }
+        if s.cluster.count() > 1 && !s.arch.has_tma() {
+            self.help(
+                Key::Cluster,
+                format!("thread block clusters need sm_90 or newer, not {arch}"),
+                "cluster: 1x1",
+            );
+        }
+        if let Copy::Tma { multicast } = s.copy {
+            // An out-of-range multicast is the range check's error, not a cluster to suggest.
+            if (2..=16).contains(&multicast) && multicast > s.cluster.count() {
+                self.help(
+                    Key::Copy,
+                    format!(
+                        "TMA multicast to {multicast} blocks needs a cluster of at least {multicast} blocks, not {}",
+                        s.cluster
+                    ),
+                    format!("cluster: {multicast}x1"),
+                );
+            }
+        }
+    }
+
+    /// Element types the tensor-core paths accept.
+    fn tensor_dtypes(&mut self) {
+        let s = self.spec;
+        if s.mma != Mma::Fma && s.dtype == DType::F32 {
+            self.help(
+                Key::Dtype,
+                format!(
+                    "tensor cores (`mma: {}`) do not multiply f32 inputs",
+                    s.mma.name()
+                ),
+                "dtype: tf32 (f32 storage, tf32 multiply), or mma: fma",
+            );
+        }
+    }
+
+    /// Both families: row padding must keep 16-byte vectors aligned (`accesses` names what
+    /// reads and writes the rows) and stay modest.
+    pub(crate) fn padding_error(&mut self, bytes: u32, accesses: &str) {
+        if !bytes.is_multiple_of(COPY_VECTOR_BYTES) {
+            self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes breaks the 16-byte alignment of {accesses}"),
+                format!(
+                    "swizzle: pad({})",
+                    bytes.div_ceil(COPY_VECTOR_BYTES).max(1) * COPY_VECTOR_BYTES
+                ),
+            );
+        } else if bytes > 1024 {
+            self.help(
+                Key::Swizzle,
+                format!("padding of {bytes} bytes per row wastes shared memory"),
+                "swizzle: pad(16)",
+            );
+        }
+    }
+
+    /// Both families: more warps than a block holds.
+    pub(crate) fn warp_count_error(&mut self, suggestion: String) {
+        let s = self.spec;
+        self.help(
+            Key::Warps,
+            format!(
+                "a block holds 1 to 32 warps (1024 threads), not {} ({})",
+                s.warps.count(),
+                s.warps
+            ),
+            suggestion,
+        );
+    }
+
+    /// Both families: a warp grid that does not split the block tile evenly.
+    pub(crate) fn warp_grid_error(&mut self, warps_key: Key, suggestion: Option<String>) {
+        let s = self.spec;
+        self.help(
+            warps_key,
+            format!(
+                "warp grid {} does not divide tile {}x{} evenly",
+                s.warps, s.tile.m, s.tile.n
+            ),
+            suggestion
+                .unwrap_or_else(|| "use BM and BN that are multiples of the warp grid".into()),
+        );
+    }
+
+    /// A tile whose copies the threads cannot share out, with the family's fix if it has one.
+    pub(crate) fn copy_spread_error(&mut self, spread: CopySpread, help: Option<String>) {
+        let error = self.error(Key::Tile, copy_spread_message(spread));
+        error.notes.push(
+            "every thread issues the same number of copies per stage, at fixed offsets".to_string(),
+        );
+        error.help = Some(help.unwrap_or_else(|| "use power-of-two tile dimensions".to_string()));
+    }
+
+    /// "Not implemented yet" for every value outside the family's scope: the family's own
+    /// checks plus the keys no family implements yet. The dispatch calls it once, before the
+    /// family's flow, so no family can forget it.
+    pub(crate) fn reject_unimplemented(&mut self, family: &dyn FamilyRules) {
+        let s = self.spec;
+        let spans = self.spans;
+        let unimplemented_everywhere = [(Key::Acc, s.acc.name().to_string(), s.acc == DType::F32)];
+        let mut checks = family.scope(self);
+        checks.extend(unimplemented_everywhere);
+        checks.sort_by_key(|(key, _, _)| *key);
+        for (key, value, in_scope) in checks {
+            if !in_scope {
+                self.errors.push(
+                    not_implemented(spans.value(key), key.name(), &value, family.scope_note())
+                        .through(spans.value_last(key))
+                        .note(format!("this family is {}", family.describe())),
+                );
+            }
+        }
+    }
+
+    /// The scope of the families that copy through registers or `cp.async` within one
+    /// block: no TMA, no clusters, no consumer warpgroups, C stored from registers.
+    pub(crate) fn block_copy_scope(&self) -> [(Key, String, bool); 4] {
+        let s = self.spec;
+        [
+            (
+                Key::Copy,
+                s.copy.to_string(),
+                !matches!(s.copy, Copy::Tma { .. }),
+            ),
+            (
+                Key::Cluster,
+                s.cluster.to_string(),
+                s.cluster == Grid2 { rows: 1, cols: 1 },
+            ),
+            (
+                Key::Consumers,
+                s.consumers.to_string(),
+                !self.spans.given(Key::Consumers),
+            ),
+            (
+                Key::Epilogue,
+                s.epilogue.name().to_string(),
+                s.epilogue == Epilogue::Direct,
+            ),
+        ]
+    }
+
+    /// The checks every family ends with: registers and shared memory against the limits,
+    /// then the valid spec with its budgets. `label` sits under the error's caret;
+    /// `smaller_tiles` proposes a warp grid whose estimate fits.
+    pub(crate) fn finish(
+        &mut self,
+        threads: u32,
+        smem: SmemLedger,
+        registers: RegisterBudget,
+        label: String,
+        smaller_tiles: impl FnOnce() -> Option<String>,
+    ) -> Option<Budgets> {
+        let s = self.spec;
+        if !registers.fits() {
+            let key = self.warps_key();
+            let help = smaller_tiles().unwrap_or_else(|| "use a smaller tile".to_string());
+            let error = self.error(
+                key,
+                format!(
+                    "estimated {} registers per thread, over the limit of {} for {threads} threads",
+                    registers.total(),
+                    registers.limit,
+                ),
+            );
+            error.label = Some(label);
+            error.notes.push(budget_sentence(&registers));
+            error.help = Some(help);
+        }
+        if !smem.fits() {
+            self.smem_over_budget(&smem);
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        let occupancy = Occupancy::compute(s.arch, threads, registers.total(), smem.total());
+        Some(Budgets {
+            smem,
+            registers,
+            occupancy,
+        })
+    }
+
+    pub(crate) fn smem_over_budget(&mut self, smem: &SmemLedger) {
+        let s = self.spec;
+        let per_stage = smem.bytes_per_stage();
+        let error = self.error(
+            Key::Stages,
+            format!(
+                "shared memory over budget for {} ({} bytes max per block)",
+                s.arch.name(),
+                smem.limit
+            ),
+        );
+        error.label = Some(format!(
+            "{} stages x {per_stage} B = {} B",
+            s.stages,
+            u64::from(s.stages) * u64::from(per_stage)
+        ));
+        error.notes.push(smem.itemized());
+        error.notes.push(format!("total {} B", smem.total()));
+        error.help = Some(match smem.max_stages_that_fit(MAX_STAGES) {
+            Some(stages) => format!(
+                "stages: {stages} fits ({} B); or a smaller tile",
+                smem.total_for(stages)
+            ),
+            None => "even one stage does not fit: use a smaller tile".to_string(),
+        });
+    }
+}
+
+pub(crate) fn budget_sentence(registers: &RegisterBudget) -> String {
+    registers
+        .lines
+        .iter()
+        .map(|line| format!("{} {}", line.what, line.registers))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why a tile's 16-byte copies cannot be split over the block's threads.
+fn copy_spread_message(spread: CopySpread) -> String {
+    let CopySpread {
+        operand,
+        vector_bytes,
+        vectors,
+        vectors_per_row,
+        threads,
+    } = spread;
+    if vectors.is_multiple_of(threads) {
+        format!(
+            "the {operand} tile's rows are {vectors_per_row} {vector_bytes}-byte vectors each, which {threads} threads cannot copy in whole rows ({threads} and {vectors_per_row} must divide one another)"
+        )
+    } else {
+        format!(
+            "the {operand} tile is {vectors} {vector_bytes}-byte vectors, which do not spread evenly over {threads} threads"
+        )
+    }
+}
