@@ -269,27 +269,38 @@ impl Tolerance {
         }
     }
 
-    /// For a kernel whose inputs have type `dtype`, against float64 at depth `k`.
+    /// For a kernel with inputs of type `dtype` and C of type `out`, against float64 (or
+    /// cuBLAS with f32 output) at depth `k`. Each bound sits a few times above the error a
+    /// correct kernel of these types makes, and below what a kernel that rounds one step too
+    /// far makes (the tests simulate both on the CPU):
     ///
-    /// - f32 (SIMT): [`Tolerance::f32_accumulation`].
-    /// - bf16 and f16: relative Frobenius error 1e-2. The reference uses the rounded inputs,
-    ///   so what remains is f32 accumulation (~1e-6) and rounding C to the output type
-    ///   (~1.5e-3 for bf16, ~2e-4 for f16).
-    /// - tf32: 5e-3. The tensor cores round the f32 inputs to tf32 (10 mantissa bits), the
-    ///   reference does not: ~5e-4 with round-to-nearest, ~1e-3 if the low bits are cut.
+    /// - f32 in, f32 out (SIMT): [`Tolerance::f32_accumulation`].
+    /// - bf16 or f16 in, f32 out: relative Frobenius 1e-4, growing as sqrt(k) past 2048. Products
+    ///   of 16-bit inputs are exact in f32 and the reference uses the same inputs, so only f32
+    ///   accumulation remains (~1e-6; tensor cores' adders round a little differently from
+    ///   FFMA chains). A C rounded to bf16 (~1.5e-3) or f16 (~2e-4) breaks it.
+    /// - tf32 in, f32 out: 1.5e-3. The kernel rounds the f32 inputs to tf32 (10 mantissa
+    ///   bits) and the reference does not: ~4e-4 rounding to nearest, ~1e-3 cutting the low
+    ///   bits. Inputs rounded to bf16 (~3e-3) break it.
+    /// - bf16 out: 1e-2 (rounding C: ~1.5e-3). f16 out: 1e-3 (rounding C: ~2e-4; to bf16's
+    ///   precision instead: ~1.6e-3).
     ///
-    /// For these, `max_abs` is `8 · rel · sqrt(k)`: the largest |C| of a big matrix is about
-    /// 6·sqrt(k), and its rounding to bf16 is off by at most 2^-8 of that (0.023·sqrt(k)),
-    /// so one element far off is caught even where the relative error hides it.
-    pub fn for_dtype(dtype: DType, k: u32) -> Tolerance {
-        let rounded_inputs = |rel_frobenius: f64| Tolerance {
+    /// Where C is rounded or the inputs are, `max_abs` is `8 · rel · sqrt(k)`: the largest
+    /// |C| of a big matrix is about 6·sqrt(k), and its rounding to bf16 is off by at most 2^-8
+    /// of that (0.023·sqrt(k)), so one element far off is caught even where the relative
+    /// error hides it.
+    pub fn for_types(dtype: DType, out: DType, k: u32) -> Tolerance {
+        let scaled = |rel_frobenius: f64| Tolerance {
             rel_frobenius,
             max_abs: 8.0 * rel_frobenius * f64::from(k).sqrt(),
         };
-        match dtype {
-            DType::F32 => Tolerance::f32_accumulation(k),
-            DType::Bf16 | DType::F16 => rounded_inputs(1e-2),
-            DType::Tf32 => rounded_inputs(5e-3),
+        let deep = (f64::from(k) / 2048.0).sqrt().max(1.0);
+        match (dtype, out) {
+            (DType::F32, _) => Tolerance::f32_accumulation(k),
+            (DType::Tf32, _) => scaled(1.5e-3),
+            (DType::Bf16 | DType::F16, DType::F32 | DType::Tf32) => scaled(1e-4 * deep),
+            (DType::Bf16 | DType::F16, DType::Bf16) => scaled(1e-2),
+            (DType::Bf16 | DType::F16, DType::F16) => scaled(1e-3),
         }
     }
 }
@@ -297,7 +308,7 @@ impl Tolerance {
 impl KernelTypes {
     /// The error bounds a correct kernel of these types meets for depth `k` (against float64).
     pub fn tolerance(self, k: u32) -> Tolerance {
-        Tolerance::for_dtype(self.dtype(), k)
+        Tolerance::for_types(self.dtype(), self.out(), k)
     }
 }
 
@@ -902,7 +913,7 @@ mod tests {
     }
 
     #[test]
-    fn tolerances_follow_the_input_type() {
+    fn tolerances_follow_the_input_and_output_types() {
         let of = |dtype, out| {
             KernelTypes::new(dtype, out)
                 .unwrap()
@@ -910,10 +921,11 @@ mod tests {
                 .rel_frobenius
         };
         assert_eq!(of(DType::F32, DType::F32), 1e-5);
-        assert_eq!(of(DType::Tf32, DType::F32), 5e-3);
+        assert_eq!(of(DType::Tf32, DType::F32), 1.5e-3);
         assert_eq!(of(DType::Bf16, DType::Bf16), 1e-2);
-        assert_eq!(of(DType::Bf16, DType::F32), 1e-2);
-        assert_eq!(of(DType::F16, DType::F16), 1e-2);
+        assert_eq!(of(DType::Bf16, DType::F32), 1e-4);
+        assert_eq!(of(DType::F16, DType::F16), 1e-3);
+        assert_eq!(of(DType::F16, DType::F32), 1e-4);
     }
 
     #[test]
@@ -1117,70 +1129,106 @@ mod tests {
     }
 
     #[test]
-    fn tolerances_per_input_type() {
+    fn tolerance_bounds_per_type_pair() {
         assert_eq!(
-            Tolerance::for_dtype(DType::F32, 4096),
+            Tolerance::for_types(DType::F32, DType::F32, 4096),
             Tolerance::f32_accumulation(4096)
         );
-        let bf16 = Tolerance::for_dtype(DType::Bf16, 1024);
-        assert_eq!(bf16.rel_frobenius, 1e-2);
+        let bf16 = Tolerance::for_types(DType::Bf16, DType::Bf16, 1024);
         assert!((bf16.max_abs - 8.0 * 1e-2 * 32.0).abs() < 1e-12);
-        assert_eq!(Tolerance::for_dtype(DType::F16, 64).rel_frobenius, 1e-2);
-        let tf32 = Tolerance::for_dtype(DType::Tf32, 4096);
-        assert_eq!(tf32.rel_frobenius, 5e-3);
-        assert!((tf32.max_abs - 8.0 * 5e-3 * 64.0).abs() < 1e-12);
+        let deep = Tolerance::for_types(DType::F16, DType::F32, 8192);
+        assert!((deep.rel_frobenius - 2e-4).abs() < 1e-15);
+        let tf32 = Tolerance::for_types(DType::Tf32, DType::F32, 4096);
+        assert!((tf32.max_abs - 8.0 * 1.5e-3 * 64.0).abs() < 1e-12);
+    }
+
+    /// `A·B` summed in f32, product by product, as an FFMA chain or a tensor core's f32
+    /// accumulator does.
+    fn f32_sums<In: Element>(problem: &Problem<In>) -> Vec<f32> {
+        let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
+        let mut c = vec![0f32; m * n];
+        for row in 0..m {
+            for col in 0..n {
+                let mut sum = 0f32;
+                for i in 0..k {
+                    let a = problem.a[row * k + i].to_f64() as f32;
+                    let b = problem.b[i * n + col].to_f64() as f32;
+                    sum = a.mul_add(b, sum);
+                }
+                c[row * n + col] = sum;
+            }
+        }
+        c
+    }
+
+    /// f32 inputs with their mantissas cut to `bits` explicit bits, rounded to nearest (ties
+    /// away, as `cvt.rna.tf32.f32`) or truncated.
+    fn with_mantissa(problem: &Problem<f32>, bits: u32, nearest: bool) -> Problem<f32> {
+        let dropped = 23 - bits;
+        let half = if nearest { 1u32 << (dropped - 1) } else { 0 };
+        let round = |x: &f32| f32::from_bits((x.to_bits() + half) & !((1u32 << dropped) - 1));
+        Problem {
+            a: problem.a.iter().map(round).collect(),
+            b: problem.b.iter().map(round).collect(),
+            ..problem.clone()
+        }
     }
 
     #[test]
-    fn rounding_c_to_16_bits_stays_within_the_tolerance() {
-        // Only the output rounding differs from float64 here: the bound must leave room for it.
-        let problem = Problem::<bf16>::random(96, 160, 512, 5);
+    fn tolerances_accept_honest_rounding_and_reject_one_step_more() {
+        let (m, n, k) = (96, 160, 512);
+        let types = |dtype, out| KernelTypes::new(dtype, out).unwrap().tolerance(k);
+
+        // bf16 in, f32 out: f32 sums pass; the same sums rounded to bf16 do not.
+        let problem = Problem::<bf16>::random(m, n, k, 5);
         let exact = cpu_reference(&problem).unwrap();
+        let sums = f32_sums(&problem);
+        let honest = compare(&sums, &exact, m, n, n, Reference::CpuF64).unwrap();
+        honest.check(&types(DType::Bf16, DType::F32)).unwrap();
+        let rounded: Vec<f32> = sums.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+        let too_far = compare(&rounded, &exact, m, n, n, Reference::CpuF64).unwrap();
+        assert!(
+            too_far.check(&types(DType::Bf16, DType::F32)).is_err(),
+            "{too_far}"
+        );
+
+        // bf16 out: rounding C passes.
         let as_bf16: Vec<bf16> = exact.iter().map(|&v| bf16::from_f64(v)).collect();
-        let report = compare(&as_bf16, &exact, 96, 160, 160, Reference::CpuF64).unwrap();
+        let report = compare(&as_bf16, &exact, m, n, n, Reference::CpuF64).unwrap();
         assert!(report.rel_frobenius > 5e-4, "{report}");
-        report
-            .check(&Tolerance::for_dtype(DType::Bf16, 512))
-            .unwrap();
+        report.check(&types(DType::Bf16, DType::Bf16)).unwrap();
+
+        // f16 out: rounding C to f16 passes, to bf16's precision does not.
+        let problem = Problem::<half::f16>::random(m, n, k, 7);
+        let exact = cpu_reference(&problem).unwrap();
         let as_f16: Vec<half::f16> = exact.iter().map(|&v| half::f16::from_f64(v)).collect();
-        let report = compare(&as_f16, &exact, 96, 160, 160, Reference::CpuF64).unwrap();
-        report
-            .check(&Tolerance::for_dtype(DType::F16, 512))
-            .unwrap();
-        // f32 inputs rounded to tf32 (10 mantissa bits) by truncation, the worst a tensor core
-        // does, against the f32 values.
-        let problem = Problem::<f32>::random(96, 160, 512, 6);
-        let truncated = Problem {
-            a: problem
-                .a
-                .iter()
-                .map(|x| f32::from_bits(x.to_bits() & !0x1FFF))
-                .collect(),
-            b: problem
-                .b
-                .iter()
-                .map(|x| f32::from_bits(x.to_bits() & !0x1FFF))
-                .collect(),
-            ..problem.clone()
-        };
-        let from_tf32: Vec<f32> = cpu_reference(&truncated)
-            .unwrap()
+        let report = compare(&as_f16, &exact, m, n, n, Reference::CpuF64).unwrap();
+        report.check(&types(DType::F16, DType::F16)).unwrap();
+        let coarse: Vec<half::f16> = exact
             .iter()
-            .map(|&v| v as f32)
+            .map(|&v| half::f16::from_f64(bf16::from_f64(v).to_f64()))
             .collect();
-        let report = compare(
-            &from_tf32,
-            &cpu_reference(&problem).unwrap(),
-            96,
-            160,
-            160,
-            Reference::CpuF64,
-        )
-        .unwrap();
-        assert!(report.rel_frobenius > 1e-4, "{report}");
-        report
-            .check(&Tolerance::for_dtype(DType::Tf32, 512))
-            .unwrap();
+        let too_far = compare(&coarse, &exact, m, n, n, Reference::CpuF64).unwrap();
+        assert!(
+            too_far.check(&types(DType::F16, DType::F16)).is_err(),
+            "{too_far}"
+        );
+
+        // tf32: inputs rounded to 10 mantissa bits (to nearest, or cut: the worst a tensor
+        // core does) pass against the f32 inputs; inputs rounded to bf16's 7 bits do not.
+        let problem = Problem::<f32>::random(m, n, k, 6);
+        let exact = cpu_reference(&problem).unwrap();
+        let tf32 = types(DType::Tf32, DType::F32);
+        for (bits, nearest, passes) in [(10, true, true), (10, false, true), (7, true, false)] {
+            let c = f32_sums(&with_mantissa(&problem, bits, nearest));
+            let report = compare(&c, &exact, m, n, n, Reference::CpuF64).unwrap();
+            assert!(report.rel_frobenius > 1e-4, "{report}");
+            assert_eq!(
+                report.check(&tf32).is_ok(),
+                passes,
+                "{bits} mantissa bits, nearest {nearest}: {report}"
+            );
+        }
     }
 
     #[test]
