@@ -1,7 +1,7 @@
 //! The element types a kernel's operands may have on the Rust side.
 
 use crate::error::Error;
-use codegen::gemm_dsl::{DType, GemmSpec};
+use codegen::gemm_dsl::{self, DType, GemmSpec};
 use codegen::KernelInfo;
 use cudarc::cublas::sys::cudaDataType;
 use cudarc::driver::sys::CUtensorMapDataType;
@@ -203,28 +203,16 @@ impl KernelTypes {
         })
     }
 
-    /// The types a kernel's spec text names (`dtype: bf16, out: f32, ..`); where the text leaves
-    /// a key out, the spec defaults apply (dtype f32; out f32 for f32 and tf32, else the dtype).
+    /// The types a kernel's spec text names, read by the spec language's own parser: where
+    /// the text leaves a key out, the spec's defaults apply (those of the family its `mma`
+    /// names).
     pub fn of_info(info: &KernelInfo<'_>) -> Result<KernelTypes, Error> {
-        let unsupported = || Error::UnsupportedTypes {
+        let (dtype, out) = spec_types(info)?;
+        KernelTypes::new(dtype, out).ok_or_else(|| Error::UnsupportedTypes {
             kernel: info.name().to_string(),
-            dtype: spec_value(info.spec(), "dtype")
-                .unwrap_or("f32")
-                .to_string(),
-            out: spec_value(info.spec(), "out")
-                .unwrap_or("(default)")
-                .to_string(),
-        };
-        let dtype = match spec_value(info.spec(), "dtype") {
-            Some(name) => dtype_named(name).ok_or_else(unsupported)?,
-            None => DType::F32,
-        };
-        let out = match spec_value(info.spec(), "out") {
-            Some(name) => dtype_named(name).ok_or_else(unsupported)?,
-            None if Storage::of(dtype) == Storage::F32 => DType::F32,
-            None => dtype,
-        };
-        KernelTypes::new(dtype, out).ok_or_else(unsupported)
+            dtype: dtype.name().to_string(),
+            out: out.name().to_string(),
+        })
     }
 
     pub fn dtype(self) -> DType {
@@ -253,18 +241,16 @@ impl fmt::Display for KernelTypes {
     }
 }
 
-/// The value of `key` in a spec's text (`dtype: bf16, out: f32, ...`).
-pub(crate) fn spec_value<'s>(spec: &'s str, key: &str) -> Option<&'s str> {
-    spec.split(',').find_map(|entry| {
-        let (name, value) = entry.split_once(':')?;
-        (name.trim() == key).then(|| value.trim())
-    })
-}
-
-fn dtype_named(name: &str) -> Option<DType> {
-    [DType::F32, DType::Tf32, DType::Bf16, DType::F16]
-        .into_iter()
-        .find(|dtype| dtype.name() == name)
+/// A kernel's A/B and C element types (`dtype`, `out`) from its spec text, parsed as the
+/// `gemm!` macro and the CLI parse it, defaults included.
+pub(crate) fn spec_types(info: &KernelInfo<'_>) -> Result<(DType, DType), Error> {
+    match gemm_dsl::parse_str(info.spec()) {
+        Ok(parsed) => Ok((parsed.spec.dtype, parsed.spec.out)),
+        Err(errors) => Err(Error::SpecText {
+            kernel: info.name().to_string(),
+            errors: errors.to_string(),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -426,8 +412,23 @@ mod tests {
         );
         assert!(matches!(
             types("name: a, dtype: f64"),
-            Err(Error::UnsupportedTypes { .. })
+            Err(Error::SpecText { .. })
         ));
+        // Left out, the types are the family's defaults, as the parser gives them: bf16 for
+        // the tensor-core families, f32 for SIMT.
+        assert_eq!(
+            types("name: a, arch: sm_90a, mma: wgmma").unwrap(),
+            KernelTypes::new(DType::Bf16, DType::Bf16).unwrap()
+        );
+        assert_eq!(
+            types("name: a, mma: mma_sync, out: f32").unwrap(),
+            KernelTypes::new(DType::Bf16, DType::F32).unwrap()
+        );
+        // A value holding commas is one value, not several entries.
+        assert_eq!(
+            types("name: a, copy: cp_async(ca, vector = 4), dtype: f32").unwrap(),
+            KernelTypes::new(DType::F32, DType::F32).unwrap()
+        );
     }
 
     #[test]

@@ -82,6 +82,8 @@ pub enum Error {
         dtype: String,
         out: String,
     },
+    /// A kernel description's spec text does not parse.
+    SpecText { kernel: String, errors: String },
     /// M, N or K is not a size the kernel can compute.
     Dims {
         m: u32,
@@ -238,6 +240,9 @@ impl fmt::Display for Error {
                 f,
                 "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32"
             ),
+            Error::SpecText { kernel, errors } => {
+                write!(f, "`{kernel}`'s spec text does not parse:\n{errors}")
+            }
             Error::ProbeLaunch { kernel, reason } => write!(f, "cannot launch `{kernel}`: {reason}"),
             Error::Dims { m, n, k, reason } => {
                 write!(f, "cannot compute M x N x K = {m} x {n} x {k}: {reason}")

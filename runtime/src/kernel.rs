@@ -1,10 +1,11 @@
 //! A generated kernel loaded on a device, with checked launches.
 
 use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
-use crate::element::{spec_value, stores, Element};
+use crate::element::{spec_types, stores, Element};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
+use codegen::gemm_dsl::DType;
 use codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
 use codegen::{Emitted, KernelInfo, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar};
 use cudarc::driver::sys::{self, CUfunction_attribute};
@@ -60,8 +61,9 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// (once per kernel and device per process; see [`GemmKernel::sass`]).
     pub fn load(ctx: &Arc<CudaContext>, info: &KernelInfo<'static>) -> Result<Self, Error> {
         check_params(info)?;
-        check_element::<In>(info, "input", "dtype", info.launch().input_element_bytes)?;
-        check_element::<Out>(info, "output", "out", info.launch().output_element_bytes)?;
+        let (dtype, out) = spec_types(info)?;
+        check_element::<In>(info, "input", dtype, info.launch().input_element_bytes)?;
+        check_element::<Out>(info, "output", out, info.launch().output_element_bytes)?;
         let device_cc = device_compute_capability(ctx)?;
         check_arch(info.name(), info.launch(), device_cc)?;
 
@@ -780,23 +782,21 @@ fn declared_params(ptx: &str, kernel: &str) -> Option<Vec<String>> {
     )
 }
 
-/// Sizes must agree; where the spec text names the type, the name must agree too (f16 and
-/// bf16 have the same size).
+/// Sizes must agree, and so must the type the spec names (f16 and bf16 have the same
+/// size): its `dtype` for the input, its `out` for the output.
 fn check_element<E: Element>(
     info: &KernelInfo<'_>,
     role: &'static str,
-    spec_key: &str,
+    named: DType,
     kernel_bytes: u32,
 ) -> Result<(), Error> {
-    let named = spec_value(info.spec(), spec_key);
-    let name_ok = named.is_none_or(stores::<E>);
-    if kernel_bytes == E::BYTES && name_ok {
+    if kernel_bytes == E::BYTES && stores::<E>(named.name()) {
         return Ok(());
     }
     Err(Error::ElementType {
         kernel: info.name().to_string(),
         role,
-        kernel_type: named.unwrap_or("(unnamed)").to_string(),
+        kernel_type: named.name().to_string(),
         kernel_bytes,
         rust_type: E::NAME,
         rust_bytes: E::BYTES,
@@ -830,22 +830,13 @@ mod tests {
     }
 
     #[test]
-    fn spec_values_are_read_from_the_spec_text() {
-        let spec = "name: g, arch: sm_90a, dtype: bf16, acc: f32, out: f32, tile: 128x128x64";
-        assert_eq!(spec_value(spec, "dtype"), Some("bf16"));
-        assert_eq!(spec_value(spec, "out"), Some("f32"));
-        assert_eq!(spec_value(spec, "arch"), Some("sm_90a"));
-        assert_eq!(spec_value(spec, "swizzle"), None);
-    }
-
-    #[test]
     fn element_types_are_checked_by_size_and_name() {
         let emitted = emitted("simt_128x128x8_cp2");
         let info = emitted.info();
-        check_element::<f32>(&info, "input", "dtype", info.launch().input_element_bytes).unwrap();
+        let input_bytes = info.launch().input_element_bytes;
+        check_element::<f32>(&info, "input", DType::F32, input_bytes).unwrap();
         let error =
-            check_element::<half::bf16>(&info, "input", "dtype", info.launch().input_element_bytes)
-                .unwrap_err();
+            check_element::<half::bf16>(&info, "input", DType::F32, input_bytes).unwrap_err();
         assert_eq!(
             error.to_string(),
             "`simt_128x128x8_cp2` has input elements of type f32 (4 B), but was loaded as bf16 (2 B)"
@@ -857,9 +848,10 @@ mod tests {
         parts.launch.output_element_bytes = 2;
         // SAFETY: only checked, never loaded.
         let bf16_info = unsafe { KernelInfo::from_parts(parts) };
-        check_element::<half::bf16>(&bf16_info, "output", "out", 2).unwrap();
+        let (_, out) = spec_types(&bf16_info).unwrap();
+        check_element::<half::bf16>(&bf16_info, "output", out, 2).unwrap();
         assert!(matches!(
-            check_element::<half::f16>(&bf16_info, "output", "out", 2),
+            check_element::<half::f16>(&bf16_info, "output", out, 2),
             Err(Error::ElementType { role: "output", .. })
         ));
     }
