@@ -23,6 +23,10 @@ const COMMON_TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/common/batch.ptx.tera"),
     ),
     (
+        "common/copy.ptx.tera",
+        include_str!("../templates/common/copy.ptx.tera"),
+    ),
+    (
         "common/entry.ptx.tera",
         include_str!("../templates/common/entry.ptx.tera"),
     ),
