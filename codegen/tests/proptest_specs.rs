@@ -420,6 +420,76 @@ fn check_invalid(text: &str, errors: &SpecErrors) -> Result<(), TestCaseError> {
     let rendered = errors.render(text, "prop");
     prop_assert!(rendered.contains(" --> prop:1:"), "{}", rendered);
     prop_assert!(rendered.contains('^'), "{}", rendered);
+    for error in errors.iter().filter(|error| !error.fix.is_empty()) {
+        check_fix(text, error)?;
+    }
+    Ok(())
+}
+
+/// The spec's `key: value` entries as written (split at commas outside parentheses).
+fn entries(text: &str) -> Vec<&str> {
+    let mut entries = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices().chain([(text.len(), ',')]) {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                entries.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    entries.retain(|entry| !entry.is_empty());
+    entries
+}
+
+/// The spec with the error's fix applied (its keys' entries replaced, at the end), and the
+/// columns of the values the fix wrote.
+fn apply_fix(text: &str, fix: &[(gemm_dsl::Key, String)]) -> (String, Vec<(usize, usize)>) {
+    let fixed_key = |entry: &str| {
+        let key = entry.split(':').next().unwrap_or("").trim();
+        fix.iter().any(|(k, _)| k.name() == key)
+    };
+    let mut fixed = entries(text)
+        .into_iter()
+        .filter(|entry| !fixed_key(entry))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut values = Vec::new();
+    for (key, value) in fix {
+        if !fixed.is_empty() {
+            fixed.push_str(", ");
+        }
+        fixed.push_str(&format!("{}: ", key.name()));
+        let start = fixed.chars().count();
+        fixed.push_str(value);
+        values.push((start, fixed.chars().count()));
+    }
+    (fixed, values)
+}
+
+/// Applying an error's suggested fix leaves no error on the keys it set.
+fn check_fix(text: &str, error: &gemm_dsl::SpecError) -> Result<(), TestCaseError> {
+    let (fixed, values) = apply_fix(text, &error.fix);
+    if let Err(after) = check_str(&fixed) {
+        for again in after.iter() {
+            let column = again.span.start().column;
+            prop_assert!(
+                !values
+                    .iter()
+                    .any(|&(start, end)| (start..end).contains(&column)),
+                "{}\n  error: {}\n  fix: {:?}\n{}\n  error again: {}\n  help: {:?}",
+                text,
+                error.message,
+                error.fix,
+                fixed,
+                again.message,
+                again.help
+            );
+        }
+    }
     Ok(())
 }
 

@@ -156,6 +156,8 @@ fn split_entries(tokens: TokenStream) -> Result<Vec<Entry>, SpecErrors> {
     }
 }
 
+// One error per malformed entry, on the parse path only: its size costs nothing.
+#[allow(clippy::result_large_err)]
 fn entry_from(part: Vec<TokenTree>) -> Result<Option<Entry>, SpecError> {
     let Some(first) = part.first() else {
         return Ok(None);
