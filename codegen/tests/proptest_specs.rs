@@ -29,7 +29,8 @@ fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
         rng_seed,
-        // A fixed seed replays a failure by itself; no regression files to keep.
+        // A fixed seed replays a failure by itself; past failures are explicit cases in
+        // `past_failures_stay_fixed`, not a regression file.
         failure_persistence: None,
         ..default
     }
@@ -555,14 +556,58 @@ fn valid_specs_assemble_to_their_promised_sass() {
         .unwrap();
 }
 
+/// Specs the property once failed on (the shrunk cases of the old regression file, which
+/// `failure_persistence: None` never replayed): each holds the property now.
+#[test]
+fn past_failures_stay_fixed() {
+    for text in [
+        "name: prop, arch: sm_80, dtype: f32, tile: 64x32x16, stages: 1, swizzle: none, copy: cp_async, mma: fma",
+        "name: prop, arch: sm_80, dtype: f32, tile: 128x256x32, stages: 1, swizzle: none, copy: cp_async, mma: fma",
+        "name: prop, arch: sm_90, dtype: f32, tile: 32x64x32, stages: 2, swizzle: none, copy: cp_async, mma: fma",
+        "name: prop, arch: sm_80, dtype: f32, tile: 128x32x32, stages: 1, swizzle: none, copy: cp_async, mma: fma",
+    ] {
+        let result = match check_str(text) {
+            Ok(valid) => check_valid(text, &valid),
+            Err(errors) => check_invalid(text, &errors),
+        };
+        result.unwrap_or_else(|failure| panic!("{text}: {failure}"));
+    }
+}
+
+/// Errors that may carry no help: their text has no one fix to propose. Listed by the
+/// start of their message; every other error has a help.
+const NO_HELP: &[&str] = &[];
+
+/// Every error has a span inside the text (or at its start, for an empty text) and a help,
+/// unless listed in [`NO_HELP`].
+fn check_any_errors(text: &str, errors: &SpecErrors) -> Result<(), TestCaseError> {
+    prop_assert!(!errors.0.is_empty());
+    let line_count = text.lines().count().max(1);
+    for error in errors.iter() {
+        prop_assert!(
+            error.span.start().line <= line_count && error.span.end().line <= line_count,
+            "{:?}: {} outside the text",
+            text,
+            error.message
+        );
+        prop_assert!(
+            error.help.is_some() || NO_HELP.iter().any(|m| error.message.starts_with(m)),
+            "{:?}: no help for: {}",
+            text,
+            error.message
+        );
+    }
+    let _ = errors.render(text, "prop");
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config(2048))]
 
     #[test]
     fn arbitrary_text_never_panics(text in ".{0,120}") {
         if let Err(errors) = check_str(&text) {
-            prop_assert!(!errors.0.is_empty());
-            let _ = errors.render(&text, "prop");
+            check_any_errors(&text, &errors)?;
         }
     }
 
@@ -575,6 +620,8 @@ proptest! {
     ) {
         let text: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let text = text.join(", ");
-        let _ = check_str(&text);
+        if let Err(errors) = check_str(&text) {
+            check_any_errors(&text, &errors)?;
+        }
     }
 }
