@@ -209,3 +209,43 @@ fn a_closed_stdout_ends_every_command_quietly() {
         assert_eq!(stderr(&output), "", "{args:?}");
     }
 }
+
+#[test]
+fn a_mistyped_catalog_name_offers_the_nearest() {
+    let output = gemm_codegen(&["check", "simt_128x128x8_cp3"]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("`simt_128x128x8_cp3` is no catalog spec"),
+        "{text}"
+    );
+    assert!(
+        text.contains("did you mean `simt_128x128x8_cp2`?"),
+        "{text}"
+    );
+}
+
+#[test]
+fn help_describes_spec() {
+    let output = gemm_codegen(&["--help"]);
+    let text = stdout(&output);
+    for form in ["spec text", "@FILE", "catalog name"] {
+        assert!(text.contains(form), "{text}");
+    }
+}
+
+#[test]
+fn a_missing_comma_and_an_overflowing_number_say_so() {
+    let output = gemm_codegen(&["check", "name: k arch: sm_80"]);
+    assert!(
+        stderr(&output).contains("a comma is probably missing"),
+        "{}",
+        stderr(&output)
+    );
+    let output = gemm_codegen(&["check", "stages: 99999999999"]);
+    assert!(
+        stderr(&output).contains("out of range (numbers in a spec are 0 to 4294967295)"),
+        "{}",
+        stderr(&output)
+    );
+}

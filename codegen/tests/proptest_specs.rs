@@ -29,7 +29,8 @@ fn config(cases: u32) -> ProptestConfig {
     ProptestConfig {
         cases,
         rng_seed,
-        // A fixed seed replays a failure by itself; no regression files to keep.
+        // A fixed seed replays a failure by itself; past failures are explicit cases in
+        // `past_failures_stay_fixed`, not a regression file.
         failure_persistence: None,
         ..default
     }
@@ -420,6 +421,76 @@ fn check_invalid(text: &str, errors: &SpecErrors) -> Result<(), TestCaseError> {
     let rendered = errors.render(text, "prop");
     prop_assert!(rendered.contains(" --> prop:1:"), "{}", rendered);
     prop_assert!(rendered.contains('^'), "{}", rendered);
+    for error in errors.iter().filter(|error| !error.fix.is_empty()) {
+        check_fix(text, error)?;
+    }
+    Ok(())
+}
+
+/// The spec's `key: value` entries as written (split at commas outside parentheses).
+fn entries(text: &str) -> Vec<&str> {
+    let mut entries = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices().chain([(text.len(), ',')]) {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                entries.push(text[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    entries.retain(|entry| !entry.is_empty());
+    entries
+}
+
+/// The spec with the error's fix applied (its keys' entries replaced, at the end), and the
+/// columns of the values the fix wrote.
+fn apply_fix(text: &str, fix: &[(gemm_dsl::Key, String)]) -> (String, Vec<(usize, usize)>) {
+    let fixed_key = |entry: &str| {
+        let key = entry.split(':').next().unwrap_or("").trim();
+        fix.iter().any(|(k, _)| k.name() == key)
+    };
+    let mut fixed = entries(text)
+        .into_iter()
+        .filter(|entry| !fixed_key(entry))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut values = Vec::new();
+    for (key, value) in fix {
+        if !fixed.is_empty() {
+            fixed.push_str(", ");
+        }
+        fixed.push_str(&format!("{}: ", key.name()));
+        let start = fixed.chars().count();
+        fixed.push_str(value);
+        values.push((start, fixed.chars().count()));
+    }
+    (fixed, values)
+}
+
+/// Applying an error's suggested fix leaves no error on the keys it set.
+fn check_fix(text: &str, error: &gemm_dsl::SpecError) -> Result<(), TestCaseError> {
+    let (fixed, values) = apply_fix(text, &error.fix);
+    if let Err(after) = check_str(&fixed) {
+        for again in after.iter() {
+            let column = again.span.start().column;
+            prop_assert!(
+                !values
+                    .iter()
+                    .any(|&(start, end)| (start..end).contains(&column)),
+                "{}\n  error: {}\n  fix: {:?}\n{}\n  error again: {}\n  help: {:?}",
+                text,
+                error.message,
+                error.fix,
+                fixed,
+                again.message,
+                again.help
+            );
+        }
+    }
     Ok(())
 }
 
@@ -485,14 +556,58 @@ fn valid_specs_assemble_to_their_promised_sass() {
         .unwrap();
 }
 
+/// Specs the property once failed on (the shrunk cases of the old regression file, which
+/// `failure_persistence: None` never replayed): each holds the property now.
+#[test]
+fn past_failures_stay_fixed() {
+    for text in [
+        "name: prop, arch: sm_80, dtype: f32, tile: 64x32x16, stages: 1, swizzle: none, copy: cp_async, mma: fma",
+        "name: prop, arch: sm_80, dtype: f32, tile: 128x256x32, stages: 1, swizzle: none, copy: cp_async, mma: fma",
+        "name: prop, arch: sm_90, dtype: f32, tile: 32x64x32, stages: 2, swizzle: none, copy: cp_async, mma: fma",
+        "name: prop, arch: sm_80, dtype: f32, tile: 128x32x32, stages: 1, swizzle: none, copy: cp_async, mma: fma",
+    ] {
+        let result = match check_str(text) {
+            Ok(valid) => check_valid(text, &valid),
+            Err(errors) => check_invalid(text, &errors),
+        };
+        result.unwrap_or_else(|failure| panic!("{text}: {failure}"));
+    }
+}
+
+/// Errors that may carry no help: their text has no one fix to propose. Listed by the
+/// start of their message; every other error has a help.
+const NO_HELP: &[&str] = &[];
+
+/// Every error has a span inside the text (or at its start, for an empty text) and a help,
+/// unless listed in [`NO_HELP`].
+fn check_any_errors(text: &str, errors: &SpecErrors) -> Result<(), TestCaseError> {
+    prop_assert!(!errors.0.is_empty());
+    let line_count = text.lines().count().max(1);
+    for error in errors.iter() {
+        prop_assert!(
+            error.span.start().line <= line_count && error.span.end().line <= line_count,
+            "{:?}: {} outside the text",
+            text,
+            error.message
+        );
+        prop_assert!(
+            error.help.is_some() || NO_HELP.iter().any(|m| error.message.starts_with(m)),
+            "{:?}: no help for: {}",
+            text,
+            error.message
+        );
+    }
+    let _ = errors.render(text, "prop");
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(config(2048))]
 
     #[test]
     fn arbitrary_text_never_panics(text in ".{0,120}") {
         if let Err(errors) = check_str(&text) {
-            prop_assert!(!errors.0.is_empty());
-            let _ = errors.render(&text, "prop");
+            check_any_errors(&text, &errors)?;
         }
     }
 
@@ -505,6 +620,8 @@ proptest! {
     ) {
         let text: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let text = text.join(", ");
-        let _ = check_str(&text);
+        if let Err(errors) = check_str(&text) {
+            check_any_errors(&text, &errors)?;
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Diagnostics: one error type for parse and validation failures, rendered either as a
 //! `compile_error!` at the offending token (macro) or as rustc-style text with a caret (CLI).
 
+use crate::spec::Key;
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
 use std::fmt;
 
@@ -19,6 +20,13 @@ pub struct SpecError {
     pub notes: Vec<String>,
     /// A legal value to use instead.
     pub help: Option<String>,
+    /// The key whose value the error points at, for the rules' errors (`None`: parse
+    /// errors, and errors about the spec as a whole).
+    pub key: Option<Key>,
+    /// The help as a machine-applicable edit, where it proposes values: each key set to the
+    /// value text (`(Key::Stages, "4")`). Empty where the help is advice, not an edit.
+    /// Applying it never leaves an error on the same keys (a property test checks).
+    pub fix: Vec<(Key, String)>,
 }
 
 impl SpecError {
@@ -30,6 +38,8 @@ impl SpecError {
             label: None,
             notes: Vec::new(),
             help: None,
+            key: None,
+            fix: Vec::new(),
         }
     }
 
@@ -51,6 +61,14 @@ impl SpecError {
 
     pub fn help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
+        self
+    }
+
+    /// Sets the help to `key: value`, and the machine-applicable fix to the same edit.
+    pub fn fix(mut self, key: Key, value: impl Into<String>) -> Self {
+        let value = value.into();
+        self.help = Some(format!("{}: {value}", key.name()));
+        self.fix = vec![(key, value)];
         self
     }
 

@@ -9,17 +9,17 @@
 //! | `name` | identifier (becomes the PTX kernel and Rust module name) | `gemm` |
 //! | `arch` | `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a` | `sm_80` |
 //! | `dtype` | A/B element type: `f16`, `bf16`, `tf32`, `f32` | `f32` for `mma: fma`, else `bf16` |
-//! | `acc` | accumulator type | `f32` |
+//! | `acc` | accumulator type: `f32` (the only one implemented; `f16`, `bf16`, `tf32` parse and are refused) | `f32` |
 //! | `out` | C type | `dtype` (`f32` for `tf32`) |
 //! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family) | `rr` |
 //! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma) |
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
-//! | `consumers` | consumer warpgroups (wgmma) | `2` for wgmma, else `1` |
+//! | `consumers` | consumer warpgroups (wgmma only): `1` or `2` | `2` for wgmma, else `1` |
 //! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |
 //! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); `128B` (mma_sync; `pad(16)` where rows don't fit an XOR); the widest XOR that divides a K row (wgmma) |
 //! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)`; `sync(vector = N)` and `cp_async(ca, vector = N)` copy `N`-byte vectors (`sync`: 2, 4, 8 or 16 and at least one element; `cp_async`: 4, 8 or 16, `.ca` only below 16) so that A's and B's lines need only `N`-byte alignment (the TMA needs 16-byte strides and takes no `vector`) | `tma` for wgmma on sm_90+, else `cp_async`; vector 16 |
 //! | `mma` | `fma`, `mma_sync`, `wgmma` | `fma` |
-//! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; see [`Schedule::tile_at`]) | `tile` |
+//! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; `raster = n` walks bands along N instead; `tail = whole | stream_k` (`stream_k`: wgmma, splits the last round's tiles along K); see [`Schedule::tile_at`]) | `tile` |
 //! | `cluster` | `ROWSxCOLS` blocks (wgmma: `2x1`, two tiles down M sharing B, or `1x2`, two tiles along N sharing A, with `copy: tma(multicast = 2)`) | `1x1` |
 //! | `epilogue` | `direct` (threads store C from registers), `tma` (wgmma, 16-bit C: `stmatrix` into swizzled shared-memory buffers, TMA stores that clip at the matrix edge) | `tma` for wgmma with f16/bf16 C, else `direct` |
 //!

@@ -156,6 +156,8 @@ fn split_entries(tokens: TokenStream) -> Result<Vec<Entry>, SpecErrors> {
     }
 }
 
+// One error per malformed entry, on the parse path only: its size costs nothing.
+#[allow(clippy::result_large_err)]
 fn entry_from(part: Vec<TokenTree>) -> Result<Option<Entry>, SpecError> {
     let Some(first) = part.first() else {
         return Ok(None);
@@ -182,6 +184,20 @@ fn entry_from(part: Vec<TokenTree>) -> Result<Option<Entry>, SpecError> {
         }
     }
     let value = &part[2..];
+    // `arch: sm_80 karch: sm_80`: a key and `:` inside a value is the next entry.
+    if let Some(next_key) = value.windows(2).skip(1).find_map(|pair| match pair {
+        [TokenTree::Ident(ident), TokenTree::Punct(p)] if p.as_char() == ':' => Some(ident),
+        _ => None,
+    }) {
+        let next = next_key.to_string();
+        return Err(SpecError::new(
+            next_key.span(),
+            format!("`{next}:` inside the value of `{key_name}`: a comma is probably missing"),
+        )
+        .help(format!(
+            "separate the entries with a comma: `..., {next}: ...`"
+        )));
+    }
     if value.is_empty() {
         return Err(
             SpecError::new(part[1].span(), format!("`{key_name}` has no value"))
@@ -299,7 +315,18 @@ impl Builder<'_> {
 }
 
 fn bad<T>(what: &str, text: &str, legal: &str) -> ValueResult<T> {
-    Err((format!("`{text}` is not a valid {what}"), legal.to_string()))
+    // A number too large to read is out of range, not malformed: say the range.
+    let overflowing = text
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|digits| !digits.is_empty() && digits.parse::<u32>().is_err());
+    let message = match overflowing {
+        Some(digits) => format!(
+            "`{text}` is not a valid {what}: {digits} is out of range (numbers in a spec are 0 to {})",
+            u32::MAX
+        ),
+        None => format!("`{text}` is not a valid {what}"),
+    };
+    Err((message, legal.to_string()))
 }
 
 fn parse_name(text: &str) -> ValueResult<String> {

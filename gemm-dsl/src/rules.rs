@@ -35,6 +35,8 @@ pub(crate) fn not_implemented(
 pub(crate) struct Validator<'a> {
     pub(crate) spec: &'a GemmSpec,
     pub(crate) spans: &'a SpecSpans,
+    /// The rules of the family the spec's `mma:` picks.
+    pub(crate) family: &'a dyn FamilyRules,
     pub(crate) errors: Vec<SpecError>,
 }
 
@@ -66,6 +68,11 @@ pub(crate) trait FamilyRules {
     }
     fn warps(&self, tile: Tile, consumers: u32) -> Grid2;
     fn stages(&self) -> u32;
+    /// The shallowest pipeline the family runs for the spec ([`MAX_STAGES`] is every
+    /// family's deepest).
+    fn min_stages(&self, _spec: &GemmSpec) -> u32 {
+        1
+    }
     fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle;
     fn copy(&self, _arch: Arch) -> Copy {
         Copy::CP_ASYNC_CG
@@ -76,10 +83,15 @@ pub(crate) trait FamilyRules {
 }
 
 impl<'a> Validator<'a> {
-    pub(crate) fn new(spec: &'a GemmSpec, spans: &'a SpecSpans) -> Self {
+    pub(crate) fn new(
+        spec: &'a GemmSpec,
+        spans: &'a SpecSpans,
+        family: &'a dyn FamilyRules,
+    ) -> Self {
         Validator {
             spec,
             spans,
+            family,
             errors: Vec::new(),
         }
     }
@@ -95,9 +107,10 @@ impl<'a> Validator<'a> {
 
 impl Validator<'_> {
     pub(crate) fn error(&mut self, key: Key, message: impl Into<String>) -> &mut SpecError {
-        self.errors.push(
-            SpecError::new(self.spans.value(key), message).through(self.spans.value_last(key)),
-        );
+        let mut error =
+            SpecError::new(self.spans.value(key), message).through(self.spans.value_last(key));
+        error.key = Some(key);
+        self.errors.push(error);
         self.errors.last_mut().expect("just pushed")
     }
 
@@ -126,16 +139,25 @@ impl Validator<'_> {
     fn ranges(&mut self) {
         use crate::geometry::MAX_WARPS;
         let s = self.spec;
+        let min_stages = self.family.min_stages(self.spec);
         if !(1..=MAX_STAGES).contains(&s.stages) {
-            let legal = s.stages.clamp(1, MAX_STAGES);
-            self.help(
+            let legal = s.stages.clamp(min_stages, MAX_STAGES);
+            let error = self.error(
                 Key::Stages,
                 format!(
-                    "stages must be between 1 and {MAX_STAGES}, not {}",
+                    "stages must be between {min_stages} and {MAX_STAGES}, not {}",
                     s.stages
                 ),
-                format!("stages: {legal}"),
             );
+            *error = if s.stages == 0 {
+                error.clone().fix(Key::Stages, legal.to_string())
+            } else {
+                // The deepest legal pipeline may not fit in shared memory; that is the
+                // family's check, after this one.
+                error.clone().help(format!(
+                    "stages: {legal} at most, fewer where shared memory runs out"
+                ))
+            };
         }
         let tile_sides = [s.tile.m, s.tile.n, s.tile.k];
         if tile_sides.contains(&0) {
@@ -175,7 +197,11 @@ impl Validator<'_> {
             self.help(
                 Key::Consumers,
                 format!("consumers must be 1 to 4 warpgroups, not {}", s.consumers),
-                "consumers: 2",
+                if s.mma == Mma::Wgmma {
+                    "consumers: 2"
+                } else {
+                    "leave `consumers:` out: it applies to `mma: wgmma` only"
+                },
             );
         }
         if s.cluster.rows == 0 || s.cluster.cols == 0 || s.cluster.count() > 16 {
@@ -197,11 +223,17 @@ impl Validator<'_> {
         }
         if let Copy::Tma { multicast } = s.copy {
             if multicast == 0 || multicast > 16 {
-                self.help(
+                // A multicast over the spec's cluster where TMA runs, else no TMA at all.
+                let legal = match s.cluster.count() {
+                    _ if s.mma != Mma::Wgmma || !s.arch.has_tma() => Copy::CP_ASYNC_CG,
+                    blocks @ 1..=16 => Copy::Tma { multicast: blocks },
+                    _ => Copy::Tma { multicast: 1 },
+                };
+                let error = self.error(
                     Key::Copy,
                     format!("TMA multicast reaches 1 to 16 blocks, not {multicast}"),
-                    "copy: tma(multicast = 2)",
                 );
+                *error = error.clone().fix(Key::Copy, legal.to_string());
             }
         }
         self.copy_vector();
@@ -306,13 +338,23 @@ impl Validator<'_> {
                     }
                 ),
             ),
-            Copy::Tma { .. } if !s.arch.has_tma() => self.help(
-                Key::Copy,
-                format!(
-                    "`copy: tma` needs sm_90 or newer (the Tensor Memory Accelerator), not {arch}"
-                ),
-                "use copy: cp_async, or arch: sm_90",
-            ),
+            Copy::Tma { .. } if !s.arch.has_tma() => {
+                let error = self.error(
+                    Key::Copy,
+                    format!(
+                        "`copy: tma` needs sm_90 or newer (the Tensor Memory Accelerator), not {arch}"
+                    ),
+                );
+                // Only the Hopper family copies with TMA, and it needs sm_90a.
+                *error = if s.mma == Mma::Wgmma {
+                    error.clone().fix(Key::Arch, Arch::Sm90a.name())
+                } else {
+                    error
+                        .clone()
+                        .note("only `mma: wgmma` (on sm_90a) copies with TMA")
+                        .fix(Key::Copy, Copy::CP_ASYNC_CG.to_string())
+                };
+            }
             _ => {}
         }
         if s.mma == Mma::Wgmma && !s.arch.has_wgmma() {
@@ -330,16 +372,33 @@ impl Validator<'_> {
             );
         }
         if let Copy::Tma { multicast } = s.copy {
-            // An out-of-range multicast is the range check's error, not a cluster to suggest.
-            if (2..=16).contains(&multicast) && multicast > s.cluster.count() {
-                self.help(
+            // An out-of-range multicast is the range check's error, not a cluster to suggest;
+            // without TMA (its own error) or the Hopper family (the only one that multicasts)
+            // a cluster would not help.
+            if (2..=16).contains(&multicast)
+                && multicast > s.cluster.count()
+                && s.arch.has_tma()
+                && s.mma == Mma::Wgmma
+            {
+                let error = self.error(
                     Key::Copy,
                     format!(
                         "TMA multicast to {multicast} blocks needs a cluster of at least {multicast} blocks, not {}",
                         s.cluster
                     ),
-                    format!("cluster: {multicast}x1"),
                 );
+                // The Hopper family implements clusters of two blocks only.
+                *error = if multicast == 2 {
+                    error.clone().fix(Key::Cluster, "2x1")
+                } else {
+                    let legal = Copy::Tma {
+                        multicast: s.cluster.count(),
+                    };
+                    error
+                        .clone()
+                        .note("clusters of 2 blocks (2x1, 1x2) are implemented so far")
+                        .fix(Key::Copy, legal.to_string())
+                };
             }
         }
     }
@@ -354,7 +413,13 @@ impl Validator<'_> {
                     "tensor cores (`mma: {}`) do not multiply f32 inputs",
                     s.mma.name()
                 ),
-                "dtype: tf32 (f32 storage, tf32 multiply), or mma: fma",
+                match s.mma {
+                    // wgmma takes 16-bit inputs only here.
+                    Mma::Wgmma => "dtype: bf16 or f16, or mma: fma",
+                    Mma::Fma | Mma::MmaSync => {
+                        "dtype: tf32 (f32 storage, tf32 multiply), or mma: fma"
+                    }
+                },
             );
         }
     }
@@ -420,8 +485,9 @@ impl Validator<'_> {
     /// "Not implemented yet" for every value outside the family's scope: the family's own
     /// checks plus the keys no family implements yet. The dispatch calls it once, before the
     /// family's flow, so no family can forget it.
-    pub(crate) fn reject_unimplemented(&mut self, family: &dyn FamilyRules) {
+    pub(crate) fn reject_unimplemented(&mut self) {
         let s = self.spec;
+        let family = self.family;
         let spans = self.spans;
         let unimplemented_everywhere = [(Key::Acc, s.acc.name().to_string(), s.acc == DType::F32)];
         let mut checks = family.scope(self);
@@ -429,11 +495,12 @@ impl Validator<'_> {
         checks.sort_by_key(|(key, _, _)| *key);
         for (key, value, in_scope) in checks {
             if !in_scope {
-                self.errors.push(
+                let mut error =
                     not_implemented(spans.value(key), key.name(), &value, family.scope_note())
                         .through(spans.value_last(key))
-                        .note(format!("this family is {}", family.describe())),
-                );
+                        .note(format!("this family is {}", family.describe()));
+                error.key = Some(key);
+                self.errors.push(error);
             }
         }
     }
@@ -472,12 +539,13 @@ impl Validator<'_> {
     pub(crate) fn finish(
         &mut self,
         threads: u32,
-        smem: SmemLedger,
+        smem_for: impl Fn(u32) -> SmemLedger,
         registers: RegisterBudget,
         label: String,
         smaller_tiles: impl FnOnce() -> Option<String>,
     ) -> Option<Budgets> {
         let s = self.spec;
+        let smem = smem_for(s.stages);
         if !registers.fits() {
             let key = self.warps_key();
             let help = smaller_tiles().unwrap_or_else(|| "use a smaller tile".to_string());
@@ -494,7 +562,7 @@ impl Validator<'_> {
             error.help = Some(help);
         }
         if !smem.fits() {
-            self.smem_over_budget(&smem);
+            self.smem_over_budget(&smem, smem_for);
         }
         if !self.errors.is_empty() {
             return None;
@@ -507,8 +575,19 @@ impl Validator<'_> {
         })
     }
 
-    pub(crate) fn smem_over_budget(&mut self, smem: &SmemLedger) {
+    /// Shared memory over the limit; `smem_for` is the family's ledger at another stage
+    /// count, so the stages the help proposes cost what the kernel would use.
+    pub(crate) fn smem_over_budget(
+        &mut self,
+        smem: &SmemLedger,
+        smem_for: impl Fn(u32) -> SmemLedger,
+    ) {
         let s = self.spec;
+        let min_stages = self.family.min_stages(self.spec);
+        let deepest_fit = (min_stages..s.stages.min(MAX_STAGES + 1))
+            .rev()
+            .map(|stages| (stages, smem_for(stages)))
+            .find(|(_, ledger)| ledger.fits());
         let per_stage = smem.bytes_per_stage();
         let error = self.error(
             Key::Stages,
@@ -525,13 +604,24 @@ impl Validator<'_> {
         ));
         error.notes.push(smem.itemized());
         error.notes.push(format!("total {} B", smem.total()));
-        error.help = Some(match smem.max_stages_that_fit(MAX_STAGES) {
-            Some(stages) => format!(
-                "stages: {stages} fits ({} B); or a smaller tile",
-                smem.total_for(stages)
-            ),
-            None => "even one stage does not fit: use a smaller tile".to_string(),
-        });
+        match deepest_fit {
+            Some((stages, ledger)) => {
+                error.help = Some(format!(
+                    "stages: {stages} fits ({} B); or a smaller tile",
+                    ledger.total()
+                ));
+                error.fix = vec![(Key::Stages, stages.to_string())];
+            }
+            None => {
+                error.help = Some(format!(
+                    "even {} does not fit: use a smaller tile",
+                    match min_stages {
+                        1 => "one stage".to_string(),
+                        min => format!("{min} stages"),
+                    }
+                ))
+            }
+        }
     }
 }
 

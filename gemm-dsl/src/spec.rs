@@ -506,6 +506,28 @@ impl GemmSpec {
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
     /// wgmma).
+    /// Sets one key's value to `from`'s.
+    pub fn set(&mut self, key: Key, from: &GemmSpec) {
+        match key {
+            Key::Name => self.name = from.name.clone(),
+            Key::Arch => self.arch = from.arch,
+            Key::Dtype => self.dtype = from.dtype,
+            Key::Acc => self.acc = from.acc,
+            Key::Out => self.out = from.out,
+            Key::Layout => self.layout = from.layout,
+            Key::Tile => self.tile = from.tile,
+            Key::Warps => self.warps = from.warps,
+            Key::Consumers => self.consumers = from.consumers,
+            Key::Stages => self.stages = from.stages,
+            Key::Swizzle => self.swizzle = from.swizzle,
+            Key::Copy => self.copy = from.copy,
+            Key::Mma => self.mma = from.mma,
+            Key::Schedule => self.schedule = from.schedule,
+            Key::Cluster => self.cluster = from.cluster,
+            Key::Epilogue => self.epilogue = from.epilogue,
+        }
+    }
+
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers),

@@ -3,7 +3,7 @@
 //! the common checks and each family's flow (`crate::family`) build on `crate::rules`.
 
 use crate::budget::{Occupancy, RegisterBudget, SmemLedger};
-use crate::error::SpecErrors;
+use crate::error::{SpecError, SpecErrors};
 pub use crate::family::Family;
 use crate::parse::ParsedSpec;
 use crate::rules::Validator;
@@ -46,10 +46,23 @@ pub fn check_str(text: &str) -> Result<ValidSpec, SpecErrors> {
 }
 
 pub fn validate(spec: &GemmSpec, spans: &SpecSpans) -> Result<ValidSpec, SpecErrors> {
-    let mut v = Validator::new(spec, spans);
+    validate_rules(spec, spans).map_err(|errors| {
+        let mut errors = with_fixes(errors);
+        for error in &mut errors {
+            if !error.fix.is_empty() && !fix_holds(spec, spans, &error.fix) {
+                error.fix.clear();
+            }
+        }
+        SpecErrors(errors)
+    })
+}
+
+/// Every rule, without the fixes' check.
+fn validate_rules(spec: &GemmSpec, spans: &SpecSpans) -> Result<ValidSpec, Vec<SpecError>> {
+    let mut v = Validator::new(spec, spans, crate::family::rules(spec.mma));
     v.common();
     if !v.errors.is_empty() {
-        return Err(SpecErrors(v.errors));
+        return Err(v.errors);
     }
     match crate::family::validate(&mut v) {
         Some((family, budgets)) if v.errors.is_empty() => Ok(ValidSpec {
@@ -59,14 +72,77 @@ pub fn validate(spec: &GemmSpec, spans: &SpecSpans) -> Result<ValidSpec, SpecErr
             registers: budgets.registers,
             occupancy: budgets.occupancy,
         }),
-        _ => Err(SpecErrors(v.errors)),
+        _ => Err(v.errors),
     }
+}
+
+/// Errors whose help is itself spec text (`stages: 4`, `copy: cp_async, stages: 3`) carry
+/// it as their machine-applicable fix too, unless the rule set one.
+fn with_fixes(mut errors: Vec<SpecError>) -> Vec<SpecError> {
+    for error in &mut errors {
+        if error.fix.is_empty() {
+            if let Some(help) = &error.help {
+                error.fix = fix_of(help).unwrap_or_default();
+            }
+        }
+    }
+    errors
+}
+
+/// Whether the spec with the fix applied passes every rule on the keys the fix sets: a
+/// fix that only moves the error on to another rule of the same key (a tile that divides
+/// but needs too many registers) is advice, not an edit to apply.
+fn fix_holds(spec: &GemmSpec, spans: &SpecSpans, fix: &[(Key, String)]) -> bool {
+    let text: Vec<String> = fix
+        .iter()
+        .map(|(key, value)| format!("{}: {value}", key.name()))
+        .collect();
+    let Ok(parsed) = crate::parse::parse_str(&text.join(", ")) else {
+        return false;
+    };
+    let mut fixed = spec.clone();
+    for (key, _) in fix {
+        fixed.set(*key, &parsed.spec);
+    }
+    match validate_rules(&fixed, spans) {
+        Ok(_) => true,
+        Err(errors) => !errors.iter().any(|error| {
+            error
+                .key
+                .is_some_and(|key| fix.iter().any(|(k, _)| *k == key))
+        }),
+    }
+}
+
+/// `key: value, key: value` as the edits it makes, if the text parses as exactly those
+/// keys (so advice such as "use arch: sm_90a, or mma: mma_sync" is none).
+fn fix_of(help: &str) -> Option<Vec<(Key, String)>> {
+    let parsed = crate::parse::parse_str(help).ok()?;
+    let mut entries = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in help.char_indices().chain([(help.len(), ',')]) {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                let (key, value) = help[start..i].split_once(':')?;
+                let key = Key::from_name(key.trim())?;
+                if !parsed.spans.given(key) {
+                    return None;
+                }
+                entries.push((key, value.trim().to_string()));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    Some(entries)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::SpecError;
 
     fn errors(text: &str) -> Vec<SpecError> {
         check_str(text).expect_err("spec must be invalid").0
@@ -187,5 +263,45 @@ mod tests {
         assert!(e.message.contains("registers per thread"), "{e:?}");
         assert!(message("stages: 9").contains("between 1 and 8"));
         assert!(message("tile: 64x64x8, warps: 1x4").contains("warp tile 64x16"));
+    }
+
+    /// Helps that led to another error: each now proposes an edit that holds.
+    #[test]
+    fn helps_propose_edits_that_hold() {
+        let e = &errors("tile: 100x128x8, warps: 4x2")[0];
+        assert_eq!(e.fix, [(Key::Tile, "128x128x8".to_string())]);
+        assert!(check_str("tile: 128x128x8, warps: 4x2").is_ok());
+        let e = &errors("arch: sm_90a, mma: wgmma, dtype: f32")[0];
+        assert_eq!(e.help.as_deref(), Some("dtype: bf16 or f16, or mma: fma"));
+        let e = &errors("arch: sm_80, copy: tma")[0];
+        assert_eq!(e.fix, [(Key::Copy, "cp_async(cg)".to_string())]);
+        let e = &errors("arch: sm_80, mma: wgmma, copy: tma")
+            .into_iter()
+            .find(|e| e.message.contains("`copy: tma` needs"))
+            .unwrap();
+        assert_eq!(e.fix, [(Key::Arch, "sm_90a".to_string())]);
+        assert_eq!(
+            message("arch: sm_90a, mma: wgmma, stages: 9"),
+            "stages must be between 2 and 8, not 9"
+        );
+    }
+
+    /// The stage count an over-budget help proposes costs what the kernel would use: the
+    /// ledger at that count, its per-stage mbarriers and alignment included.
+    #[test]
+    fn smem_help_counts_the_bytes_of_the_stages_it_proposes() {
+        let e = &errors("arch: sm_90a, mma: wgmma, stages: 8")[0];
+        let fits = check_str("arch: sm_90a, mma: wgmma, stages: 4").unwrap();
+        assert_eq!(
+            e.help.as_deref(),
+            Some(
+                format!(
+                    "stages: 4 fits ({} B); or a smaller tile",
+                    fits.smem.total()
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(fits.smem.total(), 230464);
     }
 }

@@ -17,7 +17,12 @@ use std::process::ExitCode;
 #[command(
     name = "gemm-codegen",
     version,
-    about = "Generate and inspect gemm-dsl GEMM kernels"
+    about = "Generate and inspect gemm-dsl GEMM kernels",
+    after_help = "SPEC is one of:\n  \
+      - spec text: the body of `gemm! { .. }`, e.g. 'name: k, arch: sm_80, tile: 128x128x8'\n  \
+      - @FILE: the same text read from a file\n  \
+      - a catalog name, e.g. simt_128x128x8_cp2 (`gemm-codegen catalog` lists them)\n\n\
+      Keys and values: the gemm-dsl crate docs (gemm-dsl/src/lib.rs)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -126,7 +131,43 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
     if let Some(entry) = catalog::find(argument) {
         return Ok((entry.spec.to_string(), format!("catalog:{}", entry.name)));
     }
+    let looks_like_a_name = !argument.is_empty()
+        && argument
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if looks_like_a_name {
+        // One word is no spec (a spec is `key: value` pairs): a catalog name, mistyped.
+        let closest = CATALOG
+            .iter()
+            .map(|entry| (edit_distance(argument, entry.name), entry.name))
+            .min();
+        let help = match closest {
+            Some((distance, name)) if distance <= 3 => format!("did you mean `{name}`?"),
+            _ => "see `gemm-codegen catalog` for the names, or write `key: value, ...`".into(),
+        };
+        return Err(Failure::InvalidSpec(format!(
+            "error: `{argument}` is no catalog spec (and a spec is `key: value` pairs)\n  = help: {help}\n"
+        )));
+    }
     Ok((argument.to_string(), "<spec>".to_string()))
+}
+
+/// Levenshtein distance, for did-you-mean.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = (previous + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(current + 1);
+            previous = current;
+        }
+    }
+    row[b.len()]
 }
 
 fn validate(argument: &str) -> Result<ValidSpec, Failure> {

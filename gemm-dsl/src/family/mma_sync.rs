@@ -241,6 +241,14 @@ impl FamilyRules for MmaSync {
         3
     }
 
+    /// A persistent block overlaps the next tile's copies with the epilogue: a ring.
+    fn min_stages(&self, spec: &GemmSpec) -> u32 {
+        match spec.schedule {
+            Schedule::Persistent { .. } => 2,
+            Schedule::Tile => 1,
+        }
+    }
+
     /// The 128-byte XOR keeps ldmatrix conflict-free for A (K rows) and B (N rows) alike;
     /// rows it does not fit are padded.
     fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle {
@@ -262,8 +270,14 @@ impl Validator<'_> {
         if matches!(s.schedule, Schedule::Persistent { .. })
             && !(s.copy.is_cp_async() && s.stages > 1)
         {
+            // At what falls short of the ring: the schedule itself is fine.
+            let key = if s.copy.is_cp_async() {
+                Key::Stages
+            } else {
+                Key::Copy
+            };
             let error = self.error(
-                Key::Schedule,
+                key,
                 format!(
                     "`schedule: {}` needs the cp.async ring (`copy: cp_async`, 2 or more stages)",
                     s.schedule
@@ -274,7 +288,17 @@ impl Validator<'_> {
                  current tile, so they land while the epilogue runs"
                     .to_string(),
             );
-            error.help = Some("copy: cp_async, stages: 3".to_string());
+            // Only what falls short: the ring's copy, and its shallowest depth.
+            if !s.copy.is_cp_async() {
+                error.fix.push((Key::Copy, "cp_async".to_string()));
+            }
+            // A deeper ring may not fit in shared memory (checked later): advice, no edit.
+            error.help = Some(if s.stages < 2 {
+                error.fix.clear();
+                "copy: cp_async with 2 or more stages, or schedule: tile".to_string()
+            } else {
+                "copy: cp_async".to_string()
+            });
         }
         if let Schedule::Persistent {
             raster,
@@ -342,7 +366,16 @@ impl Validator<'_> {
                     return None;
                 }
             };
-        let smem = mma_sync_smem_ledger(s, &geometry);
+        // The ledger at any stage count: the over-budget help proposes one.
+        let smem = |stages| {
+            mma_sync_smem_ledger(
+                &GemmSpec {
+                    stages,
+                    ..s.clone()
+                },
+                &geometry,
+            )
+        };
         let registers = mma_sync_register_budget(s, &geometry);
         let smaller_tiles = || {
             MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
@@ -365,9 +398,14 @@ impl Validator<'_> {
 
     fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
         let s = self.spec;
+        // The first legal grid whose registers fit: a grid that only moves the error on.
         let suggestion =
             MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
-                .first()
+                .into_iter()
+                .find(|&w| {
+                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
+                        .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
+                })
                 .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
@@ -380,7 +418,9 @@ impl Validator<'_> {
                 "dtype: bf16, f16 or tf32",
             ),
             MmaSyncGeometryError::WarpCount => {
-                self.warp_count_error(suggestion.unwrap_or_else(|| "warps: 2x2".into()))
+                self.warp_count_error(suggestion.unwrap_or_else(|| {
+                    "use fewer warps (ROWS x COLS at most 32) and a smaller tile".into()
+                }))
             }
             MmaSyncGeometryError::WarpGridDoesNotDivide => {
                 self.warp_grid_error(warps_key, suggestion)

@@ -48,7 +48,7 @@ pub(crate) fn rules(mma: Mma) -> &'static dyn FamilyRules {
 /// The family's validation for the spec's `mma:` value: values outside its scope are
 /// rejected here, for every family alike, then the family's own flow runs.
 pub(crate) fn validate(v: &mut Validator<'_>) -> Option<(Family, Budgets)> {
-    v.reject_unimplemented(rules(v.spec.mma));
+    v.reject_unimplemented();
     match v.spec.mma {
         Mma::Fma => v.simt().map(|(g, b)| (Family::Simt(g), b)),
         Mma::MmaSync => v.mma_sync().map(|(g, b)| (Family::MmaSync(g), b)),

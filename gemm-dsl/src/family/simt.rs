@@ -237,7 +237,13 @@ impl Validator<'_> {
                     return None;
                 }
             };
-        let smem = simt_smem_ledger(s);
+        // The ledger at any stage count: the over-budget help proposes one.
+        let smem = |stages| {
+            simt_smem_ledger(&GemmSpec {
+                stages,
+                ..s.clone()
+            })
+        };
         let registers = simt_register_budget(s, &geometry);
         let smaller_tiles = || {
             SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
@@ -258,14 +264,21 @@ impl Validator<'_> {
 
     fn simt_geometry_error(&mut self, error: SimtGeometryError) {
         let s = self.spec;
+        // The first legal grid whose registers fit: a grid that only moves the error on.
         let suggestion =
             SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
-                .first()
+                .into_iter()
+                .find(|&w| {
+                    SimtGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
+                        .is_ok_and(|g| simt_register_budget(s, &g).fits())
+                })
                 .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             SimtGeometryError::WarpCount => {
-                self.warp_count_error(suggestion.unwrap_or_else(|| "warps: 4x2".into()))
+                self.warp_count_error(suggestion.unwrap_or_else(|| {
+                    "use fewer warps (ROWS x COLS at most 32) and a smaller tile".into()
+                }))
             }
             SimtGeometryError::WarpGridDoesNotDivide => self.warp_grid_error(warps_key, suggestion),
             SimtGeometryError::WarpTile {
@@ -284,14 +297,29 @@ impl Validator<'_> {
                      4 columns (16 bytes) at a time"
                         .to_string(),
                 );
-                error.help =
-                    Some(suggestion.unwrap_or_else(|| {
-                        "use a tile with BM a multiple of 4 and BN of 32".into()
-                    }));
+                let rows = SIMT_LANE_ROWS * s.warps.rows;
+                let cols = SIMT_LANE_COLS * SIMT_COLUMN_GROUP * s.warps.cols;
+                match (suggestion, suggest_simt_mn(s)) {
+                    (Some(warps), _) => error.help = Some(warps),
+                    (None, Some(tile)) => {
+                        error.help = Some(format!(
+                            "tile: {tile} (with warps: {}, BM a multiple of {rows} and BN of {cols})",
+                            s.warps
+                        ));
+                        error.fix = vec![(Key::Tile, tile.to_string())];
+                    }
+                    (None, None) => {
+                        error.help = Some(format!(
+                        "with warps: {}, use a tile with BM a multiple of {rows} and BN of {cols}",
+                        s.warps
+                    ))
+                    }
+                }
             }
             SimtGeometryError::CopyWidth => {
                 let row_bytes = s.tile.k * s.dtype.size_bytes();
-                let legal_k = s.tile.k.div_ceil(4) * 4;
+                // The nearest BK the whole geometry takes, not only the copy width.
+                let legal_k = suggest_simt_k(s);
                 let error = self.error(
                     Key::Tile,
                     format!(
@@ -301,7 +329,13 @@ impl Validator<'_> {
                         s.dtype.size_bytes()
                     ),
                 );
-                error.help = Some(format!("tile: {}x{}x{legal_k}", s.tile.m, s.tile.n));
+                error.help = Some(match legal_k {
+                    Some(k) => format!("tile: {}x{}x{k}", s.tile.m, s.tile.n),
+                    None => format!(
+                        "a BK that is a multiple of {}, and a smaller tile",
+                        16 / s.dtype.size_bytes()
+                    ),
+                });
             }
             SimtGeometryError::CopySpread(spread) => {
                 let help =
@@ -330,20 +364,40 @@ impl Validator<'_> {
     }
 }
 
+/// The BMxBN nearest the spec's (ties: the smaller) that gives a SIMT geometry with its
+/// warps and BK: warp tiles of whole lane grids.
+fn suggest_simt_mn(s: &GemmSpec) -> Option<Tile> {
+    let rows = SIMT_LANE_ROWS * s.warps.rows;
+    let cols = SIMT_LANE_COLS * SIMT_COLUMN_GROUP * s.warps.cols;
+    let near = |side: u32, step: u32| {
+        let mut sides: Vec<u32> = (1..=Tile::MAX_SIDE / step).map(|i| i * step).collect();
+        sides.sort_by_key(|&x| (x.abs_diff(side), x));
+        sides.truncate(4);
+        sides
+    };
+    let mut candidates: Vec<Tile> = near(s.tile.m, rows)
+        .into_iter()
+        .flat_map(|m| near(s.tile.n, cols).into_iter().map(move |n| (m, n)))
+        .map(|(m, n)| Tile { m, n, k: s.tile.k })
+        .collect();
+    candidates.sort_by_key(|t| (t.m.abs_diff(s.tile.m) + t.n.abs_diff(s.tile.n), t.m, t.n));
+    candidates.into_iter().find(|&tile| simt_tile_fits(s, tile))
+}
+
 /// The BK nearest the spec's (ties: the smaller) that gives a SIMT geometry with its warps.
 fn suggest_simt_k(s: &GemmSpec) -> Option<u32> {
     let mut candidates: Vec<u32> = (1..=256).collect();
     candidates.sort_by_key(|&k| (k.abs_diff(s.tile.k), k));
-    candidates.into_iter().find(|&k| {
-        SimtGeometry::new(
-            Tile { k, ..s.tile },
-            s.warps,
-            s.dtype,
-            s.layout,
-            s.copy.vector_bytes(),
-        )
-        .is_ok()
-    })
+    candidates
+        .into_iter()
+        .find(|&k| simt_tile_fits(s, Tile { k, ..s.tile }))
+}
+
+/// Whether `tile` (with the spec's warps) has a SIMT geometry whose registers fit: a tile
+/// a help may propose.
+fn simt_tile_fits(s: &GemmSpec, tile: Tile) -> bool {
+    SimtGeometry::new(tile, s.warps, s.dtype, s.layout, s.copy.vector_bytes())
+        .is_ok_and(|g| simt_register_budget(&GemmSpec { tile, ..s.clone() }, &g).fits())
 }
 
 /// Shared memory of the SIMT family, per operand as it lies in global memory (see

@@ -390,6 +390,11 @@ impl FamilyRules for Wgmma {
         4
     }
 
+    /// The TMA ring needs a stage to fill while the consumers read another.
+    fn min_stages(&self, _spec: &GemmSpec) -> u32 {
+        2
+    }
+
     /// The widest XOR swizzle that divides a K row.
     fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle {
         let row_bytes = tile.k.saturating_mul(dtype.size_bytes());
@@ -465,7 +470,16 @@ impl Validator<'_> {
                 return None;
             }
         };
-        let smem = wgmma_smem_ledger(s, &geometry);
+        // The ledger at any stage count: the over-budget help proposes one.
+        let smem = |stages| {
+            wgmma_smem_ledger(
+                &GemmSpec {
+                    stages,
+                    ..s.clone()
+                },
+                &geometry,
+            )
+        };
         let registers = wgmma_register_budget(&geometry);
         let label = format!(
             "{} rows x {} columns per consumer = {} f32 accumulators per thread",
@@ -534,9 +548,6 @@ impl Validator<'_> {
                 "consumers: 2",
             ),
             WgmmaGeometryError::TileM => {
-                let per_consumer = WGMMA_M * s.consumers.max(1);
-                let legal = (s.tile.m.div_ceil(per_consumer).max(1) * per_consumer)
-                    .min(TMA_MAX_BOX_ROWS / per_consumer * per_consumer);
                 let error = self.error(
                     Key::Tile,
                     format!(
@@ -548,10 +559,9 @@ impl Validator<'_> {
                     "each consumer warpgroup computes its rows 64 at a time (wgmma m64), and A's tensor-map box holds at most 256 rows"
                         .to_string(),
                 );
-                error.help = Some(format!("tile: {legal}x{}x{}", s.tile.n, s.tile.k));
+                error.help = Some(format!("tile: {}", legal_tile(s)));
             }
             WgmmaGeometryError::TileN { step } => {
-                let legal = (s.tile.n.div_ceil(step).max(1) * step).min(WGMMA_MAX_N);
                 let error = self.error(
                     Key::Tile,
                     format!(
@@ -564,7 +574,7 @@ impl Validator<'_> {
                     step * element,
                     s.dtype.name()
                 ));
-                error.help = Some(format!("tile: {}x{legal}x{}", s.tile.m, s.tile.k));
+                error.help = Some(format!("tile: {}", legal_tile(s)));
             }
             WgmmaGeometryError::Cluster => {
                 let blocks = s.cluster.count();
@@ -598,13 +608,9 @@ impl Validator<'_> {
                     "with `layout: {}` an M- or N-contiguous operand lands in TMA boxes of BK rows, and a box holds at most {TMA_MAX_BOX_ROWS}",
                     s.layout.name()
                 ));
-                error.help = Some(format!(
-                    "tile: {}x{}x{TMA_MAX_BOX_ROWS}",
-                    s.tile.m, s.tile.n
-                ));
+                error.help = Some(format!("tile: {}", legal_tile(s)));
             }
             WgmmaGeometryError::TileK { step } => {
-                let legal = s.tile.k.div_ceil(step).max(1) * step;
                 let error = self.error(
                     Key::Tile,
                     format!("BK = {} is not a multiple of {step}", s.tile.k),
@@ -614,9 +620,31 @@ impl Validator<'_> {
                     s.swizzle,
                     s.dtype.name()
                 ));
-                error.help = Some(format!("tile: {}x{}x{legal}", s.tile.m, s.tile.n));
+                error.help = Some(format!("tile: {}", legal_tile(s)));
             }
         }
+    }
+}
+
+/// A tile near the spec's that the Hopper geometry takes, each side rounded down to its
+/// step (up to one step, down to its limit): one help for whichever side the geometry
+/// rejected first, so applying it fixes the others too; rounding down never grows the
+/// registers or shared memory the spec already needed.
+fn legal_tile(s: &GemmSpec) -> Tile {
+    let element = s.dtype.size_bytes();
+    let swizzle_elements = s.swizzle.xor_width_bytes().unwrap_or(128) / element;
+    let round = |side: u32, step: u32, max: u32| (side / step).clamp(1, (max / step).max(1)) * step;
+    let per_consumer = WGMMA_M * s.consumers.clamp(1, 2);
+    let (a_major, b_major) = Major::of_layout(s.layout);
+    let k_max = if a_major == Major::MN || b_major == Major::MN {
+        TMA_MAX_BOX_ROWS
+    } else {
+        Tile::MAX_SIDE
+    };
+    Tile {
+        m: round(s.tile.m, per_consumer, TMA_MAX_BOX_ROWS),
+        n: round(s.tile.n, swizzle_elements.max(8), WGMMA_MAX_N),
+        k: round(s.tile.k, swizzle_elements.max(WGMMA_K), k_max),
     }
 }
 
@@ -875,7 +903,7 @@ mod tests {
             (
                 "tile: 128x200x64",
                 "BN = 200 is not a multiple of 64",
-                "tile: 128x256x64",
+                "tile: 128x192x64",
             ),
             (
                 "tile: 128x256x48, swizzle: 128B",
