@@ -493,12 +493,16 @@ impl SassReport {
     }
 }
 
-/// The opcodes `gemm-codegen sass` marks: each proves a path (or, LDL/STL, a spill).
+/// The opcodes `gemm-codegen sass` marks: each proves a path (the Hopper family's TMA loads
+/// and stores, mbarriers and register split among them) or, LDL/STL, a spill.
 pub const HIGHLIGHT: &[Opcode] = &[
     Opcode::Ldgsts,
     Opcode::Hmma,
     Opcode::Hgmma,
     Opcode::Utmaldg,
+    Opcode::Utmastg,
+    Opcode::Syncs,
+    Opcode::Usetmaxreg,
     Opcode::Ldl,
     Opcode::Stl,
 ];

@@ -111,6 +111,22 @@ fn sass_highlights_and_checks_the_promise() {
     assert!(text.contains("promised SASS: ok"));
 }
 
+/// The summary counts what proves a Hopper kernel's path: HGMMA, the TMA's loads and stores,
+/// the mbarriers (SYNCS) and the register split.
+#[test]
+fn sass_summary_counts_the_hopper_paths() {
+    let output = gemm_codegen(&["sass", "wgmma_bf16_128x256x64_s4_persistent", "--summary"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    for opcode in ["HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "USETMAXREG"] {
+        let count: usize = text
+            .lines()
+            .find_map(|line| line.strip_prefix(opcode)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {opcode} line: {text}"));
+        assert!(count > 0, "{opcode}: {text}");
+    }
+}
+
 /// A broken promise is a failure: `nvdisasm` is replaced by one that drops every LDGSTS from
 /// the real listing, so the cp.async kernel's SASS breaks its LDGSTS promise.
 #[cfg(unix)]
