@@ -481,31 +481,46 @@ impl fmt::Display for Schedule {
     }
 }
 
-/// A complete tile spec: every key has a value, defaults filled in.
+/// A complete tile spec: every key has a value, defaults filled in. Each field is the key of
+/// the same name (the crate docs' table lists the values and defaults); a parsed spec is not
+/// yet checked against the hardware's rules, a [`ValidSpec`](crate::ValidSpec)'s is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GemmSpec {
+    /// The PTX entry and the `gemm!` module: a Rust identifier.
     pub name: String,
+    /// The compute capability the PTX targets (`sm_90a` runs on exactly 9.0).
     pub arch: Arch,
+    /// A's and B's element type (`tf32`: f32 in memory, rounded to tf32 for the math).
     pub dtype: DType,
+    /// The accumulator type: f32 for every family.
     pub acc: DType,
+    /// C's element type.
     pub out: DType,
+    /// How A and B lie in memory (row- or column-major each); C is row-major.
     pub layout: Layout,
+    /// The block tile, BM x BN x BK.
     pub tile: Tile,
+    /// The warp grid over the block tile (SIMT and mma.sync).
     pub warps: Grid2,
+    /// Consumer warpgroups, 1 or 2 (wgmma; the producer warpgroup comes on top).
     pub consumers: u32,
+    /// Shared-memory pipeline stages.
     pub stages: u32,
+    /// The shared-memory layout: an XOR swizzle, padded lines, or none.
     pub swizzle: Swizzle,
+    /// How A and B reach shared memory, and in vectors of how many bytes.
     pub copy: Copy,
+    /// The math path, which picks the kernel family.
     pub mma: Mma,
+    /// One output tile per block, or a persistent grid (raster, group, stream-K tail).
     pub schedule: Schedule,
+    /// Blocks per thread-block cluster, down M and along N.
     pub cluster: Grid2,
+    /// How the accumulators reach C (wgmma: direct stores or TMA stores).
     pub epilogue: Epilogue,
 }
 
 impl GemmSpec {
-    /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
-    /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma).
     /// Sets one key's value to `from`'s.
     pub fn set(&mut self, key: Key, from: &GemmSpec) {
         match key {
@@ -528,6 +543,9 @@ impl GemmSpec {
         }
     }
 
+    /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
+    /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
+    /// wgmma).
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers),

@@ -17,7 +17,19 @@ use quote::{format_ident, quote};
 /// The package the expansion's types and loader come from.
 const RUNTIME_PACKAGE: &str = "runtime";
 
-/// Generates a GEMM kernel module from a tile spec. See the `gemm-dsl` crate for the keys.
+/// Generates a GEMM kernel module from a tile spec: comma-separated `key: value` pairs, every
+/// key optional (the keys, their values and defaults: the `gemm-dsl` crate's docs, `cargo doc
+/// -p gemm-dsl`). An invalid spec is a compile error at the offending token, with a help.
+///
+/// `gemm! { name: my_gemm, .. }` expands to a module `my_gemm` holding:
+/// - `PTX`, `KERNEL` (the entry's name), `SPEC` (the validated spec, every key explicit);
+/// - `SMEM_BYTES`, `THREADS`, `LAUNCH` (the `LaunchShape`: tile, alignments, schedule,
+///   cluster, workspace), `PARAMS` (the entry's typed parameters), `EXPECTED_SASS` (what the
+///   kernel's SASS must and must not contain), and `INFO`, all of it as one `KernelInfo`;
+/// - `Input` and `Output`, the Rust element types of A/B and C;
+/// - `grid(m, n, k, resident_blocks)` and `grid_batched(..)`, the launch grid;
+/// - `load(&ctx)`, which JIT-loads the kernel into a typed `GemmKernel<Input, Output>` whose
+///   `launch` and `launch_strided_batched` check every size, stride and alignment.
 ///
 /// ```text
 /// runtime::gemm! { name: my_gemm, arch: sm_80, dtype: f32, tile: 128x128x8, stages: 2,

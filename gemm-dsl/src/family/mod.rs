@@ -1,7 +1,7 @@
 //! Kernel families. A family is one module here holding its defaults, its scope, its
 //! geometry (how a block tile splits over warps and copies), its rules and its budgets. This
 //! file is the one place that lists the families: [`Family`], and the matches on the spec's
-//! `mma:` that pick a family's rules ([`rules`]) and flow ([`validate`]). The families build
+//! `mma:` that pick a family's rules (`rules`) and flow (`validate`). The families build
 //! on `crate::rules` and import nothing from here; the common checks run before, and
 //! `Validator::finish` after, every family's own flow.
 
