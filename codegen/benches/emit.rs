@@ -1,7 +1,7 @@
 //! Emit time per catalog kernel (parse + validate + plan + render): the budget is < 1 ms.
-//! Run with `cargo bench -p codegen --bench emit`.
+//! Run with `cargo bench -p gemm-codegen --bench emit`.
 
-use codegen::catalog::CATALOG;
+use gemm_codegen::catalog::CATALOG;
 
 fn main() {
     divan::main();
@@ -9,8 +9,10 @@ fn main() {
 
 #[divan::bench(args = CATALOG.iter().map(|entry| entry.name))]
 fn emit(bencher: divan::Bencher, name: &str) {
-    let spec = codegen::catalog::find(name).expect("catalog name").spec;
+    let spec = gemm_codegen::catalog::find(name)
+        .expect("catalog name")
+        .spec;
     // Warm the template cache once, as every process after its first kernel would.
-    codegen::emit_str(spec).expect("catalog specs are valid");
-    bencher.bench(|| codegen::emit_str(divan::black_box(spec)).expect("valid"));
+    gemm_codegen::emit_str(spec).expect("catalog specs are valid");
+    bencher.bench(|| gemm_codegen::emit_str(divan::black_box(spec)).expect("valid"));
 }

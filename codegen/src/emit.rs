@@ -26,7 +26,7 @@ impl Emitted {
     /// The kernel's description for the runtime.
     ///
     /// ```
-    /// let emitted = codegen::emit_str("name: k, arch: sm_80").unwrap();
+    /// let emitted = gemm_codegen::emit_str("name: k, arch: sm_80").unwrap();
     /// let info = emitted.info();
     /// assert_eq!(info.name(), "k");
     /// assert!(info.ptx().contains(".visible .entry k("));
@@ -36,7 +36,7 @@ impl Emitted {
     /// parts.ptx = &edited;
     /// // SAFETY: one more barrier changes neither the entry, its parameters nor what the kernel
     /// // reads and writes at this launch shape.
-    /// let variant = unsafe { codegen::KernelInfo::from_parts(parts) };
+    /// let variant = unsafe { gemm_codegen::KernelInfo::from_parts(parts) };
     /// assert_eq!(variant.launch(), info.launch());
     /// ```
     pub fn info(&self) -> KernelInfo<'_> {

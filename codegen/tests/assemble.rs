@@ -2,13 +2,13 @@
 //! and the SASS the spec promises. These tests fail (never skip) when ptxas or nvdisasm are
 //! missing: run `scripts/install-tools`.
 
-use codegen::catalog::{CATALOG, DEFAULT_SPEC, NARROW};
-use codegen::sass::{SassReport, INSTALL_HINT};
-use codegen::{Opcode, SassCheck};
+use gemm_codegen::catalog::{CATALOG, DEFAULT_SPEC, NARROW};
+use gemm_codegen::sass::{SassReport, INSTALL_HINT};
+use gemm_codegen::{Opcode, SassCheck};
 use gemm_dsl::family::wgmma::{STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
 
 fn assemble_and_check(name: &str, spec: &str) -> SassReport {
-    let emitted = codegen::emit_str(spec).expect("catalog specs are valid");
+    let emitted = gemm_codegen::emit_str(spec).expect("catalog specs are valid");
     let arch = emitted.spec().arch.name();
     let report = SassReport::from_ptx(emitted.ptx(), arch)
         .unwrap_or_else(|error| panic!("{name}: {error}\n(tools: {INSTALL_HINT})"));
@@ -40,7 +40,7 @@ fn assemble_and_check(name: &str, spec: &str) -> SassReport {
 fn every_catalog_kernel_assembles_with_its_promised_sass() {
     for entry in CATALOG {
         let report = assemble_and_check(entry.name, entry.spec);
-        let emitted = codegen::emit_str(entry.spec).unwrap();
+        let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
         // The checks a kernel carries are the ones the design promises for its copy path.
         let promises = |opcode| {
             emitted
@@ -105,7 +105,7 @@ fn simt_kernels_assemble_for_every_arch() {
 fn tensor_core_kernels_assemble_for_sm80_and_sm90() {
     let mut count = 0;
     for entry in CATALOG.iter().filter(|e| e.spec.contains("mma: mma_sync")) {
-        let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
+        let emitted = gemm_codegen::emit_str(entry.spec).expect("catalog specs are valid");
         let own = format!(".target {}\n", emitted.spec().arch.name());
         for arch in ["sm_80", "sm_90"] {
             let ptx = emitted.ptx().replace(&own, &format!(".target {arch}\n"));
@@ -152,8 +152,8 @@ fn tensor_core_kernels_assemble_for_sm80_and_sm90() {
             }
             assert_eq!(report.count(Opcode::Ldl) + report.count(Opcode::Stl), 0);
             // Every mma of the main loop is in the SASS (nothing was optimized away).
-            let p = codegen::family::plan(&gemm_dsl::check_str(entry.spec).unwrap());
-            if let codegen::family::FamilyPlan::MmaSync(p) = &p.family {
+            let p = gemm_codegen::family::plan(&gemm_dsl::check_str(entry.spec).unwrap());
+            if let gemm_codegen::family::FamilyPlan::MmaSync(p) = &p.family {
                 let mmas: usize = p.k_steps_plan.iter().map(|s| s.mmas.len()).sum();
                 let hmmas = report.count(Opcode::Hmma);
                 assert!(
@@ -195,7 +195,7 @@ fn tensor_core_kernels_assemble_for_every_arch() {
 fn math_only_probes_assemble_with_only_their_math() {
     for entry in CATALOG {
         let valid = gemm_dsl::check_str(entry.spec).expect("catalog specs are valid");
-        let probe = codegen::emit_math_only(&valid);
+        let probe = gemm_codegen::emit_math_only(&valid);
         let arch = valid.spec.arch.name();
         let name = probe.kernel_name();
         let report = SassReport::from_ptx(probe.ptx(), arch)
@@ -206,16 +206,16 @@ fn math_only_probes_assemble_with_only_their_math() {
         if let Err(mismatch) = report.require(probe.expected_sass()) {
             panic!("{name} ({arch}): {mismatch}");
         }
-        let plan = codegen::family::plan(&valid);
+        let plan = gemm_codegen::family::plan(&valid);
         let (opcode, per_trip) = match &plan.family {
-            codegen::family::FamilyPlan::MmaSync(p) => (
+            gemm_codegen::family::FamilyPlan::MmaSync(p) => (
                 Opcode::Hmma,
                 p.k_steps_plan.iter().map(|s| s.mmas.len()).sum::<usize>(),
             ),
-            codegen::family::FamilyPlan::Simt(p) => {
+            gemm_codegen::family::FamilyPlan::Simt(p) => {
                 (Opcode::Ffma, (p.consumer.accumulators * p.block_k) as usize)
             }
-            codegen::family::FamilyPlan::Wgmma(p) => (
+            gemm_codegen::family::FamilyPlan::Wgmma(p) => (
                 Opcode::Hgmma,
                 p.k_steps.iter().map(|s| s.mmas.len()).sum::<usize>(),
             ),
@@ -235,7 +235,7 @@ fn math_only_probes_assemble_with_only_their_math() {
 fn hmma_promises_tell_f16_from_bf16() {
     let shape = "arch: sm_80, mma: mma_sync, tile: 64x64x32, stages: 3";
     let [f16, bf16] = ["f16", "bf16"].map(|dtype| {
-        let emitted = codegen::emit_str(&format!("name: k_{dtype}, dtype: {dtype}, {shape}"))
+        let emitted = gemm_codegen::emit_str(&format!("name: k_{dtype}, dtype: {dtype}, {shape}"))
             .expect("valid spec");
         let report = SassReport::from_ptx(emitted.ptx(), "sm_80")
             .unwrap_or_else(|error| panic!("{dtype}: {error}\n(tools: {INSTALL_HINT})"));
@@ -297,7 +297,7 @@ fn simt_and_mma_sync_catalog_kernels_assemble_in_every_layout() {
                 continue;
             }
             let report = assemble_and_check(&name, &spec);
-            let emitted = codegen::emit_str(&spec).unwrap();
+            let emitted = gemm_codegen::emit_str(&spec).unwrap();
             let s = emitted.spec();
             assert_eq!(
                 report.count(Opcode::Ldl) + report.count(Opcode::Stl),
@@ -372,7 +372,7 @@ fn narrow_vector_kernels_assemble_to_copies_of_their_width() {
                 continue;
             }
             let report = assemble_and_check(&name, &spec);
-            let emitted = codegen::emit_str(&spec).unwrap();
+            let emitted = gemm_codegen::emit_str(&spec).unwrap();
             let vector = emitted.spec().copy.vector_bytes();
             let width = |opcode: &str| {
                 report

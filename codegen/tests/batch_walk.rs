@@ -3,7 +3,7 @@
 //! CPU for every index of a batch, and must give `Schedule::batched_tile_at`'s answer, so
 //! every product's every tile is computed exactly once.
 
-use codegen::emit_str;
+use gemm_codegen::emit_str;
 use std::collections::HashMap;
 
 /// The lines of the walk's block: from its comment to the `}` that closes it.

@@ -133,7 +133,7 @@ fn sass_summary_counts_the_hopper_paths() {
 #[test]
 fn sass_exits_1_when_the_promise_is_violated() {
     use std::os::unix::fs::PermissionsExt;
-    let nvdisasm = codegen::sass::find_tool("nvdisasm").expect("run scripts/install-tools");
+    let nvdisasm = gemm_codegen::sass::find_tool("nvdisasm").expect("run scripts/install-tools");
     let dir = std::env::temp_dir().join(format!("gemm-codegen-violated-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let without_ldgsts = dir.join("nvdisasm");
@@ -186,7 +186,7 @@ fn diff_shows_the_ptx_difference() {
 fn catalog_lists_every_spec() {
     let output = gemm_codegen(&["catalog"]);
     let text = stdout(&output);
-    for entry in codegen::catalog::CATALOG {
+    for entry in gemm_codegen::catalog::CATALOG {
         assert!(text.contains(entry.name));
     }
 }

@@ -4,9 +4,9 @@
 //! them deleted, so ptxas drops them as dead code: the kernel as it would be for whole tiles
 //! only). Fails, never skips, without ptxas and nvdisasm (`scripts/install-tools`).
 
-use codegen::catalog::CATALOG;
-use codegen::sass::{Instruction, SassReport, INSTALL_HINT};
-use codegen::Opcode;
+use gemm_codegen::catalog::CATALOG;
+use gemm_codegen::sass::{Instruction, SassReport, INSTALL_HINT};
+use gemm_codegen::Opcode;
 use gemm_dsl::Mma;
 use std::collections::BTreeMap;
 
@@ -58,7 +58,7 @@ fn work(path: &[&Instruction]) -> BTreeMap<String, (usize, usize)> {
 fn interior_tiles_run_the_whole_tile_main_loop() {
     let mut checked = 0;
     for entry in CATALOG {
-        let emitted = codegen::emit_str(entry.spec).unwrap();
+        let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
         let math = match emitted.spec().mma {
             Mma::Fma => Opcode::Ffma,
             Mma::MmaSync => Opcode::Hmma,

@@ -2,20 +2,20 @@
 //! outputs. A changed snapshot is a changed kernel: review the PTX diff like code
 //! (`cargo insta review`).
 
-use codegen::catalog::{CATALOG, DEFAULT_SPEC};
-use codegen::explain::explain;
+use gemm_codegen::catalog::{CATALOG, DEFAULT_SPEC};
+use gemm_codegen::explain::explain;
 
 #[test]
 fn catalog_ptx() {
     for entry in CATALOG {
-        let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
+        let emitted = gemm_codegen::emit_str(entry.spec).expect("catalog specs are valid");
         insta::assert_snapshot!(entry.name, emitted.ptx());
     }
 }
 
 #[test]
 fn default_spec_ptx() {
-    let emitted = codegen::emit_str(DEFAULT_SPEC).unwrap();
+    let emitted = gemm_codegen::emit_str(DEFAULT_SPEC).unwrap();
     insta::assert_snapshot!("default_spec", emitted.ptx());
 }
 
@@ -23,11 +23,11 @@ fn default_spec_ptx() {
 #[test]
 fn math_only_ptx() {
     for name in ["mma_bf16_128x256x64_s3_h100", "simt_64x64x16_cp4_h100"] {
-        let entry = codegen::catalog::find(name).unwrap();
+        let entry = gemm_codegen::catalog::find(name).unwrap();
         let valid = gemm_dsl::check_str(entry.spec).unwrap();
         insta::assert_snapshot!(
             format!("math_only_{name}"),
-            codegen::emit_math_only(&valid).ptx()
+            gemm_codegen::emit_math_only(&valid).ptx()
         );
     }
 }
@@ -38,7 +38,7 @@ fn math_only_ptx() {
 fn hopper_layouts_ptx() {
     for layout in ["rc", "cr", "cc"] {
         let spec = format!("name: wgmma_layout_{layout}, arch: sm_90a, mma: wgmma, layout: {layout}, schedule: persistent");
-        let emitted = codegen::emit_str(&spec).unwrap();
+        let emitted = gemm_codegen::emit_str(&spec).unwrap();
         insta::assert_snapshot!(format!("wgmma_layout_{layout}"), emitted.ptx());
     }
 }
@@ -58,7 +58,7 @@ fn simt_and_mma_sync_layouts_ptx() {
         ] {
             let name = format!("{family}_layout_{layout}");
             let spec = format!("name: {name}, {body}, layout: {layout}");
-            let emitted = codegen::emit_str(&spec).unwrap();
+            let emitted = gemm_codegen::emit_str(&spec).unwrap();
             insta::assert_snapshot!(name, emitted.ptx());
         }
     }
@@ -68,8 +68,8 @@ fn simt_and_mma_sync_layouts_ptx() {
 /// inside swizzled or padded chunks and column quarters, the bounded copies' sizes.
 #[test]
 fn narrow_vector_ptx() {
-    for entry in codegen::catalog::NARROW {
-        let emitted = codegen::emit_str(entry.spec).unwrap();
+    for entry in gemm_codegen::catalog::NARROW {
+        let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
         insta::assert_snapshot!(entry.name, emitted.ptx());
     }
 }
@@ -77,8 +77,8 @@ fn narrow_vector_ptx() {
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {
-        let first = codegen::emit_str(entry.spec).unwrap();
-        let second = codegen::emit_str(entry.spec).unwrap();
+        let first = gemm_codegen::emit_str(entry.spec).unwrap();
+        let second = gemm_codegen::emit_str(entry.spec).unwrap();
         assert_eq!(first.ptx(), second.ptx(), "{}", entry.name);
     }
 }
@@ -90,7 +90,7 @@ fn explain_output() {
         "simt_128x128x8_sync2",
         "mma_bf16_128x128x32_s3",
     ] {
-        let entry = codegen::catalog::find(name).unwrap();
+        let entry = gemm_codegen::catalog::find(name).unwrap();
         let valid = gemm_dsl::check_str(entry.spec).unwrap();
         // ptxas's line depends on the installed tools; the golden file covers the rest.
         let text = explain(&valid, Err("not run for golden files"));

@@ -12,7 +12,7 @@
 //! before all of its fill's bytes landed. Each check has a negative case: a broken variant of
 //! the PTX is caught.
 
-use codegen::{Emitted, ParamKind};
+use gemm_codegen::{Emitted, ParamKind};
 use std::collections::HashMap;
 
 /// The ring protocol as one kernel's PTX writes it.
@@ -474,10 +474,10 @@ fn check(p: &Protocol) -> Result<(), String> {
 }
 
 fn hopper_specs() -> Vec<Emitted> {
-    let mut specs: Vec<Emitted> = codegen::catalog::CATALOG
+    let mut specs: Vec<Emitted> = gemm_codegen::catalog::CATALOG
         .iter()
         .filter(|e| e.spec.contains("mma: wgmma"))
-        .map(|e| codegen::emit_str(e.spec).unwrap())
+        .map(|e| gemm_codegen::emit_str(e.spec).unwrap())
         .collect();
     for stages in 2..=8 {
         for (tile, consumers) in [("64x128x64", 1), ("128x64x64", 2)] {
@@ -485,7 +485,7 @@ fn hopper_specs() -> Vec<Emitted> {
                 let text = format!(
                     "name: ring, arch: sm_90a, mma: wgmma, tile: {tile}, consumers: {consumers}, stages: {stages}{cluster}"
                 );
-                specs.push(codegen::emit_str(&text).unwrap_or_else(|e| panic!("{text}: {e}")));
+                specs.push(gemm_codegen::emit_str(&text).unwrap_or_else(|e| panic!("{text}: {e}")));
             }
         }
     }
@@ -556,7 +556,7 @@ fn persistent_walks_count_their_own_tiles() {
 /// Each way the ring could be wrong, written into the PTX, is caught.
 #[test]
 fn broken_rings_are_caught() {
-    let base = codegen::emit_str(
+    let base = gemm_codegen::emit_str(
         "name: ring, arch: sm_90a, mma: wgmma, tile: 128x128x64, consumers: 2, stages: 3, cluster: 2x1, copy: tma(multicast = 2)",
     )
     .unwrap();

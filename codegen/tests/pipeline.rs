@@ -16,9 +16,9 @@
 //! tile is never computed; when copies are still in flight at the end. A missing or misplaced
 //! `wait_group`/`bar.sync`, or a skipped tile, fails here without a GPU.
 
-use codegen::catalog::CATALOG;
-use codegen::family::{self, FamilyPlan};
-use codegen::plan::{PlanCopy, SmemLayout};
+use gemm_codegen::catalog::CATALOG;
+use gemm_codegen::family::{self, FamilyPlan};
+use gemm_codegen::plan::{PlanCopy, SmemLayout};
 use std::collections::HashMap;
 
 /// What the replay needs of a kernel's plan.
@@ -729,7 +729,7 @@ impl<'r, 'a> Replay<'r, 'a> {
 
 /// Replays the kernel of `spec` for every K from one k tile to three ring turns.
 fn replay(spec: &str) {
-    let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
+    let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
     if let Err(error) = replay_ptx(spec, emitted.ptx()) {
         panic!("{spec}: {error}");
     }
@@ -1062,7 +1062,7 @@ fn every_layout_orders_every_shared_access() {
 #[test]
 fn narrow_vector_rings_order_every_shared_access() {
     let (mut replayed, mut refused, mut rings) = (0, Vec::new(), 0);
-    for entry in codegen::catalog::NARROW {
+    for entry in gemm_codegen::catalog::NARROW {
         if !entry.spec.contains("copy: cp_async") {
             continue;
         }
@@ -1091,7 +1091,7 @@ fn narrow_vector_rings_order_every_shared_access() {
 fn broken_simt_rings_fail_the_replay() {
     for spec in cp_async_catalog("fma") {
         let ring = Ring::of(spec);
-        let ptx = codegen::emit_str(spec).unwrap().ptx().to_string();
+        let ptx = gemm_codegen::emit_str(spec).unwrap().ptx().to_string();
         let wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight);
         // No barrier after the main loop's wait: other threads' copies are not yet visible.
         let error = caught(
@@ -1161,7 +1161,7 @@ fn broken_simt_rings_fail_the_replay() {
 fn broken_tensor_core_rings_fail_the_replay() {
     for spec in cp_async_catalog("mma_sync") {
         let ring = Ring::of(spec);
-        let ptx = codegen::emit_str(spec).unwrap().ptx().to_string();
+        let ptx = gemm_codegen::emit_str(spec).unwrap().ptx().to_string();
         let wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight);
         let barrier = format!("{wait}\n\tbar.sync\t0;");
         // No barrier after the wait in the main loop, or before it.
@@ -1187,7 +1187,7 @@ fn broken_tensor_core_rings_fail_the_replay() {
 fn a_persistent_kernel_without_its_tile_end_barrier_fails_the_replay() {
     let spec = "name: k, arch: sm_90, mma: mma_sync, dtype: bf16, tile: 128x128x32, stages: 3, \
                 schedule: persistent";
-    let ptx = codegen::emit_str(spec).unwrap().ptx().to_string();
+    let ptx = gemm_codegen::emit_str(spec).unwrap().ptx().to_string();
     let error = caught(spec, &edit(&ptx, "$L_epilogue:", "\tbar.sync\t0;", ""));
     assert!(error.contains("is refilled in barrier epoch"), "{error}");
 }

@@ -421,7 +421,7 @@ fn spec_text() -> BoxedStrategy<String> {
 /// A valid spec emits a kernel named after it, with the validator's block size, and explains
 /// itself; its canonical text is valid again and means the same spec.
 fn check_valid(text: &str, valid: &ValidSpec) -> Result<(), TestCaseError> {
-    let emitted = codegen::emit(valid);
+    let emitted = gemm_codegen::emit(valid);
     let entry = format!(".visible .entry {}(", valid.spec.name);
     prop_assert!(emitted.ptx().contains(&entry), "{}: no `{}`", text, entry);
     prop_assert_eq!(
@@ -435,7 +435,7 @@ fn check_valid(text: &str, valid: &ValidSpec) -> Result<(), TestCaseError> {
         valid.smem.total()
     );
     prop_assert!(!emitted.expected_sass().is_empty(), "{}", text);
-    let explained = codegen::explain::explain(valid, Err("not assembled in this test"));
+    let explained = gemm_codegen::explain::explain(valid, Err("not assembled in this test"));
     prop_assert!(explained.starts_with("spec: "), "{}", text);
     let again = check_str(&valid.spec.to_spec_text());
     prop_assert!(again.is_ok(), "{} written back is invalid", text);
@@ -592,9 +592,10 @@ fn valid_specs_assemble_to_their_promised_sass() {
                 .borrow_mut()
                 .entry(valid.spec.mma.name())
                 .or_default() += 1;
-            let emitted = codegen::emit(&valid);
-            let report = codegen::sass::SassReport::from_ptx(emitted.ptx(), valid.spec.arch.name())
-                .unwrap_or_else(|error| panic!("{text}: {error}"));
+            let emitted = gemm_codegen::emit(&valid);
+            let report =
+                gemm_codegen::sass::SassReport::from_ptx(emitted.ptx(), valid.spec.arch.name())
+                    .unwrap_or_else(|error| panic!("{text}: {error}"));
             let resources = report.resources.as_ref().unwrap();
             prop_assert!(!resources.spills(), "{}: {}", text, resources);
             prop_assert!(resources.warnings.is_empty(), "{}: {}", text, resources);

@@ -5,7 +5,7 @@
 // is written, so crates that deny unsafe code can still use the macro.
 #![deny(unsafe_code)]
 
-runtime::gemm! {
+gemm_runtime::gemm! {
     name: sgemm_cp_async,
     arch: sm_80,
     dtype: f32,
@@ -16,7 +16,7 @@ runtime::gemm! {
     mma: fma,
 }
 
-runtime::gemm! {
+gemm_runtime::gemm! {
     name: sgemm_sync,
     arch: sm_80,
     tile: 128x128x8,
@@ -25,11 +25,11 @@ runtime::gemm! {
 }
 
 // Every key but the name left to its default: a 128x128x8 cp.async SIMT kernel for sm_80.
-runtime::gemm! { name: sgemm_defaults }
+gemm_runtime::gemm! { name: sgemm_defaults }
 
 // Tensor cores with a persistent grid: one block per resident slot walks the output tiles in
 // raster bands 8 tiles wide.
-runtime::gemm! {
+gemm_runtime::gemm! {
     name: bf16_persistent,
     arch: sm_80,
     dtype: bf16,
@@ -41,7 +41,7 @@ runtime::gemm! {
 
 // Hopper for decode shapes (a few rows, long K): a persistent walk with a stream-K tail, so
 // that 32 output tiles still keep every SM busy, each block summing a share of K.
-runtime::gemm! {
+gemm_runtime::gemm! {
     name: bf16_decode_stream_k,
     arch: sm_90a,
     dtype: bf16,
@@ -56,7 +56,7 @@ runtime::gemm! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runtime::{Opcode, SassCheck};
+    use gemm_runtime::{Opcode, SassCheck};
 
     #[test]
     fn the_macro_bakes_the_kernel_into_the_crate() {
@@ -94,19 +94,20 @@ mod tests {
             (12, 1, 1)
         );
         // Matrices back to back, rows padded to 16 bytes.
-        let lds = runtime::LeadingDims {
+        let lds = gemm_runtime::LeadingDims {
             lda: 1000,
             ldb: 1024,
             ldc: 1024,
         };
-        let batch = runtime::Batch::packed(&sgemm_cp_async::LAUNCH, 8, (1000, 1023, 999), lds);
+        let batch = gemm_runtime::Batch::packed(&sgemm_cp_async::LAUNCH, 8, (1000, 1023, 999), lds);
         assert_eq!(
             (batch.stride_a, batch.stride_b, batch.stride_c),
             (1000 * 1000, 999 * 1024, 1000 * 1024)
         );
         assert!(sgemm_cp_async::PARAMS
             .iter()
-            .any(|param| param.kind == runtime::ParamKind::BatchStride(runtime::Operand::C)));
+            .any(|param| param.kind
+                == gemm_runtime::ParamKind::BatchStride(gemm_runtime::Operand::C)));
     }
 
     #[test]
@@ -125,7 +126,7 @@ mod tests {
         );
         assert!(bf16_decode_stream_k::PARAMS
             .iter()
-            .any(|param| param.kind == runtime::ParamKind::Workspace));
+            .any(|param| param.kind == gemm_runtime::ParamKind::Workspace));
         assert!(bf16_decode_stream_k::SPEC.contains("tail = stream_k"));
     }
 

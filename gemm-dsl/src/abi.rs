@@ -528,8 +528,8 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
 /// shape, parameter list and SASS promises that describe it. The launcher's safety argument
 /// rests on these agreeing (a block size, shared-memory size or grid rule that is not the
 /// PTX's own lets a kernel write out of bounds), so safe code gets a `KernelInfo` only from
-/// code generation (`codegen`'s `Emitted::info`, or the `gemm!` macro, which bakes one `emit`
-/// into a crate); anything else goes through the `unsafe` [`KernelInfo::from_parts`].
+/// code generation (`gemm-codegen`'s `Emitted::info`, or the `gemm!` macro, which bakes one
+/// `emit` into a crate); anything else goes through the `unsafe` [`KernelInfo::from_parts`].
 ///
 /// Safe code can neither write one out field by field nor edit one:
 ///
@@ -595,7 +595,7 @@ impl<'a> KernelInfo<'a> {
     /// - its elements have the sizes `launch` gives and the types `spec` names (`dtype`,
     ///   `out`), and its tensor-map parameters (if any) expect the boxes `params` describes.
     ///
-    /// Descriptions from code generation (`codegen`'s `Emitted::info`) meet this by
+    /// Descriptions from code generation (`gemm-codegen`'s `Emitted::info`) meet this by
     /// construction.
     pub const unsafe fn from_parts(parts: KernelParts<'a>) -> KernelInfo<'a> {
         let KernelParts {

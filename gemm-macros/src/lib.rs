@@ -1,12 +1,12 @@
 //! `gemm! { .. }`: a tile spec in, at build time, a module holding the PTX kernel, its launch
 //! geometry, the SASS it promises and a typed loader. Parsing, validation and code generation
-//! all live in `gemm-dsl` and `codegen`; this crate only turns their output into tokens.
+//! all live in `gemm-dsl` and `gemm-codegen`; this crate only turns their output into tokens.
 //!
 //! The expansion refers to the runtime crate, which re-exports this macro: user crates depend
-//! on it and write `runtime::gemm! { .. }`. The expansion finds the runtime under whatever
+//! on it and write `gemm_runtime::gemm! { .. }`. The expansion finds the runtime under whatever
 //! name the user's Cargo.toml gives it.
 
-use codegen::Emitted;
+use gemm_codegen::Emitted;
 use gemm_dsl::abi::RustExpr;
 use gemm_dsl::DType;
 use proc_macro::TokenStream;
@@ -15,7 +15,7 @@ use proc_macro_crate::{crate_name, FoundCrate};
 use quote::{format_ident, quote};
 
 /// The package the expansion's types and loader come from.
-const RUNTIME_PACKAGE: &str = "runtime";
+const RUNTIME_PACKAGE: &str = "gemm-runtime";
 
 /// Generates a GEMM kernel module from a tile spec: comma-separated `key: value` pairs, every
 /// key optional (the keys, their values and defaults: the `gemm-dsl` crate's docs, `cargo doc
@@ -32,13 +32,13 @@ const RUNTIME_PACKAGE: &str = "runtime";
 ///   `launch` and `launch_strided_batched` check every size, stride and alignment.
 ///
 /// ```text
-/// runtime::gemm! { name: my_gemm, arch: sm_80, dtype: f32, tile: 128x128x8, stages: 2,
+/// gemm_runtime::gemm! { name: my_gemm, arch: sm_80, dtype: f32, tile: 128x128x8, stages: 2,
 ///                  copy: cp_async, mma: fma }
 /// let kernel = my_gemm::load(&ctx)?;
 /// kernel.launch(&stream, &a, &b, &mut c, m, n, k)?;
 /// // Eight products C_i = A_i·B_i, matrices back to back in each buffer:
-/// let lds = runtime::LeadingDims::packed(&my_gemm::LAUNCH, m, n, k);
-/// let batch = runtime::Batch::packed(&my_gemm::LAUNCH, 8, (m, n, k), lds);
+/// let lds = gemm_runtime::LeadingDims::packed(&my_gemm::LAUNCH, m, n, k);
+/// let batch = gemm_runtime::Batch::packed(&my_gemm::LAUNCH, 8, (m, n, k), lds);
 /// kernel.launch_strided_batched(&stream, &a, &b, &mut c, m, n, k, lds, batch)?;
 /// ```
 #[proc_macro]
@@ -46,7 +46,7 @@ pub fn gemm(input: TokenStream) -> TokenStream {
     let parsed = gemm_dsl::parse_tokens(input.into(), Span::call_site());
     match parsed.and_then(|spec| spec.validate()) {
         Ok(valid) => match runtime_path() {
-            Ok(path) => expand(&codegen::emit(&valid), &path),
+            Ok(path) => expand(&gemm_codegen::emit(&valid), &path),
             Err(message) => syn::Error::new(Span::call_site(), message).to_compile_error(),
         },
         Err(errors) => errors.to_compile_error(),
@@ -127,7 +127,7 @@ fn expand(emitted: &Emitted, path: &str) -> TokenStream2 {
             /// Everything the runtime needs to load and launch the kernel.
             #[allow(unsafe_code)]
             pub static INFO: #runtime::KernelInfo<'static> =
-                // SAFETY: every part above was written out from one `codegen::emit` of this
+                // SAFETY: every part above was written out from one `gemm_codegen::emit` of this
                 // spec, which describes its own PTX.
                 unsafe {
                     #runtime::KernelInfo::from_parts(#runtime::KernelParts {

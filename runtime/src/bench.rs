@@ -656,7 +656,7 @@ pub fn civil_date(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codegen::LaunchShape;
+    use gemm_codegen::LaunchShape;
 
     fn report() -> BenchReport {
         let times = |ours: &[f32], theirs: &[f32]| InterleavedTimes {
@@ -764,7 +764,7 @@ mod tests {
 
     #[test]
     fn suites_are_filtered_by_the_tile() {
-        let launch = *codegen::emit_str(codegen::catalog::CATALOG[0].spec)
+        let launch = *gemm_codegen::emit_str(gemm_codegen::catalog::CATALOG[0].spec)
             .unwrap()
             .launch();
         // The catalog's kernels compute partial tiles: every shape of the suites runs.

@@ -6,12 +6,12 @@
 use crate::check::{elements_needed, Batch, LeadingDims};
 use crate::element::{Element, KernelTypes, Storage};
 use crate::error::{Error, Operand};
-use codegen::gemm_dsl::DType;
-use codegen::StorageOrder;
 use cudarc::cublas::result as cublas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use gemm_codegen::gemm_dsl::DType;
+use gemm_codegen::StorageOrder;
 use std::ffi::c_void;
 use std::sync::Arc;
 

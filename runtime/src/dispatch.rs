@@ -6,14 +6,14 @@
 //! through [`with_kernel!`](crate::with_kernel):
 //!
 //! ```no_run
-//! # fn main() -> Result<(), runtime::Error> {
-//! use runtime::verify::verify;
-//! use runtime::{with_kernel, AnyKernel};
+//! # fn main() -> Result<(), gemm_runtime::Error> {
+//! use gemm_runtime::verify::verify;
+//! use gemm_runtime::{with_kernel, AnyKernel};
 //!
-//! let ctx = runtime::open_context(0)?;
+//! let ctx = gemm_runtime::open_context(0)?;
 //! let stream = ctx.default_stream();
-//! let entry = codegen::catalog::CATALOG[0];
-//! let emitted = codegen::emit_str(entry.spec).expect("catalog specs are valid");
+//! let entry = gemm_codegen::catalog::CATALOG[0];
+//! let emitted = gemm_codegen::emit_str(entry.spec).expect("catalog specs are valid");
 //! let kernel = AnyKernel::from_emitted(&ctx, &emitted)?;
 //! // `typed` is a `&GemmKernel<In, Out>` with the kernel's own types in each arm.
 //! let report = with_kernel!(&kernel, typed => verify(typed, &stream, 512, 512, 512, 1)?);
@@ -25,9 +25,9 @@
 use crate::element::{KernelTypes, Storage};
 use crate::error::Error;
 use crate::kernel::{intern, GemmKernel};
-use codegen::sass::SassReport;
-use codegen::{Emitted, KernelInfo};
 use cudarc::driver::CudaContext;
+use gemm_codegen::sass::SassReport;
+use gemm_codegen::{Emitted, KernelInfo};
 use half::{bf16, f16};
 use std::sync::Arc;
 

@@ -1,11 +1,11 @@
 //! The element types a kernel's operands may have on the Rust side.
 
 use crate::error::Error;
-use codegen::gemm_dsl::{self, DType, GemmSpec};
-use codegen::KernelInfo;
 use cudarc::cublas::sys::cudaDataType;
 use cudarc::driver::sys::CUtensorMapDataType;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use gemm_codegen::gemm_dsl::{self, DType, GemmSpec};
+use gemm_codegen::KernelInfo;
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 use std::fmt::{self, Debug};
@@ -299,9 +299,9 @@ mod tests {
         assert!(stores::<f16>("f16"));
     }
 
-    use codegen::catalog::CATALOG;
-    use codegen::gemm_dsl::Mma;
-    use codegen::Emitted;
+    use gemm_codegen::catalog::CATALOG;
+    use gemm_codegen::gemm_dsl::Mma;
+    use gemm_codegen::Emitted;
 
     const ALL: [DType; 4] = [DType::F32, DType::Tf32, DType::Bf16, DType::F16];
 
@@ -376,7 +376,7 @@ mod tests {
 
     fn info_with_spec(spec: &'static str) -> KernelInfo<'static> {
         let emitted: &'static Emitted = Box::leak(Box::new(
-            codegen::emit_str(CATALOG[0].spec).expect("catalog specs are valid"),
+            gemm_codegen::emit_str(CATALOG[0].spec).expect("catalog specs are valid"),
         ));
         let mut parts = emitted.info().parts();
         parts.name = "probe";
@@ -434,7 +434,7 @@ mod tests {
     #[test]
     fn every_catalog_kernel_has_launcher_types_of_its_element_sizes() {
         for entry in CATALOG {
-            let emitted = codegen::emit_str(entry.spec).unwrap();
+            let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
             let types = KernelTypes::of_spec(emitted.spec())
                 .unwrap_or_else(|e| panic!("{}: {e}", entry.name));
             assert_eq!(types, KernelTypes::of_info(&emitted.info()).unwrap());
@@ -469,7 +469,7 @@ mod tests {
             );
             // Every pair is a valid mma.sync spec: none may be skipped.
             let emitted =
-                codegen::emit_str(&spec).unwrap_or_else(|error| panic!("{spec}: {error}"));
+                gemm_codegen::emit_str(&spec).unwrap_or_else(|error| panic!("{spec}: {error}"));
             let types = KernelTypes::of_spec(emitted.spec()).unwrap();
             assert_eq!((types.input(), types.output()), (input, output), "{spec}");
             assert_eq!(types.to_string(), format!("{dtype}->{out}"));

@@ -1,12 +1,12 @@
 //! Everything that can go wrong between a [`KernelInfo`](crate::KernelInfo) and a finished launch.
 
-use codegen::sass::{SassError, SassMismatch};
 use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
+use gemm_codegen::sass::{SassError, SassMismatch};
 use std::fmt;
 
-pub use codegen::Operand;
-use codegen::{CopyPath, StorageOrder};
+pub use gemm_codegen::Operand;
+use gemm_codegen::{CopyPath, StorageOrder};
 
 /// `; column-major` after the numbers of a column-major operand, so its `ld` reads right.
 /// The `copy:` value whose vectors a line of `line_bytes` keeps aligned: the widest that

@@ -5,11 +5,13 @@ use crate::element::{spec_types, stores, Element};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
-use codegen::gemm_dsl::DType;
-use codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
-use codegen::{Emitted, KernelInfo, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use gemm_codegen::gemm_dsl::DType;
+use gemm_codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
+use gemm_codegen::{
+    Emitted, KernelInfo, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar,
+};
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::marker::PhantomData;
@@ -822,11 +824,11 @@ pub(crate) fn intern(emitted: &Emitted) -> KernelInfo<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codegen::catalog::CATALOG;
+    use gemm_codegen::catalog::CATALOG;
 
     fn emitted(name: &str) -> Emitted {
         let entry = CATALOG.iter().find(|e| e.name == name).unwrap();
-        codegen::emit_str(entry.spec).unwrap()
+        gemm_codegen::emit_str(entry.spec).unwrap()
     }
 
     #[test]
@@ -859,18 +861,18 @@ mod tests {
     #[test]
     fn catalog_kernels_declare_the_params_they_describe_and_others_are_refused() {
         for entry in CATALOG {
-            check_params(&codegen::emit_str(entry.spec).unwrap().info()).unwrap();
+            check_params(&gemm_codegen::emit_str(entry.spec).unwrap().info()).unwrap();
         }
         let emitted = emitted("simt_64x64x16_ca2");
         // Descriptions that break `from_parts`' contract in the one way load checks.
-        let described = |edit: fn(&mut codegen::KernelParts<'_>)| {
+        let described = |edit: fn(&mut gemm_codegen::KernelParts<'_>)| {
             let mut parts = emitted.info().parts();
             edit(&mut parts);
             // SAFETY: only checked, never loaded.
             unsafe { KernelInfo::from_parts(parts) }
         };
         // One parameter short of what the PTX declares.
-        let info = described(|parts| parts.params = &codegen::GEMM_PARAMS[..8]);
+        let info = described(|parts| parts.params = &gemm_codegen::GEMM_PARAMS[..8]);
         let error = check_params(&info).unwrap_err();
         assert!(matches!(error, Error::ParamsMismatch { .. }));
         assert!(

@@ -46,11 +46,11 @@ pub use kernel::GemmKernel;
 pub use cudarc;
 pub use half;
 
-pub use codegen::sass::SassReport;
-pub use codegen::{
+pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+pub use gemm_codegen::sass::SassReport;
+pub use gemm_codegen::{
     CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind,
     SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
 };
-pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 pub use gemm_macros::gemm;
 pub use tensor_map::{GlobalMatrix, TensorMap};

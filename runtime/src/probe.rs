@@ -1,13 +1,13 @@
 //! A spec's math-only probe on the GPU: its main-loop instructions with no memory traffic
-//! (see `codegen::emit_math_only`), launched on as many blocks as the real kernel keeps
+//! (see `gemm_codegen::emit_math_only`), launched on as many blocks as the real kernel keeps
 //! resident, so both fill the device alike.
 
 use crate::error::{DriverContext, Error};
 use crate::jit::Module;
 use crate::kernel::{allow_dynamic_smem, launch_raw, same_context, LaunchDims};
-use codegen::MathOnly;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use gemm_codegen::MathOnly;
 use std::ffi::c_void;
 use std::sync::Arc;
 

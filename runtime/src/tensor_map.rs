@@ -3,11 +3,11 @@
 //! and passed to the kernel by value.
 
 use crate::error::{DriverContext, Error};
-use codegen::{TensorMapBox, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 use cudarc::driver::sys::{
     self, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
     CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
+use gemm_codegen::{TensorMapBox, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 
 /// A `CUtensorMap`: 128 opaque bytes that the driver fills and the kernel reads.
 #[derive(Clone, Copy, Debug)]

@@ -1,24 +1,24 @@
 //! GPU tests: every catalog kernel on the device, each with the element types its spec names.
-//! Run with `cargo test -p runtime --features bench -- --ignored` on a machine with an NVIDIA
+//! Run with `cargo test -p gemm-runtime --features bench -- --ignored` on a machine with an NVIDIA
 //! GPU (or `.gpu/run-gpu-tests` on the lent device; the math-only probe test needs the `bench`
 //! feature). The tests that are not ignored check, without a GPU, what the GPU tests launch.
 
-use codegen::catalog::{CatalogSpec, CATALOG, NARROW};
-use codegen::gemm_dsl::{DType, Mma};
-use codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
-use half::{bf16, f16};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use runtime::blas::{Cublas, CublasGemm};
-use runtime::verify::Shape;
-use runtime::verify::{
+use gemm_codegen::catalog::{CatalogSpec, CATALOG, NARROW};
+use gemm_codegen::gemm_dsl::{DType, Mma};
+use gemm_codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
+use gemm_runtime::blas::{Cublas, CublasGemm};
+use gemm_runtime::verify::Shape;
+use gemm_runtime::verify::{
     check_against, compare, cpu_reference, cublas_reference, reference_of, run_poisoned,
     run_poisoned_with_ld, verify, verify_batch, ErrorReport, Problem, Reference, Tolerance,
 };
-use runtime::{
+use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, CudaContext, CudaStream, Element, Error,
     GemmKernel, GridSchedule, KernelTypes, LeadingDims, Opcode, Operand, SassReport,
 };
+use half::{bf16, f16};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -43,7 +43,7 @@ fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
 }
 
 fn emit(entry: &CatalogSpec) -> Emitted {
-    codegen::emit_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name))
+    gemm_codegen::emit_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name))
 }
 
 /// A catalog kernel with its own element types.
@@ -476,7 +476,7 @@ fn every_hopper_epilogue_computes_any_shape() {
         "name: c_f16, arch: sm_90a, mma: wgmma, dtype: f16, tile: 128x128x64, schedule: persistent",
         "name: c_direct, arch: sm_90a, mma: wgmma, epilogue: direct, schedule: persistent",
     ] {
-        let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         let kernel =
             AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert_eq!(check_any_shapes(&kernel, &stream), 8, "{spec}");
@@ -498,7 +498,7 @@ fn hopper_kernels_compute_every_layout() {
             "arch: sm_90a, mma: wgmma, dtype: f16, out: f32, tile: 128x128x64, consumers: 1",
         ] {
             let spec = format!("name: l_{layout}, layout: {layout}, {base}");
-            let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let emitted = gemm_codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
             let kernel =
                 AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
             let types = kernel.types();
@@ -546,7 +546,7 @@ fn layout_specs() -> (Vec<(String, Emitted, u32)>, Vec<String>) {
                 &format!("name: {name}"),
                 1,
             );
-            match codegen::emit_str(&format!("{spec}, layout: {layout}")) {
+            match gemm_codegen::emit_str(&format!("{spec}, layout: {layout}")) {
                 Ok(kernel) => {
                     let stages = kernel.spec().stages;
                     emitted.push((name, kernel, stages));
@@ -588,9 +588,9 @@ fn every_simt_and_mma_sync_catalog_spec_emits_in_every_layout() {
         let layout = kernel.spec().layout;
         let order = |row_major| {
             if row_major {
-                codegen::StorageOrder::RowMajor
+                gemm_codegen::StorageOrder::RowMajor
             } else {
-                codegen::StorageOrder::ColMajor
+                gemm_codegen::StorageOrder::ColMajor
             }
         };
         assert_eq!(launch.a_order, order(layout.a_row_major()), "{name}");
@@ -758,7 +758,7 @@ fn hopper_kernels_compute_random_shapes_in_every_layout() {
                 .map(|layout| {
                     let spec = format!("{}, layout: {layout}", entry.spec);
                     let emitted =
-                        codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+                        gemm_codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
                     AnyKernel::from_emitted(&ctx, &emitted)
                         .unwrap_or_else(|e| panic!("{spec}: {e}"))
                 })
@@ -1016,13 +1016,13 @@ fn bad_ptx_reports_the_driver_jit_log() {
     assert!(message.contains(log.trim_end()), "{message}");
     assert!(message.contains("CUDA_ERROR_INVALID_PTX"), "{message}");
     // The SASS route compiles through the same JIT and reports the same way.
-    let error = runtime::jit_cubin(&ctx, BROKEN_PTX, "broken_gemm").unwrap_err();
+    let error = gemm_runtime::jit_cubin(&ctx, BROKEN_PTX, "broken_gemm").unwrap_err();
     assert!(
         matches!(&error, Error::Jit { log, .. } if log.contains("undeclared_register")),
         "{error}"
     );
     // A name the driver cannot take is an error, not a panic.
-    let error = runtime::jit_cubin(&ctx, BROKEN_PTX, "broken\0gemm").unwrap_err();
+    let error = gemm_runtime::jit_cubin(&ctx, BROKEN_PTX, "broken\0gemm").unwrap_err();
     assert!(
         matches!(&error, Error::Jit { log, .. } if log.contains("NUL")),
         "{error}"
@@ -1352,7 +1352,7 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
     );
     assert!(specs.len() >= 5);
     for spec in &specs {
-        let emitted = codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         let kernel = AnyKernel::from_emitted(&ctx, &emitted).unwrap();
         let launch = kernel.info().launch();
         let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
@@ -1380,7 +1380,7 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn math_only_probes_loop_over_their_trips() {
-    use runtime::probe::MathOnlyKernel;
+    use gemm_runtime::probe::MathOnlyKernel;
     let (ctx, stream) = gpu();
     for name in [
         "mma_bf16_128x256x64_s3_h100",
@@ -1389,9 +1389,9 @@ fn math_only_probes_loop_over_their_trips() {
         "wgmma_bf16_128x256x64_s4_persistent",
         "wgmma_bf16_128x128x64_s4_c1",
     ] {
-        let entry = codegen::catalog::find(name).unwrap();
-        let valid = codegen::gemm_dsl::check_str(entry.spec).unwrap();
-        let probe = MathOnlyKernel::load(&ctx, codegen::emit_math_only(&valid)).unwrap();
+        let entry = gemm_codegen::catalog::find(name).unwrap();
+        let valid = gemm_codegen::gemm_dsl::check_str(entry.spec).unwrap();
+        let probe = MathOnlyKernel::load(&ctx, gemm_codegen::emit_math_only(&valid)).unwrap();
         let blocks = 3;
         let mut out = stream.alloc_zeros::<f32>(probe.out_len(blocks)).unwrap();
         let mut sums = Vec::new();
@@ -1459,7 +1459,7 @@ fn k_tile_skipping_edits(ptx: &str) -> [(&'static str, String); 2] {
 #[test]
 fn kernels_edited_to_skip_a_k_tile_assemble_with_their_promises() {
     for name in SKIPPING_KERNELS {
-        let emitted = emit(codegen::catalog::find(name).unwrap());
+        let emitted = emit(gemm_codegen::catalog::find(name).unwrap());
         for (edit, ptx) in k_tile_skipping_edits(emitted.ptx()) {
             assert_ne!(ptx, emitted.ptx(), "{name}, {edit}");
             let report = SassReport::from_ptx(&ptx, emitted.spec().arch.name())
@@ -1479,7 +1479,7 @@ fn verify_fails_kernels_whose_main_loop_skips_a_k_tile() {
     let (ctx, stream) = gpu();
     for name in SKIPPING_KERNELS {
         let emitted: &'static Emitted =
-            Box::leak(Box::new(emit(codegen::catalog::find(name).unwrap())));
+            Box::leak(Box::new(emit(gemm_codegen::catalog::find(name).unwrap())));
         let launch = emitted.launch();
         // Four k tiles: dropping one leaves about half the norm of C wrong (sqrt(1/4)).
         let (m, n, k) = (2 * launch.tile_m, 2 * launch.tile_n, 4 * launch.tile_k);
@@ -1697,7 +1697,7 @@ fn hopper_kernels_compute_a_strided_batch_in_every_layout() {
             "arch: sm_90a, mma: wgmma, tile: 256x128x64, copy: tma(multicast = 2), cluster: 1x2, schedule: persistent",
         ] {
             let spec = format!("name: batch_{layout}, layout: {layout}, {base}");
-            let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let emitted = gemm_codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
             let kernel =
                 AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
             check_batches(&kernel, &stream);
@@ -1742,7 +1742,7 @@ fn narrow_vector_kernels_compute_unaligned_leading_dims() {
         let other = if own == "rr" { "cc" } else { "rr" };
         for layout in [own, other] {
             let spec = narrow_in_layout(entry, layout);
-            let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let emitted = gemm_codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
             let stages = emitted.spec().stages;
             let kernel =
                 AnyKernel::from_emitted(&ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"));
@@ -1880,7 +1880,7 @@ fn stream_k_tails_compute_and_repeat_bitwise() {
     let (ctx, stream) = gpu();
     let other = ctx.new_stream().unwrap();
     for spec in stream_k_specs() {
-        let emitted = codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let emitted = gemm_codegen::emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         let kernel = AnyKernel::from_emitted(&ctx, &emitted).unwrap();
         let launch = *kernel.info().launch();
         let name = kernel.info().name().to_string();

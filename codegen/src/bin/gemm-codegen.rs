@@ -6,9 +6,9 @@
 //! 3 ptxas/nvdisasm not installed.
 
 use clap::{Parser, Subcommand};
-use codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
-use codegen::sass::{self, SassError, SassReport};
-use codegen::{emit, emit_math_only, explain::explain};
+use gemm_codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
+use gemm_codegen::sass::{self, SassError, SassReport};
+use gemm_codegen::{emit, emit_math_only, explain::explain};
 use gemm_dsl::{Arch, ValidSpec};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
-//! A user crate whose Cargo.toml names the runtime `gpu`: no crate called `runtime` is in
+//! A user crate whose Cargo.toml names the runtime `gpu`: no crate called `gemm_runtime` is in
 //! scope here, so this compiles only if the `gemm!` expansion finds the runtime under the
 //! name the manifest gives it.
 

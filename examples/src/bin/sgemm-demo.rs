@@ -2,7 +2,7 @@
 //! them against a float64 reference: `cargo run -p examples --bin sgemm-demo [M N K]`.
 
 use examples::{sgemm_cp_async, sgemm_sync};
-use runtime::verify::{verify, verify_batch, Tolerance};
+use gemm_runtime::verify::{verify, verify_batch, Tolerance};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let ctx = match runtime::open_context(0) {
+    let ctx = match gemm_runtime::open_context(0) {
         Ok(ctx) => ctx,
         Err(error) => {
             eprintln!("sgemm-demo needs a CUDA GPU: {error}");
@@ -45,10 +45,10 @@ fn main() -> ExitCode {
         }
     }
     // Four products in one launch, matrices back to back, B shared by all of them.
-    let lds = runtime::LeadingDims::packed(&sgemm_cp_async::LAUNCH, m, n, k);
-    let batch = runtime::Batch {
+    let lds = gemm_runtime::LeadingDims::packed(&sgemm_cp_async::LAUNCH, m, n, k);
+    let batch = gemm_runtime::Batch {
         stride_b: 0,
-        ..runtime::Batch::packed(&sgemm_cp_async::LAUNCH, 4, (m, n, k), lds)
+        ..gemm_runtime::Batch::packed(&sgemm_cp_async::LAUNCH, 4, (m, n, k), lds)
     };
     let report = sgemm_cp_async::load(&ctx)
         .and_then(|kernel| verify_batch(&kernel, &stream, m, n, k, lds, batch, 2));

@@ -19,22 +19,22 @@
 //! Exit codes: 0 done, 1 GPU error or failed `--check`, 2 bad arguments.
 
 use clap::{Parser, ValueEnum};
-use codegen::catalog::{self, CatalogSpec};
-use codegen::gemm_dsl::ValidSpec;
-use codegen::{Emitted, KernelInfo};
 use cudarc::driver::{CudaSlice, CudaStream};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use runtime::bench::{
+use gemm_codegen::catalog::{self, CatalogSpec};
+use gemm_codegen::gemm_dsl::ValidSpec;
+use gemm_codegen::{Emitted, KernelInfo};
+use gemm_runtime::bench::{
     full_suite, input_sets, parse_shapes, quick_suite, time_round_robin, today, BenchRecord,
     BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
 };
-use runtime::blas::{Cublas, CublasGemm};
-use runtime::probe::MathOnlyKernel;
-use runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
-use runtime::{
+use gemm_runtime::blas::{Cublas, CublasGemm};
+use gemm_runtime::probe::MathOnlyKernel;
+use gemm_runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
+use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, DeviceInfo, Element, Error, GemmKernel,
     LaunchShape, LeadingDims, StorageOrder,
 };
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -253,7 +253,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let valid: Vec<ValidSpec> = specs
         .iter()
         .map(|(spec, origin)| {
-            codegen::gemm_dsl::check_str(spec)
+            gemm_codegen::gemm_dsl::check_str(spec)
                 .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
         })
         .collect::<Result<_, _>>()?;
@@ -261,7 +261,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let mut infos: Vec<KernelInfo<'static>> = valid
         .iter()
         .map(|valid| {
-            let emitted: &'static Emitted = Box::leak(Box::new(codegen::emit(valid)));
+            let emitted: &'static Emitted = Box::leak(Box::new(gemm_codegen::emit(valid)));
             emitted.info()
         })
         .collect();
@@ -326,7 +326,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .iter()
         .map(|valid| {
             cli.math_only
-                .then(|| MathOnlyKernel::load(&ctx, codegen::emit_math_only(valid)))
+                .then(|| MathOnlyKernel::load(&ctx, gemm_codegen::emit_math_only(valid)))
                 .transpose()
         })
         .collect::<Result<_, _>>()?;
@@ -484,7 +484,7 @@ impl Run<'_> {
     fn measure<In: Element, Out: Element>(
         &self,
         kernel: &GemmKernel<In, Out>,
-        types: runtime::KernelTypes,
+        types: gemm_runtime::KernelTypes,
         baseline: CublasGemm,
         probe: Option<&MathOnlyKernel>,
         inputs: &mut ShapeInputs,

@@ -5,12 +5,12 @@
 //! Exit codes: 0 correct, 1 wrong result or GPU error, 2 bad arguments.
 
 use clap::Parser;
-use codegen::catalog;
-use runtime::bench::Shape;
-use runtime::verify::{
+use gemm_codegen::catalog;
+use gemm_runtime::bench::Shape;
+use gemm_runtime::verify::{
     compare, cpu_reference, run_poisoned_with_ld, verify_batch, ErrorReport, Problem, Reference,
 };
-use runtime::{
+use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, CudaStream, Element, GemmKernel, GridSchedule,
     KernelInfo, LeadingDims, Operand,
 };
@@ -80,7 +80,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let emitted = match codegen::emit_str(spec) {
+    let emitted = match gemm_codegen::emit_str(spec) {
         Ok(emitted) => emitted,
         Err(errors) => {
             eprint!("{}", errors.render(spec, label));
@@ -88,7 +88,7 @@ fn main() -> ExitCode {
         }
     };
     // Loaded kernels hold their description for the life of the process.
-    let emitted: &'static codegen::Emitted = Box::leak(Box::new(emitted));
+    let emitted: &'static gemm_codegen::Emitted = Box::leak(Box::new(emitted));
     let mut info = emitted.info();
     if let Some(path) = &cli.ptx {
         match std::fs::read_to_string(path) {
@@ -117,13 +117,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, runtime::Error> {
+fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Error> {
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
     let kernel = AnyKernel::load(&ctx, info)?;
     if let Some(path) = &cli.sass {
-        let (cubin, log) = runtime::jit_cubin_logged(&ctx, info.ptx(), info.name())?;
-        let sass = codegen::sass::disassemble(&cubin)?;
+        let (cubin, log) = gemm_runtime::jit_cubin_logged(&ctx, info.ptx(), info.name())?;
+        let sass = gemm_codegen::sass::disassemble(&cubin)?;
         if let Err(error) = std::fs::write(path, format!("// JIT log:\n{log}\n\n{sass}")) {
             eprintln!("error: writing {}: {error}", path.display());
         }
@@ -172,7 +172,7 @@ fn run_once<In: Element, Out: Element>(
     shape: Shape,
     seed: u64,
     ld_align: u32,
-) -> Result<(ErrorReport, String, usize), runtime::Error> {
+) -> Result<(ErrorReport, String, usize), gemm_runtime::Error> {
     const BLOCK: u32 = 64;
     let Shape { m, n, k, .. } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
@@ -219,7 +219,7 @@ fn run_batch(
     kernel: &AnyKernel,
     stream: &std::sync::Arc<CudaStream>,
     shape: Shape,
-) -> Result<bool, runtime::Error> {
+) -> Result<bool, gemm_runtime::Error> {
     let Shape { m, n, k, batch } = shape;
     let launch = *info.launch();
     let ld = |operand, bytes| {
