@@ -17,7 +17,7 @@
 //! let kernel = AnyKernel::from_emitted(&ctx, &emitted)?;
 //! // `typed` is a `&GemmKernel<In, Out>` with the kernel's own types in each arm.
 //! let report = with_kernel!(&kernel, typed => verify(typed, &stream, 512, 512, 512, 1)?);
-//! assert!(report.check(&kernel.types().tolerance(512)).is_ok());
+//! assert!(report.check(&kernel.types().tolerance(512, 512, 512)).is_ok());
 //! # Ok(())
 //! # }
 //! ```

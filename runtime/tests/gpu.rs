@@ -137,8 +137,8 @@ fn every_catalog_kernel_matches_float64_on_the_shape_suite() {
                     continue;
                 }
                 let types = kernel.types();
-                // Keyed on (input, output): see `Tolerance::for_types`.
-                let tolerance = types.tolerance(shape.k);
+                // Keyed on the types and the problem: see `Tolerance::for_types`.
+                let tolerance = types.tolerance(shape.m, shape.n, shape.k);
                 let report = with_kernel!(kernel, typed => problems.check(typed, &stream))
                     .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
                 eprintln!("{name:<28} {types:<10} {shape:>15} seed {seed:#x}: {report}");
@@ -247,7 +247,7 @@ fn check_problem<In: Element, Out: Element>(
     let report = compare(&c, reference, m, n, ldc, kind).unwrap();
     eprintln!("{name:<28} {types:<10} {shape:>15} lda {lda} ldb {ldb} ldc {ldc}: {report}");
     report
-        .check(&types.tolerance(k))
+        .check(&types.tolerance(m, n, k))
         .unwrap_or_else(|broken| panic!("{name} at {shape}, ld {lda}/{ldb}/{ldc}: {broken}"));
     let gap_writes = (0..m as usize)
         .flat_map(|row| &c[row * ldc as usize + n as usize..(row + 1) * ldc as usize])
@@ -511,7 +511,7 @@ fn hopper_kernels_compute_every_layout() {
                     });
                     eprintln!("{spec} at {shape}: {report}");
                     report
-                        .check(&types.tolerance(shape.k))
+                        .check(&types.tolerance(shape.m, shape.n, shape.k))
                         .unwrap_or_else(|broken| panic!("{spec} at {shape}: {broken}"));
                 }
             }
@@ -1295,7 +1295,7 @@ fn cublas_baselines_compute_the_same_product() {
         .unwrap();
         eprintln!("{} ({types}) vs float64: {report}", baseline.short_name());
         report
-            .check(&types.tolerance(k))
+            .check(&types.tolerance(m, n, k))
             .unwrap_or_else(|broken| panic!("{}: {broken}", baseline.short_name()));
     }
     let types = |dtype, out| KernelTypes::new(dtype, out).unwrap();
@@ -1324,7 +1324,7 @@ fn verify_picks_cublas_for_large_problems_and_passes() {
                 with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, 9)).unwrap();
             eprintln!("{} ({types}) {shape}: {report}", entry.name);
             assert_eq!(report.reference, reference);
-            report.check(&types.tolerance(k)).unwrap();
+            report.check(&types.tolerance(m, n, k)).unwrap();
         }
     }
 }
@@ -1368,7 +1368,7 @@ fn persistent_kernels_compute_every_tile_over_many_rounds() {
             .unwrap_or_else(|e| panic!("{spec} at {m}x{n}x{k}: {e}"));
         eprintln!("{spec}: {m}x{n}x{k}, {resident} resident blocks: {report}");
         report
-            .check(&types.tolerance(k))
+            .check(&types.tolerance(m, n, k))
             .unwrap_or_else(|broken| panic!("{spec} at {m}x{n}x{k}: {broken}"));
     }
 }
@@ -1486,7 +1486,7 @@ fn verify_fails_kernels_whose_main_loop_skips_a_k_tile() {
         let seed = 0x5C1B;
         let kernel = AnyKernel::from_emitted(&ctx, emitted).unwrap();
         let types = kernel.types();
-        let tolerance = types.tolerance(k);
+        let tolerance = types.tolerance(m, n, k);
         let good = with_kernel!(&kernel, typed => verify(typed, &stream, m, n, k, seed)).unwrap();
         eprintln!("{name} ({types}) {m}x{n}x{k}: {good}");
         good.check(&tolerance)
@@ -1561,7 +1561,7 @@ fn multi_stage_kernels_compute_ks_shorter_than_their_ring() {
                 "{:<28} {types:<10} {stages} stages {shape:>15}: {report}",
                 entry.name
             );
-            if let Err(broken) = report.check(&types.tolerance(k)) {
+            if let Err(broken) = report.check(&types.tolerance(shape.m, shape.n, k)) {
                 failures.push(format!(
                     "{} ({types}, {stages} stages) at {shape}: {broken}",
                     entry.name
@@ -1622,7 +1622,7 @@ fn check_batch(
         if shared_b { ", B shared" } else { "" }
     );
     report
-        .check(&kernel.types().tolerance(shape.k))
+        .check(&kernel.types().tolerance(shape.m, shape.n, shape.k))
         .unwrap_or_else(|broken| panic!("{name}, {count} x {shape}: {broken}"));
 }
 
@@ -1910,7 +1910,7 @@ fn stream_k_tails_compute_and_repeat_bitwise() {
             .unwrap_or_else(|e| panic!("{name} at {shape}: {e}"));
             eprintln!("{name} ({walkers} walkers resident) at {shape}: {report}");
             report
-                .check(&types.tolerance(shape.k))
+                .check(&types.tolerance(shape.m, shape.n, shape.k))
                 .unwrap_or_else(|broken| panic!("{name} at {shape}: {broken}"));
             let repeats =
                 with_kernel!(&kernel, typed => repeats_bitwise(typed, [&stream, &other], shape));

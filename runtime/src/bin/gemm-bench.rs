@@ -510,9 +510,11 @@ impl Run<'_> {
             Some(reference) => {
                 let name = kernel.info().name();
                 let report = typed.check(stream, kernel, &mut c_ours, reference)?;
-                report.check(&types.tolerance(k)).map_err(|broken| {
-                    Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
-                })?;
+                report
+                    .check(&types.tolerance(m.saturating_mul(batch), n, k))
+                    .map_err(|broken| {
+                        Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
+                    })?;
                 Some(report.brief())
             }
             None => None,

@@ -150,7 +150,7 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
         "{}: {registers} registers per thread as loaded",
         info.name()
     );
-    let verdict = report.check(&types.tolerance(shape.k));
+    let verdict = report.check(&types.tolerance(shape.m, shape.n, shape.k));
     println!(
         "{} ({types}) {shape}: {report}: {}",
         info.name(),
@@ -241,7 +241,7 @@ fn run_batch(
             info.name()
         );
     }
-    let verdict = report.check(&types.tolerance(k));
+    let verdict = report.check(&types.tolerance(m, n, k));
     println!(
         "{} ({types}) {shape}: {}",
         info.name(),
