@@ -238,15 +238,19 @@ struct Load {
     bytes: u32,
 }
 
-/// Runs the protocol for `tiles` output tiles of `k_tiles` fills each under the schedule
-/// `choose` picks; the error says what broke.
-fn run(
-    p: &Protocol,
-    k_tiles: u64,
-    tiles: u64,
-    mut choose: impl FnMut(usize) -> usize,
-) -> Result<(), String> {
-    let fills = k_tiles * tiles;
+/// Runs the protocol for units of work of `units[i]` fills each (whole output tiles, or
+/// stream-K pieces of one) under the schedule `choose` picks; the error says what broke.
+fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> Result<(), String> {
+    assert!(units.iter().all(|&fills| fills > 0), "{units:?}");
+    // The fills that start a unit, and the fills that end one.
+    let mut starts = std::collections::BTreeSet::new();
+    let mut ends = std::collections::BTreeSet::new();
+    let mut fills = 0;
+    for &unit in units {
+        starts.insert(fills);
+        fills += unit;
+        ends.insert(fills - 1);
+    }
     let stages = u64::from(p.stages);
     let stage_bytes = p.unicast_bytes + p.multicast_bytes * p.blocks;
     let mut blocks: Vec<Block> = (0..p.blocks)
@@ -366,8 +370,8 @@ fn run(
                         // Commit, then `wait_group 1` retires every earlier fill; the fill
                         // before this one in the same tile is released. At a tile's last
                         // fill, `wait_group 0` retires this one and releases it too.
-                        let first_of_tile = f.is_multiple_of(k_tiles);
-                        let last_of_tile = f % k_tiles == k_tiles - 1;
+                        let first_of_tile = starts.contains(&f);
+                        let last_of_tile = ends.contains(&f);
                         let mut releases = Vec::new();
                         if p.releases_after_retirement {
                             blocks[b].warps[index].reading.retain(|&r| r == f);
@@ -452,22 +456,44 @@ impl Schedule {
 }
 
 /// Runs the protocol under fixed and random schedules over at least three laps, for tiles of
-/// one k tile, of fewer k tiles than stages and of more.
+/// one k tile, of fewer k tiles than stages and of more; and for the units of unequal length
+/// a stream-K walker takes (whole tiles, then pieces of one: a tile's tail or head, shorter
+/// than the ring or one fill), in both orders.
 fn check(p: &Protocol) -> Result<(), String> {
     let stages = u64::from(p.stages);
-    for k_tiles in [1, stages.saturating_sub(1).max(1), stages + 1] {
-        let tiles = (3 * stages).div_ceil(k_tiles) + 1;
+    let mut walks: Vec<Vec<u64>> = [1, stages.saturating_sub(1).max(1), stages + 1]
+        .into_iter()
+        .map(|k_tiles| vec![k_tiles; ((3 * stages).div_ceil(k_tiles) + 1) as usize])
+        .collect();
+    let k_tiles = 2 * stages + 1;
+    let unequal = vec![
+        k_tiles,
+        k_tiles,
+        stages + 2,
+        1,
+        stages.saturating_sub(1).max(1),
+        k_tiles,
+        2,
+        stages,
+        1,
+        1,
+        k_tiles - 1,
+    ];
+    walks.push(unequal.iter().rev().copied().collect());
+    walks.push(unequal);
+    for (walk, units) in walks.iter().enumerate() {
+        assert!(units.iter().sum::<u64>() >= 3 * stages);
         // Producers first, consumers first, loads first; then random interleavings.
         for policy in 0..3u8 {
-            run(p, k_tiles, tiles, |n| match policy {
+            run(p, units, |n| match policy {
                 0 => 0,
                 1 => n / 2,
                 _ => n - 1,
             })?;
         }
         for seed in 0..40 {
-            let mut schedule = Schedule(seed * 7919 + k_tiles);
-            run(p, k_tiles, tiles, |n| schedule.next(n))?;
+            let mut schedule = Schedule(seed * 7919 + walk as u64);
+            run(p, units, |n| schedule.next(n))?;
         }
     }
     Ok(())
