@@ -1,0 +1,677 @@
+//! The stream-K walk of the Hopper family, replayed from the emitted PTX: the setup of the
+//! tail (`stream_k_setup`), each role's next unit and advance (`stream_k_next_unit`,
+//! `walk_advance`) and the consumers' fixup (`stream_k_fixup`) are cut out of each kernel's
+//! text and run on the CPU, every walker (and every block of its cluster) at once over a
+//! shared workspace of records and flags, as the grid runs them when all of it is resident.
+//!
+//! The walk must compute every k tile of every tile exactly once; each tile has one finisher
+//! (the unit that starts it), which adds the sums of exactly the walkers that share the tile,
+//! all after it in walker order, each published before it is read; the producer walks the
+//! units the consumers walk; every flag is clear again at the end; and the walkers finish
+//! whichever of them runs first (no walker waits on one that waits on it).
+
+use gemm_codegen::emit_str;
+use std::collections::{BTreeSet, HashMap};
+
+/// One instruction of the replayed text: its guard, opcode and operands.
+#[derive(Clone, Debug)]
+struct Instruction {
+    guard: Option<(bool, String)>,
+    opcode: String,
+    operands: Vec<String>,
+    text: String,
+}
+
+/// A line of a replayed program: a label, an instruction, or the points the replay watches.
+#[derive(Clone, Debug)]
+enum Line {
+    Label(String),
+    Op(Instruction),
+    /// The unit (`%tile`, `%k_first`, `%k_count`) is computed here.
+    Unit,
+    /// The consumers' fixup is over: the finisher stores the tile (or skips the store).
+    FixedUp,
+    Exit,
+}
+
+fn parse(line: &str) -> Option<Line> {
+    let line = line.trim();
+    if line.is_empty()
+        || line.starts_with("//")
+        || line.starts_with('.')
+        || line == "{"
+        || line == "}"
+    {
+        return None;
+    }
+    if let Some(label) = line.strip_suffix(':') {
+        return Some(Line::Label(label.to_string()));
+    }
+    let (guard, rest) = match line.strip_prefix('@') {
+        Some(guarded) => {
+            let (predicate, rest) = guarded.split_once(char::is_whitespace).unwrap();
+            let (negated, name) = match predicate.strip_prefix('!') {
+                Some(name) => (true, name),
+                None => (false, predicate),
+            };
+            (Some((negated, name.to_string())), rest.trim())
+        }
+        None => (None, line),
+    };
+    let rest = rest.trim_end_matches(';');
+    let (opcode, operands) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    // `{ %a, %b }` vectors and `[%addr+8]` addresses stay one operand each.
+    let mut split = Vec::new();
+    let mut depth = 0;
+    let mut current = String::new();
+    for c in operands.chars() {
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            _ => {}
+        }
+        if c == ',' && depth == 0 {
+            split.push(current.trim().to_string());
+            current.clear();
+        } else {
+            current.push(c);
+        }
+    }
+    if !current.trim().is_empty() {
+        split.push(current.trim().to_string());
+    }
+    Some(Line::Op(Instruction {
+        guard,
+        opcode: opcode.to_string(),
+        operands: split,
+        text: line.to_string(),
+    }))
+}
+
+/// The lines from the first that contains `from` through the first after it that `to` accepts.
+fn cut<'p>(ptx: &'p str, from: &str, to: impl Fn(&str) -> bool) -> Vec<&'p str> {
+    let lines: Vec<&str> = ptx.lines().collect();
+    let start = lines
+        .iter()
+        .position(|line| line.contains(from))
+        .unwrap_or_else(|| panic!("no `{from}` in the kernel"));
+    let end = start
+        + lines[start..]
+            .iter()
+            .position(|line| to(line.trim()))
+            .unwrap_or_else(|| panic!("`{from}` does not end"));
+    lines[start..=end].to_vec()
+}
+
+/// A role's walk as the kernel writes it: the setup, the walk's first tile, the next unit,
+/// then (consumers) the fixup, and the advance back to the next unit.
+fn walk_program(ptx: &str, role: &str) -> Vec<Line> {
+    let mut program: Vec<Line> = Vec::new();
+    let push = |program: &mut Vec<Line>, lines: Vec<&str>| {
+        program.extend(lines.into_iter().filter_map(parse))
+    };
+    push(
+        &mut program,
+        cut(
+            ptx,
+            "// Stream-K: the tiles of whole rounds go whole",
+            |line| line == "}",
+        ),
+    );
+    // `mov.u32 %tile, <walker>;` right before the role's loop label.
+    let lines: Vec<&str> = ptx.lines().collect();
+    let label = format!("$L_{role}_tile:");
+    let at = lines
+        .iter()
+        .position(|line| line.trim() == label)
+        .unwrap_or_else(|| panic!("no {label}"));
+    assert!(
+        lines[at - 1].trim().starts_with("mov.u32\t%tile, "),
+        "{}",
+        lines[at - 1]
+    );
+    push(&mut program, vec![lines[at - 1]]);
+    let unit_label = format!("$L_{role}_unit:");
+    push(&mut program, cut(ptx, &label, |line| line == unit_label));
+    program.push(Line::Unit);
+    if role == "consumer" {
+        push(
+            &mut program,
+            cut(
+                ptx,
+                "// Stream-K: a unit that starts inside its tile",
+                |line| line == "$L_fixed_up:",
+            ),
+        );
+        program.push(Line::FixedUp);
+    }
+    let next = format!("$L_{role}_next:");
+    push(
+        &mut program,
+        cut(ptx, &next, |line| line.starts_with("bra.uni")),
+    );
+    // Where the next unit goes when the walk is over.
+    let done = program
+        .iter()
+        .find_map(|line| match line {
+            Line::Op(op) if op.guard.as_ref().is_some_and(|g| g.1 == "%p_done") => {
+                Some(op.operands[0].clone())
+            }
+            _ => None,
+        })
+        .expect("the walk ends somewhere");
+    program.push(Line::Label(done));
+    program.push(Line::Exit);
+    program
+}
+
+/// What one unit of a walker computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Unit {
+    walker: u32,
+    rank: u32,
+    tile: u32,
+    k_first: u32,
+    k_count: u32,
+}
+
+/// The workspace: flags and the units whose sums each record slot holds.
+#[derive(Default)]
+struct Workspace {
+    flags: HashMap<u64, u64>,
+    slots: HashMap<u64, Unit>,
+}
+
+/// Base of the flags; the slots start at 0 (the replay sets `%ws_lane` and `%ws_flag`).
+const FLAGS: u64 = 1 << 48;
+
+/// One block running a role's walk.
+struct Agent<'p> {
+    program: &'p [Line],
+    labels: HashMap<&'p str, usize>,
+    pc: usize,
+    registers: HashMap<String, u64>,
+    walker: u32,
+    rank: u32,
+    units: Vec<Unit>,
+    /// Per finished tile: the units whose sums the finisher added, in order.
+    gathered: Vec<(Unit, Vec<Unit>)>,
+    added: Vec<Unit>,
+    done: bool,
+}
+
+impl<'p> Agent<'p> {
+    fn new(program: &'p [Line], inputs: &[(&str, u64)], walker: u32, rank: u32) -> Self {
+        let labels = program
+            .iter()
+            .enumerate()
+            .filter_map(|(i, line)| match line {
+                Line::Label(label) => Some((label.as_str(), i)),
+                _ => None,
+            })
+            .collect();
+        let mut registers: HashMap<String, u64> = inputs
+            .iter()
+            .map(|&(name, value)| (name.to_string(), value))
+            .collect();
+        for special in ["%clusterid.x", "%ctaid.x"] {
+            registers.insert(special.to_string(), u64::from(walker));
+        }
+        registers.insert("%rank".into(), u64::from(rank));
+        registers.insert("%ws_lane".into(), 0);
+        registers.insert("%ws_flag".into(), FLAGS);
+        registers.insert("%p_wg_leader".into(), 1);
+        Agent {
+            program,
+            labels,
+            pc: 0,
+            registers,
+            walker,
+            rank,
+            units: Vec::new(),
+            gathered: Vec::new(),
+            added: Vec::new(),
+            done: false,
+        }
+    }
+
+    fn value(&self, operand: &str) -> u64 {
+        operand
+            .parse()
+            .ok()
+            .or_else(|| self.registers.get(operand).copied())
+            .unwrap_or_else(|| panic!("{operand} read before it is written"))
+    }
+
+    /// `[%reg+offset]` as an address.
+    fn address(&self, operand: &str) -> u64 {
+        let inner = operand.trim_matches(['[', ']']);
+        match inner.split_once('+') {
+            Some((register, offset)) => self.value(register) + offset.parse::<u64>().unwrap(),
+            None => self.value(inner),
+        }
+    }
+
+    fn current_unit(&self) -> Unit {
+        Unit {
+            walker: self.walker,
+            rank: self.rank,
+            tile: self.value("%tile") as u32,
+            k_first: self.value("%k_first") as u32,
+            k_count: self.value("%k_count") as u32,
+        }
+    }
+
+    /// Runs until the walk ends or waits on a flag that is not set; whether it moved, or an
+    /// error if it runs on without either.
+    fn run(&mut self, workspace: &mut Workspace) -> Result<bool, String> {
+        let start = self.pc;
+        let mut steps = 0u32;
+        while !self.done {
+            steps += 1;
+            if steps > 100_000 {
+                return Err(format!("walker {} runs away", self.walker));
+            }
+            let line = &self.program[self.pc];
+            self.pc += 1;
+            let op = match line {
+                Line::Label(_) => continue,
+                Line::Exit => {
+                    self.done = true;
+                    break;
+                }
+                Line::Unit => {
+                    self.units.push(self.current_unit());
+                    continue;
+                }
+                Line::FixedUp => {
+                    let unit = self.current_unit();
+                    if unit.k_first == 0 {
+                        self.gathered.push((unit, std::mem::take(&mut self.added)));
+                    }
+                    continue;
+                }
+                Line::Op(op) => op,
+            };
+            if let Some((negated, predicate)) = &op.guard {
+                if (self.value(predicate) != 0) == *negated {
+                    continue;
+                }
+            }
+            let o = &op.operands;
+            let u32_of = |agent: &Self, i: usize| agent.value(&o[i]) as u32;
+            let result: Option<u64> = match op.opcode.as_str() {
+                "mov.u32" => Some(u64::from(u32_of(self, 1))),
+                "add.u32" => Some(u64::from(u32_of(self, 1).wrapping_add(u32_of(self, 2)))),
+                "sub.u32" => Some(u64::from(u32_of(self, 1).wrapping_sub(u32_of(self, 2)))),
+                "mul.lo.u32" => Some(u64::from(u32_of(self, 1).wrapping_mul(u32_of(self, 2)))),
+                "mad.lo.u32" => Some(u64::from(
+                    u32_of(self, 1)
+                        .wrapping_mul(u32_of(self, 2))
+                        .wrapping_add(u32_of(self, 3)),
+                )),
+                "div.u32" => Some(u64::from(u32_of(self, 1) / u32_of(self, 2))),
+                "rem.u32" => Some(u64::from(u32_of(self, 1) % u32_of(self, 2))),
+                "min.u32" => Some(u64::from(u32_of(self, 1).min(u32_of(self, 2)))),
+                "shl.b32" => Some(u64::from(u32_of(self, 1) << u32_of(self, 2))),
+                "mul.wide.u32" => Some(u64::from(u32_of(self, 1)) * u64::from(u32_of(self, 2))),
+                "cvt.u64.u32" => Some(u64::from(u32_of(self, 1))),
+                "cvt.u32.u64" => Some(self.value(&o[1]) & 0xFFFF_FFFF),
+                "mul.lo.u64" => Some(self.value(&o[1]).wrapping_mul(self.value(&o[2]))),
+                "div.u64" => Some(self.value(&o[1]) / self.value(&o[2])),
+                "add.u64" => Some(self.value(&o[1]).wrapping_add(self.value(&o[2]))),
+                op_name if op_name.starts_with("setp.") => {
+                    let (a, b) = (u32_of(self, 1), u32_of(self, 2));
+                    let holds = match op_name {
+                        "setp.eq.u32" => a == b,
+                        "setp.ne.u32" => a != b,
+                        "setp.lt.u32" => a < b,
+                        "setp.le.u32" => a <= b,
+                        "setp.gt.u32" => a > b,
+                        "setp.ge.u32" => a >= b,
+                        other => panic!("the replay does not know {other}: {}", op.text),
+                    };
+                    Some(u64::from(holds))
+                }
+                "bra" | "bra.uni" => {
+                    self.pc = *self
+                        .labels
+                        .get(o[0].as_str())
+                        .unwrap_or_else(|| panic!("{} leaves the replayed walk", op.text));
+                    None
+                }
+                "ld.acquire.gpu.global.u32" => {
+                    let flag = workspace.flags.get(&self.address(&o[1])).copied();
+                    if flag.unwrap_or(0) == 0 {
+                        // Spins: wait here until some other walker sets it.
+                        self.pc -= 1;
+                        return Ok(self.pc != start || steps > 1);
+                    }
+                    flag
+                }
+                "st.relaxed.gpu.global.u32" => {
+                    let value = self.value(&o[1]);
+                    workspace.flags.insert(self.address(&o[0]), value);
+                    None
+                }
+                "st.global.v4.f32" => {
+                    let unit = self.current_unit();
+                    workspace.slots.insert(self.address(&o[0]), unit);
+                    None
+                }
+                "ld.global.cg.v4.f32" => {
+                    let address = self.address(&o[1]);
+                    let unit = *workspace.slots.get(&address).unwrap_or_else(|| {
+                        panic!("walker {} reads a slot nobody wrote", self.walker)
+                    });
+                    // One record per peer: count it at its first vector.
+                    if self.added.last() != Some(&unit) {
+                        self.added.push(unit);
+                    }
+                    None
+                }
+                "add.f32" | "barrier.sync" | "fence.acq_rel.gpu" => None,
+                other => panic!("the replay does not know {other}: {}", op.text),
+            };
+            if let Some(value) = result {
+                self.registers.insert(o[0].clone(), value);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Runs every walker's blocks of a role over one workspace; the agents in the order given
+/// run first. An error names a deadlock.
+fn run_grid<'p>(
+    program: &'p [Line],
+    inputs: &[(&str, u64)],
+    order: &[u32],
+    ranks: u32,
+) -> Result<(Vec<Agent<'p>>, Workspace), String> {
+    let mut agents: Vec<Agent<'p>> = order
+        .iter()
+        .flat_map(|&walker| (0..ranks).map(move |rank| (walker, rank)))
+        .map(|(walker, rank)| Agent::new(program, inputs, walker, rank))
+        .collect();
+    let mut workspace = Workspace::default();
+    loop {
+        let mut moved = false;
+        for agent in agents.iter_mut().filter(|a| !a.done) {
+            moved |= agent.run(&mut workspace)?;
+        }
+        if agents.iter().all(|a| a.done) {
+            return Ok((agents, workspace));
+        }
+        if !moved {
+            let waiting: Vec<u32> = agents
+                .iter()
+                .filter(|a| !a.done)
+                .map(|a| a.walker)
+                .collect();
+            return Err(format!("deadlock: walkers {waiting:?} wait for each other"));
+        }
+    }
+}
+
+/// The stream-K kernels whose walks are replayed: the catalog's, and one of a cluster.
+fn stream_k_specs() -> Vec<String> {
+    let mut specs: Vec<String> = gemm_codegen::catalog::CATALOG
+        .iter()
+        .filter(|e| e.spec.contains("tail = stream_k"))
+        .map(|e| e.spec.to_string())
+        .collect();
+    assert_eq!(specs.len(), 2);
+    specs.push(
+        "name: k, arch: sm_90a, mma: wgmma, tile: 128x256x64, cluster: 2x1, \
+         copy: tma(multicast = 2), schedule: persistent(raster = m, group = 8, tail = stream_k)"
+            .to_string(),
+    );
+    specs
+}
+
+/// The grid, tile and k-tile counts the walks are replayed for: one walker and many; tile
+/// counts around whole rounds, with leftovers that are split and that are not; k tiles from
+/// one (fewer leftover k tiles than walkers) to many.
+fn cases() -> Vec<(u32, u32, u32)> {
+    let mut cases = Vec::new();
+    for grid in [1, 2, 3, 7, 66, 132] {
+        let mut tiles: Vec<u32> = vec![
+            1,
+            2,
+            grid / 2,
+            grid - 1,
+            grid,
+            grid + 1,
+            3 * grid + grid / 3,
+            5 * grid - 1,
+        ];
+        tiles.retain(|&t| t > 0);
+        tiles.sort_unstable();
+        tiles.dedup();
+        for &tiles in &tiles {
+            for k_tiles in [1, 2, 5, 41, 64] {
+                cases.push((grid, tiles, k_tiles));
+            }
+        }
+    }
+    cases
+}
+
+#[test]
+fn the_emitted_stream_k_walk_computes_every_k_tile_once_and_gathers_every_split_tile() {
+    for spec in stream_k_specs() {
+        let emitted = emit_str(&spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let ptx = emitted.ptx();
+        let ranks = emitted.launch().cluster.0 * emitted.launch().cluster.1;
+        let consumer = walk_program(ptx, "consumer");
+        let producer = walk_program(ptx, "producer");
+        let mut split_tiles = 0;
+        for (grid, tiles, k_tiles) in cases() {
+            let case = format!("{spec}: grid {grid}, {tiles} tiles of {k_tiles} k tiles");
+            let inputs = [
+                ("%tiles", u64::from(tiles)),
+                ("%grid_blocks", u64::from(grid)),
+                ("%k_tiles", u64::from(k_tiles)),
+            ];
+            let forward: Vec<u32> = (0..grid).collect();
+            let backward: Vec<u32> = (0..grid).rev().collect();
+            // Finishers first (they wait), then the walkers they wait for first.
+            let mut runs = Vec::new();
+            for order in [&forward, &backward] {
+                let (agents, workspace) = run_grid(&consumer, &inputs, order, ranks)
+                    .unwrap_or_else(|e| panic!("{case}: {e}"));
+                assert!(
+                    workspace.flags.values().all(|&flag| flag == 0),
+                    "{case}: a flag is left set for the next launch"
+                );
+                runs.push(agents);
+            }
+            let (producers, _) = run_grid(&producer, &inputs, &forward, ranks)
+                .unwrap_or_else(|e| panic!("{case}: producer: {e}"));
+            for agents in &runs {
+                let mut computed = vec![0u32; (tiles * k_tiles) as usize];
+                let mut finisher: Vec<Option<Unit>> = vec![None; tiles as usize];
+                let mut sharers: Vec<Vec<u32>> = vec![Vec::new(); tiles as usize];
+                let mut in_order: Vec<&Agent> = agents.iter().filter(|a| a.rank == 0).collect();
+                in_order.sort_by_key(|a| a.walker);
+                for agent in in_order {
+                    let walker = agent.walker;
+                    let walk = &agent.units;
+                    let whole_units = walk.iter().take_while(|u| u.k_count == k_tiles).count();
+                    for (index, unit) in walk.iter().enumerate() {
+                        let (tile, first, count) = (unit.tile, unit.k_first, unit.k_count);
+                        assert!(tile < tiles, "{case}: walker {walker} past the last tile");
+                        assert!(count > 0 && first + count <= k_tiles, "{case}: {unit:?}");
+                        for k in first..first + count {
+                            computed[(tile * k_tiles + k) as usize] += 1;
+                        }
+                        if first == 0 {
+                            assert!(finisher[tile as usize].is_none(), "{case}: tile {tile}");
+                            finisher[tile as usize] = Some(*unit);
+                            if count < k_tiles {
+                                // Only a walker's last unit waits for others.
+                                assert_eq!(index, walk.len() - 1, "{case}: walker {walker}");
+                            }
+                        } else {
+                            // Only a walker's first tail unit leaves sums for another.
+                            assert!(index <= whole_units, "{case}: walker {walker}");
+                            sharers[tile as usize].push(walker);
+                        }
+                    }
+                    // The producer of the same block walks the same units.
+                    let producer = producers
+                        .iter()
+                        .find(|p| p.walker == walker && p.rank == 0)
+                        .unwrap();
+                    assert_eq!(&producer.units, walk, "{case}: walker {walker}'s producer");
+                }
+                assert!(computed.iter().all(|&c| c == 1), "{case}: {computed:?}");
+                // Every block of a cluster walks its cluster's units and gathers its own rank's
+                // records.
+                for agent in agents.iter().filter(|a| a.rank > 0) {
+                    let first = agents
+                        .iter()
+                        .find(|a| a.walker == agent.walker && a.rank == 0)
+                        .unwrap();
+                    assert_eq!(
+                        agent
+                            .units
+                            .iter()
+                            .map(|u| (u.tile, u.k_first, u.k_count))
+                            .collect::<Vec<_>>(),
+                        first
+                            .units
+                            .iter()
+                            .map(|u| (u.tile, u.k_first, u.k_count))
+                            .collect::<Vec<_>>(),
+                        "{case}"
+                    );
+                    for (_, added) in &agent.gathered {
+                        assert!(added.iter().all(|u| u.rank == agent.rank), "{case}");
+                    }
+                }
+                let gathered: HashMap<u32, &Vec<Unit>> = agents
+                    .iter()
+                    .filter(|a| a.rank == 0)
+                    .flat_map(|a| a.gathered.iter().map(|(unit, added)| (unit.tile, added)))
+                    .collect();
+                for tile in 0..tiles {
+                    let unit = finisher[tile as usize].expect("a finisher");
+                    let added = gathered[&tile];
+                    let peers: Vec<u32> = added.iter().map(|u| u.walker).collect();
+                    // The finisher adds exactly the walkers that share the tile, each once,
+                    // in walker order, all after it; with its own, the sums cover the tile.
+                    assert_eq!(peers, sharers[tile as usize], "{case}: tile {tile}");
+                    assert!(peers.iter().all(|&peer| peer > unit.walker), "{case}");
+                    let mut covered: BTreeSet<u32> = (0..unit.k_count).collect();
+                    for part in added {
+                        assert_eq!(part.tile, tile, "{case}: tile {tile} adds {part:?}");
+                        for k in part.k_first..part.k_first + part.k_count {
+                            assert!(covered.insert(k), "{case}: tile {tile} adds k {k} twice");
+                        }
+                    }
+                    assert_eq!(covered.len() as u32, k_tiles, "{case}: tile {tile}");
+                    if unit.k_count < k_tiles {
+                        split_tiles += 1;
+                    }
+                }
+            }
+        }
+        // 752 split tiles over the cases, each replayed in both orders.
+        assert_eq!(split_tiles, 2 * 752, "{spec}");
+    }
+}
+
+/// The tail the setup computes: `(%dp_tiles, %tail_work)`.
+fn tail(setup: &[Line], grid: u32, tiles: u32, k_tiles: u32) -> (u64, u64) {
+    let inputs = [
+        ("%tiles", u64::from(tiles)),
+        ("%grid_blocks", u64::from(grid)),
+        ("%k_tiles", u64::from(k_tiles)),
+    ];
+    let mut program = setup.to_vec();
+    program.push(Line::Exit);
+    let mut agent = Agent::new(&program, &inputs, 0, 0);
+    agent.run(&mut Workspace::default()).unwrap();
+    (agent.value("%dp_tiles"), agent.value("%tail_work"))
+}
+
+#[test]
+fn the_tail_is_split_only_where_it_leaves_half_the_walkers_idle() {
+    let emitted = emit_str(&stream_k_specs()[0]).unwrap();
+    let setup: Vec<Line> = cut(
+        emitted.ptx(),
+        "// Stream-K: the tiles of whole rounds go whole",
+        |line| line == "}",
+    )
+    .into_iter()
+    .filter_map(parse)
+    .collect();
+    assert_eq!(tail(&setup, 132, 544, 64), (528, 16 * 64));
+    assert_eq!(tail(&setup, 132, 64, 112), (0, 64 * 112));
+    // 512 tiles: 116 left over, most walkers busy: the last round goes whole.
+    assert_eq!(tail(&setup, 132, 512, 64), (512, 0));
+    assert_eq!(tail(&setup, 132, 528, 64), (528, 0));
+}
+
+/// The replay catches a broken walk: a finisher that stops one peer short, a tail unit that
+/// does not move the tail position, and a walker that never publishes its sums.
+#[test]
+fn broken_stream_k_walks_are_caught() {
+    let emitted = emit_str(&stream_k_specs()[0]).unwrap();
+    let ptx = emitted.ptx();
+    // The replay's verdict on an edited kernel: the error, if any.
+    let check = |ptx: &str| -> Result<(), String> {
+        let consumer = walk_program(ptx, "consumer");
+        for (grid, tiles, k_tiles) in [(7, 10, 5), (66, 100, 41), (3, 4, 64)] {
+            let inputs = [
+                ("%tiles", u64::from(tiles)),
+                ("%grid_blocks", u64::from(grid)),
+                ("%k_tiles", u64::from(k_tiles)),
+            ];
+            let order: Vec<u32> = (0..grid).collect();
+            let (agents, _) = run_grid(&consumer, &inputs, &order, 1)?;
+            let mut covered = vec![0u32; (tiles * k_tiles) as usize];
+            for agent in &agents {
+                for (unit, added) in &agent.gathered {
+                    for part in std::iter::once(unit).chain(added) {
+                        for k in part.k_first..part.k_first + part.k_count {
+                            covered[(part.tile * k_tiles + k) as usize] += 1;
+                        }
+                    }
+                }
+            }
+            if covered.iter().any(|&c| c != 1) {
+                return Err(format!("grid {grid}, {tiles} tiles: tiles not summed once"));
+            }
+        }
+        Ok(())
+    };
+    check(ptx).expect("the emitted walk passes");
+    let replace = |from: &str, to: &str| {
+        assert_eq!(ptx.matches(from).count(), 1, "{from}");
+        ptx.replace(from, to)
+    };
+    // The finisher stops after the first peer.
+    let short = replace(
+        "@%p_more_peers bra\t$L_next_peer;",
+        "@%p_more_peers bra\t$L_fixed_up;",
+    );
+    let error = check(&short).expect_err("a finisher that adds one peer only passed");
+    assert!(error.contains("not summed once"), "{error}");
+    // The tail position does not advance: the walker repeats its first tail unit for ever.
+    let stuck = ptx.replace(
+        "add.u32\t%tail_pos, %tail_pos, %k_count;",
+        "add.u32\t%tail_pos, %tail_pos, 0;",
+    );
+    let error = check(&stuck).expect_err("a walk that does not advance passed");
+    assert!(error.contains("runs away"), "{error}");
+    // The partial sums are stored but their flag never set: the finisher waits for ever.
+    let unpublished = replace(
+        "@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 1;",
+        "@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 0;",
+    );
+    let error = check(&unpublished).expect_err("unpublished sums passed");
+    assert!(error.starts_with("deadlock: walkers"), "{error}");
+}
