@@ -1,0 +1,179 @@
+//! The Hopper plan's numbers: boxes, descriptors, the ring, clusters, the register split.
+
+use super::descriptor::tma_box_address;
+use super::*;
+
+fn wgmma(text: &str) -> WgmmaPlan {
+    let (valid, g) = test_spec(text);
+    plan(&valid, &g)
+}
+
+/// Specs over every swizzle, both consumer counts, several k tiles per swizzle span and
+/// several boxes of B.
+const SPECS: &[&str] = &[
+    "tile: 128x256x64",
+    "tile: 128x128x64, consumers: 1",
+    "tile: 256x128x64, stages: 3",
+    "tile: 64x256x64, consumers: 1",
+    "tile: 128x128x128, stages: 3",
+    "tile: 128x128x32, swizzle: 64B, stages: 6",
+    "tile: 128x64x16, swizzle: 32B",
+    "tile: 128x256x64, dtype: f16, out: f32",
+];
+
+/// Where the TMA put element (`mn`, `k`) of an operand tile: in the box of its
+/// contiguous coordinate, at its line and its place along the line.
+fn written_at(loads: &[BoxLoad], major: Major, inner: u32, mn: u32, k: u32, p: &WgmmaPlan) -> u32 {
+    let (contiguous, line) = match major {
+        Major::K => (k, mn),
+        Major::MN => (mn, k),
+    };
+    let box_load = &loads[(contiguous / inner) as usize];
+    tma_box_address(
+        box_load.smem_offset,
+        line,
+        contiguous % inner,
+        p.in_bytes,
+        p.a_descriptor.swizzle_bytes,
+    )
+}
+
+/// The wgmma proof: for every consumer, k step and wgmma of a k tile, the element the
+/// descriptor hands the tensor cores at each (row, k) of A and (n, k) of B is the element
+/// the TMA wrote there: same operand position, same shared-memory byte. Every layout.
+#[test]
+fn descriptors_read_exactly_what_the_tma_wrote() {
+    let layouts = ["rr", "rc", "cr", "cc"];
+    for spec in SPECS {
+        for layout in layouts {
+            let spec = format!("{spec}, layout: {layout}");
+            let p = wgmma(&spec);
+            let element = p.in_bytes;
+            for consumer in 0..p.consumers {
+                for (step, k_step) in p.k_steps.iter().enumerate() {
+                    let k0 = step as u32 * WGMMA_K;
+                    for (mi, op) in k_step.mmas.iter().enumerate() {
+                        let a = SmemDescriptor {
+                            start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
+                            ..p.a_descriptor
+                        };
+                        for m in 0..WGMMA_M {
+                            for k in 0..WGMMA_K {
+                                let row = consumer * p.rows_per_consumer + mi as u32 * WGMMA_M + m;
+                                let written = written_at(
+                                    &p.a_loads,
+                                    p.a_major,
+                                    p.a_box.inner,
+                                    row,
+                                    k0 + k,
+                                    &p,
+                                );
+                                let read = a.element_address(p.a_major, m, k, element);
+                                assert_eq!(read, written, "{spec}: A row {row} k {}", k0 + k);
+                            }
+                        }
+                    }
+                    let b = SmemDescriptor {
+                        start_bytes: p.b_descriptor.start_bytes + k_step.b_offset_units * 16,
+                        ..p.b_descriptor
+                    };
+                    for n in 0..p.block_n {
+                        for k in 0..WGMMA_K {
+                            let written =
+                                written_at(&p.b_loads, p.b_major, p.b_box.inner, n, k0 + k, &p);
+                            let read = b.element_address(p.b_major, n, k, element);
+                            assert_eq!(read, written, "{spec}: B k {} column {n}", k0 + k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The boxes of a stage tile it exactly: A's cover BM x BK, B's BK x BN, each box starts
+/// on its swizzle atom, and the bytes announced per stage are the boxes' bytes.
+#[test]
+fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
+    for spec in SPECS {
+        let p = wgmma(spec);
+        let atom = 8 * p.a_descriptor.swizzle_bytes;
+        let loads: Vec<&BoxLoad> = p.a_loads.iter().chain(&p.b_loads).collect();
+        let bytes: u32 = loads.iter().map(|l| l.bytes).sum();
+        assert_eq!(bytes, p.ring.expect_tx_bytes, "{spec}");
+        assert_eq!(bytes, p.ring.stage_bytes, "{spec}");
+        assert_eq!(
+            bytes,
+            (p.block_m * p.block_k + p.block_k * p.block_n) * p.in_bytes,
+            "{spec}"
+        );
+        assert!(
+            loads.iter().all(|l| l.smem_offset.is_multiple_of(atom)),
+            "{spec}"
+        );
+        assert!(
+            p.ring.stage_bytes.is_multiple_of(atom),
+            "{spec}: every stage starts on an atom"
+        );
+        let a_cover: u32 = p.a_loads.len() as u32 * p.a_box.inner;
+        let b_cover: u32 = p.b_loads.len() as u32 * p.b_box.inner;
+        assert_eq!((a_cover, p.a_box.outer), (p.block_k, p.block_m), "{spec}");
+        assert_eq!((b_cover, p.b_box.outer), (p.block_n, p.block_k), "{spec}");
+        // The other layouts: the boxes run along each operand's contiguous dimension.
+        let cc = wgmma(&format!("{spec}, layout: cc"));
+        let a_cover: u32 = cc.a_loads.len() as u32 * cc.a_box.inner;
+        let b_cover: u32 = cc.b_loads.len() as u32 * cc.b_box.inner;
+        assert_eq!(
+            (a_cover, cc.a_box.outer),
+            (cc.block_m, cc.block_k),
+            "{spec}"
+        );
+        assert_eq!(
+            (b_cover, cc.b_box.outer),
+            (cc.block_k, cc.block_n),
+            "{spec}"
+        );
+        let bytes: u32 = cc.a_loads.iter().chain(&cc.b_loads).map(|l| l.bytes).sum();
+        assert_eq!(bytes, cc.ring.expect_tx_bytes, "{spec}");
+    }
+}
+
+#[test]
+fn plan_numbers_of_the_default_spec() {
+    let p = wgmma("");
+    assert_eq!(
+        p.wgmma_instruction,
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"
+    );
+    assert_eq!(p.hgmma_variant(), "HGMMA.64x256x16.F32.BF16");
+    assert_eq!((p.threads, p.max_registers), (384, 168));
+    assert_eq!(
+        p.register_split,
+        Some(RegisterSplit {
+            producer: 40,
+            consumer: 232
+        })
+    );
+    // K-major A: SBO 1024 B, LBO unused (1), 128-byte swizzle; N-major B: LBO one box.
+    assert_eq!(p.a_descriptor.encode(), 1 << 62 | 64 << 32 | 1 << 16);
+    assert_eq!(p.b_descriptor.leading_bytes, 64 * 128);
+    let offsets: Vec<(u32, u32)> = p
+        .k_steps
+        .iter()
+        .map(|s| (s.mmas[0].a_offset_units, s.b_offset_units))
+        .collect();
+    assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
+    assert_eq!(p.ring.expect_tx_bytes, 49152);
+    assert_eq!(p.ring.empty_arrivals, 8);
+    let tma = p.epilogue.tma.as_ref().expect("16-bit C is stored by TMA");
+    assert_eq!(
+        (tma.box_rows, tma.box_cols, tma.swizzle_bytes),
+        (64, 64, 128)
+    );
+    assert_eq!(tma.boxes.len(), 4);
+    let direct = wgmma("epilogue: direct");
+    assert_eq!(direct.epilogue.rows.len(), 2);
+    assert_eq!(direct.epilogue.rows[1].ld_scale, 8 * 2);
+    let f16 = wgmma("dtype: f16, out: f32");
+    assert_eq!(f16.hgmma_variant(), "HGMMA.64x256x16.F32");
+}
