@@ -664,11 +664,18 @@ pub trait RustExpr {
     fn rust_expr(&self, path: &str) -> String;
 }
 
-impl RustExpr for Opcode {
-    fn rust_expr(&self, path: &str) -> String {
-        format!("{path}::Opcode::{self:?}")
-    }
+/// Enums without fields write their variant's name, which is what `Debug` prints.
+macro_rules! rust_expr_by_variant_name {
+    ($($ty:ident),*) => {$(
+        impl RustExpr for $ty {
+            fn rust_expr(&self, path: &str) -> String {
+                format!("{path}::{}::{self:?}", stringify!($ty))
+            }
+        }
+    )*};
 }
+
+rust_expr_by_variant_name!(Opcode, CopyPath, StorageOrder, Operand, Scalar);
 
 impl RustExpr for SassCheck {
     fn rust_expr(&self, path: &str) -> String {
@@ -680,30 +687,6 @@ impl RustExpr for SassCheck {
             }
             SassCheck::PresentExact(text) => format!("{path}::SassCheck::PresentExact({text:?})"),
         }
-    }
-}
-
-impl RustExpr for CopyPath {
-    fn rust_expr(&self, path: &str) -> String {
-        format!("{path}::CopyPath::{self:?}")
-    }
-}
-
-impl RustExpr for StorageOrder {
-    fn rust_expr(&self, path: &str) -> String {
-        format!("{path}::StorageOrder::{self:?}")
-    }
-}
-
-impl RustExpr for Operand {
-    fn rust_expr(&self, path: &str) -> String {
-        format!("{path}::Operand::{self:?}")
-    }
-}
-
-impl RustExpr for Scalar {
-    fn rust_expr(&self, path: &str) -> String {
-        format!("{path}::Scalar::{self:?}")
     }
 }
 

@@ -1196,49 +1196,41 @@ mod tests {
         );
     }
 
-    /// `A·B` summed in f32, product by product, as an FFMA chain or a tensor core's f32
-    /// accumulator does.
-    fn f32_sums<In: Element>(problem: &Problem<In>) -> Vec<f32> {
+    /// `A·B` summed in f32 product by product, each partial sum `add(sum, product)` (the
+    /// product exact in f64).
+    fn f32_sums_by<In: Element>(problem: &Problem<In>, add: impl Fn(f32, f64) -> f32) -> Vec<f32> {
         let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
         let mut c = vec![0f32; m * n];
         for row in 0..m {
             for col in 0..n {
-                let mut sum = 0f32;
-                for i in 0..k {
-                    let a = problem.a[row * k + i].to_f64() as f32;
-                    let b = problem.b[i * n + col].to_f64() as f32;
-                    sum = a.mul_add(b, sum);
-                }
-                c[row * n + col] = sum;
+                c[row * n + col] = (0..k).fold(0f32, |sum, i| {
+                    add(
+                        sum,
+                        problem.a[row * k + i].to_f64() * problem.b[i * n + col].to_f64(),
+                    )
+                });
             }
         }
         c
     }
 
-    /// `A·B` summed in f32 with every addition truncated towards zero, as tensor cores' adders
-    /// do (worse than they do: they truncate once per group of 4 to 16 products).
+    /// Rounded to nearest after every product, as an FFMA chain does.
+    fn f32_sums<In: Element>(problem: &Problem<In>) -> Vec<f32> {
+        f32_sums_by(problem, |sum, product| (f64::from(sum) + product) as f32)
+    }
+
+    /// Truncated towards zero after every product, as tensor cores' adders do (worse than
+    /// they do: they truncate once per group of 4 to 16 products).
     fn f32_sums_truncating<In: Element>(problem: &Problem<In>) -> Vec<f32> {
-        let toward_zero = |x: f64| {
-            let nearest = x as f32;
-            if f64::from(nearest).abs() > x.abs() {
+        f32_sums_by(problem, |sum, product| {
+            let exact = f64::from(sum) + product;
+            let nearest = exact as f32;
+            if f64::from(nearest).abs() > exact.abs() {
                 f32::from_bits(nearest.to_bits() - 1)
             } else {
                 nearest
             }
-        };
-        let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
-        let mut c = vec![0f32; m * n];
-        for row in 0..m {
-            for col in 0..n {
-                let mut sum = 0f32;
-                for i in 0..k {
-                    let product = problem.a[row * k + i].to_f64() * problem.b[i * n + col].to_f64();
-                    sum = toward_zero(f64::from(sum) + product);
-                }
-                c[row * n + col] = sum;
-            }
-        }
-        c
+        })
     }
 
     /// f32 inputs with their mantissas cut to `bits` explicit bits, rounded to nearest (ties

@@ -139,7 +139,12 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
         // One word is no spec (a spec is `key: value` pairs): a catalog name, mistyped.
         let closest = CATALOG
             .iter()
-            .map(|entry| (edit_distance(argument, entry.name), entry.name))
+            .map(|entry| {
+                (
+                    gemm_dsl::parse::edit_distance(argument, entry.name),
+                    entry.name,
+                )
+            })
             .min();
         let help = match closest {
             Some((distance, name)) if distance <= 3 => format!("did you mean `{name}`?"),
@@ -150,24 +155,6 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
         )));
     }
     Ok((argument.to_string(), "<spec>".to_string()))
-}
-
-/// Levenshtein distance, for did-you-mean.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let current = row[j + 1];
-            row[j + 1] = (previous + usize::from(ca != cb))
-                .min(row[j] + 1)
-                .min(current + 1);
-            previous = current;
-        }
-    }
-    row[b.len()]
 }
 
 fn validate(argument: &str) -> Result<ValidSpec, Failure> {
