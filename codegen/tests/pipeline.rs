@@ -48,7 +48,7 @@ impl Ring {
         let valid = gemm_dsl::check_str(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
         match family::plan(&valid).family {
             FamilyPlan::Simt(p) => {
-                assert_eq!(p.copy, PlanCopy::CpAsync, "{spec}");
+                assert_eq!(p.pipeline.copy, PlanCopy::CpAsync, "{spec}");
                 Ring {
                     reads_per_tile: p
                         .consumer
@@ -64,39 +64,45 @@ impl Ring {
                         })
                         .sum(),
                     look_ahead_reads: 0,
-                    steps: [p.a_src.tile_step.clone(), p.b_src.tile_step.clone()],
+                    steps: [
+                        p.pipeline.a_src.tile_step.clone(),
+                        p.pipeline.b_src.tile_step.clone(),
+                    ],
                     tile_bytes: [
-                        p.a_src.tile_step_bytes.to_string(),
-                        p.b_src.tile_step_bytes.to_string(),
+                        p.pipeline.a_src.tile_step_bytes.to_string(),
+                        p.pipeline.b_src.tile_step_bytes.to_string(),
                     ],
                     tile_k: p.block_k,
                     persistent: false,
                     staged_epilogue: false,
                     slabs_over_ring: false,
-                    smem: p.smem,
+                    smem: p.pipeline.smem,
                 }
             }
             FamilyPlan::MmaSync(p) => {
-                assert_eq!(p.copy, PlanCopy::CpAsync, "{spec}");
+                assert_eq!(p.pipeline.copy, PlanCopy::CpAsync, "{spec}");
                 let reads =
                     |step: &family::mma_sync::MmaKStep| step.a_loads.len() + step.b_loads.len();
                 Ring {
                     reads_per_tile: p.k_steps_plan.iter().map(reads).sum(),
-                    look_ahead_reads: if p.smem.pipelined {
+                    look_ahead_reads: if p.pipeline.smem.pipelined {
                         reads(&p.k_steps_plan[0])
                     } else {
                         0
                     },
-                    steps: [p.a_src.tile_step.clone(), p.b_src.tile_step.clone()],
+                    steps: [
+                        p.pipeline.a_src.tile_step.clone(),
+                        p.pipeline.b_src.tile_step.clone(),
+                    ],
                     tile_bytes: [
-                        p.a_src.tile_step_bytes.to_string(),
-                        p.b_src.tile_step_bytes.to_string(),
+                        p.pipeline.a_src.tile_step_bytes.to_string(),
+                        p.pipeline.b_src.tile_step_bytes.to_string(),
                     ],
                     tile_k: p.block_k,
                     persistent: p.persistent.is_some(),
                     staged_epilogue: p.epilogue.staged.is_some(),
                     slabs_over_ring: p.epilogue.staged.as_ref().is_some_and(|e| e.over_ring()),
-                    smem: p.smem,
+                    smem: p.pipeline.smem,
                 }
             }
             FamilyPlan::Wgmma(_) => panic!("{spec}: the TMA ring is replayed in hopper_ring.rs"),

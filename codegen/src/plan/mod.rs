@@ -9,6 +9,7 @@ pub mod batch;
 pub mod copy;
 pub mod edges;
 pub mod math_only;
+pub mod pipeline;
 pub mod ring;
 pub mod schedule;
 pub mod swizzle;

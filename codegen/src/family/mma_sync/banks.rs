@@ -67,7 +67,7 @@ impl MmaSyncPlan {
             (ReadKind::LdmatrixTrans, false) => "B fragment read (ldmatrix.x4.trans)",
             (ReadKind::Scalar, false) => "B fragment read (ld.shared.b32)",
         };
-        let copy_name = |a: bool| match (self.copy, a) {
+        let copy_name = |a: bool| match (self.pipeline.copy, a) {
             (PlanCopy::CpAsync, true) => "A tile write (cp.async 16 B)",
             (PlanCopy::CpAsync, false) => "B tile write (cp.async 16 B)",
             (PlanCopy::Sync, true) => "A tile write (st.shared.v4)",
@@ -90,11 +90,11 @@ impl MmaSyncPlan {
             },
             BankReport {
                 access: copy_name(true),
-                degree: worst(self.copy_addresses(&self.a_src.copy), 16),
+                degree: worst(self.copy_addresses(&self.pipeline.a_src.copy), 16),
             },
             BankReport {
                 access: copy_name(false),
-                degree: worst(self.copy_addresses(&self.b_src.copy), 16),
+                degree: worst(self.copy_addresses(&self.pipeline.b_src.copy), 16),
             },
         ];
         if let Some(e) = &self.epilogue.staged {
@@ -136,12 +136,12 @@ impl MmaSyncPlan {
             (
                 reports[2].access,
                 16,
-                self.copy_addresses(&self.a_src.copy)[0].clone(),
+                self.copy_addresses(&self.pipeline.a_src.copy)[0].clone(),
             ),
             (
                 reports[3].access,
                 16,
-                self.copy_addresses(&self.b_src.copy)[0].clone(),
+                self.copy_addresses(&self.pipeline.b_src.copy)[0].clone(),
             ),
         ]
     }

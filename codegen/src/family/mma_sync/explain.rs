@@ -81,8 +81,8 @@ impl MmaSyncPlan {
             out,
             "  shared layout (swizzle: {}): A {}; B {}",
             spec.swizzle,
-            layout(&p.a_src.copy.swizzle),
-            layout(&p.b_src.copy.swizzle)
+            layout(&p.pipeline.a_src.copy.swizzle),
+            layout(&p.pipeline.b_src.copy.swizzle)
         );
         let pairs = if p.pack_instruction.is_empty() {
             "f32 pairs".to_string()
@@ -113,10 +113,10 @@ impl MmaSyncPlan {
             );
         }
         budgets(out, valid, ptxas);
-        if p.smem.pipelined && p.copy == PlanCopy::CpAsync {
+        if p.pipeline.smem.pipelined && p.pipeline.copy == PlanCopy::CpAsync {
             out.push_str(&mma_ring_timeline(p));
         } else {
-            out.push_str(&timeline(&p.smem, p.copy));
+            out.push_str(&timeline(&p.pipeline.smem, p.pipeline.copy));
         }
         let _ = writeln!(out);
         let _ = writeln!(
@@ -157,7 +157,7 @@ impl MmaSyncPlan {
 /// math, so the wait and barrier sit before a tile's last k step, and the next tile's first
 /// fragments load behind them while that step computes.
 fn mma_ring_timeline(p: &MmaSyncPlan) -> String {
-    let ring = &p.smem;
+    let ring = &p.pipeline.smem;
     let stages = ring.stages;
     let last = p.k_steps - 1;
     let mut out = String::new();

@@ -64,7 +64,8 @@ pub use fragments::{
 };
 
 use crate::plan::batch::BatchPlan;
-use crate::plan::edges::{CopyVector, OperandSource};
+use crate::plan::edges::CopyVector;
+use crate::plan::pipeline::CopyPipeline;
 use crate::plan::schedule::TileWalk;
 use crate::plan::swizzle::{decompose, SmemSwizzle, XorOffset};
 use crate::plan::{LaunchContract, PlanCopy, SmemLayout};
@@ -91,14 +92,16 @@ pub struct MmaSyncPlan {
     pub out_dtype: &'static str,
     /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
     pub layout_note: &'static str,
+    /// The ring, copy path and vector, and each operand's copies (flattened: templates read
+    /// `p.smem`, `p.a_src`, ..).
+    #[serde(flatten)]
+    pub pipeline: CopyPipeline<TileCopy>,
     /// Where the lanes' fragment reads start, for the kernel's comment.
     pub fragment_note: String,
     pub in_bytes: u32,
     pub out_bytes: u32,
     /// Bytes of one operand copy: 16, or the spec's narrower `vector`.
     pub vector_bytes: u32,
-    /// The copy vector's instructions (`copy: sync`) and bounds.
-    pub vector: CopyVector,
     /// Bytes of C's widest store: 16-byte row segments when staged through shared memory,
     /// else an accumulator pair; never wider than the copy vector (nor narrower than one
     /// element), so C's rows need only the vector's alignment.
@@ -116,17 +119,6 @@ pub struct MmaSyncPlan {
     /// last k step's math. Fragment sets alternate per k step, so this needs an even number
     /// of k steps (the next tile's step 0 reuses the set of the current tile's step 0).
     pub prefetch_across_barrier: bool,
-    pub smem: SmemLayout,
-    pub copy: PlanCopy,
-    /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
-    pub cache_hint: &'static str,
-    /// Each operand's copies into shared memory, where they come from and how far they reach.
-    pub a_src: OperandSource<TileCopy>,
-    pub b_src: OperandSource<TileCopy>,
-    /// Added to K before dividing by BK: a partial last k tile counts.
-    pub k_round_up: u32,
-    /// Registers that stage one tile in flight for `copy: sync`.
-    pub staging_registers: u32,
     /// The mma instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
     pub mma_instruction: &'static str,
     /// tf32: inputs are f32 bit patterns, rounded with `cvt.rna.tf32.f32` before the mma.
@@ -200,7 +192,6 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         a_tile_bytes,
         g.a_copy.copies_per_thread,
     );
-    let (copy, cache_hint) = PlanCopy::of(spec.copy);
 
     let out_bytes = spec.out.size_bytes();
     let fragments = FragmentPlan::new(spec, g, (a_stored, b_stored), (a_swizzle, b_swizzle));
@@ -243,15 +234,15 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         n_frags: g.n_frags,
         k_steps: g.k_steps,
         prefetch_across_barrier: g.k_steps.is_multiple_of(2),
-        smem,
-        copy,
-        cache_hint,
-        a_src: OperandSource::of("a", a_stored, tile.k, element, a_copy, &batch.a),
-        b_src: OperandSource::of("b", b_stored, tile.k, element, b_copy, &batch.b),
-        k_round_up: tile.k - 1,
-        staging_registers: copy_vector.words
-            * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
-        vector: copy_vector,
+        pipeline: CopyPipeline::new(
+            spec,
+            smem,
+            (a_stored, b_stored),
+            copy_vector,
+            (a_copy, b_copy),
+            g.a_copy.copies_per_thread + g.b_copy.copies_per_thread,
+            &batch,
+        ),
         mma_instruction,
         round_tf32: tf32,
         a_read: fragments.a_read,

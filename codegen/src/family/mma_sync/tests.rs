@@ -104,7 +104,10 @@ fn assert_fragments_read_what_the_copies_wrote(spec: &str) {
     let warps = p.threads / 32;
     let a_per_set = p.m_frags * 4;
     let b_per_set = p.n_frags * 2;
-    for (source, reads) in [(&p.a_src, &p.a_read), (&p.b_src, &p.b_read)] {
+    for (source, reads) in [
+        (&p.pipeline.a_src, &p.a_read),
+        (&p.pipeline.b_src, &p.b_read),
+    ] {
         let (is_a, copy) = (source.name == "a", &source.copy);
         // Shared byte (tile-relative) -> (stored line, byte of the line).
         let mut smem = std::collections::HashMap::new();
@@ -259,10 +262,10 @@ fn each_layout_reads_with_its_ldmatrix() {
     assert_eq!(kinds("dtype: tf32, layout: cc"), (S, N));
     // A column-major A lies as BK lines of BM: the swizzle spans its 256-byte lines.
     let p = mma("layout: cc, tile: 128x128x32");
-    assert_eq!(p.a_src.copy.swizzle.row_bytes, 256);
-    assert_eq!(p.b_src.copy.swizzle.row_bytes, 64);
-    assert_eq!(p.a_src.tile_step, "%a_tile_step");
-    assert_eq!(p.b_src.tile_step, "64");
+    assert_eq!(p.pipeline.a_src.copy.swizzle.row_bytes, 256);
+    assert_eq!(p.pipeline.b_src.copy.swizzle.row_bytes, 64);
+    assert_eq!(p.pipeline.a_src.tile_step, "%a_tile_step");
+    assert_eq!(p.pipeline.b_src.tile_step, "64");
     let degrees: Vec<u32> = p.bank_conflicts().iter().map(|r| r.degree).collect();
     assert_eq!(degrees[..4], [1, 1, 1, 1], "{:?}", p.bank_conflicts());
 }
@@ -503,7 +506,10 @@ fn copies_cover_the_tile_once() {
         "tile: 32x256x16, warps: 1x2, swizzle: 64B",
     ] {
         let p = mma(spec);
-        for (copy, rows) in [(&p.a_src.copy, p.block_m), (&p.b_src.copy, p.block_k)] {
+        for (copy, rows) in [
+            (&p.pipeline.a_src.copy, p.block_m),
+            (&p.pipeline.b_src.copy, p.block_k),
+        ] {
             let addresses: Vec<u32> = p.copy_addresses(copy).into_iter().flatten().collect();
             let distinct: BTreeSet<u32> = addresses.iter().copied().collect();
             assert_eq!(distinct.len(), addresses.len(), "{spec}");
@@ -596,7 +602,7 @@ fn plan_numbers_of_the_default_spec() {
     // The second k step reads chunks 2, 3 of the 64-byte A rows: an XOR of 32 bytes.
     assert_eq!(p.a_read.bases, [0, 32]);
     assert_eq!(p.k_steps_plan[1].a_loads[1].offset, 16 * 64);
-    assert_eq!(p.smem.groups_in_flight, 1);
+    assert_eq!(p.pipeline.smem.groups_in_flight, 1);
     assert_eq!(p.pack_instruction, "cvt.rn.bf16x2.f32");
     assert_eq!(
         ldmatrix_conflict_degree(&[0, 16, 32, 48, 64, 80, 96, 112]),

@@ -30,7 +30,7 @@ impl SimtPlan {
             vector = g.a_copy.vector_bytes,
         );
         budgets(out, valid, ptxas);
-        out.push_str(&timeline(&p.smem, p.copy));
+        out.push_str(&timeline(&p.pipeline.smem, p.pipeline.copy));
         let _ = writeln!(out);
         let _ = writeln!(
             out,

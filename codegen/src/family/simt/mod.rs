@@ -26,8 +26,8 @@ pub mod write;
 use crate::plan::batch::BatchPlan;
 use crate::plan::edges::{
     c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, ElementStore,
-    OperandSource,
 };
+use crate::plan::pipeline::CopyPipeline;
 use crate::plan::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
@@ -61,8 +61,6 @@ pub struct SimtPlan {
     pub element_bytes: u32,
     /// Bytes of one operand copy: 16, or the spec's narrower `vector`.
     pub vector_bytes: u32,
-    /// The copy vector's instructions (`copy: sync`) and bounds.
-    pub vector: CopyVector,
     /// Bytes of one C store: four accumulators (16 bytes), or as many as the spec's
     /// narrower copy vector holds, so C's rows need only the vector's alignment.
     pub c_store_bytes: u32,
@@ -71,17 +69,10 @@ pub struct SimtPlan {
     pub block_k: u32,
     /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
     pub layout_note: &'static str,
-    pub smem: SmemLayout,
-    pub copy: PlanCopy,
-    /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
-    pub cache_hint: &'static str,
-    /// Each operand's copies into shared memory, where they come from and how far they reach.
-    pub a_src: OperandSource<OperandCopy>,
-    pub b_src: OperandSource<OperandCopy>,
-    /// Added to K before dividing by BK: a partial last k tile counts.
-    pub k_round_up: u32,
-    /// Registers that stage one tile in flight for `copy: sync`.
-    pub staging_registers: u32,
+    /// The ring, copy path and vector, and each operand's copies (flattened: templates read
+    /// `p.smem`, `p.a_src`, ..).
+    #[serde(flatten)]
+    pub pipeline: CopyPipeline<OperandCopy>,
     /// The product of a strided batch the block computes, and its operands' strides.
     pub batch: BatchPlan,
     /// The math and the epilogue are large; the PTX writer hands them to the templates on
@@ -349,7 +340,6 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         a_tile_bytes,
         g.a_copy.copies_per_thread,
     );
-    let (copy, cache_hint) = PlanCopy::of(spec.copy);
 
     let tm = g.thread_tile_m;
     let tn = g.thread_tile_n;
@@ -531,15 +521,15 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         block_n: tile.n,
         block_k: tile.k,
         layout_note: crate::plan::layout_note(spec.layout),
-        smem,
-        copy,
-        cache_hint,
-        a_src: OperandSource::of("a", a_stored, tile.k, F32_BYTES, a_copy, &batch.a),
-        b_src: OperandSource::of("b", b_stored, tile.k, F32_BYTES, b_copy, &batch.b),
-        k_round_up: tile.k - 1,
-        staging_registers: copy_vector.words
-            * (g.a_copy.copies_per_thread + g.b_copy.copies_per_thread),
-        vector: copy_vector,
+        pipeline: CopyPipeline::new(
+            spec,
+            smem,
+            (a_stored, b_stored),
+            copy_vector,
+            (a_copy, b_copy),
+            g.a_copy.copies_per_thread + g.b_copy.copies_per_thread,
+            &batch,
+        ),
         batch,
         consumer,
         epilogue,
@@ -604,11 +594,11 @@ impl SimtPlan {
             },
             BankReport {
                 access: copy_write_label('A', vb),
-                degree: copy_write(&self.a_src.copy),
+                degree: copy_write(&self.pipeline.a_src.copy),
             },
             BankReport {
                 access: copy_write_label('B', vb),
-                degree: copy_write(&self.b_src.copy),
+                degree: copy_write(&self.pipeline.b_src.copy),
             },
         ]
     }

@@ -53,13 +53,20 @@ fn c_stores_follow_the_copy_vector() {
 fn copy_offsets_cover_the_tile_once() {
     let p = simt("tile: 128x128x32, warps: 4x2, swizzle: pad(16)");
     // A: 128 rows x 8 vectors, 256 threads -> 4 copies 32 rows apart.
-    assert_eq!(p.a_src.copy.vectors_per_row, 8);
-    let rows: Vec<u32> = p.a_src.copy.copies.iter().map(|c| c.global_rows).collect();
+    assert_eq!(p.pipeline.a_src.copy.vectors_per_row, 8);
+    let rows: Vec<u32> = p
+        .pipeline
+        .a_src
+        .copy
+        .copies
+        .iter()
+        .map(|c| c.global_rows)
+        .collect();
     assert_eq!(rows, [0, 32, 64, 96]);
-    assert_eq!(p.a_src.copy.copies[1].smem_offset, 32 * (128 + 16));
+    assert_eq!(p.pipeline.a_src.copy.copies[1].smem_offset, 32 * (128 + 16));
     // B: 32 rows x 32 vectors -> 4 copies 8 rows apart, after the A tile.
-    assert_eq!(p.b_src.copy.smem_stage_offset, 128 * 144);
-    assert_eq!(p.b_src.copy.copies[3].global_rows, 24);
+    assert_eq!(p.pipeline.b_src.copy.smem_stage_offset, 128 * 144);
+    assert_eq!(p.pipeline.b_src.copy.copies[3].global_rows, 24);
 }
 
 #[test]
@@ -85,7 +92,7 @@ fn assert_ffmas_read_what_the_copies_wrote(spec: &str) {
     let threads = p.threads;
     // Shared byte (stage-relative) -> (M or N index, k) of the block tile.
     let mut smem = std::collections::HashMap::new();
-    for source in [&p.a_src, &p.b_src] {
+    for source in [&p.pipeline.a_src, &p.pipeline.b_src] {
         let copy = &source.copy;
         let (vpr, vb) = (copy.vectors_per_row, p.vector_bytes);
         for t in 0..threads {
@@ -125,8 +132,9 @@ fn assert_ffmas_read_what_the_copies_wrote(spec: &str) {
         let (wm, wn) = (warp / c.warp_cols, warp % c.warp_cols);
         let (lr, lc) = (lane / c.lane_cols, lane % c.lane_cols);
         let a_base = wm * c.a_warp_row_bytes + lr * c.a_lane_row_bytes;
-        let b_base =
-            p.b_src.copy.smem_stage_offset + wn * c.b_warp_col_bytes + lc * c.b_lane_col_bytes;
+        let b_base = p.pipeline.b_src.copy.smem_stage_offset
+            + wn * c.b_warp_col_bytes
+            + lc * c.b_lane_col_bytes;
         let mut registers = std::collections::HashMap::new();
         for (g, group) in c.k_groups.iter().enumerate() {
             loads(&mut registers, &group.a_loads, "a", a_base);
@@ -211,11 +219,11 @@ fn column_major_tiles_read_without_bank_conflicts() {
     }
     // Column quarters: BN / 4 chunks each, four to a group row of 4 k.
     let p = simt("layout: cc, tile: 128x128x8, swizzle: pad(16)");
-    let q = p.b_src.copy.quarters.unwrap();
+    let q = p.pipeline.b_src.copy.quarters.unwrap();
     assert_eq!((q.quarter_bytes, q.group_bytes), (32 * 16 + 16, 4 * 528));
-    assert_eq!(p.b_src.copy.chunk_offset(5, 1), 4 * 528 + 528 + 16);
-    assert_eq!(p.a_src.tile_step, "%a_tile_step");
-    assert_eq!(p.b_src.tile_step, "32");
+    assert_eq!(p.pipeline.b_src.copy.chunk_offset(5, 1), 4 * 528 + 528 + 16);
+    assert_eq!(p.pipeline.a_src.tile_step, "%a_tile_step");
+    assert_eq!(p.pipeline.b_src.tile_step, "32");
 }
 
 #[test]
