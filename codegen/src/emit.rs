@@ -2,6 +2,7 @@
 
 use crate::family::{self, FamilyPlan};
 use crate::plan::math_only::MathOnlyPlan;
+use crate::plan::LaunchContract;
 use crate::ptx;
 use gemm_dsl::abi::{
     CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, SassCheck,
@@ -94,33 +95,44 @@ pub fn emit(valid: &ValidSpec) -> Emitted {
         spec: spec.clone(),
         spec_text: plan.spec_text.clone(),
         kernel_name: spec.name.clone(),
-        launch: LaunchShape {
-            threads_per_block: valid.threads_per_block(),
-            tile_m: spec.tile.m,
-            tile_n: spec.tile.n,
-            tile_k: contract.tile_k,
-            dynamic_smem_bytes: u32::try_from(valid.smem.total())
-                .expect("validation keeps shared memory under the per-block limit"),
-            operand_align_bytes: contract.operand_align_bytes,
-            output_align_bytes: contract.output_align_bytes,
-            copy_path: CopyPath::of(spec.copy),
-            input_element_bytes: spec.dtype.size_bytes(),
-            output_element_bytes: spec.out.size_bytes(),
-            compute_capability: spec.arch.compute_capability(),
-            arch_specific: spec.arch.is_arch_specific(),
-            schedule: match spec.schedule {
-                Schedule::Tile => GridSchedule::Tiles,
-                Schedule::Persistent { group, .. } => GridSchedule::Persistent { group },
-            },
-            cluster: contract.cluster,
-            partial_tiles: contract.partial_tiles,
-            a_order: StorageOrder::of_layout(spec.layout).0,
-            b_order: StorageOrder::of_layout(spec.layout).1,
-            workspace_bytes_per_block: contract.workspace_bytes_per_block,
-        },
+        launch: launch_shape(valid, &contract),
         params: contract.params,
         expected_sass: plan.family.sass_promises(spec),
         ptx,
+    }
+}
+
+/// The launch shape [`emit`] gives a spec, without writing its PTX: what the kernel picker's
+/// cost model reads ([`crate::pick`]).
+pub fn launch_of(valid: &ValidSpec) -> LaunchShape {
+    launch_shape(valid, &family::plan(valid).family.launch_contract())
+}
+
+fn launch_shape(valid: &ValidSpec, contract: &LaunchContract) -> LaunchShape {
+    let spec = &valid.spec;
+    LaunchShape {
+        threads_per_block: valid.threads_per_block(),
+        tile_m: spec.tile.m,
+        tile_n: spec.tile.n,
+        tile_k: contract.tile_k,
+        dynamic_smem_bytes: u32::try_from(valid.smem.total())
+            .expect("validation keeps shared memory under the per-block limit"),
+        operand_align_bytes: contract.operand_align_bytes,
+        output_align_bytes: contract.output_align_bytes,
+        copy_path: CopyPath::of(spec.copy),
+        input_element_bytes: spec.dtype.size_bytes(),
+        output_element_bytes: spec.out.size_bytes(),
+        compute_capability: spec.arch.compute_capability(),
+        arch_specific: spec.arch.is_arch_specific(),
+        schedule: match spec.schedule {
+            Schedule::Tile => GridSchedule::Tiles,
+            Schedule::Persistent { group, .. } => GridSchedule::Persistent { group },
+        },
+        cluster: contract.cluster,
+        partial_tiles: contract.partial_tiles,
+        a_order: StorageOrder::of_layout(spec.layout).0,
+        b_order: StorageOrder::of_layout(spec.layout).1,
+        workspace_bytes_per_block: contract.workspace_bytes_per_block,
     }
 }
 

@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod emit;
 pub mod explain;
 pub mod family;
+pub mod pick;
 pub mod plan;
 pub mod ptx;
 pub mod sass;

@@ -167,6 +167,13 @@ pub enum Error {
         mismatch: SassMismatch,
         summary: String,
     },
+    /// No built-in kernel set serves these element types on this device.
+    NoKernelSet { types: String, device_cc: u32 },
+    /// No kernel of a [`Matmul`](crate::Matmul)'s set admits the problem; `refused` says why
+    /// each could not.
+    NoKernelFor { problem: String, refused: String },
+    /// A tuning cache could not be read or written.
+    TuneCache { path: String, reason: String },
 }
 
 impl fmt::Display for Error {
@@ -240,6 +247,17 @@ impl fmt::Display for Error {
                 f,
                 "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32"
             ),
+            Error::NoKernelSet { types, device_cc } => write!(
+                f,
+                "no built-in kernel set for {types} on a device of compute capability {}.{}; \
+                 give the kernels yourself (Matmul::from_kernels)",
+                device_cc / 10,
+                device_cc % 10
+            ),
+            Error::NoKernelFor { problem, refused } => {
+                write!(f, "no kernel of the set computes {problem}:\n{refused}")
+            }
+            Error::TuneCache { path, reason } => write!(f, "tuning cache {path}: {reason}"),
             Error::SpecText { kernel, errors } => {
                 write!(f, "`{kernel}`'s spec text does not parse:\n{errors}")
             }

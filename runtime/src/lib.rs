@@ -9,6 +9,9 @@
 //! - [`GemmKernel::sass`] disassembles exactly what the driver runs.
 //! - [`AnyKernel`] loads a kernel with the Rust element types its spec names (f32 for f32 and
 //!   tf32, `half::bf16`, `half::f16`); [`with_kernel!`] runs generic code on it.
+//! - [`Matmul`] is the entry point that picks: one kernel set (built in for the device, or
+//!   the caller's `gemm!` kernels), a kernel per problem from a [`tune`] cache or the cost
+//!   model of [`gemm_codegen::pick`], each kernel loaded the first time it is picked.
 //! - [`verify`] measures a kernel against a float64 or cuBLAS reference on random normal
 //!   inputs from a seed; [`blas`] is cuBLAS for every element type.
 //!
@@ -29,9 +32,11 @@ mod element;
 mod error;
 mod jit;
 mod kernel;
+mod matmul;
 #[cfg(feature = "bench")]
 pub mod probe;
 mod tensor_map;
+pub mod tune;
 pub mod verify;
 
 pub use check::{Batch, LeadingDims};
@@ -41,12 +46,16 @@ pub use element::{Element, KernelTypes, Storage};
 pub use error::{Error, Operand};
 pub use jit::{jit_cubin, jit_cubin_logged};
 pub use kernel::GemmKernel;
+pub use matmul::{device_key, device_model, Matmul, Pick, PickSource, Picked, Picker};
+pub use tune::TuneCache;
 
 // Crates the `gemm!` expansion and users name through the runtime, so versions always match.
 pub use cudarc;
 pub use half;
 
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+pub use gemm_codegen::gemm_dsl::{DType, Layout};
+pub use gemm_codegen::pick::{sets, Problem};
 pub use gemm_codegen::sass::SassReport;
 pub use gemm_codegen::{
     CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind,

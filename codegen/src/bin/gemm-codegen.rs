@@ -66,8 +66,36 @@ enum Command {
     },
     /// Unified diff of the PTX of two specs.
     Diff { spec_a: String, spec_b: String },
-    /// List the named specs.
+    /// List the named specs and the kernel sets.
     Catalog,
+    /// Pick the kernel for a problem from a kernel set with the cost model (no GPU): the first
+    /// line is the chosen spec (`gemm-codegen check` accepts it), then the reasons and the
+    /// other candidates, fastest first.
+    Pick {
+        /// MxNxK, or BxMxNxK for a strided batch of B products.
+        shape: String,
+        /// The target: picks the built-in set (sm_90a: the Hopper set; sm_80..sm_90: Ampere's).
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        /// A's and B's element type.
+        #[arg(long, default_value = "bf16")]
+        dtype: String,
+        /// C's element type (default: the dtype).
+        #[arg(long)]
+        out: Option<String>,
+        /// rr, rc, cr or cc: whether A and B are row- or column-major.
+        #[arg(long, default_value = "rr")]
+        layout: String,
+        /// Leading dimensions LDA,LDB,LDC in elements (default: packed operands).
+        #[arg(long)]
+        lds: Option<String>,
+        /// SMs of the device (default: the modelled board's, 132 for Hopper, 108 for Ampere).
+        #[arg(long)]
+        sms: Option<u32>,
+        /// A kernel set by name instead of the target's (`gemm-codegen catalog` lists the sets).
+        #[arg(long)]
+        set: Option<String>,
+    },
 }
 
 /// Why the command failed, mapped to the exit code.
@@ -172,6 +200,118 @@ fn write_out(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure
             Ok(out.flush()?)
         }
     }
+}
+
+/// A spec value of the pick command, read by the spec language's parser.
+fn spec_value<T>(
+    key: &str,
+    value: &str,
+    read: impl Fn(&gemm_dsl::GemmSpec) -> T,
+) -> Result<T, Failure> {
+    let text = format!("name: pick, {key}: {value}");
+    gemm_dsl::parse_str(&text)
+        .map(|parsed| read(&parsed.spec))
+        .map_err(|errors| Failure::InvalidSpec(errors.render(&text, &format!("--{key}"))))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pick(
+    out: &mut impl Write,
+    shape: &str,
+    arch: &str,
+    dtype: &str,
+    out_type: Option<&str>,
+    layout: &str,
+    lds: Option<&str>,
+    sms: Option<u32>,
+    set: Option<&str>,
+) -> Result<(), Failure> {
+    use gemm_codegen::pick::{rank, reasons, sets, DeviceModel, Problem};
+    let arch = spec_value("arch", arch, |s| s.arch)?;
+    let dtype = spec_value("dtype", dtype, |s| s.dtype)?;
+    let out_type = match out_type {
+        Some(text) => spec_value("out", text, |s| s.out)?,
+        None => dtype,
+    };
+    let layout = spec_value("layout", layout, |s| s.layout)?;
+    let bad = |message: String| Failure::InvalidSpec(format!("error: {message}\n"));
+    let mut problem = Problem::parse(shape, layout).map_err(bad)?;
+    if let Some(text) = lds {
+        let numbers: Vec<u32> = text
+            .split(',')
+            .map(|part| part.trim().parse::<u32>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad(format!("--lds `{text}`: three numbers LDA,LDB,LDC")))?;
+        let [lda, ldb, ldc] = numbers[..] else {
+            return Err(bad(format!("--lds `{text}`: three numbers LDA,LDB,LDC")));
+        };
+        problem = problem.with_leading_dims(lda, ldb, ldc);
+    }
+    let set = match set {
+        Some(name) => sets::find(name).ok_or_else(|| {
+            let names: Vec<&str> = sets::SETS.iter().map(|s| s.name).collect();
+            bad(format!(
+                "no kernel set named `{name}`; sets: {}",
+                names.join(", ")
+            ))
+        })?,
+        None => sets::for_device(arch.compute_capability(), dtype).ok_or_else(|| {
+            bad(format!(
+                "no built-in kernel set for {} on {}",
+                dtype.name(),
+                arch.name()
+            ))
+        })?,
+    };
+    let mut device = DeviceModel::for_arch(arch);
+    if let Some(sms) = sms {
+        device = device.with_sms(sms);
+    }
+    let specs = set.specs(dtype, out_type);
+    let candidates = set
+        .candidates(dtype, out_type)
+        .map_err(|errors| Failure::InvalidSpec(errors.render(&specs.join("\n"), set.name)))?;
+    let ranking = rank(&candidates, &problem, &device);
+    let Some((best, estimate)) = ranking.best() else {
+        let refused: Vec<String> = ranking
+            .refused
+            .iter()
+            .filter(|(i, _)| candidates[*i].layout == layout)
+            .map(|(i, why)| format!("  {}: {why}", candidates[*i].name))
+            .collect();
+        return Err(Failure::InvalidSpec(format!(
+            "error: no kernel of set `{}` computes {problem}:\n{}\n",
+            set.name,
+            refused.join("\n")
+        )));
+    };
+    let chosen = gemm_dsl::check_str(&specs[*best]).expect("set members are valid");
+    writeln!(out, "{}", chosen.spec.to_spec_text())?;
+    writeln!(
+        out,
+        "# {problem} on {} ({} SMs), set `{}`: {}",
+        device.name,
+        device.sms,
+        set.name,
+        reasons(estimate, &problem)
+    )?;
+    writeln!(out, "# candidates, fastest predicted first:")?;
+    for (index, other) in &ranking.ranked {
+        writeln!(
+            out,
+            "#   {:<28} {:>9.1} us  {:>5.2}x  bound by {}",
+            candidates[*index].name,
+            other.seconds * 1e6,
+            other.seconds / estimate.seconds,
+            other.bound.name()
+        )?;
+    }
+    for (index, why) in &ranking.refused {
+        if candidates[*index].layout == layout {
+            writeln!(out, "#   {:<28} refused: {why}", candidates[*index].name)?;
+        }
+    }
+    Ok(())
 }
 
 fn run(command: Command) -> Result<(), Failure> {
@@ -301,10 +441,44 @@ fn run(command: Command) -> Result<(), Failure> {
             )?;
             Ok(())
         }
+        Command::Pick {
+            shape,
+            arch,
+            dtype,
+            out: out_type,
+            layout,
+            lds,
+            sms,
+            set,
+        } => pick(
+            &mut out,
+            &shape,
+            &arch,
+            &dtype,
+            out_type.as_deref(),
+            &layout,
+            lds.as_deref(),
+            sms,
+            set.as_deref(),
+        ),
         Command::Catalog => {
             for entry in CATALOG {
                 writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
                 writeln!(out, "{:<28} {}", "", entry.spec)?;
+            }
+            writeln!(
+                out,
+                "\nkernel sets (`gemm-codegen pick --set NAME`), each in every layout:"
+            )?;
+            for set in gemm_codegen::pick::sets::SETS {
+                writeln!(out, "{:<28} {}", set.name, set.about)?;
+                for member in set.members {
+                    writeln!(
+                        out,
+                        "  {:<26} {}: {}",
+                        member.name, member.role, member.body
+                    )?;
+                }
             }
             Ok(())
         }

@@ -22,17 +22,21 @@ use clap::{Parser, ValueEnum};
 use cudarc::driver::{CudaSlice, CudaStream};
 use gemm_codegen::catalog::{self, CatalogSpec};
 use gemm_codegen::gemm_dsl::ValidSpec;
+use gemm_codegen::gemm_dsl::{DType, Layout};
+use gemm_codegen::pick::sets::{self, KernelSet};
+use gemm_codegen::pick::{DeviceModel, Problem as PickProblem};
 use gemm_codegen::{Emitted, KernelInfo};
 use gemm_runtime::bench::{
-    full_suite, input_sets, parse_shapes, quick_suite, time_round_robin, today, BenchRecord,
-    BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
+    full_suite, input_sets, median, parse_shapes, quick_suite, time_round_robin, today,
+    BenchRecord, BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
 };
 use gemm_runtime::blas::{Cublas, CublasGemm};
 use gemm_runtime::probe::MathOnlyKernel;
+use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
 use gemm_runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
 use gemm_runtime::{
-    open_context, with_kernel, AnyKernel, Batch, DeviceInfo, Element, Error, GemmKernel,
-    LaunchShape, LeadingDims, StorageOrder,
+    device_key, device_model, open_context, with_kernel, AnyKernel, Batch, DeviceInfo, Element,
+    Error, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder, TuneCache,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::any::{Any, TypeId};
@@ -64,6 +68,35 @@ struct Cli {
     /// for tuning outside the catalog.
     #[arg(long)]
     spec_file: Option<PathBuf>,
+    /// Time the members of this kernel set (`gemm-codegen catalog` lists the sets), in
+    /// --layout, for --set-types; with --auto or --tune-out, per shape as the picker says.
+    #[arg(long)]
+    set: Option<String>,
+    /// Element types of the set's kernels: DTYPE or DTYPE->OUT (default: the set's first
+    /// dtype, C of the same type).
+    #[arg(long, requires = "set")]
+    set_types: Option<String>,
+    /// The layout the set's kernels are timed in (rr, rc, cr, cc).
+    #[arg(long, default_value = "rr", requires = "set")]
+    layout: String,
+    /// Time, per shape, only the kernel the entry point picks (the cost model's pick, or the
+    /// --tune-cache's measured best), against cuBLAS.
+    #[arg(long, requires = "set", conflicts_with = "tune_out")]
+    auto: bool,
+    /// With --auto: consult this tuning cache before the model.
+    #[arg(long, requires = "auto")]
+    tune_cache: Option<PathBuf>,
+    /// Tune: time every member of --set per shape (each checked first) and write the fastest
+    /// per shape to this tuning cache (JSON), for `Matmul` and `GEMM_DSL_TUNE_CACHE`.
+    #[arg(long, requires = "set")]
+    tune_out: Option<PathBuf>,
+    /// With --set: write the picks' table (model pick, cache pick, measured best per shape,
+    /// geomeans) as markdown.
+    #[arg(long, requires = "set")]
+    picks: Option<PathBuf>,
+    /// With --set: an SVG chart of the picked kernel's ratio to cuBLAS per shape.
+    #[arg(long, requires = "set")]
+    picks_svg: Option<PathBuf>,
     /// Replace a kernel's generated PTX by DIR/NAME.ptx where that file exists: compares a
     /// hand-edited kernel with the generated one under the same launch rules. The file must
     /// keep the kernel's entry and parameters and, at its launch shape, touch no memory the
@@ -77,6 +110,10 @@ struct Cli {
     /// separated; replaces the suite.
     #[arg(long)]
     shapes: Option<String>,
+    /// Shapes from a file: one MxNxK or BxMxNxK a line, `#` starts a comment (e.g.
+    /// shapes/models.txt); replaces the suite.
+    #[arg(long, conflicts_with = "shapes")]
+    shape_file: Option<PathBuf>,
     /// Catalog specs that run the full suite when --suite is quick (comma separated); the
     /// others keep the quick suite.
     #[arg(long, value_delimiter = ',', conflicts_with = "shapes")]
@@ -171,7 +208,7 @@ fn main() -> ExitCode {
 /// (spec text, where it came from) for every kernel to time.
 fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
     let mut specs: Vec<(String, String)> = Vec::new();
-    if cli.specs.is_empty() && cli.spec_file.is_none() {
+    if cli.specs.is_empty() && cli.spec_file.is_none() && cli.set.is_none() {
         specs.extend(
             catalog::CATALOG
                 .iter()
@@ -202,7 +239,96 @@ fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
             }
         }
     }
+    if let Some(set) = set_selection(cli)? {
+        for member in set.set.members {
+            specs.push((
+                set.set.spec(member, set.dtype, set.out, set.layout),
+                format!("set:{}", set.set.name),
+            ));
+        }
+    }
     Ok(specs)
+}
+
+/// The kernel set `--set` names, with its types and layout.
+struct SetSelection {
+    set: &'static KernelSet,
+    dtype: DType,
+    out: DType,
+    layout: Layout,
+}
+
+fn set_selection(cli: &Cli) -> Result<Option<SetSelection>, Failure> {
+    let Some(name) = &cli.set else {
+        return Ok(None);
+    };
+    let set = sets::find(name).ok_or_else(|| {
+        let names: Vec<&str> = sets::SETS.iter().map(|s| s.name).collect();
+        Failure::Arguments(format!(
+            "no kernel set named `{name}`; sets: {}",
+            names.join(", ")
+        ))
+    })?;
+    let value = |key: &str, text: &str| {
+        let spec = format!("name: k, {key}: {text}");
+        gemm_codegen::gemm_dsl::parse_str(&spec)
+            .map(|parsed| parsed.spec)
+            .map_err(|errors| Failure::Arguments(errors.render(&spec, &format!("--{key}"))))
+    };
+    let (dtype, out) = match &cli.set_types {
+        Some(text) => {
+            let (dtype, out) = text.split_once("->").unwrap_or((text, text));
+            (value("dtype", dtype)?.dtype, value("out", out)?.out)
+        }
+        None => (set.dtypes[0], set.dtypes[0]),
+    };
+    if !set.dtypes.contains(&dtype) {
+        return Err(Failure::Arguments(format!(
+            "set `{}` takes dtype {}, not {}",
+            set.name,
+            set.dtypes
+                .iter()
+                .map(|d| d.name())
+                .collect::<Vec<_>>()
+                .join(" or "),
+            dtype.name()
+        )));
+    }
+    let layout = value("layout", &cli.layout)?.layout;
+    Ok(Some(SetSelection {
+        set,
+        dtype,
+        out,
+        layout,
+    }))
+}
+
+/// The problem the picker sees for a bench shape: the bench's own padded strides.
+fn bench_problem(
+    shape: Shape,
+    layout: Layout,
+    ld_align: u32,
+    types: (DType, DType),
+) -> PickProblem {
+    PickProblem::new(shape.m, shape.n, shape.k, layout)
+        .with_batch(shape.batch)
+        .with_lines_padded(ld_align, types.0.size_bytes(), types.1.size_bytes())
+}
+
+fn read_shape_file(path: &Path) -> Result<Vec<Shape>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .filter_map(|(number, line)| {
+            let shape = line.split('#').next().unwrap_or("").trim();
+            (!shape.is_empty()).then(|| {
+                shape.parse::<Shape>().map_err(|error| {
+                    Failure::Arguments(format!("{}:{}: {error}", path.display(), number + 1))
+                })
+            })
+        })
+        .collect()
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
@@ -218,9 +344,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         return write_report(cli, &report);
     }
     let specs = selected_specs(cli)?;
-    let shapes = match &cli.shapes {
-        Some(text) => parse_shapes(text).map_err(Failure::Arguments)?,
-        None => match cli.suite {
+    let shapes = match (&cli.shapes, &cli.shape_file) {
+        (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments)?,
+        (None, Some(path)) => read_shape_file(path)?,
+        (None, None) => match cli.suite {
             Suite::Quick => quick_suite(),
             Suite::Full => full_suite(),
         },
@@ -316,6 +443,52 @@ fn run(cli: &Cli) -> Result<(), Failure> {
 
     let ctx = open_context(cli.device)?;
     let device = DeviceInfo::query(&ctx)?;
+    // With a set: the entry point's picker over the set's kernels (the same indices as
+    // `valid`), and under --auto only its pick runs per shape.
+    let selection = set_selection(cli)?;
+    let picker = match &selection {
+        Some(_) => {
+            let set_specs: Vec<ValidSpec> = valid
+                .iter()
+                .zip(&specs)
+                .filter(|(_, (_, origin))| origin.starts_with("set:"))
+                .map(|(valid, _)| valid.clone())
+                .collect();
+            let model = device_model(&device, &DeviceModel::h100_sxm());
+            let mut picker = Picker::new(&set_specs, model);
+            if let Some(path) = &cli.tune_cache {
+                let cache = TuneCache::read(path, &device_key(&device))?;
+                for line in cache.ignored() {
+                    eprintln!("tuning cache {}: ignored {line}", path.display());
+                }
+                picker = picker.with_cache(cache);
+            }
+            Some(picker)
+        }
+        None => None,
+    };
+    // Set members come after any other spec: their picker index plus this offset.
+    let set_offset = specs.len() - picker.as_ref().map_or(0, |p| p.candidates().len());
+    if let (Some(selection), Some(picker), true) = (&selection, &picker, cli.auto) {
+        for (shape, admitting) in &mut work {
+            let problem = bench_problem(
+                *shape,
+                selection.layout,
+                cli.ld_align,
+                (selection.dtype, selection.out),
+            );
+            match picker.pick(&problem) {
+                Some(pick) => admitting.retain(|&index| index == set_offset + pick.index),
+                None => admitting.clear(),
+            }
+        }
+        work.retain(|(_, admitting)| !admitting.is_empty());
+    }
+    if cli.tune_out.is_some() && !cli.check {
+        return Err(Failure::Arguments(
+            "--tune-out needs --check: a kernel enters the cache only after its check".to_string(),
+        ));
+    }
     let stream = ctx.default_stream();
     let blas = Cublas::new(&stream)?;
     let kernels: Vec<AnyKernel> = infos
@@ -440,7 +613,244 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         skipped,
     };
     println!();
+    if let (Some(selection), Some(picker)) = (&selection, &picker) {
+        let picks = PickTable::new(&report, selection, picker, cli.ld_align, &shapes);
+        print!("{}", picks.markdown(cli));
+        if let Some(path) = &cli.picks {
+            write(path, &picks.markdown(cli))?;
+        }
+        if let Some(path) = &cli.picks_svg {
+            write(path, &picks.svg())?;
+        }
+        if let Some(path) = &cli.tune_out {
+            TuneCache::write(path, picks.cache_entries(&report.device, selection, picker))?;
+            eprintln!("wrote the tuning cache {}", path.display());
+        }
+    }
     write_report(cli, &report)
+}
+
+/// Per shape: what the model picks, what the cache picks, and what measured fastest.
+struct PickTable {
+    rows: Vec<PickRow>,
+}
+
+struct PickRow {
+    shape: Shape,
+    problem: PickProblem,
+    /// (kernel, where the pick came from).
+    pick: Option<(String, PickSource)>,
+    /// The model's pick alone (the cache ignored).
+    model: Option<String>,
+    /// Measured: (kernel, ours TFLOP/s, ratio), fastest first.
+    measured: Vec<(String, f64, f64)>,
+}
+
+impl PickTable {
+    fn new(
+        report: &BenchReport,
+        selection: &SetSelection,
+        picker: &Picker,
+        ld_align: u32,
+        shapes: &[Shape],
+    ) -> PickTable {
+        let rows = shapes
+            .iter()
+            .map(|&shape| {
+                let problem = bench_problem(
+                    shape,
+                    selection.layout,
+                    ld_align,
+                    (selection.dtype, selection.out),
+                );
+                let name = |index: usize| picker.candidates()[index].name.clone();
+                let at_shape: Vec<&BenchRecord> =
+                    report.records.iter().filter(|r| r.shape == shape).collect();
+                // One cuBLAS figure per shape, the median of its rows' (each row timed cuBLAS
+                // in its own rotation): kernels of one shape compare without that noise.
+                let cublas: Vec<f32> = at_shape.iter().map(|r| r.cublas_tflops as f32).collect();
+                let cublas = median(&cublas).unwrap_or(f64::NAN);
+                let mut measured: Vec<(String, f64, f64)> = at_shape
+                    .iter()
+                    .map(|r| (r.spec.clone(), r.ours_tflops, r.ours_tflops / cublas))
+                    .collect();
+                measured.sort_by(|a, b| b.1.total_cmp(&a.1));
+                PickRow {
+                    shape,
+                    problem,
+                    pick: picker.pick(&problem).map(|p| (name(p.index), p.source)),
+                    model: gemm_codegen::pick::pick(picker.candidates(), &problem, picker.device())
+                        .map(name),
+                    measured,
+                }
+            })
+            .collect();
+        PickTable { rows }
+    }
+
+    /// The measured ratio of `kernel` at a row, if it ran there.
+    fn ratio_of(row: &PickRow, kernel: &str) -> Option<f64> {
+        row.measured.iter().find(|m| m.0 == kernel).map(|m| m.2)
+    }
+
+    fn geomean(values: &[f64]) -> Option<f64> {
+        (!values.is_empty())
+            .then(|| (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
+    }
+
+    fn markdown(&self, cli: &Cli) -> String {
+        let mut text = String::from(
+            "\nRatios: ours over the median of the shape's cuBLAS timings.\n\n| shape | pick (source) | pick / cuBLAS | model's pick | model / cuBLAS | measured best | best / cuBLAS |\n|---|---|---:|---|---:|---|---:|\n",
+        );
+        let (mut picked, mut modelled, mut best) = (Vec::new(), Vec::new(), Vec::new());
+        for row in &self.rows {
+            let cell = |ratio: Option<f64>| ratio.map_or("-".to_string(), |r| format!("{r:.3}"));
+            let pick_ratio = row.pick.as_ref().and_then(|(k, _)| Self::ratio_of(row, k));
+            let model_ratio = row.model.as_ref().and_then(|k| Self::ratio_of(row, k));
+            let best_row = row.measured.first();
+            picked.extend(pick_ratio);
+            modelled.extend(model_ratio);
+            if !cli.auto {
+                best.extend(best_row.map(|b| b.2));
+            }
+            text.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                row.shape,
+                row.pick
+                    .as_ref()
+                    .map_or("(none admits it)".to_string(), |(k, source)| format!(
+                        "{k} ({})",
+                        match source {
+                            PickSource::Cache => "cache",
+                            PickSource::Model => "model",
+                        }
+                    )),
+                cell(pick_ratio),
+                row.model.as_deref().unwrap_or("-"),
+                cell(model_ratio),
+                if cli.auto {
+                    "-"
+                } else {
+                    best_row.map_or("-", |b| b.0.as_str())
+                },
+                cell(if cli.auto {
+                    None
+                } else {
+                    best_row.map(|b| b.2)
+                }),
+            ));
+        }
+        let summary = |label: &str, values: &[f64]| match Self::geomean(values) {
+            Some(geomean) => format!(
+                "- {label}: geomean {geomean:.3}, worst {:.3}, {} of {} shapes below 0.9\n",
+                values.iter().copied().fold(f64::INFINITY, f64::min),
+                values.iter().filter(|&&v| v < 0.9).count(),
+                values.len()
+            ),
+            None => String::new(),
+        };
+        text.push('\n');
+        text.push_str(&summary("the entry point's picks vs cuBLAS", &picked));
+        text.push_str(&summary("the model's picks vs cuBLAS", &modelled));
+        text.push_str(&summary("the measured best of the set vs cuBLAS", &best));
+        text
+    }
+
+    /// Bars of the pick's ratio to cuBLAS per shape, a line at 1.0.
+    fn svg(&self) -> String {
+        let rows: Vec<(String, f64)> = self
+            .rows
+            .iter()
+            .filter_map(|row| {
+                let (kernel, _) = row.pick.as_ref()?;
+                Some((row.shape.to_string(), Self::ratio_of(row, kernel)?))
+            })
+            .collect();
+        let (bar, gap, left, top, height) = (14.0, 4.0, 190.0, 30.0, 320.0);
+        let width = left + rows.len() as f64 * (bar + gap) + 40.0;
+        let scale = height / 1.5;
+        let mut svg = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"10\">\n<text x=\"10\" y=\"18\" font-size=\"13\">picked kernel / cuBLAS per shape</text>\n",
+            top + height + 170.0
+        );
+        for tick in [0.5, 0.9, 1.0, 1.5] {
+            let y = top + height - tick * scale;
+            svg.push_str(&format!(
+                "<line x1=\"{left}\" x2=\"{:.0}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"{}\"/><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{tick:.1}</text>\n",
+                width - 30.0,
+                if tick == 1.0 { "#333" } else { "#ccc" },
+                left - 4.0,
+                y + 3.0
+            ));
+        }
+        for (i, (label, ratio)) in rows.iter().enumerate() {
+            let x = left + i as f64 * (bar + gap);
+            let h = ratio.min(1.5) * scale;
+            let color = if *ratio >= 1.0 {
+                "#2a7"
+            } else if *ratio >= 0.9 {
+                "#e90"
+            } else {
+                "#d33"
+            };
+            svg.push_str(&format!(
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bar}\" height=\"{h:.1}\" fill=\"{color}\"><title>{label}: {ratio:.3}</title></rect>\n<text transform=\"translate({:.1},{:.1}) rotate(60)\">{label}</text>\n",
+                top + height - h,
+                x + 4.0,
+                top + height + 8.0
+            ));
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
+
+    /// The measured best per shape, as cache entries.
+    fn cache_entries(
+        &self,
+        device: &DeviceInfo,
+        selection: &SetSelection,
+        picker: &Picker,
+    ) -> Vec<TuneEntry> {
+        let spec_texts: HashMap<&str, String> = picker
+            .candidates()
+            .iter()
+            .zip(selection.set.members)
+            .map(|(candidate, member)| {
+                let text =
+                    selection
+                        .set
+                        .spec(member, selection.dtype, selection.out, selection.layout);
+                let valid =
+                    gemm_codegen::gemm_dsl::check_str(&text).expect("set members are valid");
+                (candidate.name.as_str(), valid.spec.to_spec_text())
+            })
+            .collect();
+        self.rows
+            .iter()
+            .filter_map(|row| {
+                let (kernel, tflops, ratio) = row.measured.first()?;
+                Some(TuneEntry {
+                    device: device_key(device),
+                    dtype: selection.dtype.name().to_string(),
+                    out: selection.out.name().to_string(),
+                    layout: selection.layout.name().to_string(),
+                    m: row.problem.m,
+                    n: row.problem.n,
+                    k: row.problem.k,
+                    batch: row.problem.batch,
+                    stride_align: stride_align(
+                        &row.problem,
+                        selection.dtype.size_bytes(),
+                        selection.out.size_bytes(),
+                    ),
+                    kernel: kernel.clone(),
+                    spec_hash: spec_hash(spec_texts.get(kernel.as_str())?),
+                    tflops: *tflops,
+                    ratio_to_cublas: *ratio,
+                })
+            })
+            .collect()
+    }
 }
 
 /// The table on stdout and every output file asked for.

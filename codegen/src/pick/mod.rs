@@ -1,0 +1,626 @@
+//! Picking a kernel per problem, without a GPU: a cost model over the plans of a kernel set.
+//!
+//! The model predicts each candidate's time from what its plan fixes — the tile, the blocks an
+//! SM holds, the schedule (tile per block, persistent walk, stream-K tail), the pipeline depth —
+//! and a [`DeviceModel`]'s few numbers. The busiest SM's work bounds the kernel from below:
+//!
+//! - **Tiles and waves.** `⌈M/BM⌉·⌈N/BN⌉·batch` tiles share out over the SMs; the SM with the
+//!   most tiles sets the time. Padded edge tiles cost as much as full ones (the *waste*).
+//! - **One k tile** costs the slowest of three: the math (flops over the family's rate, the
+//!   math-only ceiling), the feed (bytes of the A and B tiles over the SM's share of L2
+//!   bandwidth; doubled for an operand whose rows split 128-byte lines), and the latency the
+//!   ring hides (memory latency over the stages in flight).
+//! - **Stream-K tails** follow the kernel's own rule ([`LaunchShape::grid_batched`] and the
+//!   half-grid split): the leftover tiles' k tiles spread over the grid, and a tile's finisher
+//!   reads the others' partial sums.
+//! - **The HBM floor**: A, B and C cross HBM at least once, at a bandwidth that grows with the
+//!   SMs pulling on it.
+//!
+//! The prediction is a ranking device, not a stopwatch: `gemm-bench --auto` measures the
+//! picks, and `gemm-bench tune` writes the measured best where the model is wrong.
+
+pub mod sets;
+
+use gemm_dsl::abi::{LaunchShape, Operand};
+use gemm_dsl::{Arch, DType, Layout, Mma, Schedule, Tail, ValidSpec};
+use std::fmt;
+
+/// One problem: `batch` products `C = A·B` of `m x n x k` in `layout`, with leading dimensions
+/// in elements (packed ones by [`Problem::new`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Problem {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub batch: u32,
+    pub layout: Layout,
+    pub lda: u32,
+    pub ldb: u32,
+    pub ldc: u32,
+}
+
+impl Problem {
+    /// One product with packed operands.
+    pub fn new(m: u32, n: u32, k: u32, layout: Layout) -> Problem {
+        let lda = if layout.a_row_major() { k } else { m };
+        let ldb = if layout.b_row_major() { n } else { k };
+        Problem {
+            m,
+            n,
+            k,
+            batch: 1,
+            layout,
+            lda,
+            ldb,
+            ldc: n,
+        }
+    }
+
+    pub fn with_batch(self, batch: u32) -> Problem {
+        Problem { batch, ..self }
+    }
+
+    pub fn with_leading_dims(self, lda: u32, ldb: u32, ldc: u32) -> Problem {
+        Problem {
+            lda,
+            ldb,
+            ldc,
+            ..self
+        }
+    }
+
+    /// `MxNxK`, or `BxMxNxK` for a strided batch of B products, with packed operands.
+    pub fn parse(text: &str, layout: Layout) -> Result<Problem, String> {
+        let numbers: Vec<u32> = text
+            .trim()
+            .split('x')
+            .map(|part| {
+                part.trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&value| value > 0)
+                    .ok_or_else(|| {
+                        format!("`{text}`: `{part}` is not a size from 1 to {}", u32::MAX)
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        match numbers[..] {
+            [m, n, k] => Ok(Problem::new(m, n, k, layout)),
+            [batch, m, n, k] => Ok(Problem::new(m, n, k, layout).with_batch(batch)),
+            _ => Err(format!("`{text}` is not MxNxK or BxMxNxK")),
+        }
+    }
+
+    /// Every leading dimension rounded up to a multiple of `align_bytes` (A and B of
+    /// `input_bytes` elements, C of `output_bytes`): the padded operands `gemm-bench` makes
+    /// where a packed line would not be 16-byte aligned.
+    pub fn with_lines_padded(
+        self,
+        align_bytes: u32,
+        input_bytes: u32,
+        output_bytes: u32,
+    ) -> Problem {
+        let pad = |ld: u32, element_bytes: u32| {
+            let step = (align_bytes / element_bytes.max(1)).max(1);
+            ld.div_ceil(step) * step
+        };
+        Problem {
+            lda: pad(self.lda, input_bytes),
+            ldb: pad(self.ldb, input_bytes),
+            ldc: pad(self.ldc, output_bytes),
+            ..self
+        }
+    }
+
+    pub fn flops(&self) -> f64 {
+        2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k) * f64::from(self.batch)
+    }
+
+    /// An operand's leading dimension.
+    pub fn ld(&self, operand: Operand) -> u32 {
+        match operand {
+            Operand::A => self.lda,
+            Operand::B => self.ldb,
+            Operand::C => self.ldc,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.batch > 1 {
+            write!(f, "{}x", self.batch)?;
+        }
+        write!(f, "{}x{}x{} {}", self.m, self.n, self.k, self.layout.name())
+    }
+}
+
+/// What the model knows of a GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceModel {
+    pub name: String,
+    /// `major * 10 + minor`: which math rates apply.
+    pub compute_capability: u32,
+    pub sms: u32,
+    /// The SM clock under sustained tensor-core load, MHz.
+    pub sm_clock_mhz: u32,
+    /// Peak DRAM bandwidth, bytes per second.
+    pub memory_bytes_per_s: f64,
+    /// L2 to one SM, bytes per clock, with every SM loading.
+    pub l2_bytes_per_clk_per_sm: f64,
+    /// DRAM latency under load, clocks: what a ring's stages in flight must cover (one SM
+    /// streams at most its bytes in flight per this many clocks).
+    pub memory_latency_clk: f64,
+}
+
+impl DeviceModel {
+    /// H100 SXM5: 132 SMs, HBM3 at 3.35 TB/s.
+    pub fn h100_sxm() -> DeviceModel {
+        DeviceModel {
+            name: "H100 SXM (model)".to_string(),
+            compute_capability: 90,
+            sms: 132,
+            sm_clock_mhz: 1830,
+            memory_bytes_per_s: 3.35e12,
+            l2_bytes_per_clk_per_sm: 40.0,
+            memory_latency_clk: 4000.0,
+        }
+    }
+
+    /// A100 SXM4: 108 SMs, HBM2e at 2.04 TB/s.
+    pub fn a100_sxm() -> DeviceModel {
+        DeviceModel {
+            name: "A100 SXM (model)".to_string(),
+            compute_capability: 80,
+            sms: 108,
+            sm_clock_mhz: 1410,
+            memory_bytes_per_s: 2.04e12,
+            l2_bytes_per_clk_per_sm: 32.0,
+            memory_latency_clk: 3000.0,
+        }
+    }
+
+    /// The model of the board a spec's target names: Hopper for `sm_90`/`sm_90a`, else A100.
+    pub fn for_arch(arch: Arch) -> DeviceModel {
+        if arch.compute_capability() >= 90 {
+            DeviceModel::h100_sxm()
+        } else {
+            DeviceModel::a100_sxm()
+        }
+    }
+
+    pub fn with_sms(self, sms: u32) -> DeviceModel {
+        DeviceModel {
+            sms: sms.max(1),
+            ..self
+        }
+    }
+
+    /// Peak flops per clock of one SM for a family's math on this device.
+    fn flops_per_clk(&self, mma: Mma, dtype: DType) -> f64 {
+        let hopper = self.compute_capability >= 90;
+        let tensor_16bit = if hopper { 4096.0 } else { 2048.0 };
+        match (mma, dtype) {
+            (Mma::Fma, _) => {
+                if self.compute_capability == 80 {
+                    128.0
+                } else {
+                    256.0
+                }
+            }
+            (_, DType::Tf32 | DType::F32) => tensor_16bit / 2.0,
+            (_, DType::Bf16 | DType::F16) => tensor_16bit,
+        }
+    }
+
+    fn seconds(&self, clocks: f64) -> f64 {
+        clocks / (f64::from(self.sm_clock_mhz) * 1e6)
+    }
+}
+
+/// The fraction of the SM's peak math rate a family's main loop reaches (its math-only
+/// ceiling, measured on an H100 and an A100 by the probes of `gemm-bench --math-only`): the
+/// rest of the model says what else slows a tile down.
+fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate) -> f64 {
+    let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
+    match candidate.mma {
+        // Per consumer warpgroup: a 128x128 share reads the fewest shared-memory bytes per
+        // flop, a 64x128 one the most.
+        Mma::Wgmma if candidate.consumers >= 2 && bm / candidate.consumers >= 128 => 0.76,
+        Mma::Wgmma if candidate.consumers >= 2 && bn >= 256 => 0.75,
+        Mma::Wgmma if candidate.consumers >= 2 => 0.68,
+        Mma::Wgmma => 0.62,
+        // On Hopper, mma.sync runs on the tensor cores at about half of wgmma's rate.
+        Mma::MmaSync if device.compute_capability >= 90 => 0.5,
+        Mma::MmaSync => 0.75,
+        Mma::Fma => 0.75,
+    }
+}
+
+/// Clocks a main-loop step pays besides its math and loads (barrier waits, the loop itself).
+fn k_tile_overhead_clk(mma: Mma) -> f64 {
+    match mma {
+        Mma::Wgmma => 40.0,
+        Mma::MmaSync | Mma::Fma => 80.0,
+    }
+}
+
+/// Bytes per clock a stream-K finisher reads the other walkers' partial sums at (one block,
+/// each record after its flag).
+const FIXUP_BYTES_PER_CLK: f64 = 16.0;
+/// Clocks a split tail costs besides its sums: the flags' release and acquire, the finisher's
+/// wait for the slowest walker of its tile, the units' ring refills. Fitted to the Hopper set's
+/// measurements over `shapes/models.txt` (H100, 2026-11-24): at 64x4096x4096 the split 64x64
+/// walk runs 1.3x slower than the whole one, with half the k tiles per SM.
+const STREAM_K_SPLIT_CLK: f64 = 25000.0;
+/// Bytes per clock one SM stores C at.
+const EPILOGUE_BYTES_PER_CLK: f64 = 64.0;
+/// The part of the shorter of SM work and DRAM traffic that the longer does not hide.
+const OVERLAP_SLACK: f64 = 0.25;
+/// Seconds every launch costs however small its grid.
+const LAUNCH_SECONDS: f64 = 2e-6;
+/// SMs at which the DRAM bandwidth a grid pulls reaches half of what all reach.
+const HALF_BANDWIDTH_SMS: f64 = 8.0;
+/// The fraction of peak DRAM bandwidth a stream of loads reaches.
+const DRAM_EFFICIENCY: f64 = 0.85;
+
+/// A kernel as the model sees it: its launch shape and the plan's numbers that set its speed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    pub name: String,
+    pub launch: LaunchShape,
+    pub mma: Mma,
+    pub dtype: DType,
+    pub out: DType,
+    pub layout: Layout,
+    /// wgmma consumer warpgroups (1 for the other families).
+    pub consumers: u32,
+    pub stages: u32,
+    pub blocks_per_sm: u32,
+    pub stream_k: bool,
+}
+
+impl Candidate {
+    pub fn of(valid: &ValidSpec) -> Candidate {
+        let spec = &valid.spec;
+        Candidate {
+            name: spec.name.clone(),
+            launch: crate::emit::launch_of(valid),
+            mma: spec.mma,
+            dtype: spec.dtype,
+            out: spec.out,
+            layout: spec.layout,
+            consumers: if spec.mma == Mma::Wgmma {
+                spec.consumers
+            } else {
+                1
+            },
+            stages: spec.stages,
+            blocks_per_sm: valid.occupancy.blocks_per_sm.max(1),
+            stream_k: matches!(
+                spec.schedule,
+                Schedule::Persistent {
+                    tail: Tail::StreamK,
+                    ..
+                }
+            ),
+        }
+    }
+
+    /// Why this kernel cannot run `problem`, if it cannot: another layout, sizes its tiles do
+    /// not admit, or strides its copies cannot align to.
+    pub fn refuses(&self, problem: &Problem) -> Option<String> {
+        if self.layout != problem.layout {
+            return Some(format!("layout {}", self.layout.name()));
+        }
+        let shape = &self.launch;
+        if let Err(reason) =
+            shape.check_batched_dims(problem.m, problem.n, problem.k, problem.batch)
+        {
+            return Some(reason);
+        }
+        for (operand, element_bytes, align) in [
+            (
+                Operand::A,
+                shape.input_element_bytes,
+                shape.operand_align_bytes,
+            ),
+            (
+                Operand::B,
+                shape.input_element_bytes,
+                shape.operand_align_bytes,
+            ),
+            (
+                Operand::C,
+                shape.output_element_bytes,
+                shape.output_align_bytes,
+            ),
+        ] {
+            let (_, line) = shape.stored_dims(operand, problem.m, problem.n, problem.k);
+            let ld = problem.ld(operand);
+            if ld < line {
+                return Some(format!("{operand:?}'s leading dimension {ld} < {line}"));
+            }
+            if !(u64::from(ld) * u64::from(element_bytes)).is_multiple_of(u64::from(align.max(1))) {
+                return Some(format!(
+                    "{operand:?}'s lines ({ld} x {element_bytes} B) are not {align}-byte aligned"
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// What bounds a prediction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    /// The busiest SM's math.
+    Math,
+    /// The busiest SM's loads from L2.
+    Feed,
+    /// Memory latency the ring's stages do not cover.
+    Latency,
+    /// DRAM bandwidth.
+    Dram,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Math => "math",
+            Bound::Feed => "L2 feed",
+            Bound::Latency => "memory latency",
+            Bound::Dram => "DRAM bandwidth",
+        }
+    }
+}
+
+/// One candidate's predicted time on one problem, and the numbers it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    pub seconds: f64,
+    pub tiles: u64,
+    pub k_tiles_per_tile: u32,
+    pub grid_blocks: u32,
+    /// Tiles over the blocks the device holds at once.
+    pub waves: f64,
+    /// The fraction of the computed products outside the problem (padded edge tiles).
+    pub padded_waste: f64,
+    /// The leftover tiles are split along K (stream-K).
+    pub split_tail: bool,
+    /// k tiles the busiest SM runs, and the clocks one costs there.
+    pub busiest_sm_k_tiles: f64,
+    pub k_tile_clk: f64,
+    /// A or B rows that start inside 128-byte lines.
+    pub split_lines: bool,
+    pub sm_seconds: f64,
+    pub dram_seconds: f64,
+    pub bound: Bound,
+}
+
+impl Estimate {
+    pub fn tflops(&self, problem: &Problem) -> f64 {
+        problem.flops() / self.seconds / 1e12
+    }
+}
+
+/// Predicts how long `candidate` takes on `problem` (which it must admit).
+pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) -> Estimate {
+    let shape = &candidate.launch;
+    let (bm, bn, bk) = (
+        f64::from(shape.tile_m),
+        f64::from(shape.tile_n),
+        f64::from(shape.tile_k),
+    );
+    let (tiles_m, tiles_n) = shape.tiles(problem.m, problem.n);
+    let tiles = u64::from(tiles_m) * u64::from(tiles_n) * u64::from(problem.batch);
+    let k_tiles = problem.k.div_ceil(shape.tile_k);
+    let resident = device.sms * candidate.blocks_per_sm;
+    let grid = shape.grid_batched(problem.m, problem.n, problem.k, problem.batch, resident);
+    let grid_blocks = grid.0.saturating_mul(grid.1).saturating_mul(grid.2);
+    let computed = tiles as f64 * bm * bn * f64::from(k_tiles) * bk;
+    let useful = problem.flops() / 2.0;
+    let padded_waste = 1.0 - useful / computed;
+
+    // One k tile on one SM.
+    let in_bytes = f64::from(shape.input_element_bytes);
+    let split_a = splits_lines(problem, Operand::A, shape.input_element_bytes);
+    let split_b = splits_lines(problem, Operand::B, shape.input_element_bytes);
+    let line_factor = |split: bool| if split { 2.0 } else { 1.0 };
+    // A cluster's blocks share one operand's tiles, each loading its slice (multicast):
+    // two tiles down M share B's, two along N share A's.
+    let (cluster_rows, cluster_cols) = shape.cluster;
+    let feed_bytes = (bm * line_factor(split_a) / f64::from(cluster_cols.max(1))
+        + bn * line_factor(split_b) / f64::from(cluster_rows.max(1)))
+        * bk
+        * in_bytes;
+    let math_clk = 2.0 * bm * bn * bk
+        / (device.flops_per_clk(candidate.mma, candidate.dtype)
+            * main_loop_efficiency(device, candidate));
+    let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
+    let blocks_on_sm =
+        f64::from(grid_blocks.div_ceil(device.sms).max(1)).min(f64::from(candidate.blocks_per_sm));
+    let latency_clk = device.memory_latency_clk
+        / f64::from(candidate.stages.saturating_sub(1).max(1))
+        / blocks_on_sm;
+    let (step_clk, step_bound) = [
+        (math_clk, Bound::Math),
+        (feed_clk, Bound::Feed),
+        (latency_clk, Bound::Latency),
+    ]
+    .into_iter()
+    .fold((0.0, Bound::Math), |best, next| {
+        if next.0 > best.0 {
+            next
+        } else {
+            best
+        }
+    });
+    let k_tile_clk = step_clk + k_tile_overhead_clk(candidate.mma);
+
+    // The busiest SM's share of the walk.
+    let grid_f = f64::from(grid_blocks.max(1));
+    let blocks_per_busiest_sm = f64::from(grid_blocks.div_ceil(device.sms).max(1));
+    let epilogue_clk = bm * bn * f64::from(shape.output_element_bytes) / EPILOGUE_BYTES_PER_CLK;
+    let record_clk = bm * bn * 4.0 / FIXUP_BYTES_PER_CLK;
+    let tiles_f = tiles as f64;
+    let mut split_tail = false;
+    let (block_k_tiles, block_tiles, block_extra_clk) = if candidate.stream_k {
+        let whole_rounds = (tiles / u64::from(grid_blocks.max(1))) as f64;
+        let leftover = tiles % u64::from(grid_blocks.max(1));
+        if leftover > 0 && 2 * leftover <= u64::from(grid_blocks) {
+            split_tail = true;
+            let tail_k_tiles = (leftover as f64 * f64::from(k_tiles) / grid_f).ceil();
+            // A finisher adds the sums of the walkers after it on its tile; a walker that
+            // starts inside a tile writes its own.
+            let walkers_per_tile = (grid_f / leftover as f64).ceil();
+            let fixup_clk =
+                (walkers_per_tile - 1.0).max(0.0) * record_clk + record_clk + STREAM_K_SPLIT_CLK;
+            (
+                whole_rounds * f64::from(k_tiles) + tail_k_tiles,
+                whole_rounds + 1.0,
+                fixup_clk,
+            )
+        } else {
+            let rounds = (tiles_f / grid_f).ceil();
+            (rounds * f64::from(k_tiles), rounds, 0.0)
+        }
+    } else {
+        let rounds = (tiles_f / grid_f).ceil();
+        (rounds * f64::from(k_tiles), rounds, 0.0)
+    };
+    // The ring fills once per block of a persistent walk; a tile per block refills it for
+    // every tile, which a second resident block hides.
+    let fills = match candidate.launch.schedule {
+        gemm_dsl::abi::GridSchedule::Persistent { .. } => 1.0,
+        gemm_dsl::abi::GridSchedule::Tiles => {
+            (tiles_f / f64::from(device.sms) / f64::from(candidate.blocks_per_sm)).ceil()
+        }
+    };
+    let busiest_sm_k_tiles = block_k_tiles * blocks_per_busiest_sm;
+    let sm_clk = busiest_sm_k_tiles * k_tile_clk
+        + block_tiles * blocks_per_busiest_sm * epilogue_clk
+        + block_extra_clk
+        + fills * device.memory_latency_clk;
+    let sm_seconds = device.seconds(sm_clk);
+
+    let out_bytes = f64::from(shape.output_element_bytes);
+    let batch = f64::from(problem.batch);
+    let (m, n, k) = (
+        f64::from(problem.m),
+        f64::from(problem.n),
+        f64::from(problem.k),
+    );
+    let dram_bytes = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes);
+    let active_sms = f64::from(grid_blocks.min(device.sms).max(1));
+    let bandwidth = device.memory_bytes_per_s * DRAM_EFFICIENCY * active_sms
+        / (active_sms + HALF_BANDWIDTH_SMS);
+    let dram_seconds = dram_bytes / bandwidth;
+
+    let bound = if dram_seconds > sm_seconds {
+        Bound::Dram
+    } else {
+        step_bound
+    };
+    Estimate {
+        // The SMs' work and the DRAM traffic overlap, not perfectly.
+        seconds: sm_seconds.max(dram_seconds)
+            + OVERLAP_SLACK * sm_seconds.min(dram_seconds)
+            + LAUNCH_SECONDS,
+        tiles,
+        k_tiles_per_tile: k_tiles,
+        grid_blocks,
+        waves: tiles_f / f64::from(resident.max(1)),
+        padded_waste,
+        split_tail,
+        busiest_sm_k_tiles,
+        k_tile_clk,
+        split_lines: split_a || split_b,
+        sm_seconds,
+        dram_seconds,
+        bound,
+    }
+}
+
+/// An operand's lines start inside 128-byte cache lines (a leading dimension that is not a
+/// multiple of 128 bytes), so each line's load touches one line more.
+fn splits_lines(problem: &Problem, operand: Operand, element_bytes: u32) -> bool {
+    !(u64::from(problem.ld(operand)) * u64::from(element_bytes)).is_multiple_of(128)
+}
+
+/// Every candidate's verdict on one problem: an estimate, or why it cannot run it.
+#[derive(Clone, Debug)]
+pub struct Ranking {
+    pub problem: Problem,
+    /// Candidates that admit the problem, fastest first: (index into the candidates, estimate).
+    pub ranked: Vec<(usize, Estimate)>,
+    /// Candidates that cannot run it: (index, reason).
+    pub refused: Vec<(usize, String)>,
+}
+
+impl Ranking {
+    /// The predicted fastest candidate, if any admits the problem.
+    pub fn best(&self) -> Option<&(usize, Estimate)> {
+        self.ranked.first()
+    }
+}
+
+/// Ranks `candidates` on `problem` by predicted time (ties keep the candidates' order).
+pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -> Ranking {
+    let mut ranked = Vec::new();
+    let mut refused = Vec::new();
+    for (index, candidate) in candidates.iter().enumerate() {
+        match candidate.refuses(problem) {
+            Some(reason) => refused.push((index, reason)),
+            None => ranked.push((index, estimate(candidate, problem, device))),
+        }
+    }
+    ranked.sort_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds));
+    Ranking {
+        problem: *problem,
+        ranked,
+        refused,
+    }
+}
+
+/// The index of the predicted fastest candidate that admits `problem`.
+pub fn pick(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (index, candidate) in candidates.iter().enumerate() {
+        if candidate.refuses(problem).is_some() {
+            continue;
+        }
+        let seconds = estimate(candidate, problem, device).seconds;
+        if best.is_none_or(|(_, fastest)| seconds < fastest) {
+            best = Some((index, seconds));
+        }
+    }
+    best.map(|(index, _)| index)
+}
+
+/// One line of reasons for an estimate: tiles, waves, waste, the split, the bound, the time.
+pub fn reasons(estimate: &Estimate, problem: &Problem) -> String {
+    let mut line = format!(
+        "{} tiles x {} k tiles, grid {} ({:.2} waves), {:.1}% padded",
+        estimate.tiles,
+        estimate.k_tiles_per_tile,
+        estimate.grid_blocks,
+        estimate.waves,
+        estimate.padded_waste * 100.0
+    );
+    if estimate.split_tail {
+        line.push_str(", stream-K tail split");
+    }
+    if estimate.split_lines {
+        line.push_str(", rows split 128-byte lines");
+    }
+    line.push_str(&format!(
+        "; busiest SM {:.0} k tiles x {:.0} clk; bound by {}; predicted {:.1} us ({:.0} TFLOP/s)",
+        estimate.busiest_sm_k_tiles,
+        estimate.k_tile_clk,
+        estimate.bound.name(),
+        estimate.seconds * 1e6,
+        estimate.tflops(problem)
+    ));
+    line
+}

@@ -1,0 +1,236 @@
+//! Kernel sets: the specs a picker chooses among, for one target and element type, in every
+//! layout.
+//!
+//! A member is a spec body without `name`, `dtype`, `out` and `layout`; [`KernelSet::spec`]
+//! writes the full spec for one (types, layout). Each set covers every shape: its members
+//! compute partial edge tiles, and at least one admits every problem a launch accepts.
+
+use super::Candidate;
+use gemm_dsl::{check_str, DType, Layout, SpecErrors};
+
+/// The compute capabilities (`major * 10 + minor`) a set's members run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunsOn {
+    /// Architecture-specific code (`sm_90a`): that capability only.
+    Exactly(u32),
+    /// That capability and newer (the driver compiles the PTX forward).
+    From(u32),
+}
+
+impl RunsOn {
+    pub fn admits(self, cc: u32) -> bool {
+        match self {
+            RunsOn::Exactly(only) => cc == only,
+            RunsOn::From(first) => cc >= first,
+        }
+    }
+}
+
+/// One spec of a set, without its name, element types and layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SetMember {
+    /// Short name, unique in its set: the kernel's name is `<set>_<member>_<types>_<layout>`.
+    pub name: &'static str,
+    pub body: &'static str,
+    /// Which problems it is in the set for.
+    pub role: &'static str,
+}
+
+/// A named set of specs for one target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelSet {
+    pub name: &'static str,
+    /// What the set is for.
+    pub about: &'static str,
+    /// Input element types the members take (`dtype`).
+    pub dtypes: &'static [DType],
+    /// Compute capabilities that run every member.
+    pub runs_on: RunsOn,
+    pub members: &'static [SetMember],
+}
+
+/// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
+pub const SM90_16BIT: KernelSet = KernelSet {
+    name: "sm90",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, stream-K tails, 64-row tiles with and without split-K, a 16-row tile for decode",
+    dtypes: &[DType::Bf16, DType::F16],
+    runs_on: RunsOn::Exactly(90),
+    members: &[
+        SetMember {
+            name: "w128x256",
+            body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "large problems whose tiles fill whole rounds",
+        },
+        SetMember {
+            name: "w128x256_sk",
+            body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "large problems with a small last round",
+        },
+        SetMember {
+            name: "w256x128_sk",
+            body: "arch: sm_90a, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "large problems whose B rows split cache lines (half the B bytes per flop)",
+        },
+        SetMember {
+            name: "w128x256_c2x1",
+            body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
+            role: "large problems, B multicast to two blocks",
+        },
+        SetMember {
+            name: "w128x128",
+            body: "arch: sm_90a, tile: 128x128x64, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "M of a few hundred: twice the tiles of 128x256",
+        },
+        SetMember {
+            name: "w128x128_sk",
+            body: "arch: sm_90a, tile: 128x128x64, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "M of 128 to 512 with deep K: split-K on mid-size tiles",
+        },
+        SetMember {
+            name: "w64x256",
+            body: "arch: sm_90a, tile: 64x256x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "M of a few hundred",
+        },
+        SetMember {
+            name: "w64x128_sk",
+            body: "arch: sm_90a, tile: 64x128x64, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "small M with few tiles: split-K over every SM",
+        },
+        SetMember {
+            name: "w64x64",
+            body: "arch: sm_90a, tile: 64x64x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "small M, enough 64-wide columns for every SM",
+        },
+        SetMember {
+            name: "w64x64_sk",
+            body: "arch: sm_90a, tile: 64x64x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "small M and N, deep K: split-K",
+        },
+        SetMember {
+            name: "m16x64",
+            body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "M of at most 16 (decode): no rows wasted",
+        },
+    ],
+};
+
+/// The Ampere set for 16-bit inputs (runs on every board from sm_80).
+pub const SM80_16BIT: KernelSet = KernelSet {
+    name: "sm80",
+    about: "bf16/f16 from Ampere on (sm_80, mma.sync with cp.async rings)",
+    dtypes: &[DType::Bf16, DType::F16],
+    runs_on: RunsOn::From(80),
+    members: &[
+        SetMember {
+            name: "m128x256",
+            body: "arch: sm_80, tile: 128x256x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "large problems",
+        },
+        SetMember {
+            name: "m128x128",
+            body: "arch: sm_80, tile: 128x128x32, warps: 2x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "medium problems",
+        },
+        SetMember {
+            name: "m64x64",
+            body: "arch: sm_80, tile: 64x64x64, warps: 2x2, stages: 2, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "small problems",
+        },
+        SetMember {
+            name: "m16x64",
+            body: "arch: sm_80, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "M of at most 16 (decode)",
+        },
+    ],
+};
+
+/// The f32 SIMT set (runs on every board from sm_80).
+pub const SM80_F32: KernelSet = KernelSet {
+    name: "f32",
+    about: "f32 SIMT (FFMA) from Ampere on, cp.async rings",
+    dtypes: &[DType::F32],
+    runs_on: RunsOn::From(80),
+    members: &[
+        SetMember {
+            name: "s128x128",
+            body: "arch: sm_80, tile: 128x128x16, warps: 4x2, stages: 3, copy: cp_async, mma: fma",
+            role: "large problems",
+        },
+        SetMember {
+            name: "s64x128",
+            body: "arch: sm_80, tile: 64x128x32, warps: 2x2, stages: 3, copy: cp_async, mma: fma",
+            role: "medium problems",
+        },
+        SetMember {
+            name: "s64x64",
+            body: "arch: sm_80, tile: 64x64x16, warps: 2x1, stages: 4, copy: cp_async, mma: fma",
+            role: "small problems",
+        },
+    ],
+};
+
+/// Every set.
+pub const SETS: &[KernelSet] = &[SM90_16BIT, SM80_16BIT, SM80_F32];
+
+/// A set by name.
+pub fn find(name: &str) -> Option<&'static KernelSet> {
+    SETS.iter().find(|set| set.name == name)
+}
+
+/// The set for a device of compute capability `cc` and inputs of `dtype`: the Hopper set on
+/// exactly 9.0 for 16-bit inputs, else the first set whose members run there.
+pub fn for_device(cc: u32, dtype: DType) -> Option<&'static KernelSet> {
+    SETS.iter()
+        .find(|set| set.dtypes.contains(&dtype) && set.runs_on.admits(cc))
+}
+
+/// The four layouts, in the order sets instantiate them.
+pub const LAYOUTS: [Layout; 4] = [
+    Layout::RowRow,
+    Layout::RowCol,
+    Layout::ColRow,
+    Layout::ColCol,
+];
+
+impl KernelSet {
+    /// The full spec text of one member for inputs `dtype`, output `out` and `layout`.
+    pub fn spec(&self, member: &SetMember, dtype: DType, out: DType, layout: Layout) -> String {
+        let types = if out == dtype {
+            dtype.name().to_string()
+        } else {
+            format!("{}{}", dtype.name(), out.name())
+        };
+        format!(
+            "name: {}_{}_{}_{}, dtype: {}, out: {}, layout: {}, {}",
+            self.name,
+            member.name,
+            types,
+            layout.name(),
+            dtype.name(),
+            out.name(),
+            layout.name(),
+            member.body
+        )
+    }
+
+    /// Every member's spec in every layout, for one pair of element types: what a picker over
+    /// this set chooses among.
+    pub fn specs(&self, dtype: DType, out: DType) -> Vec<String> {
+        LAYOUTS
+            .iter()
+            .flat_map(|&layout| {
+                self.members
+                    .iter()
+                    .map(move |member| self.spec(member, dtype, out, layout))
+            })
+            .collect()
+    }
+
+    /// [`KernelSet::specs`] validated, as the model's candidates (in the same order).
+    pub fn candidates(&self, dtype: DType, out: DType) -> Result<Vec<Candidate>, SpecErrors> {
+        self.specs(dtype, out)
+            .iter()
+            .map(|text| check_str(text).map(|valid| Candidate::of(&valid)))
+            .collect()
+    }
+}

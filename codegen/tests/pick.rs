@@ -1,0 +1,141 @@
+//! The cost model's picks over the repository's shape list, pinned: a change to the model or
+//! to a set shows here as a diff of picks, to be read like a PTX diff.
+
+use gemm_codegen::gemm_dsl::{DType, Layout};
+use gemm_codegen::pick::sets::{self, KernelSet};
+use gemm_codegen::pick::{rank, reasons, DeviceModel, Problem};
+
+const SHAPES: &str = include_str!("../../shapes/models.txt");
+
+/// The shape list with lines padded to 16 bytes, as `gemm-bench` lays them out.
+fn shapes(layout: Layout, element_bytes: u32) -> Vec<(Problem, String)> {
+    SHAPES
+        .lines()
+        .filter_map(|line| {
+            let (shape, comment) = line.split_once('#').unwrap_or((line, ""));
+            (!shape.trim().is_empty()).then(|| {
+                let problem = Problem::parse(shape, layout)
+                    .expect("the shape list parses")
+                    .with_lines_padded(16, element_bytes, element_bytes);
+                (problem, comment.trim().to_string())
+            })
+        })
+        .collect()
+}
+
+/// One line per shape: the pick, its reasons, and the runner-up.
+fn picks(set: &KernelSet, dtype: DType, device: &DeviceModel, layout: Layout) -> String {
+    let candidates = set.candidates(dtype, dtype).expect("set members are valid");
+    let mut lines = vec![format!(
+        "# {} on {}, {}",
+        set.name,
+        device.name,
+        layout.name()
+    )];
+    for (problem, comment) in shapes(layout, dtype.size_bytes()) {
+        let ranking = rank(&candidates, &problem, device);
+        let (best, estimate) = ranking.best().expect("every shape has a kernel in the set");
+        let runner_up = ranking
+            .ranked
+            .get(1)
+            .map_or(String::from("-"), |(index, e)| {
+                format!(
+                    "{} ({:.2}x slower)",
+                    candidates[*index].name,
+                    e.seconds / estimate.seconds
+                )
+            });
+        lines.push(format!(
+            "{problem:<22} {comment}\n  pick {}: {}\n  next {runner_up}",
+            candidates[*best].name,
+            reasons(estimate, &problem)
+        ));
+    }
+    lines.join("\n")
+}
+
+#[test]
+fn hopper_picks_over_the_shape_list() {
+    insta::assert_snapshot!(picks(
+        &sets::SM90_16BIT,
+        DType::Bf16,
+        &DeviceModel::h100_sxm(),
+        Layout::RowRow
+    ));
+}
+
+#[test]
+fn ampere_picks_over_the_shape_list() {
+    insta::assert_snapshot!(picks(
+        &sets::SM80_16BIT,
+        DType::Bf16,
+        &DeviceModel::a100_sxm(),
+        Layout::RowCol
+    ));
+}
+
+#[test]
+fn f32_picks_over_the_shape_list() {
+    insta::assert_snapshot!(picks(
+        &sets::SM80_F32,
+        DType::F32,
+        &DeviceModel::h100_sxm(),
+        Layout::RowRow
+    ));
+}
+
+/// Calibration aid, not a check: with `GEMM_PICK_MEASURED` naming a TSV of measured rows
+/// (`batch m n k kernel ours_tflops cublas_tflops`, from a `gemm-bench --set` run), prints how
+/// the model's picks fare against the measured best per shape.
+#[test]
+#[ignore = "reads a measurement file named by GEMM_PICK_MEASURED"]
+fn model_against_measurements() {
+    let path = std::env::var("GEMM_PICK_MEASURED").expect("GEMM_PICK_MEASURED names a TSV");
+    let text = std::fs::read_to_string(path).unwrap();
+    let candidates = sets::SM90_16BIT
+        .candidates(DType::Bf16, DType::Bf16)
+        .unwrap();
+    let device = DeviceModel::h100_sxm();
+    // (batch, m, n, k) -> (kernel, ours TFLOP/s, cuBLAS TFLOP/s) per measured kernel.
+    type Measured = Vec<(String, f64, f64)>;
+    let mut rows: std::collections::BTreeMap<(u32, u32, u32, u32), Measured> = Default::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let n = |i: usize| f[i].parse::<u32>().unwrap();
+        rows.entry((n(0), n(1), n(2), n(3))).or_default().push((
+            f[4].to_string(),
+            f[5].parse().unwrap(),
+            f[6].parse().unwrap(),
+        ));
+    }
+    let (mut model, mut best) = (Vec::new(), Vec::new());
+    for ((batch, m, n, k), measured) in &rows {
+        let problem = Problem::new(*m, *n, *k, Layout::RowRow)
+            .with_batch(*batch)
+            .with_lines_padded(16, 2, 2);
+        let cublas = measured[0].2;
+        let of = |name: &str| measured.iter().find(|r| r.0 == name).map(|r| r.1 / cublas);
+        // The model's pick among the kernels that were measured at this shape.
+        let ranking = rank(&candidates, &problem, &device);
+        let pick = ranking
+            .ranked
+            .iter()
+            .map(|(i, _)| &candidates[*i].name)
+            .find(|name| of(name).is_some())
+            .unwrap();
+        let top = measured.iter().map(|r| r.1).fold(0.0, f64::max) / cublas;
+        let picked = of(pick).unwrap_or(f64::NAN);
+        model.push(picked);
+        best.push(top);
+        println!(
+            "{problem:<24} {pick:<28} {picked:.3}  best {top:.3}{}",
+            if picked < 0.97 * top { "  <<" } else { "" }
+        );
+    }
+    let geomean = |v: &[f64]| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp();
+    println!(
+        "model geomean {:.3}, best geomean {:.3}",
+        geomean(&model),
+        geomean(&best)
+    );
+}

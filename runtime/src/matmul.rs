@@ -1,0 +1,570 @@
+//! `Matmul`: one entry point that picks the kernel per problem.
+//!
+//! A [`Matmul`] holds a set of kernels (the built-in set for the device, or kernels the user
+//! declared with `gemm!`), picks one per problem — a tuning cache's measured best where it
+//! has one ([`TuneCache`]), else the cost model's ([`gemm_codegen::pick`]) — and loads each
+//! kernel the first time it is picked. It is `Send + Sync`: threads share one.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), gemm_runtime::Error> {
+//! use gemm_runtime::half::bf16;
+//! use gemm_runtime::{Layout, Matmul, Problem};
+//!
+//! let ctx = gemm_runtime::open_context(0)?;
+//! let stream = ctx.default_stream();
+//! let matmul = Matmul::<bf16, bf16>::new(&ctx)?;
+//! let (m, n, k) = (16, 4096, 14336);
+//! let a = stream.alloc_zeros::<bf16>(m * k).unwrap();
+//! let b = stream.alloc_zeros::<bf16>(k * n).unwrap();
+//! let mut c = stream.alloc_zeros::<bf16>(m * n).unwrap();
+//! let problem = Problem::new(m as u32, n as u32, k as u32, Layout::RowRow);
+//! matmul.run(&stream, &a, &b, &mut c, &problem)?;
+//! println!("ran {}", matmul.pick(&problem)?.kernel);
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::check::{Batch, LeadingDims};
+use crate::device::DeviceInfo;
+use crate::element::{Element, KernelTypes, Storage};
+use crate::error::Error;
+use crate::kernel::GemmKernel;
+use crate::tune::{spec_hash, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use gemm_codegen::gemm_dsl::{check_str, DType, ValidSpec};
+use gemm_codegen::pick::sets::{self, KernelSet};
+use gemm_codegen::pick::{self, Candidate, DeviceModel, Problem};
+use gemm_codegen::KernelInfo;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+/// Where a pick came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PickSource {
+    /// The tuning cache's measured best.
+    Cache,
+    /// The cost model's prediction.
+    Model,
+}
+
+/// The kernel picked for a problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pick {
+    /// Index into [`Picker::candidates`].
+    pub index: usize,
+    pub source: PickSource,
+}
+
+/// The picking half of a [`Matmul`], which needs no GPU: candidates, a device model, an
+/// optional tuning cache, and the picks made so far.
+#[derive(Debug)]
+pub struct Picker {
+    candidates: Vec<Candidate>,
+    spec_hashes: Vec<String>,
+    types: (DType, DType),
+    device: DeviceModel,
+    cache: TuneCache,
+    picks: RwLock<HashMap<Problem, Pick>>,
+}
+
+impl Picker {
+    /// Candidates from validated specs, all of one (input, output) type pair.
+    pub fn new(specs: &[ValidSpec], device: DeviceModel) -> Picker {
+        let types = specs
+            .first()
+            .map_or((DType::Bf16, DType::Bf16), |v| (v.spec.dtype, v.spec.out));
+        Picker {
+            candidates: specs.iter().map(Candidate::of).collect(),
+            spec_hashes: specs
+                .iter()
+                .map(|v| spec_hash(&v.spec.to_spec_text()))
+                .collect(),
+            types,
+            device,
+            cache: TuneCache::default(),
+            picks: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Consults `cache` before the model (picks made so far are forgotten).
+    pub fn with_cache(mut self, cache: TuneCache) -> Picker {
+        self.cache = cache;
+        self.picks = RwLock::new(HashMap::new());
+        self
+    }
+
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    pub fn device(&self) -> &DeviceModel {
+        &self.device
+    }
+
+    pub fn cache(&self) -> &TuneCache {
+        &self.cache
+    }
+
+    /// The kernel for `problem`: the cache's measured best where it names a kernel of this
+    /// set (same name, same spec hash) that admits the problem, else the model's; `None`
+    /// when no candidate admits it. Remembered per problem, so a warm pick is one lookup.
+    pub fn pick(&self, problem: &Problem) -> Option<Pick> {
+        if let Some(pick) = self
+            .picks
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(problem)
+        {
+            return Some(*pick);
+        }
+        let pick = self.pick_cold(problem)?;
+        self.picks
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(*problem, pick);
+        Some(pick)
+    }
+
+    fn pick_cold(&self, problem: &Problem) -> Option<Pick> {
+        let (dtype, out) = self.types;
+        if let Some((kernel, hash)) = self.cache.lookup(problem, dtype, out) {
+            let cached = self.candidates.iter().enumerate().position(|(i, c)| {
+                c.name == kernel && self.spec_hashes[i] == hash && c.refuses(problem).is_none()
+            });
+            if let Some(index) = cached {
+                return Some(Pick {
+                    index,
+                    source: PickSource::Cache,
+                });
+            }
+        }
+        pick::pick(&self.candidates, problem, &self.device).map(|index| Pick {
+            index,
+            source: PickSource::Model,
+        })
+    }
+
+    /// Why no candidate admits `problem`, one line per candidate.
+    pub fn refusals(&self, problem: &Problem) -> String {
+        self.candidates
+            .iter()
+            .filter_map(|c| c.refuses(problem).map(|why| format!("  {}: {why}", c.name)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Where a candidate's kernel comes from when it is first picked.
+#[derive(Debug)]
+enum Source {
+    /// Declared with `gemm!` (or emitted by the caller).
+    Static(&'static KernelInfo<'static>),
+    /// A set member, emitted at run time.
+    Emit(Box<ValidSpec>),
+}
+
+/// The kernel a [`Matmul`] picked, as [`Matmul::pick`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Picked<'a> {
+    pub kernel: &'a str,
+    pub source: PickSource,
+}
+
+/// One entry point for `C = A·B` that picks the kernel per problem from a set, loading each
+/// kernel once, the first time it is picked.
+#[derive(Debug)]
+pub struct Matmul<In, Out> {
+    ctx: Arc<CudaContext>,
+    picker: Picker,
+    sources: Vec<Source>,
+    kernels: Vec<OnceLock<GemmKernel<In, Out>>>,
+    /// Held while a kernel loads, so two threads never load the same one twice.
+    loading: Mutex<()>,
+}
+
+impl<In: Element, Out: Element> Matmul<In, Out> {
+    /// The built-in kernel set for the context's device and these element types
+    /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, Error> {
+        let device = DeviceInfo::query(ctx)?;
+        let cc = device_cc(&device);
+        let types = element_types::<In, Out>()?;
+        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
+            types: types.to_string(),
+            device_cc: cc,
+        })?;
+        Self::with_set(ctx, set)
+    }
+
+    /// Every member of `set` in every layout, emitted at run time when first picked.
+    pub fn with_set(ctx: &Arc<CudaContext>, set: &KernelSet) -> Result<Self, Error> {
+        let types = element_types::<In, Out>()?;
+        let specs = set
+            .specs(types.dtype(), types.out())
+            .iter()
+            .map(|text| {
+                check_str(text).map_err(|errors| Error::SpecText {
+                    kernel: text.clone(),
+                    errors: errors.render(text, set.name),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let picker = Picker::new(&specs, DeviceModel::h100_sxm());
+        Self::assemble(
+            ctx,
+            picker,
+            specs
+                .into_iter()
+                .map(|valid| Source::Emit(Box::new(valid)))
+                .collect(),
+        )
+    }
+
+    /// The kernels given (declared with `gemm!`: `&my_kernel::INFO`), all of these element
+    /// types; the picker chooses among them per problem.
+    pub fn from_kernels(
+        ctx: &Arc<CudaContext>,
+        kernels: &[&'static KernelInfo<'static>],
+    ) -> Result<Self, Error> {
+        let specs = kernels
+            .iter()
+            .map(|info| {
+                let valid = check_str(info.spec()).map_err(|errors| Error::SpecText {
+                    kernel: info.name().to_string(),
+                    errors: errors.render(info.spec(), info.name()),
+                })?;
+                let theirs = KernelTypes::of_spec(&valid.spec)?;
+                for (role, kernel_type, rust_type, rust_bytes) in [
+                    ("input", theirs.dtype(), In::NAME, In::BYTES),
+                    ("output", theirs.out(), Out::NAME, Out::BYTES),
+                ] {
+                    if Storage::of(kernel_type).name() != rust_type {
+                        return Err(Error::ElementType {
+                            kernel: info.name().to_string(),
+                            role,
+                            kernel_type: kernel_type.name().to_string(),
+                            kernel_bytes: kernel_type.size_bytes(),
+                            rust_type,
+                            rust_bytes,
+                        });
+                    }
+                }
+                Ok(valid)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let picker = Picker::new(&specs, DeviceModel::h100_sxm());
+        Self::assemble(
+            ctx,
+            picker,
+            kernels.iter().map(|info| Source::Static(info)).collect(),
+        )
+    }
+
+    fn assemble(
+        ctx: &Arc<CudaContext>,
+        picker: Picker,
+        sources: Vec<Source>,
+    ) -> Result<Self, Error> {
+        let info = DeviceInfo::query(ctx)?;
+        let device = device_model(&info, picker.device());
+        let mut picker = Picker { device, ..picker };
+        if let Some(path) = std::env::var_os(TUNE_CACHE_VARIABLE) {
+            picker = picker.with_cache(read_cache(Path::new(&path), &info)?);
+        }
+        Ok(Matmul {
+            ctx: ctx.clone(),
+            kernels: sources.iter().map(|_| OnceLock::new()).collect(),
+            picker,
+            sources,
+            loading: Mutex::new(()),
+        })
+    }
+
+    /// Consults the tuning cache at `path` before the model. Entries measured on another
+    /// device are ignored; [`TuneCache::ignored`] lists them.
+    pub fn with_tune_cache(mut self, path: &Path) -> Result<Self, Error> {
+        let info = DeviceInfo::query(&self.ctx)?;
+        self.picker = self.picker.with_cache(read_cache(path, &info)?);
+        Ok(self)
+    }
+
+    pub fn picker(&self) -> &Picker {
+        &self.picker
+    }
+
+    /// The kernel `run` would launch for `problem`, and whether the cache or the model chose it.
+    pub fn pick(&self, problem: &Problem) -> Result<Picked<'_>, Error> {
+        let pick = self.pick_index(problem)?;
+        Ok(Picked {
+            kernel: &self.picker.candidates()[pick.index].name,
+            source: pick.source,
+        })
+    }
+
+    fn pick_index(&self, problem: &Problem) -> Result<Pick, Error> {
+        self.picker.pick(problem).ok_or_else(|| Error::NoKernelFor {
+            problem: problem.to_string(),
+            refused: self.picker.refusals(problem),
+        })
+    }
+
+    /// Candidate `index`'s kernel, loaded on first use.
+    pub fn kernel(&self, index: usize) -> Result<&GemmKernel<In, Out>, Error> {
+        if let Some(kernel) = self.kernels[index].get() {
+            return Ok(kernel);
+        }
+        let _loading = self
+            .loading
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(kernel) = self.kernels[index].get() {
+            return Ok(kernel);
+        }
+        let kernel = match &self.sources[index] {
+            Source::Static(info) => GemmKernel::load(&self.ctx, info)?,
+            Source::Emit(valid) => GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(valid))?,
+        };
+        Ok(self.kernels[index].get_or_init(|| kernel))
+    }
+
+    /// The picked kernel for `problem`, loaded.
+    pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out>, Error> {
+        self.kernel(self.pick_index(problem)?.index)
+    }
+
+    /// `C = A·B` for `problem` (its layout, leading dimensions and batch count; a batch's
+    /// matrices lie back to back), with the kernel picked for it. The launch checks sizes,
+    /// strides, buffer lengths and alignment as [`GemmKernel::launch_strided_batched`] does.
+    ///
+    /// Concurrency: a picked stream-K kernel (`tail = stream_k`) waits across its blocks, so
+    /// its grid must be resident at once. Launches of one kernel take turns; two *different*
+    /// stream-K kernels running at once on two streams can fill the device while each waits,
+    /// and hang. Until the kernels stop waiting, run a `Matmul` whose set has stream-K
+    /// members from one stream at a time, or give threads a set without them.
+    pub fn run<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        problem: &Problem,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        let kernel = self.kernel_for(problem)?;
+        let lds = LeadingDims {
+            lda: problem.lda,
+            ldb: problem.ldb,
+            ldc: problem.ldc,
+        };
+        let batch = Batch::packed(
+            kernel.info().launch(),
+            problem.batch,
+            (problem.m, problem.n, problem.k),
+            lds,
+        );
+        self.run_strided(stream, a, b, c, problem, batch)
+    }
+
+    /// [`Matmul::run`] with the batch's strides given (`batch.count` must be the problem's).
+    pub fn run_strided<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        problem: &Problem,
+        batch: Batch,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        if batch.count != problem.batch {
+            return Err(Error::BatchCount {
+                count: batch.count,
+                limit: problem.batch,
+            });
+        }
+        let kernel = self.kernel_for(problem)?;
+        let lds = LeadingDims {
+            lda: problem.lda,
+            ldb: problem.ldb,
+            ldc: problem.ldc,
+        };
+        kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
+    }
+}
+
+/// The spec types a set is instantiated with for these Rust types (f32 words hold f32, not
+/// tf32).
+fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
+    let named = |name: &str| match name {
+        "bf16" => DType::Bf16,
+        "f16" => DType::F16,
+        _ => DType::F32,
+    };
+    let (dtype, out) = (named(In::NAME), named(Out::NAME));
+    KernelTypes::new(dtype, out).ok_or_else(|| Error::UnsupportedTypes {
+        kernel: "Matmul".to_string(),
+        dtype: dtype.name().to_string(),
+        out: out.name().to_string(),
+    })
+}
+
+/// `major * 10 + minor` of the device.
+fn device_cc(info: &DeviceInfo) -> u32 {
+    let mut parts = info.compute_capability.split('.');
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    major * 10 + minor
+}
+
+/// The model of the board in hand: the preset of its architecture with its own SM count (and
+/// an H200's faster memory).
+pub fn device_model(info: &DeviceInfo, fallback: &DeviceModel) -> DeviceModel {
+    let cc = device_cc(info);
+    let preset = match cc {
+        90.. => DeviceModel::h100_sxm(),
+        80..90 => DeviceModel::a100_sxm(),
+        _ => fallback.clone(),
+    };
+    let memory_bytes_per_s = if info.name.contains("H200") {
+        4.8e12
+    } else {
+        preset.memory_bytes_per_s
+    };
+    DeviceModel {
+        name: info.name.clone(),
+        compute_capability: cc,
+        memory_bytes_per_s,
+        ..preset
+    }
+    .with_sms(info.multiprocessors)
+}
+
+/// The device's key in a tuning cache.
+pub fn device_key(info: &DeviceInfo) -> DeviceKey {
+    DeviceKey {
+        name: info.name.clone(),
+        sms: info.multiprocessors,
+        driver: info.driver_version.clone(),
+    }
+}
+
+fn read_cache(path: &Path, info: &DeviceInfo) -> Result<TuneCache, Error> {
+    let cache = TuneCache::read(path, &device_key(info))?;
+    for line in cache.ignored() {
+        eprintln!("gemm-dsl: tuning cache {}: ignored {line}", path.display());
+    }
+    Ok(cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemm_codegen::gemm_dsl::Layout;
+    use half::bf16;
+
+    fn hopper_picker() -> Picker {
+        let specs: Vec<ValidSpec> = sets::SM90_16BIT
+            .specs(DType::Bf16, DType::Bf16)
+            .iter()
+            .map(|text| check_str(text).unwrap())
+            .collect();
+        Picker::new(&specs, DeviceModel::h100_sxm())
+    }
+
+    #[test]
+    fn matmul_is_shared_by_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Matmul<bf16, bf16>>();
+        send_sync::<Matmul<f32, f32>>();
+        send_sync::<Picker>();
+    }
+
+    #[test]
+    fn picks_come_from_the_problem_layout_and_are_remembered() {
+        let picker = hopper_picker();
+        for layout in sets::LAYOUTS {
+            let problem = Problem::new(4096, 4096, 4096, layout);
+            let pick = picker.pick(&problem).unwrap();
+            assert_eq!(pick.source, PickSource::Model);
+            assert_eq!(picker.candidates()[pick.index].layout, layout);
+            assert_eq!(picker.pick(&problem), Some(pick));
+        }
+    }
+
+    #[test]
+    fn a_cache_entry_wins_only_for_its_kernel_and_spec_hash() {
+        let picker = hopper_picker();
+        let problem = Problem::new(16, 4096, 14336, Layout::RowRow);
+        let model = picker.pick(&problem).unwrap();
+        let device = DeviceKey {
+            name: "board".to_string(),
+            sms: 132,
+            driver: "13.0".to_string(),
+        };
+        // Another candidate than the model's, measured faster.
+        let other = (0..picker.candidates().len())
+            .find(|&i| i != model.index && picker.candidates()[i].layout == Layout::RowRow)
+            .unwrap();
+        let entry = |hash: String| crate::tune::TuneEntry {
+            device: device.clone(),
+            dtype: "bf16".to_string(),
+            out: "bf16".to_string(),
+            layout: "rr".to_string(),
+            m: 16,
+            n: 4096,
+            k: 14336,
+            batch: 1,
+            stride_align: 128,
+            kernel: picker.candidates()[other].name.clone(),
+            spec_hash: hash,
+            tflops: 1.0,
+            ratio_to_cublas: 1.0,
+        };
+        let good = hopper_picker().with_cache(TuneCache::for_device(
+            &[entry(picker.spec_hashes[other].clone())],
+            &device,
+        ));
+        assert_eq!(
+            good.pick(&problem),
+            Some(Pick {
+                index: other,
+                source: PickSource::Cache
+            })
+        );
+        // A stale entry (the spec changed since it was measured) is not trusted.
+        let stale = hopper_picker().with_cache(TuneCache::for_device(
+            &[entry("0000000000000000".to_string())],
+            &device,
+        ));
+        assert_eq!(stale.pick(&problem), Some(model));
+    }
+
+    #[test]
+    fn a_problem_no_kernel_admits_names_every_refusal() {
+        let specs = [check_str(
+            "name: only_rr, arch: sm_80, dtype: bf16, layout: rr, tile: 128x128x32, warps: 2x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
+        )
+        .unwrap()];
+        let picker = Picker::new(&specs, DeviceModel::a100_sxm());
+        let other_layout = Problem::new(128, 128, 32, Layout::ColCol);
+        assert_eq!(picker.pick(&other_layout), None);
+        assert_eq!(picker.refusals(&other_layout), "  only_rr: layout rr");
+        // Rows of 3 bf16 (6 bytes) cannot start 16-byte aligned.
+        let narrow = Problem::new(128, 3, 32, Layout::RowRow);
+        assert_eq!(picker.pick(&narrow), None);
+        assert!(
+            picker.refusals(&narrow).contains("aligned"),
+            "{}",
+            picker.refusals(&narrow)
+        );
+    }
+}

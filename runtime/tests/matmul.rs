@@ -1,0 +1,213 @@
+//! GPU tests of the entry point that picks: every kernel of the built-in sets on edge shapes in
+//! its own layout, and `Matmul::run` on real-model problems, each against float64 (or cuBLAS
+//! for large sizes) with C poisoned first and fresh inputs per problem.
+
+use gemm_codegen::gemm_dsl::Layout;
+use gemm_codegen::pick::sets::{self, KernelSet};
+use gemm_runtime::verify::{compare, reference_of, run_poisoned_with_ld, Problem as Inputs};
+use gemm_runtime::{open_context, CudaContext, CudaStream, Element, KernelTypes, Matmul, Problem};
+use half::bf16;
+use std::sync::Arc;
+
+fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
+    let ctx = open_context(0).expect("these tests need a CUDA GPU");
+    let stream = ctx.default_stream();
+    (ctx, stream)
+}
+
+/// Sizes around the tiles of every member: one row, a partial tile, a K that leaves a partial
+/// k tile, and a tile count that leaves a stream-K tail.
+const EDGE_SHAPES: [(u32, u32, u32); 4] = [
+    (1, 200, 136),
+    (17, 264, 328),
+    (130, 520, 1032),
+    (300, 2056, 744),
+];
+
+/// Every member of `set` in every layout runs each edge shape within its types' tolerance;
+/// returns how many (kernel, shape) pairs ran.
+fn every_member_on_edges<In: Element, Out: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    set: &KernelSet,
+    seed: u64,
+) -> usize {
+    let matmul = Matmul::<In, Out>::with_set(ctx, set).expect("the set loads");
+    let candidates = matmul.picker().candidates().to_vec();
+    let mut ran = 0;
+    for (index, candidate) in candidates.iter().enumerate() {
+        let kernel = matmul
+            .kernel(index)
+            .unwrap_or_else(|e| panic!("{}: {e}", candidate.name));
+        let types = KernelTypes::of_spec(
+            &gemm_codegen::gemm_dsl::check_str(kernel.info().spec())
+                .unwrap()
+                .spec,
+        )
+        .unwrap();
+        for (shape_index, &(m, n, k)) in EDGE_SHAPES.iter().enumerate() {
+            let problem = Problem::new(m, n, k, candidate.layout).with_lines_padded(
+                16,
+                In::BYTES,
+                Out::BYTES,
+            );
+            if let Some(reason) = candidate.refuses(&problem) {
+                panic!("{} refuses {problem}: {reason}", candidate.name);
+            }
+            let inputs = Inputs::<In>::random(m, n, k, seed + (index * 16 + shape_index) as u64);
+            let (reference, kind) = reference_of(stream, &inputs).unwrap();
+            let c = run_poisoned_with_ld(
+                kernel,
+                stream,
+                &inputs,
+                (problem.lda, problem.ldb, problem.ldc),
+            )
+            .unwrap_or_else(|e| panic!("{} at {problem}: {e}", candidate.name));
+            let report = compare(&c, &reference, m, n, problem.ldc, kind).unwrap();
+            report
+                .check(&types.tolerance(m, n, k))
+                .unwrap_or_else(|broken| {
+                    panic!("{} at {problem}: {broken} ({report})", candidate.name)
+                });
+            ran += 1;
+        }
+    }
+    ran
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_kernel_of_the_built_in_sets_computes_edge_shapes_in_every_layout() {
+    let (ctx, stream) = gpu();
+    let hopper = every_member_on_edges::<bf16, bf16>(&ctx, &stream, &sets::SM90_16BIT, 0x5E7_0001);
+    assert_eq!(
+        hopper,
+        sets::SM90_16BIT.members.len() * 4 * EDGE_SHAPES.len()
+    );
+    let hopper_f32_out =
+        every_member_on_edges::<half::f16, f32>(&ctx, &stream, &sets::SM90_16BIT, 0x5E7_0002);
+    assert_eq!(hopper_f32_out, hopper);
+    let ampere = every_member_on_edges::<bf16, bf16>(&ctx, &stream, &sets::SM80_16BIT, 0x5E7_0003);
+    assert_eq!(
+        ampere,
+        sets::SM80_16BIT.members.len() * 4 * EDGE_SHAPES.len()
+    );
+    let simt = every_member_on_edges::<f32, f32>(&ctx, &stream, &sets::SM80_F32, 0x5E7_0004);
+    assert_eq!(simt, sets::SM80_F32.members.len() * 4 * EDGE_SHAPES.len());
+}
+
+/// `Matmul::run` on packed row-major operands, checked against the reference.
+fn run_and_check<In: Element, Out: Element>(
+    matmul: &Matmul<In, Out>,
+    stream: &Arc<CudaStream>,
+    (m, n, k): (u32, u32, u32),
+    seed: u64,
+) -> String {
+    let inputs = Inputs::<In>::random(m, n, k, seed);
+    let (reference, kind) = reference_of(stream, &inputs).unwrap();
+    let a = stream.clone_htod(&inputs.a).unwrap();
+    let b = stream.clone_htod(&inputs.b).unwrap();
+    let mut c = stream
+        .clone_htod(&vec![Out::poison(); m as usize * n as usize])
+        .unwrap();
+    let problem = Problem::new(m, n, k, Layout::RowRow);
+    matmul.run(stream, &a, &b, &mut c, &problem).unwrap();
+    let c = stream.clone_dtoh(&c).unwrap();
+    let picked = matmul.pick(&problem).unwrap().kernel.to_string();
+    let report = compare(&c, &reference, m, n, n, kind).unwrap();
+    let spec =
+        gemm_codegen::gemm_dsl::check_str(matmul.kernel_for(&problem).unwrap().info().spec())
+            .unwrap();
+    let types = KernelTypes::of_spec(&spec.spec).unwrap();
+    report
+        .check(&types.tolerance(m, n, k))
+        .unwrap_or_else(|broken| panic!("{picked} at {m}x{n}x{k}: {broken} ({report})"));
+    picked
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_picks_and_computes_real_model_problems() {
+    let (ctx, stream) = gpu();
+    let matmul = Matmul::<bf16, bf16>::new(&ctx).unwrap();
+    let mut picked = std::collections::BTreeSet::new();
+    for (i, shape) in [
+        (1, 4096, 4096),
+        (16, 4096, 14336),
+        (64, 6144, 4096),
+        (128, 4096, 4096),
+        (512, 4096, 4096),
+        (777, 4104, 2048),
+        (4096, 4096, 4096),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        picked.insert(run_and_check(
+            &matmul,
+            &stream,
+            shape,
+            0x3A7_0000 + i as u64,
+        ));
+    }
+    // Decode and prefill problems do not all get the same kernel.
+    assert!(picked.len() >= 3, "{picked:?}");
+    let sgemm = Matmul::<f32, f32>::new(&ctx).unwrap();
+    // f32 lines must start 16-byte aligned: packed, K and N are multiples of 4.
+    run_and_check(&sgemm, &stream, (333, 520, 260), 0x3A7_0100);
+    // A second run of the same problem reuses the loaded kernel and gives the same bits.
+    let inputs = Inputs::<bf16>::random(16, 4096, 14336, 7);
+    let a = stream.clone_htod(&inputs.a).unwrap();
+    let b = stream.clone_htod(&inputs.b).unwrap();
+    let problem = Problem::new(16, 4096, 14336, Layout::RowRow);
+    let mut first = stream.alloc_zeros::<bf16>(16 * 4096).unwrap();
+    let mut second = stream.alloc_zeros::<bf16>(16 * 4096).unwrap();
+    matmul.run(&stream, &a, &b, &mut first, &problem).unwrap();
+    matmul.run(&stream, &a, &b, &mut second, &problem).unwrap();
+    let (first, second) = (
+        stream.clone_dtoh(&first).unwrap(),
+        stream.clone_dtoh(&second).unwrap(),
+    );
+    assert!(first
+        .iter()
+        .zip(&second)
+        .all(|(x, y)| x.to_bits() == y.to_bits()));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn threads_share_one_matmul() {
+    let (ctx, _) = gpu();
+    // The Hopper set without its stream-K members: two stream-K kernels must not run at once
+    // (their blocks wait for one another; see `Matmul::run`).
+    let members: Vec<_> = sets::SM90_16BIT
+        .members
+        .iter()
+        .filter(|member| !member.body.contains("stream_k"))
+        .copied()
+        .collect();
+    let set = KernelSet {
+        name: "sm90_whole",
+        members: Box::leak(members.into_boxed_slice()),
+        ..sets::SM90_16BIT
+    };
+    let matmul = Matmul::<bf16, bf16>::with_set(&ctx, &set).unwrap();
+    let shapes = [
+        (4096, 4096, 4096),
+        (128, 4096, 4096),
+        (16, 6144, 4096),
+        (1000, 1000, 1000),
+    ];
+    std::thread::scope(|scope| {
+        for (t, &shape) in shapes.iter().enumerate() {
+            let matmul = &matmul;
+            let ctx = &ctx;
+            scope.spawn(move || {
+                let stream = ctx.new_stream().unwrap();
+                for round in 0..3 {
+                    run_and_check(matmul, &stream, shape, 0x7EAD_0000 + (t * 8 + round) as u64);
+                }
+            });
+        }
+    });
+}
