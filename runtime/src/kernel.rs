@@ -204,9 +204,9 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     ///
     /// A stream-K kernel (`tail = stream_k`) uses the workspace it allocated at load; its
     /// launches take turns with it whatever their streams. Its blocks wait for one another,
-    /// so its grid (sized to the device) must be resident at once: do not run it concurrently
-    /// with another stream-K kernel, or another kernel that waits across blocks, on other
-    /// streams.
+    /// so its grid (sized to the device) must be resident at once: it is launched
+    /// cooperatively, and the driver starts it only when the whole grid fits beside whatever
+    /// else runs.
     #[allow(clippy::too_many_arguments)]
     pub fn launch_strided_batched<A, B, C>(
         &self,
@@ -481,6 +481,11 @@ pub(crate) struct LaunchDims {
     pub cluster: (u32, u32),
     pub threads: u32,
     pub dynamic_smem_bytes: u32,
+    /// Launch cooperatively: the driver starts the grid only when every block of it can be
+    /// resident at once. A stream-K grid's blocks wait for one another's partial sums, so a
+    /// grid started in part (another kernel holding the rest of the device, itself waiting)
+    /// could wait forever.
+    pub cooperative: bool,
 }
 
 impl LaunchDims {
@@ -490,12 +495,14 @@ impl LaunchDims {
             cluster: launch.cluster_dims(),
             threads: launch.threads_per_block,
             dynamic_smem_bytes: launch.dynamic_smem_bytes,
+            cooperative: launch.workspace_bytes_per_block > 0,
         }
     }
 }
 
 /// Binds `ctx` and launches `function` on `stream`, through `cuLaunchKernelEx` with the
-/// cluster dimension attribute where the launch has clusters.
+/// cluster dimension attribute where the launch has clusters and the cooperative attribute
+/// where its blocks wait for one another.
 ///
 /// # Safety
 /// `params` must point to live values matching the kernel's parameter list, and every buffer
@@ -513,8 +520,16 @@ pub(crate) unsafe fn launch_raw(
         threads,
         dynamic_smem_bytes,
         cluster,
+        cooperative,
     } = dims;
-    if cluster == (1, 1) {
+    let mut attributes = Vec::with_capacity(2);
+    if cluster != (1, 1) {
+        attributes.push(cluster_attribute(cluster));
+    }
+    if cooperative {
+        attributes.push(cooperative_attribute());
+    }
+    if attributes.is_empty() {
         // SAFETY: the caller's contract covers the parameters; the context is bound.
         return unsafe {
             sys::cuLaunchKernel(
@@ -533,9 +548,8 @@ pub(crate) unsafe fn launch_raw(
         }
         .result();
     }
-    let mut attribute = cluster_attribute(cluster);
-    let config = launch_config(dims, stream.cu_stream(), &mut attribute);
-    // SAFETY: as above; `config` points at `attribute`, which outlives the call.
+    let config = launch_config(dims, stream.cu_stream(), &mut attributes);
+    // SAFETY: as above; `config` points at `attributes`, which outlive the call.
     unsafe { sys::cuLaunchKernelEx(&config, function, params.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
 }
@@ -551,11 +565,20 @@ fn cluster_attribute((x, y): (u32, u32)) -> sys::CUlaunchAttribute {
     attribute
 }
 
-/// `cuLaunchKernelEx`'s description of a launch with one attribute.
+/// The launch attribute of a cooperative launch (see [`LaunchDims::cooperative`]).
+fn cooperative_attribute() -> sys::CUlaunchAttribute {
+    // SAFETY: the attribute is plain data, valid when zeroed.
+    let mut attribute: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attribute.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attribute.value.cooperative = 1;
+    attribute
+}
+
+/// `cuLaunchKernelEx`'s description of a launch with these attributes.
 fn launch_config(
     dims: LaunchDims,
     stream: sys::CUstream,
-    attribute: &mut sys::CUlaunchAttribute,
+    attributes: &mut [sys::CUlaunchAttribute],
 ) -> sys::CUlaunchConfig {
     // SAFETY: as for the attribute.
     let mut config: sys::CUlaunchConfig = unsafe { std::mem::zeroed() };
@@ -567,8 +590,8 @@ fn launch_config(
     config.blockDimZ = 1;
     config.sharedMemBytes = dims.dynamic_smem_bytes;
     config.hStream = stream;
-    config.attrs = attribute;
-    config.numAttrs = 1;
+    config.attrs = attributes.as_mut_ptr();
+    config.numAttrs = attributes.len() as u32;
     config
 }
 
@@ -707,11 +730,11 @@ fn resident_blocks(
     if cluster != (1, 1) {
         let cluster_blocks = cluster.0 * cluster.1;
         let dims = LaunchDims::of(launch, (cluster.0, cluster.1, 1));
-        let mut attribute = cluster_attribute(cluster);
-        let config = launch_config(dims, std::ptr::null_mut(), &mut attribute);
+        let mut attributes = [cluster_attribute(cluster)];
+        let config = launch_config(dims, std::ptr::null_mut(), &mut attributes);
         let mut clusters: std::ffi::c_int = 0;
         // SAFETY: `function` is a live handle of a module loaded in the bound context;
-        // `config` points at `attribute`, which outlives the call; it writes one int.
+        // `config` points at `attributes`, which outlive the call; it writes one int.
         unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, function, &config) }
             .result()
             .during(|| format!("asking how many clusters of `{}` fit", info.name()))?;

@@ -337,11 +337,10 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// matrices lie back to back), with the kernel picked for it. The launch checks sizes,
     /// strides, buffer lengths and alignment as [`GemmKernel::launch_strided_batched`] does.
     ///
-    /// Concurrency: a picked stream-K kernel (`tail = stream_k`) waits across its blocks, so
-    /// its grid must be resident at once. Launches of one kernel take turns; two *different*
-    /// stream-K kernels running at once on two streams can fill the device while each waits,
-    /// and hang. Until the kernels stop waiting, run a `Matmul` whose set has stream-K
-    /// members from one stream at a time, or give threads a set without them.
+    /// Threads and streams may share one `Matmul`: a stream-K kernel (`tail = stream_k`),
+    /// whose blocks wait for one another, launches cooperatively, so its grid starts only
+    /// when all of it fits beside whatever else runs (`results/picking-2026-11-24/`: four
+    /// stream-K kernels on four streams at once).
     pub fn run<A, B, C>(
         &self,
         stream: &CudaStream,

@@ -105,6 +105,7 @@ impl MathOnlyKernel {
                     cluster: (1, 1),
                     threads: self.probe.threads_per_block(),
                     dynamic_smem_bytes: self.probe.dynamic_smem_bytes(),
+                    cooperative: false,
                 },
                 stream,
                 &mut params,

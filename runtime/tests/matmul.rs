@@ -178,8 +178,7 @@ fn matmul_picks_and_computes_real_model_problems() {
 #[ignore = "needs a CUDA GPU"]
 fn threads_share_one_matmul() {
     let (ctx, _) = gpu();
-    // The Hopper set without its stream-K members: two stream-K kernels must not run at once
-    // (their blocks wait for one another; see `Matmul::run`).
+    // The Hopper set's whole-tile members (the four-stream test below runs the stream-K ones).
     let members: Vec<_> = sets::SM90_16BIT
         .members
         .iter()
@@ -206,6 +205,72 @@ fn threads_share_one_matmul() {
                 let stream = ctx.new_stream().unwrap();
                 for round in 0..3 {
                     run_and_check(matmul, &stream, shape, 0x7EAD_0000 + (t * 8 + round) as u64);
+                }
+            });
+        }
+    });
+}
+
+/// Four threads, each on its own stream with its own stream-K kernel (every one splits its
+/// tail, so its blocks wait for one another), launch over and over at once: the cooperative
+/// launch must keep any grid from starting in part, so nothing hangs (the device script runs
+/// this under a timeout), and every result is bitwise the first.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
+    let (ctx, _) = gpu();
+    let matmul = Matmul::<bf16, bf16>::with_set(&ctx, &sets::SM90_16BIT).unwrap();
+    let candidates = matmul.picker().candidates();
+    let stream_k: Vec<usize> = (0..candidates.len())
+        .filter(|&i| candidates[i].stream_k && candidates[i].layout == Layout::RowRow)
+        .collect();
+    assert!(stream_k.len() >= 4, "{stream_k:?}");
+    // Shapes whose leftover tiles are split for every tile size of the set.
+    let shapes = [
+        (16, 4096, 14336),
+        (128, 4096, 4096),
+        (16, 8192, 8192),
+        (64, 4096, 14336),
+    ];
+    std::thread::scope(|scope| {
+        for (t, &index) in stream_k.iter().take(4).enumerate() {
+            let (matmul, ctx) = (&matmul, &ctx);
+            let (m, n, k) = shapes[t];
+            scope.spawn(move || {
+                let stream = ctx.new_stream().unwrap();
+                let kernel = matmul.kernel(index).unwrap();
+                let name = &matmul.picker().candidates()[index].name;
+                let inputs = Inputs::<bf16>::random(m, n, k, 0xC0_0000 + t as u64);
+                let (reference, kind) = reference_of(&stream, &inputs).unwrap();
+                let a = stream.clone_htod(&inputs.a).unwrap();
+                let b = stream.clone_htod(&inputs.b).unwrap();
+                let mut outputs = Vec::new();
+                for _ in 0..12 {
+                    let mut c = stream
+                        .clone_htod(&vec![bf16::poison(); m as usize * n as usize])
+                        .unwrap();
+                    kernel.launch(&stream, &a, &b, &mut c, m, n, k).unwrap();
+                    outputs.push(c);
+                }
+                let first = stream.clone_dtoh(&outputs[0]).unwrap();
+                let report = compare(&first, &reference, m, n, n, kind).unwrap();
+                let types = KernelTypes::new(
+                    gemm_codegen::gemm_dsl::DType::Bf16,
+                    gemm_codegen::gemm_dsl::DType::Bf16,
+                )
+                .unwrap();
+                report
+                    .check(&types.tolerance(m, n, k))
+                    .unwrap_or_else(|broken| panic!("{name} at {m}x{n}x{k}: {broken}"));
+                for (i, c) in outputs.iter().enumerate().skip(1) {
+                    let again = stream.clone_dtoh(c).unwrap();
+                    assert!(
+                        again
+                            .iter()
+                            .zip(&first)
+                            .all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "{name}: launch {i} differs from the first"
+                    );
                 }
             });
         }

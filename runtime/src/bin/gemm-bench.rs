@@ -563,10 +563,17 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 check,
             )
             .expect("at least one timed launch each");
-            progress.println(format!(
+            let line = format!(
                 "{name:<28} {:<10} {shape:>18}  ours {:>8.2} TFLOP/s  cuBLAS {:>8.2} TFLOP/s  ratio {:.3}  ({})",
                 record.types, record.ours_tflops, record.cublas_tflops, record.ratio, record.baseline
-            ));
+            );
+            // A hidden bar (stderr not a terminal: a log file) prints nothing, so each row
+            // goes to stdout as it is measured.
+            if progress.is_hidden() {
+                println!("{line}");
+            } else {
+                progress.println(line);
+            }
             records.push(record);
             progress.inc(1);
         }
