@@ -53,6 +53,18 @@ gemm_runtime::gemm! {
     schedule: persistent(tail = stream_k),
 }
 
+// A kernel set for the entry point that picks (`Matmul::from_kernels(&ctx, llm::KERNELS)`):
+// large tiles for prefill, 64-row tiles with and without split-K for decode.
+gemm_runtime::gemm_set! {
+    name: llm,
+    { name: llm_prefill, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4,
+      copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8) },
+    { name: llm_decode, arch: sm_90a, dtype: bf16, tile: 64x64x128, consumers: 1, stages: 6,
+      copy: tma, mma: wgmma },
+    { name: llm_decode_split, arch: sm_90a, dtype: bf16, tile: 64x128x64, consumers: 1,
+      stages: 6, copy: tma, mma: wgmma, schedule: persistent(tail = stream_k) },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +150,15 @@ mod tests {
             .check_dims(0, 1024, 1024)
             .unwrap_err();
         assert!(error.contains("M = 0"), "{error}");
+    }
+
+    #[test]
+    fn a_kernel_set_lists_its_kernels_for_the_picker() {
+        let names: Vec<&str> = llm::KERNELS.iter().map(|info| info.name()).collect();
+        assert_eq!(names, ["llm_prefill", "llm_decode", "llm_decode_split"]);
+        assert_eq!(llm::llm_decode::LAUNCH.tile_m, 64);
+        // Each entry is its module's own description.
+        assert_eq!(llm::KERNELS[2].spec(), llm::llm_decode_split::SPEC);
+        assert!(llm::KERNELS[2].launch().workspace_bytes_per_block > 0);
     }
 }

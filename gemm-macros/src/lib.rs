@@ -54,6 +54,109 @@ pub fn gemm(input: TokenStream) -> TokenStream {
     .into()
 }
 
+/// Generates a module holding several kernels and their list, for the entry point that picks
+/// among them (`gemm_runtime::Matmul::from_kernels`).
+///
+/// ```text
+/// gemm_runtime::gemm_set! {
+///     name: llm,
+///     { name: big, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4,
+///       copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8) },
+///     { name: decode, arch: sm_90a, dtype: bf16, tile: 64x64x128, consumers: 1, stages: 6,
+///       copy: tma, mma: wgmma },
+/// }
+/// let matmul = Matmul::<bf16, bf16>::from_kernels(&ctx, llm::KERNELS)?;
+/// ```
+///
+/// expands to a module `llm` with one `gemm!` module per spec (`llm::big`, `llm::decode`) and
+/// `KERNELS`, the list of their `INFO`s. Each spec's errors point at its own tokens.
+#[proc_macro]
+pub fn gemm_set(input: TokenStream) -> TokenStream {
+    expand_set(input.into())
+        .unwrap_or_else(|error| error.to_compile_error())
+        .into()
+}
+
+/// `name: <module>`, then one `{ spec }` per kernel, comma separated.
+fn parse_set(input: syn::parse::ParseStream) -> syn::Result<(syn::Ident, Vec<proc_macro2::Group>)> {
+    let key: syn::Ident = input.parse()?;
+    if key != "name" {
+        return Err(syn::Error::new(
+            key.span(),
+            "a kernel set starts with `name: <module>`, then one `{ spec }` per kernel",
+        ));
+    }
+    input.parse::<syn::Token![:]>()?;
+    let name: syn::Ident = input.parse()?;
+    let mut specs = Vec::new();
+    while !input.is_empty() {
+        input.parse::<syn::Token![,]>()?;
+        if input.is_empty() {
+            break;
+        }
+        match input.parse::<proc_macro2::TokenTree>()? {
+            proc_macro2::TokenTree::Group(group)
+                if group.delimiter() == proc_macro2::Delimiter::Brace =>
+            {
+                specs.push(group)
+            }
+            other => {
+                return Err(syn::Error::new(
+                    other.span(),
+                    "expected a kernel spec in braces: `{ name: k, arch: sm_90a, .. }`",
+                ))
+            }
+        }
+    }
+    if specs.is_empty() {
+        return Err(syn::Error::new(
+            name.span(),
+            "a kernel set needs at least one `{ spec }` after its name",
+        ));
+    }
+    Ok((name, specs))
+}
+
+fn expand_set(input: TokenStream2) -> syn::Result<TokenStream2> {
+    use syn::parse::Parser;
+    let (name, specs) = parse_set.parse2(input)?;
+    // Every spec's errors first, each at its own tokens.
+    let mut valid = Vec::new();
+    let mut errors = TokenStream2::new();
+    for group in &specs {
+        match gemm_dsl::parse_tokens(group.stream(), group.span()).and_then(|spec| spec.validate())
+        {
+            Ok(spec) => valid.push(spec),
+            Err(spec_errors) => errors.extend(spec_errors.to_compile_error()),
+        }
+    }
+    if !errors.is_empty() {
+        return Ok(errors);
+    }
+    let path = runtime_path().map_err(|message| syn::Error::new(Span::call_site(), message))?;
+    let runtime = tokens(&path);
+    let mut kernels = Vec::new();
+    let mut modules = Vec::new();
+    for spec in &valid {
+        let emitted = gemm_codegen::emit(spec);
+        modules.push(format_ident!("{}", emitted.kernel_name()));
+        kernels.push(expand(&emitted, &path));
+    }
+    let doc = format!(
+        "Kernel set `{name}`: {} kernels and their list.",
+        modules.len()
+    );
+    Ok(quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        pub mod #name {
+            #(#kernels)*
+            /// Every kernel of the set, for `Matmul::from_kernels`.
+            pub static KERNELS: &[&#runtime::KernelInfo<'static>] = &[#(&#modules::INFO),*];
+        }
+    })
+}
+
 /// The path of the runtime crate as the user's Cargo.toml names it (its package name, or a
 /// rename such as `gemm = { package = "runtime", .. }`), so the expansion resolves under any
 /// dependency name.

@@ -61,5 +61,5 @@ pub use gemm_codegen::{
     CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind,
     SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
 };
-pub use gemm_macros::gemm;
+pub use gemm_macros::{gemm, gemm_set};
 pub use tensor_map::{GlobalMatrix, TensorMap};
