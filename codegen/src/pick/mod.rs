@@ -151,6 +151,37 @@ pub struct DeviceModel {
     /// DRAM latency under load, clocks: what a ring's stages in flight must cover (one SM
     /// streams at most its bytes in flight per this many clocks).
     pub memory_latency_clk: f64,
+    /// The model's fitted numbers for this board.
+    pub calibration: Calibration,
+}
+
+/// The numbers of the model that are fitted to measurements rather than read off a
+/// datasheet: `codegen/tests/pick.rs::model_against_measurements` refits them from a
+/// `gemm-bench --set` run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibration {
+    /// The fraction of the SM's peak math rate a family's main loop reaches (its math-only
+    /// ceiling); the rest of the model says what else slows a tile down. wgmma by consumer
+    /// warpgroups' share of the tile: a 128-row share per consumer reads the fewest
+    /// shared-memory bytes per flop, a 64x128 one the most.
+    pub wgmma_128_rows_per_consumer: f64,
+    pub wgmma_two_consumers_256_wide: f64,
+    pub wgmma_two_consumers: f64,
+    pub wgmma_one_consumer: f64,
+    pub mma_sync: f64,
+    pub fma: f64,
+    /// Bytes per clock a stream-K finisher reads the other walkers' partial sums at (one
+    /// block, each record after its flag).
+    pub fixup_bytes_per_clk: f64,
+    /// Clocks a split tail costs besides its sums: the flags' release and acquire, the
+    /// finisher's wait for the slowest walker of its tile, the units' ring refills.
+    pub stream_k_split_clk: f64,
+    /// The part of the shorter of SM work and DRAM traffic that the longer does not hide.
+    pub overlap_slack: f64,
+    /// SMs at which the DRAM bandwidth a grid pulls reaches half of what all reach.
+    pub half_bandwidth_sms: f64,
+    /// The fraction of peak DRAM bandwidth a stream of loads reaches.
+    pub dram_efficiency: f64,
 }
 
 impl DeviceModel {
@@ -164,6 +195,22 @@ impl DeviceModel {
             memory_bytes_per_s: 3.35e12,
             l2_bytes_per_clk_per_sm: 40.0,
             memory_latency_clk: 4000.0,
+            // Fitted to the sm90 set over shapes/models.txt, H100, 2026-11-24
+            // (results/picking-2026-11-24/).
+            calibration: Calibration {
+                wgmma_128_rows_per_consumer: 0.76,
+                wgmma_two_consumers_256_wide: 0.75,
+                wgmma_two_consumers: 0.68,
+                wgmma_one_consumer: 0.62,
+                // On Hopper, mma.sync runs on the tensor cores at about half of wgmma's rate.
+                mma_sync: 0.5,
+                fma: 0.75,
+                fixup_bytes_per_clk: 16.0,
+                stream_k_split_clk: 25000.0,
+                overlap_slack: 0.25,
+                half_bandwidth_sms: 8.0,
+                dram_efficiency: 0.85,
+            },
         }
     }
 
@@ -177,6 +224,11 @@ impl DeviceModel {
             memory_bytes_per_s: 2.04e12,
             l2_bytes_per_clk_per_sm: 32.0,
             memory_latency_clk: 3000.0,
+            // Not fitted on an A100 yet: Hopper's numbers, with mma.sync at its Ampere rate.
+            calibration: Calibration {
+                mma_sync: 0.75,
+                ..DeviceModel::h100_sxm().calibration
+            },
         }
     }
 
@@ -218,22 +270,19 @@ impl DeviceModel {
     }
 }
 
-/// The fraction of the SM's peak math rate a family's main loop reaches (its math-only
-/// ceiling, measured on an H100 and an A100 by the probes of `gemm-bench --math-only`): the
-/// rest of the model says what else slows a tile down.
+/// The fraction of the SM's peak math rate a candidate's main loop reaches.
 fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate) -> f64 {
+    let fitted = &device.calibration;
     let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
     match candidate.mma {
-        // Per consumer warpgroup: a 128x128 share reads the fewest shared-memory bytes per
-        // flop, a 64x128 one the most.
-        Mma::Wgmma if candidate.consumers >= 2 && bm / candidate.consumers >= 128 => 0.76,
-        Mma::Wgmma if candidate.consumers >= 2 && bn >= 256 => 0.75,
-        Mma::Wgmma if candidate.consumers >= 2 => 0.68,
-        Mma::Wgmma => 0.62,
-        // On Hopper, mma.sync runs on the tensor cores at about half of wgmma's rate.
-        Mma::MmaSync if device.compute_capability >= 90 => 0.5,
-        Mma::MmaSync => 0.75,
-        Mma::Fma => 0.75,
+        Mma::Wgmma if candidate.consumers >= 2 && bm / candidate.consumers >= 128 => {
+            fitted.wgmma_128_rows_per_consumer
+        }
+        Mma::Wgmma if candidate.consumers >= 2 && bn >= 256 => fitted.wgmma_two_consumers_256_wide,
+        Mma::Wgmma if candidate.consumers >= 2 => fitted.wgmma_two_consumers,
+        Mma::Wgmma => fitted.wgmma_one_consumer,
+        Mma::MmaSync => fitted.mma_sync,
+        Mma::Fma => fitted.fma,
     }
 }
 
@@ -245,24 +294,10 @@ fn k_tile_overhead_clk(mma: Mma) -> f64 {
     }
 }
 
-/// Bytes per clock a stream-K finisher reads the other walkers' partial sums at (one block,
-/// each record after its flag).
-const FIXUP_BYTES_PER_CLK: f64 = 16.0;
-/// Clocks a split tail costs besides its sums: the flags' release and acquire, the finisher's
-/// wait for the slowest walker of its tile, the units' ring refills. Fitted to the Hopper set's
-/// measurements over `shapes/models.txt` (H100, 2026-11-24): at 64x4096x4096 the split 64x64
-/// walk runs 1.3x slower than the whole one, with half the k tiles per SM.
-const STREAM_K_SPLIT_CLK: f64 = 25000.0;
 /// Bytes per clock one SM stores C at.
 const EPILOGUE_BYTES_PER_CLK: f64 = 64.0;
-/// The part of the shorter of SM work and DRAM traffic that the longer does not hide.
-const OVERLAP_SLACK: f64 = 0.25;
 /// Seconds every launch costs however small its grid.
 const LAUNCH_SECONDS: f64 = 2e-6;
-/// SMs at which the DRAM bandwidth a grid pulls reaches half of what all reach.
-const HALF_BANDWIDTH_SMS: f64 = 8.0;
-/// The fraction of peak DRAM bandwidth a stream of loads reaches.
-const DRAM_EFFICIENCY: f64 = 0.85;
 
 /// A kernel as the model sees it: its launch shape and the plan's numbers that set its speed.
 #[derive(Clone, Debug, PartialEq)]
@@ -462,7 +497,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let grid_f = f64::from(grid_blocks.max(1));
     let blocks_per_busiest_sm = f64::from(grid_blocks.div_ceil(device.sms).max(1));
     let epilogue_clk = bm * bn * f64::from(shape.output_element_bytes) / EPILOGUE_BYTES_PER_CLK;
-    let record_clk = bm * bn * 4.0 / FIXUP_BYTES_PER_CLK;
+    let record_clk = bm * bn * 4.0 / device.calibration.fixup_bytes_per_clk;
     let tiles_f = tiles as f64;
     let mut split_tail = false;
     let (block_k_tiles, block_tiles, block_extra_clk) = if candidate.stream_k {
@@ -474,8 +509,9 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
             // A finisher adds the sums of the walkers after it on its tile; a walker that
             // starts inside a tile writes its own.
             let walkers_per_tile = (grid_f / leftover as f64).ceil();
-            let fixup_clk =
-                (walkers_per_tile - 1.0).max(0.0) * record_clk + record_clk + STREAM_K_SPLIT_CLK;
+            let fixup_clk = (walkers_per_tile - 1.0).max(0.0) * record_clk
+                + record_clk
+                + device.calibration.stream_k_split_clk;
             (
                 whole_rounds * f64::from(k_tiles) + tail_k_tiles,
                 whole_rounds + 1.0,
@@ -513,8 +549,8 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     );
     let dram_bytes = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes);
     let active_sms = f64::from(grid_blocks.min(device.sms).max(1));
-    let bandwidth = device.memory_bytes_per_s * DRAM_EFFICIENCY * active_sms
-        / (active_sms + HALF_BANDWIDTH_SMS);
+    let bandwidth = device.memory_bytes_per_s * device.calibration.dram_efficiency * active_sms
+        / (active_sms + device.calibration.half_bandwidth_sms);
     let dram_seconds = dram_bytes / bandwidth;
 
     let bound = if dram_seconds > sm_seconds {
@@ -525,7 +561,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     Estimate {
         // The SMs' work and the DRAM traffic overlap, not perfectly.
         seconds: sm_seconds.max(dram_seconds)
-            + OVERLAP_SLACK * sm_seconds.min(dram_seconds)
+            + device.calibration.overlap_slack * sm_seconds.min(dram_seconds)
             + LAUNCH_SECONDS,
         tiles,
         k_tiles_per_tile: k_tiles,
