@@ -172,6 +172,8 @@ pub enum Error {
     /// No kernel of a [`Matmul`](crate::Matmul)'s set admits the problem; `refused` says why
     /// each could not.
     NoKernelFor { problem: String, refused: String },
+    /// `Matmul::run_strided` got a batch of another count than its problem's.
+    BatchMismatch { problem: u32, batch: u32 },
     /// A tuning cache could not be read or written.
     TuneCache { path: String, reason: String },
 }
@@ -258,6 +260,10 @@ impl fmt::Display for Error {
                 write!(f, "no kernel of the set computes {problem}:\n{refused}")
             }
             Error::TuneCache { path, reason } => write!(f, "tuning cache {path}: {reason}"),
+            Error::BatchMismatch { problem, batch } => write!(
+                f,
+                "the problem has a batch of {problem} products, but the strides given are for {batch}"
+            ),
             Error::SpecText { kernel, errors } => {
                 write!(f, "`{kernel}`'s spec text does not parse:\n{errors}")
             }

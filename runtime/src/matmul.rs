@@ -355,16 +355,11 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         C: DevicePtrMut<Out>,
     {
         let kernel = self.kernel_for(problem)?;
-        let lds = LeadingDims {
-            lda: problem.lda,
-            ldb: problem.ldb,
-            ldc: problem.ldc,
-        };
         let batch = Batch::packed(
             kernel.info().launch(),
             problem.batch,
             (problem.m, problem.n, problem.k),
-            lds,
+            leading_dims(problem),
         );
         self.run_strided(stream, a, b, c, problem, batch)
     }
@@ -385,18 +380,22 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         C: DevicePtrMut<Out>,
     {
         if batch.count != problem.batch {
-            return Err(Error::BatchCount {
-                count: batch.count,
-                limit: problem.batch,
+            return Err(Error::BatchMismatch {
+                problem: problem.batch,
+                batch: batch.count,
             });
         }
         let kernel = self.kernel_for(problem)?;
-        let lds = LeadingDims {
-            lda: problem.lda,
-            ldb: problem.ldb,
-            ldc: problem.ldc,
-        };
+        let lds = leading_dims(problem);
         kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
+    }
+}
+
+fn leading_dims(problem: &Problem) -> LeadingDims {
+    LeadingDims {
+        lda: problem.lda,
+        ldb: problem.ldb,
+        ldc: problem.ldc,
     }
 }
 
