@@ -77,6 +77,11 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             role: "large problems, B multicast to two blocks",
         },
         SetMember {
+            name: "w128x192",
+            body: "arch: sm_90a, tile: 128x192x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "M of a few hundred with N a multiple of 192: a round of tiles closer to the SM count",
+        },
+        SetMember {
             name: "w128x128",
             body: "arch: sm_90a, tile: 128x128x64, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "M of a few hundred: twice the tiles of 128x256",
@@ -110,6 +115,11 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "m16x64",
             body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 (decode): no rows wasted",
+        },
+        SetMember {
+            name: "m16x64_s8",
+            body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 8, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "M of at most 16 with a small weight: more loads in flight per block",
         },
     ],
 };
