@@ -1,6 +1,7 @@
 //! Host time of picking a kernel: warm (a problem picked before: one lookup) and cold (the cost
-//! model over the Hopper set's candidates, every member in four layouts). The entry point's budget for a warm pick is
-//! 1 µs. Run with `cargo bench -p gemm-runtime --bench pick` (no GPU needed).
+//! model over the Hopper set's candidates, every member in four layouts). The entry point's
+//! budget for a warm pick is 1 µs. Run with `cargo bench -p gemm-runtime --bench pick` (no GPU
+//! needed).
 
 use gemm_runtime::sets::SM90_16BIT;
 use gemm_runtime::{DType, Layout, Picker, Problem};
