@@ -191,6 +191,80 @@ fn catalog_lists_every_spec() {
     }
 }
 
+#[test]
+fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
+    // (arguments, a key of the spec the model picks)
+    for (args, expected) in [
+        (&["pick", "16x4096x14336"][..], "tile: 64x"),
+        (
+            &["pick", "4096x4096x4096", "--layout", "cc"][..],
+            "consumers: 2",
+        ),
+        (
+            &[
+                "pick",
+                "777x4099x2048",
+                "--arch",
+                "sm_80",
+                "--lds",
+                "2048,4104,4104",
+            ][..],
+            "mma: mma_sync",
+        ),
+        (
+            &["pick", "8x512x512x4096", "--dtype", "f32"][..],
+            "mma: fma",
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let text = stdout(&output);
+        let spec = text.lines().next().expect("a first line");
+        assert!(spec.contains(expected), "{args:?}: {spec}");
+        let check = gemm_codegen(&["check", spec]);
+        assert!(check.status.success(), "{spec}: {}", stderr(&check));
+        assert!(text
+            .lines()
+            .nth(1)
+            .is_some_and(|line| line.contains("predicted")));
+        assert!(text.contains("# candidates, fastest predicted first:"));
+    }
+    // The layout given is the layout picked.
+    let cc = stdout(&gemm_codegen(&["pick", "4096x4096x4096", "--layout", "cc"]));
+    assert!(cc.lines().next().unwrap().contains("layout: cc"));
+}
+
+#[test]
+fn pick_refuses_what_no_kernel_of_the_set_computes() {
+    // Packed B rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned.
+    let output = gemm_codegen(&["pick", "777x4099x2048"]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("no kernel of set `sm90` computes 777x4099x2048 rr"),
+        "{message}"
+    );
+    assert!(message.contains("not 16-byte aligned"), "{message}");
+    for (args, expected) in [
+        (&["pick", "16x4096"][..], "not MxNxK or BxMxNxK"),
+        (&["pick", "0x4096x4096"][..], "is not a size"),
+        (
+            &["pick", "64x64x64", "--set", "sm91"][..],
+            "no kernel set named `sm91`",
+        ),
+        (&["pick", "64x64x64", "--lds", "1,2"][..], "three numbers"),
+        (&["pick", "64x64x64", "--layout", "rx"][..], "layout"),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains(expected),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
 /// Runs the CLI with a stdout whose reader is already gone, as `gemm-codegen .. | head`
 /// leaves it once `head` has read its lines.
 fn gemm_codegen_into_a_closed_pipe(args: &[&str]) -> Output {
