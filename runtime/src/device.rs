@@ -35,6 +35,19 @@ pub struct DeviceInfo {
 }
 
 impl DeviceInfo {
+    /// The compute capability as `major * 10 + minor` (0 if the text is not `major.minor`).
+    pub fn compute_capability_number(&self) -> u32 {
+        let mut parts = self.compute_capability.split('.');
+        let mut next = || {
+            parts
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+                .unwrap_or(0)
+        };
+        let major = next();
+        major * 10 + next()
+    }
+
     pub fn query(ctx: &Arc<CudaContext>) -> Result<DeviceInfo, Error> {
         let name = ctx
             .name()

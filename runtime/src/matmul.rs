@@ -188,7 +188,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, Error> {
         let device = DeviceInfo::query(ctx)?;
-        let cc = device_cc(&device);
+        let cc = device.compute_capability_number();
         let types = element_types::<In, Out>()?;
         let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
             types: types.to_string(),
@@ -415,18 +415,10 @@ fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
     })
 }
 
-/// `major * 10 + minor` of the device.
-fn device_cc(info: &DeviceInfo) -> u32 {
-    let mut parts = info.compute_capability.split('.');
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    major * 10 + minor
-}
-
 /// The model of the board in hand: the preset of its architecture with its own SM count (and
 /// an H200's faster memory).
 pub fn device_model(info: &DeviceInfo, fallback: &DeviceModel) -> DeviceModel {
-    let cc = device_cc(info);
+    let cc = info.compute_capability_number();
     let preset = match cc {
         90.. => DeviceModel::h100_sxm(),
         80..90 => DeviceModel::a100_sxm(),

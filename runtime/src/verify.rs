@@ -132,19 +132,19 @@ impl FromStr for Shape {
     /// `MxNxK`, e.g. `4096x4096x1024`, or `BxMxNxK` for a strided batch of B products,
     /// e.g. `8x1024x1024x1024`.
     fn from_str(text: &str) -> Result<Shape, String> {
-        let parts: Vec<&str> = text.trim().split(['x', 'X']).collect();
-        let bad = || {
-            format!(
-                "`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024, or BxMxNxK for a batch of B products"
-            )
-        };
-        let dim = |part: &&str| part.trim().parse::<u32>().ok().filter(|&v| v > 0);
-        let dims: Option<Vec<u32>> = parts.iter().map(dim).collect();
-        match dims.as_deref() {
-            Some(&[m, n, k]) => Ok(Shape::new(m, n, k)),
-            Some(&[batch, m, n, k]) => Ok(Shape::batched(batch, m, n, k)),
-            _ => Err(bad()),
-        }
+        // The picker's grammar of problem sizes, read once; the layout plays no part here.
+        let problem = gemm_codegen::pick::Problem::parse(text, gemm_codegen::gemm_dsl::Layout::RowRow)
+            .map_err(|_| {
+                format!(
+                    "`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024, or BxMxNxK for a batch of B products"
+                )
+            })?;
+        Ok(Shape::batched(
+            problem.batch,
+            problem.m,
+            problem.n,
+            problem.k,
+        ))
     }
 }
 

@@ -69,11 +69,12 @@ impl Problem {
         }
     }
 
-    /// `MxNxK`, or `BxMxNxK` for a strided batch of B products, with packed operands.
+    /// `MxNxK`, or `BxMxNxK` for a strided batch of B products (`X` works too), with packed
+    /// operands.
     pub fn parse(text: &str, layout: Layout) -> Result<Problem, String> {
         let numbers: Vec<u32> = text
             .trim()
-            .split('x')
+            .split(['x', 'X'])
             .map(|part| {
                 part.trim()
                     .parse::<u32>()
