@@ -35,6 +35,10 @@ const COMMON_TEMPLATES: &[(&str, &str)] = &[
         include_str!("../templates/common/entry.ptx.tera"),
     ),
     (
+        "common/epilogue.ptx.tera",
+        include_str!("../templates/common/epilogue.ptx.tera"),
+    ),
+    (
         "common/math_only.ptx.tera",
         include_str!("../templates/common/math_only.ptx.tera"),
     ),
@@ -95,4 +99,21 @@ fn tidy(text: &str) -> String {
         }
     }
     out
+}
+
+/// The fused epilogue's activation of register `x`, as the kernels print it (for the CPU
+/// test that runs it).
+#[cfg(test)]
+pub(crate) fn activation_text(e: &crate::plan::epilogue::FusedEpilogue, x: &str) -> String {
+    let mut tera = templates().clone();
+    tera.add_raw_template(
+        "activation_test",
+        "{% import \"common/epilogue.ptx.tera\" as ep %}{{ ep::activate(e=e, x=x) }}",
+    )
+    .expect("the test template parses");
+    let mut context = Context::new();
+    context.insert("e", e);
+    context.insert("x", x);
+    tera.render("activation_test", &context)
+        .expect("the activation renders")
 }

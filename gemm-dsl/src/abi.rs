@@ -399,6 +399,29 @@ pub enum ParamKind {
     /// The kernel's global workspace (`.u64` device address,
     /// [`LaunchShape::workspace_bytes_per_block`] per block of the grid, 16-byte aligned).
     Workspace,
+    /// A factor of the fused epilogue (`.f32`).
+    Factor(Factor),
+    /// The device address of a vector or matrix the fused epilogue reads (`.u64`).
+    EpilogueInput(EpilogueInput),
+    /// Elements from one product's bias vector to the next (`.u64`; 0: one bias for the
+    /// whole batch).
+    BiasBatchStride,
+}
+
+/// The factors of `D = act(α·A·B + β·C + bias)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Factor {
+    Alpha,
+    Beta,
+}
+
+/// What the fused epilogue reads besides the accumulators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EpilogueInput {
+    /// C-in: M x N with C's leading dimension and batch stride, in C's element type.
+    CIn,
+    /// The bias vector: M (row) or N (col) elements per product.
+    Bias,
 }
 
 /// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
@@ -418,8 +441,13 @@ impl KernelParam {
     /// after it).
     pub const fn ptx_type(&self) -> &'static str {
         match self.kind {
-            ParamKind::Pointer(_) | ParamKind::BatchStride(_) | ParamKind::Workspace => ".u64",
+            ParamKind::Pointer(_)
+            | ParamKind::BatchStride(_)
+            | ParamKind::Workspace
+            | ParamKind::EpilogueInput(_)
+            | ParamKind::BiasBatchStride => ".u64",
             ParamKind::U32(_) => ".u32",
+            ParamKind::Factor(_) => ".f32",
             ParamKind::TensorMap(_) => ".align 64 .b8",
         }
     }
@@ -523,6 +551,48 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
     BATCH_PARAMS[2],
     BATCH_PARAMS[3],
 ];
+
+/// The fused epilogue's parameters, which every family's kernel takes last, in this order:
+/// α and β (where `scale` has them), C-in (`alpha_beta`), the bias vector and its batch
+/// stride. None for a spec without a fused epilogue.
+pub fn epilogue_params(scale: crate::Scale, bias: crate::Bias) -> Vec<KernelParam> {
+    let mut params = Vec::new();
+    if scale.has_alpha() {
+        params.push(KernelParam {
+            name: "alpha",
+            kind: ParamKind::Factor(Factor::Alpha),
+            meaning: "α, the product's factor",
+        });
+    }
+    if scale.reads_c() {
+        params.push(KernelParam {
+            name: "beta",
+            kind: ParamKind::Factor(Factor::Beta),
+            meaning: "β, C-in's factor",
+        });
+        params.push(KernelParam {
+            name: "c_in",
+            kind: ParamKind::EpilogueInput(EpilogueInput::CIn),
+            meaning: "C-in, M x N with C's row stride and batch stride, device pointer (read; may be C itself)",
+        });
+    }
+    if let Some((along, _)) = bias.vector() {
+        params.push(KernelParam {
+            name: "bias",
+            kind: ParamKind::EpilogueInput(EpilogueInput::Bias),
+            meaning: match along {
+                crate::BiasAlong::Row => "bias, one value per row (M), device pointer",
+                crate::BiasAlong::Col => "bias, one value per column (N), device pointer",
+            },
+        });
+        params.push(KernelParam {
+            name: "stride_bias",
+            kind: ParamKind::BiasBatchStride,
+            meaning: "elements from one product's bias to the next (0: one bias for every product)",
+        });
+    }
+    params
+}
 
 /// A kernel the runtime may load and launch: PTX text together with the entry name, launch
 /// shape, parameter list and SASS promises that describe it. The launcher's safety argument
@@ -675,7 +745,15 @@ macro_rules! rust_expr_by_variant_name {
     )*};
 }
 
-rust_expr_by_variant_name!(Opcode, CopyPath, StorageOrder, Operand, Scalar);
+rust_expr_by_variant_name!(
+    Opcode,
+    CopyPath,
+    StorageOrder,
+    Operand,
+    Scalar,
+    Factor,
+    EpilogueInput
+);
 
 impl RustExpr for SassCheck {
     fn rust_expr(&self, path: &str) -> String {
@@ -766,6 +844,16 @@ impl RustExpr for ParamKind {
                 )
             }
             ParamKind::Workspace => format!("{path}::ParamKind::Workspace"),
+            ParamKind::Factor(factor) => {
+                format!("{path}::ParamKind::Factor({})", factor.rust_expr(path))
+            }
+            ParamKind::EpilogueInput(input) => {
+                format!(
+                    "{path}::ParamKind::EpilogueInput({})",
+                    input.rust_expr(path)
+                )
+            }
+            ParamKind::BiasBatchStride => format!("{path}::ParamKind::BiasBatchStride"),
         }
     }
 }

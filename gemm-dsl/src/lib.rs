@@ -22,6 +22,9 @@
 //! | `schedule` | `tile` (one output tile per block), `persistent` (= `persistent(raster = m, group = 8)`: one block per resident slot walking the tiles in bands of `group`, 1 to 64; `raster = n` walks bands along N instead; `tail = whole | stream_k` (`stream_k`: wgmma, splits the last round's tiles along K); see [`Schedule::tile_at`]) | `tile` |
 //! | `cluster` | `ROWSxCOLS` blocks (wgmma: `2x1`, two tiles down M sharing B, or `1x2`, two tiles along N sharing A, with `copy: tma(multicast = 2)`) | `1x1` |
 //! | `epilogue` | `direct` (threads store C from registers), `tma` (wgmma, 16-bit C: `stmatrix` into swizzled shared-memory buffers, TMA stores that clip at the matrix edge) | `tma` for wgmma with f16/bf16 C, else `direct` |
+//! | `scale` | the fused epilogue `D = act(α·A·B + β·C + bias)`: `none`, `alpha` (α, a launch argument), `alpha_beta` (α and β; C-in, laid out as C, is read before D is written and may be C itself) | `none` |
+//! | `bias` | `none`, `row` (one value per row of D, length M), `col` (one per column, length N, broadcast down the rows); `row(f32)` / `col(f32)` for an f32 vector, else the output type; shared by a batch or strided through it | `none` |
+//! | `activation` | applied last, on f32: `none`, `relu`, `gelu` (the tanh approximation), `gelu_erf` (the exact form), `silu` | `none` |
 //!
 //! ```
 //! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();

@@ -83,6 +83,16 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let schedule = builder.value(Key::Schedule, Schedule::Tile, parse_schedule);
     let cluster = builder.value(Key::Cluster, Grid2 { rows: 1, cols: 1 }, parse_grid);
     let epilogue = builder.value(Key::Epilogue, family.epilogue(out), parse_epilogue);
+    let scale = builder.value(Key::Scale, Scale::None, parse_scale);
+    // `bias: col` is a vector of the output type.
+    let bias = match builder.value(Key::Bias, None, parse_bias) {
+        None => Bias::None,
+        Some((along, dtype)) => Bias::Vector {
+            along,
+            dtype: dtype.unwrap_or(out),
+        },
+    };
+    let activation = builder.value(Key::Activation, Activation::None, parse_activation);
 
     if !errors.is_empty() {
         return Err(SpecErrors(errors));
@@ -115,6 +125,9 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             schedule,
             cluster,
             epilogue,
+            scale,
+            bias,
+            activation,
         },
         spans: SpecSpans { whole, keys },
     })
@@ -410,6 +423,60 @@ fn parse_epilogue(text: &str) -> ValueResult<Epilogue> {
             "one of direct (threads store C from registers), tma (stmatrix into shared memory, then a TMA store)",
         ),
     }
+}
+
+fn parse_scale(text: &str) -> ValueResult<Scale> {
+    Scale::ALL
+        .into_iter()
+        .find(|scale| scale.name() == text)
+        .map_or_else(
+            || {
+                bad(
+                    "scale",
+                    text,
+                    "one of none, alpha (D = α·A·B), alpha_beta (D = α·A·B + β·C, reading C)",
+                )
+            },
+            Ok,
+        )
+}
+
+/// `none`, or the way the vector runs with its element type if given: `col`, `row(f32)`.
+fn parse_bias(text: &str) -> ValueResult<Option<(BiasAlong, Option<DType>)>> {
+    const LEGAL: &str = "one of none, row, col (one value per row or per column of D, of the \
+                         output type), row(TYPE), col(TYPE) (TYPE: the output type or f32)";
+    let along = |name: &str| match name {
+        "row" => Some(BiasAlong::Row),
+        "col" => Some(BiasAlong::Col),
+        _ => None,
+    };
+    match call_form(text) {
+        Some(("none", None)) => Ok(None),
+        Some((name, None)) => {
+            along(name).map_or_else(|| bad("bias", text, LEGAL), |a| Ok(Some((a, None))))
+        }
+        Some((name, Some(dtype))) => match (along(name), parse_dtype(dtype)) {
+            (Some(a), Ok(dtype)) => Ok(Some((a, Some(dtype)))),
+            _ => bad("bias", text, LEGAL),
+        },
+        None => bad("bias", text, LEGAL),
+    }
+}
+
+fn parse_activation(text: &str) -> ValueResult<Activation> {
+    Activation::ALL
+        .into_iter()
+        .find(|activation| activation.name() == text)
+        .map_or_else(
+            || {
+                bad(
+                    "activation",
+                    text,
+                    "one of none, relu, gelu (the tanh approximation), gelu_erf, silu",
+                )
+            },
+            Ok,
+        )
 }
 
 fn parse_number(text: &str) -> Option<u32> {

@@ -102,6 +102,26 @@ impl<'a> Validator<'a> {
         self.ranges();
         self.arch_features();
         self.tensor_dtypes();
+        self.bias_type();
+    }
+
+    /// The bias is added to the f32 accumulators: it is stored as the output or as f32.
+    fn bias_type(&mut self) {
+        let Some((along, dtype)) = self.spec.bias.vector() else {
+            return;
+        };
+        let out = self.spec.out;
+        if dtype != out && dtype != DType::F32 {
+            self.help(
+                Key::Bias,
+                format!(
+                    "a {} bias with {} output: a bias vector holds the output type or f32",
+                    dtype.name(),
+                    out.name()
+                ),
+                format!("bias: {}({})", along.name(), out.name()),
+            );
+        }
     }
 }
 

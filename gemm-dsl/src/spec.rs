@@ -170,6 +170,116 @@ impl Epilogue {
     }
 }
 
+/// The epilogue's factors (`scale:`): `D = act(α·A·B + β·C + bias)`, α and β launch
+/// arguments. Without `alpha_beta` the kernel reads no C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scale {
+    None,
+    /// `D = act(α·A·B + bias)`.
+    Alpha,
+    /// `D = act(α·A·B + β·C + bias)`: C is read (C-in, shaped and strided as D) before D
+    /// is written.
+    AlphaBeta,
+}
+
+impl Scale {
+    pub const ALL: [Scale; 3] = [Scale::None, Scale::Alpha, Scale::AlphaBeta];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scale::None => "none",
+            Scale::Alpha => "alpha",
+            Scale::AlphaBeta => "alpha_beta",
+        }
+    }
+
+    pub fn has_alpha(self) -> bool {
+        self != Scale::None
+    }
+
+    pub fn reads_c(self) -> bool {
+        self == Scale::AlphaBeta
+    }
+}
+
+/// Which way a bias vector runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BiasAlong {
+    /// One value per row of D (length M), the same across the row.
+    Row,
+    /// One value per column of D (length N), broadcast down the rows: cuBLASLt's `BIAS`.
+    Col,
+}
+
+impl BiasAlong {
+    pub fn name(self) -> &'static str {
+        match self {
+            BiasAlong::Row => "row",
+            BiasAlong::Col => "col",
+        }
+    }
+}
+
+/// A bias vector added to the accumulators (`bias:`), of the output type or f32; a launch
+/// argument, shared by a batch's products or strided through them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bias {
+    None,
+    Vector { along: BiasAlong, dtype: DType },
+}
+
+impl Bias {
+    pub fn vector(self) -> Option<(BiasAlong, DType)> {
+        match self {
+            Bias::None => None,
+            Bias::Vector { along, dtype } => Some((along, dtype)),
+        }
+    }
+}
+
+impl fmt::Display for Bias {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Bias::None => f.write_str("none"),
+            Bias::Vector { along, dtype } => write!(f, "{}({})", along.name(), dtype.name()),
+        }
+    }
+}
+
+/// The function applied last, after scale and bias (`activation:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Activation {
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// The tanh approximation `x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, as cuBLASLt's GELU.
+    Gelu,
+    /// The exact `x/2·(1 + erf(x/√2))`.
+    GeluErf,
+    /// `x·sigmoid(x)`.
+    Silu,
+}
+
+impl Activation {
+    pub const ALL: [Activation; 5] = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Gelu,
+        Activation::GeluErf,
+        Activation::Silu,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::Gelu => "gelu",
+            Activation::GeluErf => "gelu_erf",
+            Activation::Silu => "silu",
+        }
+    }
+}
+
 /// Block tile `BM x BN x BK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -518,6 +628,12 @@ pub struct GemmSpec {
     pub cluster: Grid2,
     /// How the accumulators reach C (wgmma: direct stores or TMA stores).
     pub epilogue: Epilogue,
+    /// α, or α and β with a read of C.
+    pub scale: Scale,
+    /// A row or column bias vector.
+    pub bias: Bias,
+    /// The function applied to each element last.
+    pub activation: Activation,
 }
 
 impl GemmSpec {
@@ -540,12 +656,16 @@ impl GemmSpec {
             Key::Schedule => self.schedule = from.schedule,
             Key::Cluster => self.cluster = from.cluster,
             Key::Epilogue => self.epilogue = from.epilogue,
+            Key::Scale => self.scale = from.scale,
+            Key::Bias => self.bias = from.bias,
+            Key::Activation => self.activation = from.activation,
         }
     }
 
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma).
+    /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`) where they are not
+    /// `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers),
@@ -555,9 +675,19 @@ impl GemmSpec {
             Mma::Wgmma => format!(", epilogue: {}", self.epilogue.name()),
             Mma::Fma | Mma::MmaSync => String::new(),
         };
+        let mut fused = String::new();
+        if self.scale != Scale::None {
+            fused.push_str(&format!(", scale: {}", self.scale.name()));
+        }
+        if self.bias != Bias::None {
+            fused.push_str(&format!(", bias: {}", self.bias));
+        }
+        if self.activation != Activation::None {
+            fused.push_str(&format!(", activation: {}", self.activation.name()));
+        }
         format!(
             "name: {}, arch: {}, dtype: {}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
-             stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}{epilogue}",
+             stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}{epilogue}{fused}",
             self.name,
             self.arch.name(),
             self.dtype.name(),
@@ -594,10 +724,13 @@ pub enum Key {
     Schedule,
     Cluster,
     Epilogue,
+    Scale,
+    Bias,
+    Activation,
 }
 
 impl Key {
-    pub const ALL: [Key; 16] = [
+    pub const ALL: [Key; 19] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -614,6 +747,9 @@ impl Key {
         Key::Schedule,
         Key::Cluster,
         Key::Epilogue,
+        Key::Scale,
+        Key::Bias,
+        Key::Activation,
     ];
 
     pub fn name(self) -> &'static str {
@@ -634,6 +770,9 @@ impl Key {
             Key::Schedule => "schedule",
             Key::Cluster => "cluster",
             Key::Epilogue => "epilogue",
+            Key::Scale => "scale",
+            Key::Bias => "bias",
+            Key::Activation => "activation",
         }
     }
 

@@ -240,6 +240,59 @@ mod tests {
     }
 
     #[test]
+    fn fused_epilogue_keys_parse_validate_and_write_back() {
+        let plain = check_str("name: k, mma: wgmma, arch: sm_90a").unwrap();
+        assert_eq!(
+            (plain.spec.scale, plain.spec.bias, plain.spec.activation),
+            (Scale::None, Bias::None, Activation::None)
+        );
+        assert!(!plain.spec.to_spec_text().contains("bias"));
+        let text =
+            "name: k, mma: wgmma, arch: sm_90a, scale: alpha_beta, bias: col, activation: gelu";
+        let fused = check_str(text).unwrap();
+        let bf16_col = Bias::Vector {
+            along: BiasAlong::Col,
+            dtype: DType::Bf16,
+        };
+        assert_eq!(fused.spec.bias, bf16_col);
+        let written = fused.spec.to_spec_text();
+        assert!(
+            written.ends_with(", scale: alpha_beta, bias: col(bf16), activation: gelu"),
+            "{written}"
+        );
+        assert_eq!(check_str(&written).unwrap().spec, fused.spec);
+        for (bias, along, dtype) in [
+            ("row(f32)", BiasAlong::Row, DType::F32),
+            ("col(bf16)", BiasAlong::Col, DType::Bf16),
+        ] {
+            let spec = check_str(&format!("mma: wgmma, arch: sm_90a, bias: {bias}")).unwrap();
+            assert_eq!(spec.spec.bias, Bias::Vector { along, dtype });
+        }
+        for activation in Activation::ALL {
+            let spec = check_str(&format!("activation: {}", activation.name())).unwrap();
+            assert_eq!(spec.spec.activation, activation);
+        }
+        // A bias is the output type or f32; the help is the fix.
+        let wrong = errors("mma: wgmma, arch: sm_90a, bias: row(f16)");
+        assert_eq!(wrong.len(), 1, "{wrong:?}");
+        assert!(wrong[0].message.contains("a f16 bias with bf16 output"));
+        assert_eq!(wrong[0].help.as_deref(), Some("bias: row(bf16)"));
+        assert_eq!(wrong[0].fix, [(Key::Bias, "row(bf16)".to_string())]);
+        for (text, message) in [
+            ("bias: diagonal", "`diagonal` is not a valid bias"),
+            ("bias: col(f8)", "`col(f8)` is not a valid bias"),
+            ("scale: beta", "`beta` is not a valid scale"),
+            ("activation: tanh", "`tanh` is not a valid activation"),
+        ] {
+            assert_eq!(message_of_parse(text), message, "{text}");
+        }
+    }
+
+    fn message_of_parse(text: &str) -> String {
+        crate::parse_str(text).unwrap_err().0[0].message.clone()
+    }
+
+    #[test]
     fn smem_overflow_suggests_a_stage_count() {
         let e = &errors("arch: sm_80, tile: 128x128x32, stages: 6")[0];
         assert!(e.message.starts_with("shared memory over budget for sm_80"));

@@ -4,7 +4,8 @@
 //! variant is added.
 
 use gemm_dsl::{
-    Arch, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster, Schedule, Swizzle, Tail,
+    Activation, Arch, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster,
+    Scale, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -112,6 +113,33 @@ fn values() -> Vec<String> {
     );
     values.extend([Epilogue::Direct, Epilogue::Tma].map(|e| match e {
         Epilogue::Direct | Epilogue::Tma => e.name().to_string(),
+    }));
+    values.extend(Scale::ALL.map(|scale| match scale {
+        Scale::None | Scale::Alpha | Scale::AlphaBeta => scale.name().to_string(),
+    }));
+    // `row` and `col` alone take the output type.
+    values.extend(["row", "col"].map(String::from));
+    values.extend(
+        [
+            Bias::Vector {
+                along: BiasAlong::Row,
+                dtype: DType::F32,
+            },
+            Bias::Vector {
+                along: BiasAlong::Col,
+                dtype: DType::Bf16,
+            },
+        ]
+        .map(|bias| match bias {
+            Bias::None | Bias::Vector { .. } => bias.to_string(),
+        }),
+    );
+    values.extend(Activation::ALL.map(|activation| match activation {
+        Activation::None
+        | Activation::Relu
+        | Activation::Gelu
+        | Activation::GeluErf
+        | Activation::Silu => activation.name().to_string(),
     }));
     values
 }

@@ -176,6 +176,11 @@ pub enum Error {
     BatchMismatch { problem: u32, batch: u32 },
     /// A tuning cache could not be read or written.
     TuneCache { path: String, reason: String },
+    /// The fused epilogue's arguments do not match the kernel's spec, or a buffer is too
+    /// short or misaligned (see [`crate::epilogue`]).
+    EpilogueArguments { kernel: String, problem: String },
+    /// A baseline library other than cuBLAS (cuBLASLt, NVRTC) failed.
+    Baseline { action: String, reason: String },
 }
 
 impl fmt::Display for Error {
@@ -260,6 +265,10 @@ impl fmt::Display for Error {
                 write!(f, "no kernel of the set computes {problem}:\n{refused}")
             }
             Error::TuneCache { path, reason } => write!(f, "tuning cache {path}: {reason}"),
+            Error::Baseline { action, reason } => write!(f, "{action} failed: {reason}"),
+            Error::EpilogueArguments { kernel, problem } => {
+                write!(f, "the epilogue arguments of `{kernel}`: {problem}")
+            }
             Error::BatchMismatch { problem, batch } => write!(
                 f,
                 "the problem has a batch of {problem} products, but the strides given are for {batch}"

@@ -2,11 +2,13 @@
 
 use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
 use crate::element::{spec_types, stores, Element};
+use crate::epilogue::{check_arguments, BiasValues, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use gemm_codegen::gemm_dsl::abi::{EpilogueInput, Factor};
 use gemm_codegen::gemm_dsl::DType;
 use gemm_codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
 use gemm_codegen::{
@@ -35,6 +37,9 @@ pub struct GemmKernel<In, Out> {
     /// grid. Launches take turns with it: each holds the lock while it enqueues, and the
     /// slice's events make a launch on another stream wait for the one before.
     workspace: Option<Mutex<CudaSlice<u8>>>,
+    /// What the spec fuses into the epilogue, which [`GemmKernel::launch_fused`]'s
+    /// arguments must match.
+    fused: FusedSpec,
     elements: PhantomData<fn(In) -> Out>,
 }
 
@@ -64,6 +69,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     pub fn load(ctx: &Arc<CudaContext>, info: &KernelInfo<'static>) -> Result<Self, Error> {
         check_params(info)?;
         let (dtype, out) = spec_types(info)?;
+        let fused = FusedSpec::of_info(info)?;
         check_element::<In>(info, "input", dtype, info.launch().input_element_bytes)?;
         check_element::<Out>(info, "output", out, info.launch().output_element_bytes)?;
         let device_cc = device_compute_capability(ctx)?;
@@ -81,6 +87,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             module,
             resident_blocks,
             workspace,
+            fused,
             elements: PhantomData,
         };
         if cfg!(debug_assertions) {
@@ -225,6 +232,38 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
+        let plain = Epilogue::none();
+        self.launch_fused(stream, a, b, c, m, n, k, lds, batch, &plain)
+    }
+
+    /// [`GemmKernel::launch_strided_batched`] with the arguments of the spec's fused
+    /// epilogue, `D = act(α·A·B + β·C + bias)` (keys `scale`, `bias`, `activation`): D is
+    /// `c`; C-in, where the spec reads it (`scale: alpha_beta`), is a buffer laid out as C
+    /// (C's leading dimension and batch stride) or C itself ([`CIn::Output`]); the bias holds
+    /// M (`row`) or N (`col`) elements per product. Each argument the spec reads must be given
+    /// and none it ignores (α must be 1 and β 0 without them), the bias of the spec's type:
+    /// checked, with C-in's buffer under C's rules, before anything reaches the GPU.
+    ///
+    /// [`CIn::Output`]: crate::epilogue::CIn::Output
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_fused<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        m: u32,
+        n: u32,
+        k: u32,
+        lds: LeadingDims,
+        batch: Batch,
+        epilogue: &Epilogue<'_, Out>,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
         let LeadingDims { lda, ldb, ldc } = lds;
         same_context(
             &self.ctx,
@@ -235,6 +274,28 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 ("C", c.stream().context()),
             ],
         )?;
+        check_arguments(
+            self.info.name(),
+            &self.fused,
+            epilogue.alpha,
+            epilogue.beta,
+            epilogue.c_in.is_some(),
+            epilogue
+                .bias
+                .as_ref()
+                .map(|bias| (bias.dtype(), bias.len(), bias.batch_stride)),
+            (m, n, batch.count),
+        )?;
+        if let Some(CIn::Buffer(c_in)) = &epilogue.c_in {
+            same_context(&self.ctx, [("C-in", c_in.stream().context())])?;
+        }
+        if let Some(bias) = &epilogue.bias {
+            let context = match &bias.values {
+                BiasValues::Output(v) => v.stream().context(),
+                BiasValues::F32(v) => v.stream().context(),
+            };
+            same_context(&self.ctx, [("the bias", context)])?;
+        }
         let (a_len, b_len, c_len) = (a.len(), b.len(), c.len());
         // The guards make later work on other streams wait for this launch; they drop after it.
         let (a_ptr, _a_done) = a.device_ptr(stream);
@@ -262,6 +323,57 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             batch,
         };
         let grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
+        // C-in's buffer follows C's rules; the guards keep it (and the bias) borrowed for
+        // the launch.
+        let (c_in_address, _c_in_done) = match &epilogue.c_in {
+            None => (0, None),
+            Some(CIn::Output) => (c_ptr, None),
+            Some(CIn::Buffer(c_in)) => {
+                let len = c_in.len();
+                let (ptr, done) = c_in.device_ptr(stream);
+                let c_in_args = LaunchArgs {
+                    c: OperandArg {
+                        address: ptr,
+                        len,
+                        ld: ldc,
+                    },
+                    ..args
+                };
+                check_launch(self.info.launch(), &c_in_args, self.resident_blocks).map_err(
+                    |error| Error::EpilogueArguments {
+                        kernel: self.info.name().to_string(),
+                        problem: format!("C-in, laid out as C: {error}"),
+                    },
+                )?;
+                (ptr, Some(done))
+            }
+        };
+        let (bias_address, bias_stride, _bias_done) = match &epilogue.bias {
+            None => (0, 0, None),
+            Some(bias) => {
+                let (ptr, done) = match &bias.values {
+                    BiasValues::Output(v) => v.device_ptr(stream),
+                    BiasValues::F32(v) => v.device_ptr(stream),
+                };
+                let bytes = u64::from(bias.dtype().1);
+                if ptr % bytes != 0 {
+                    return Err(Error::EpilogueArguments {
+                        kernel: self.info.name().to_string(),
+                        problem: format!(
+                            "the bias starts at {ptr:#x}, which is not {bytes}-byte aligned"
+                        ),
+                    });
+                }
+                (ptr, bias.batch_stride, Some(done))
+            }
+        };
+        let fused_values = FusedValues {
+            alpha: epilogue.alpha,
+            beta: epilogue.beta,
+            c_in: c_in_address,
+            bias: bias_address,
+            bias_stride,
+        };
         // The lock and the guard last until the launch is enqueued.
         let mut workspace = self
             .workspace
@@ -274,7 +386,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             }
             None => (None, None),
         };
-        let mut values = bind_params::<In, Out>(&self.info, &args, workspace_ptr)?;
+        let mut values = bind_params::<In, Out>(&self.info, &args, workspace_ptr, &fused_values)?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
         let launch = self.info.launch();
         // SAFETY: the description is the PTX's own (`KernelInfo` comes only from codegen or
@@ -599,7 +711,17 @@ fn launch_config(
 enum ParamValue {
     U64(u64),
     U32(u32),
+    F32(f32),
     TensorMap(Box<TensorMap>),
+}
+
+/// The fused epilogue's parameter values of one launch (0 where the kernel reads none).
+struct FusedValues {
+    alpha: f32,
+    beta: f32,
+    c_in: u64,
+    bias: u64,
+    bias_stride: u64,
 }
 
 impl ParamValue {
@@ -607,6 +729,7 @@ impl ParamValue {
         match self {
             ParamValue::U64(value) => (value as *mut u64).cast(),
             ParamValue::U32(value) => (value as *mut u32).cast(),
+            ParamValue::F32(value) => (value as *mut f32).cast(),
             ParamValue::TensorMap(map) => (&mut **map as *mut TensorMap).cast(),
         }
     }
@@ -620,6 +743,7 @@ fn bind_params<In: Element, Out: Element>(
     info: &KernelInfo<'_>,
     args: &LaunchArgs,
     workspace: Option<u64>,
+    fused: &FusedValues,
 ) -> Result<Vec<ParamValue>, Error> {
     let launch = info.launch();
     let operand = |operand: Operand| {
@@ -649,6 +773,11 @@ fn bind_params<In: Element, Out: Element>(
                 ParamKind::Workspace => {
                     ParamValue::U64(workspace.ok_or_else(|| workspace_mismatch(info))?)
                 }
+                ParamKind::Factor(Factor::Alpha) => ParamValue::F32(fused.alpha),
+                ParamKind::Factor(Factor::Beta) => ParamValue::F32(fused.beta),
+                ParamKind::EpilogueInput(EpilogueInput::CIn) => ParamValue::U64(fused.c_in),
+                ParamKind::EpilogueInput(EpilogueInput::Bias) => ParamValue::U64(fused.bias),
+                ParamKind::BiasBatchStride => ParamValue::U64(fused.bias_stride),
                 ParamKind::TensorMap(tile) => {
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);
                     // An operand every product shares is one matrix; the kernel reads it

@@ -29,7 +29,10 @@ pub mod check;
 mod device;
 mod dispatch;
 mod element;
+pub mod epilogue;
 mod error;
+#[cfg(feature = "bench")]
+pub mod fused_bench;
 mod jit;
 mod kernel;
 mod matmul;
@@ -43,6 +46,7 @@ pub use check::{Batch, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};
 pub use dispatch::{AnyKernel, TypedKernel};
 pub use element::{Element, KernelTypes, Storage};
+pub use epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
 pub use error::{Error, Operand};
 pub use jit::{jit_cubin, jit_cubin_logged};
 pub use kernel::GemmKernel;
@@ -54,6 +58,7 @@ pub use cudarc;
 pub use half;
 
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+pub use gemm_codegen::gemm_dsl::abi::{EpilogueInput, Factor};
 pub use gemm_codegen::gemm_dsl::{DType, Layout};
 pub use gemm_codegen::pick::{sets, Problem};
 pub use gemm_codegen::sass::SassReport;

@@ -27,11 +27,12 @@
 use crate::check::{Batch, LeadingDims};
 use crate::device::DeviceInfo;
 use crate::element::{Element, KernelTypes, Storage};
+use crate::epilogue::{Epilogue, FusedSpec};
 use crate::error::Error;
 use crate::kernel::GemmKernel;
 use crate::tune::{spec_hash, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::{check_str, DType, ValidSpec};
+use gemm_codegen::gemm_dsl::{check_str, Activation, DType, GemmSpec, Scale, ValidSpec};
 use gemm_codegen::pick::sets::{self, KernelSet};
 use gemm_codegen::pick::{self, Candidate, DeviceModel, Problem};
 use gemm_codegen::KernelInfo;
@@ -199,17 +200,32 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
 
     /// Every member of `set` in every layout, emitted at run time when first picked.
     pub fn with_set(ctx: &Arc<CudaContext>, set: &KernelSet) -> Result<Self, Error> {
+        Self::with_set_fused(ctx, set, FusedSpec::NONE)
+    }
+
+    /// [`Matmul::new`] with a fused epilogue in every kernel: see [`Matmul::with_set_fused`].
+    pub fn new_fused(ctx: &Arc<CudaContext>, fused: FusedSpec) -> Result<Self, Error> {
+        let device = DeviceInfo::query(ctx)?;
+        let cc = device.compute_capability_number();
         let types = element_types::<In, Out>()?;
-        let specs = set
-            .specs(types.dtype(), types.out())
-            .iter()
-            .map(|text| {
-                check_str(text).map_err(|errors| Error::SpecText {
-                    kernel: text.clone(),
-                    errors: errors.render(text, set.name),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
+            types: types.to_string(),
+            device_cc: cc,
+        })?;
+        Self::with_set_fused(ctx, set, fused)
+    }
+
+    /// Every member of `set` with the fused epilogue `fused` (its `scale`, `bias` and
+    /// `activation`; each kernel named `<member>_<epilogue>`, e.g. `..._ab_colbf16_gelu`),
+    /// in every layout; run with [`Matmul::run_fused`]. The picker picks as for the plain set:
+    /// the epilogue runs once per output tile, the same work for every member.
+    pub fn with_set_fused(
+        ctx: &Arc<CudaContext>,
+        set: &KernelSet,
+        fused: FusedSpec,
+    ) -> Result<Self, Error> {
+        let types = element_types::<In, Out>()?;
+        let specs = set_specs(set, types, &fused)?;
         let picker = Picker::new(&specs, DeviceModel::h100_sxm());
         Self::assemble(
             ctx,
@@ -364,6 +380,36 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         self.run_strided(stream, a, b, c, problem, batch)
     }
 
+    /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
+    /// one ([`Matmul::with_set_fused`], or `gemm!` kernels with `scale`, `bias` or
+    /// `activation`); checked as [`GemmKernel::launch_fused`] checks them.
+    pub fn run_fused<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        problem: &Problem,
+        epilogue: &Epilogue<'_, Out>,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+    {
+        let kernel = self.kernel_for(problem)?;
+        let lds = leading_dims(problem);
+        let batch = Batch::packed(
+            kernel.info().launch(),
+            problem.batch,
+            (problem.m, problem.n, problem.k),
+            lds,
+        );
+        kernel.launch_fused(
+            stream, a, b, c, problem.m, problem.n, problem.k, lds, batch, epilogue,
+        )
+    }
+
     /// [`Matmul::run`] with the batch's strides given (`batch.count` must be the problem's).
     pub fn run_strided<A, B, C>(
         &self,
@@ -389,6 +435,60 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         let lds = leading_dims(problem);
         kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
     }
+}
+
+/// The members of `set` for these types, with the fused epilogue `fused`, validated.
+fn set_specs(
+    set: &KernelSet,
+    types: KernelTypes,
+    fused: &FusedSpec,
+) -> Result<Vec<ValidSpec>, Error> {
+    set.specs(types.dtype(), types.out())
+        .iter()
+        .map(|text| {
+            let refused =
+                |errors: gemm_codegen::gemm_dsl::SpecErrors, text: &str| Error::SpecText {
+                    kernel: text.to_string(),
+                    errors: errors.render(text, set.name),
+                };
+            let member = check_str(text).map_err(|errors| refused(errors, text))?;
+            if fused.is_none() {
+                return Ok(member);
+            }
+            let spec = GemmSpec {
+                name: format!("{}_{}", member.spec.name, epilogue_suffix(fused)),
+                scale: fused.scale,
+                bias: fused.bias,
+                activation: fused.activation,
+                ..member.spec
+            };
+            let text = spec.to_spec_text();
+            check_str(&text).map_err(|errors| refused(errors, &text))
+        })
+        .collect()
+}
+
+/// The epilogue in a kernel name: `ab_colbf16_gelu` for `scale: alpha_beta, bias: col(bf16),
+/// activation: gelu`.
+fn epilogue_suffix(fused: &FusedSpec) -> String {
+    let scale = match fused.scale {
+        Scale::None => String::new(),
+        Scale::Alpha => "a".to_string(),
+        Scale::AlphaBeta => "ab".to_string(),
+    };
+    let bias = match fused.bias.vector() {
+        None => String::new(),
+        Some((along, dtype)) => format!("{}{}", along.name(), dtype.name()),
+    };
+    let activation = match fused.activation {
+        Activation::None => String::new(),
+        other => other.name().to_string(),
+    };
+    [scale, bias, activation]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
 }
 
 fn leading_dims(problem: &Problem) -> LeadingDims {
@@ -468,6 +568,44 @@ mod tests {
             .map(|text| check_str(text).unwrap())
             .collect();
         Picker::new(&specs, DeviceModel::h100_sxm())
+    }
+
+    #[test]
+    fn fused_sets_put_the_epilogue_in_every_member() {
+        let fused = FusedSpec {
+            scale: Scale::AlphaBeta,
+            bias: gemm_codegen::gemm_dsl::Bias::Vector {
+                along: gemm_codegen::gemm_dsl::BiasAlong::Col,
+                dtype: DType::F32,
+            },
+            activation: Activation::Gelu,
+        };
+        for (set, dtype, out) in [
+            (&sets::SM90_16BIT, DType::Bf16, DType::Bf16),
+            (&sets::SM80_16BIT, DType::F16, DType::F32),
+            (&sets::SM80_F32, DType::F32, DType::F32),
+        ] {
+            let types = KernelTypes::new(dtype, out).unwrap();
+            let plain = set_specs(set, types, &FusedSpec::NONE).unwrap();
+            let specs = set_specs(set, types, &fused).unwrap();
+            assert_eq!(specs.len(), plain.len());
+            for (plain, fused_member) in plain.iter().zip(&specs) {
+                assert_eq!(
+                    fused_member.spec.name,
+                    format!("{}_ab_colf32_gelu", plain.spec.name)
+                );
+                assert_eq!(
+                    (fused_member.spec.tile, fused_member.spec.schedule),
+                    (plain.spec.tile, plain.spec.schedule)
+                );
+                assert_eq!(
+                    FusedSpec::of_spec(&fused_member.spec),
+                    fused,
+                    "{}",
+                    fused_member.spec.name
+                );
+            }
+        }
     }
 
     #[test]

@@ -4,11 +4,12 @@
 use crate::blas::{Cublas, CublasGemm};
 use crate::check::{Batch, LeadingDims};
 use crate::element::{Element, KernelTypes};
+use crate::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
 use crate::error::Operand;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use cudarc::driver::CudaStream;
-use gemm_codegen::gemm_dsl::DType;
+use gemm_codegen::gemm_dsl::{BiasAlong, DType};
 use gemm_codegen::{LaunchShape, StorageOrder};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -820,12 +821,67 @@ pub fn verify_batch<In: Element, Out: Element>(
     batch: Batch,
     seed: u64,
 ) -> Result<BatchReport, Error> {
+    verify_fused_batch(kernel, stream, m, n, k, lds, batch, seed, &FusedCase::PLAIN)
+}
+
+/// The fused-epilogue arguments [`verify_fused_batch`] passes: α, β, where C-in comes from,
+/// and the bias's batch stride (`None`: one vector shared by the batch; `Some(0)` is the
+/// same, spelled out). C-in and the bias hold fresh random normal values.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FusedCase {
+    pub alpha: f32,
+    pub beta: f32,
+    /// C-in is C itself (filled with C-in's values before the launch) rather than a buffer
+    /// of its own.
+    pub in_place: bool,
+    /// Elements from one product's bias vector to the next, beyond the vector's length.
+    pub bias_gap: Option<u64>,
+}
+
+impl FusedCase {
+    /// A plain kernel's arguments.
+    pub const PLAIN: FusedCase = FusedCase {
+        alpha: 1.0,
+        beta: 0.0,
+        in_place: false,
+        bias_gap: None,
+    };
+
+    /// Arguments for what a kernel's spec reads: α = 1.5 (with `scale`), β = -0.75 and a C-in
+    /// buffer (`alpha_beta`), a bias strided through the batch with a gap of 3 elements.
+    pub fn for_spec(fused: &FusedSpec) -> FusedCase {
+        FusedCase {
+            alpha: if fused.scale.has_alpha() { 1.5 } else { 1.0 },
+            beta: if fused.scale.reads_c() { -0.75 } else { 0.0 },
+            in_place: false,
+            bias_gap: fused.bias.vector().map(|_| 3),
+        }
+    }
+}
+
+/// [`verify_batch`] for a kernel with a fused epilogue: random C-in and bias (rounded to
+/// their types) are passed as `case` says, and each product's reference is the epilogue
+/// applied in float64 ([`FusedSpec::apply`]) to the product's. C is poisoned first, or holds
+/// C-in where `case.in_place`.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_fused_batch<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    m: u32,
+    n: u32,
+    k: u32,
+    lds: LeadingDims,
+    batch: Batch,
+    seed: u64,
+    case: &FusedCase,
+) -> Result<BatchReport, Error> {
     if batch.count == 0 {
         return Err(Error::BatchCount {
             count: 0,
             limit: crate::check::MAX_BATCH,
         });
     }
+    let fused = FusedSpec::of_info(kernel.info())?;
     let launch = kernel.info().launch();
     let mut problems: Vec<Problem<In>> = (0..u64::from(batch.count))
         .map(|i| Problem::random(m, n, k, seed + i))
@@ -840,7 +896,7 @@ pub fn verify_batch<In: Element, Out: Element>(
         }
     }
     let kind = reference_for(m, n, k);
-    let references = problems
+    let mut references = problems
         .iter()
         .map(|problem| reference_of(stream, problem).map(|(reference, _)| reference))
         .collect::<Result<Vec<_>, Error>>()?;
@@ -858,10 +914,112 @@ pub fn verify_batch<In: Element, Out: Element>(
     let b = stream
         .clone_htod(&b)
         .during(|| "copying the batch's B to the device".to_string())?;
+
+    // The epilogue's inputs: C-in laid out as C, and the bias vectors; the references become
+    // the epilogue of the products.
+    let mut rng = NormalRng::new(seed ^ 0x5eed_e1b1_0605_u64);
+    let mut c_in_host = vec![Out::poison(); c_len];
+    let c_in_products: Vec<Vec<Out>> = (0..batch.count)
+        .map(|_| {
+            (0..u64::from(m) * u64::from(n))
+                .map(|_| Out::from_f32(rng.next_normal() as f32))
+                .collect()
+        })
+        .collect();
+    if fused.scale.reads_c() {
+        for (i, values) in c_in_products.iter().enumerate() {
+            for row in 0..m as usize {
+                let at = i * batch.stride_c as usize + row * lds.ldc as usize;
+                c_in_host[at..at + n as usize]
+                    .copy_from_slice(&values[row * n as usize..][..n as usize]);
+            }
+        }
+    }
+    let bias_len = match fused.bias.vector() {
+        Some((BiasAlong::Row, _)) => m,
+        _ => n,
+    };
+    let bias_stride = case.bias_gap.map_or(0, |gap| u64::from(bias_len) + gap);
+    let bias_host: Vec<f32> = (0..(u64::from(batch.count) - 1) * bias_stride + u64::from(bias_len))
+        .map(|_| rng.next_normal() as f32)
+        .collect();
+    let bias_f32 = matches!(fused.bias.vector(), Some((_, DType::F32)));
+    let bias_value = |product: u32, row: u32, col: u32| -> f64 {
+        let at = u64::from(product) * bias_stride
+            + u64::from(match fused.bias.vector() {
+                Some((BiasAlong::Row, _)) => row,
+                _ => col,
+            });
+        let value = bias_host[at as usize];
+        if bias_f32 {
+            f64::from(value)
+        } else {
+            Out::from_f32(value).to_f64()
+        }
+    };
+    for (i, reference) in references.iter_mut().enumerate() {
+        for row in 0..m {
+            for col in 0..n {
+                let at = (row * n + col) as usize;
+                reference[at] = fused.apply(
+                    reference[at],
+                    f64::from(case.alpha),
+                    f64::from(case.beta),
+                    c_in_products[i][at].to_f64(),
+                    bias_value(i as u32, row, col),
+                );
+            }
+        }
+    }
+    let c_in = if fused.scale.reads_c() && !case.in_place {
+        Some(
+            stream
+                .clone_htod(&c_in_host)
+                .during(|| "copying C-in to the device".to_string())?,
+        )
+    } else {
+        None
+    };
+    let bias_out = stream
+        .clone_htod(
+            &bias_host
+                .iter()
+                .map(|&v| Out::from_f32(v))
+                .collect::<Vec<_>>(),
+        )
+        .during(|| "copying the bias to the device".to_string())?;
+    let bias_wide = stream
+        .clone_htod(&bias_host)
+        .during(|| "copying the bias to the device".to_string())?;
+    let initial = if case.in_place && fused.scale.reads_c() {
+        c_in_host
+    } else {
+        vec![Out::poison(); c_len]
+    };
     let mut c = stream
-        .clone_htod(&vec![Out::poison(); c_len])
-        .during(|| "writing the poisoned C".to_string())?;
-    kernel.launch_strided_batched(stream, &a, &b, &mut c, m, n, k, lds, batch)?;
+        .clone_htod(&initial)
+        .during(|| "writing the initial C".to_string())?;
+    let mut epilogue = Epilogue::none().alpha(case.alpha);
+    if fused.scale.reads_c() {
+        epilogue = epilogue.beta(
+            case.beta,
+            match &c_in {
+                Some(buffer) => CIn::Buffer(buffer),
+                None => CIn::Output,
+            },
+        );
+    } else if case.beta != 0.0 {
+        epilogue.beta = case.beta;
+    }
+    if fused.bias.vector().is_some() {
+        let bias = if bias_f32 {
+            BiasArg::f32(&bias_wide)
+        } else {
+            BiasArg::output(&bias_out)
+        };
+        epilogue = epilogue.bias(bias.strided(bias_stride));
+    }
+    kernel.launch_fused(stream, &a, &b, &mut c, m, n, k, lds, batch, &epilogue)?;
     let mut c = stream
         .clone_dtoh(&c)
         .during(|| format!("copying C of `{}` back", kernel.info().name()))?;

@@ -276,3 +276,119 @@ fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
         }
     });
 }
+
+/// A fused set (`Matmul::new_fused`): every sm90 member in layout rr, with C-in, a column bias
+/// and GELU, on edge shapes against the same epilogue in float64; then `run_fused` on a decode
+/// and a prefill problem of the picked kernels, D in place over C-in, against float64 too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_sets_compute_the_epilogue_with_every_member() {
+    use gemm_codegen::gemm_dsl::{Activation, Bias, BiasAlong, DType, Scale};
+    use gemm_runtime::verify::{verify_fused_batch, FusedCase};
+    use gemm_runtime::{Batch, FusedSpec, LeadingDims};
+    let (ctx, stream) = gpu();
+    let fused = FusedSpec {
+        scale: Scale::AlphaBeta,
+        bias: Bias::Vector {
+            along: BiasAlong::Col,
+            dtype: DType::Bf16,
+        },
+        activation: Activation::Gelu,
+    };
+    let matmul = Matmul::<bf16, bf16>::with_set_fused(&ctx, &sets::SM90_16BIT, fused)
+        .expect("the fused set loads");
+    let candidates = matmul.picker().candidates().to_vec();
+    let mut ran = 0;
+    for (index, candidate) in candidates.iter().enumerate() {
+        if candidate.layout != Layout::RowRow {
+            continue;
+        }
+        let kernel = matmul
+            .kernel(index)
+            .unwrap_or_else(|e| panic!("{}: {e}", candidate.name));
+        for (seed, &(m, n, k)) in EDGE_SHAPES.iter().enumerate() {
+            let lds = LeadingDims {
+                lda: k,
+                ldb: n.next_multiple_of(8),
+                ldc: n.next_multiple_of(8),
+            };
+            let report = verify_fused_batch(
+                kernel,
+                &stream,
+                m,
+                n,
+                k,
+                lds,
+                Batch::ONE,
+                0xF5E7 + seed as u64,
+                &FusedCase::for_spec(&fused),
+            )
+            .unwrap_or_else(|e| panic!("{} {m}x{n}x{k}: {e}", candidate.name));
+            report
+                .check(
+                    &KernelTypes::new(DType::Bf16, DType::Bf16)
+                        .unwrap()
+                        .tolerance(m, n, k),
+                )
+                .unwrap_or_else(|broken| panic!("{} {m}x{n}x{k}: {broken}", candidate.name));
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, EDGE_SHAPES.len() * sets::SM90_16BIT.members.len());
+    for (m, n, k) in [(16, 4096, 4096), (512, 2048, 1024)] {
+        let problem = Problem::new(m, n, k, Layout::RowRow);
+        let kernel = matmul.kernel_for(&problem).unwrap();
+        let case = FusedCase {
+            in_place: true,
+            ..FusedCase::for_spec(&fused)
+        };
+        let lds = LeadingDims {
+            lda: k,
+            ldb: n,
+            ldc: n,
+        };
+        let report = verify_fused_batch(kernel, &stream, m, n, k, lds, Batch::ONE, 7, &case)
+            .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+        report
+            .check(
+                &KernelTypes::new(DType::Bf16, DType::Bf16)
+                    .unwrap()
+                    .tolerance(m, n, k),
+            )
+            .unwrap_or_else(|broken| panic!("{m}x{n}x{k}: {broken}"));
+        eprintln!(
+            "{m}x{n}x{k}: {} {}",
+            matmul.pick(&problem).unwrap().kernel,
+            report.worst().unwrap()
+        );
+    }
+    // `run_fused` itself: with A = 0, D = gelu(β·C + bias) in place, element for element.
+    use gemm_runtime::{BiasArg, CIn, Epilogue};
+    let (m, n, k) = (16u32, 4096u32, 4096u32);
+    let problem = Problem::new(m, n, k, Layout::RowRow);
+    let a = stream.alloc_zeros::<bf16>((m * k) as usize).unwrap();
+    let b = stream.alloc_zeros::<bf16>((k * n) as usize).unwrap();
+    let c_host: Vec<bf16> = (0..m * n)
+        .map(|i| bf16::from_f32((i % 17) as f32 / 4.0 - 2.0))
+        .collect();
+    let bias_host: Vec<bf16> = (0..n)
+        .map(|i| bf16::from_f32((i % 5) as f32 / 8.0))
+        .collect();
+    let mut c = stream.clone_htod(&c_host).unwrap();
+    let bias = stream.clone_htod(&bias_host).unwrap();
+    let epilogue = Epilogue::none()
+        .alpha(3.0)
+        .beta(0.5, CIn::Output)
+        .bias(BiasArg::output(&bias));
+    matmul
+        .run_fused(&stream, &a, &b, &mut c, &problem, &epilogue)
+        .unwrap();
+    let d = stream.clone_dtoh(&c).unwrap();
+    let mut worst = 0.0f64;
+    for (i, value) in d.iter().enumerate() {
+        let x = 0.5 * c_host[i].to_f64() + bias_host[i % n as usize].to_f64();
+        let want = gemm_runtime::epilogue::activate(Activation::Gelu, x);
+        worst = worst.max((value.to_f64() - want).abs() / want.abs().max(1.0));
+    }
+    assert!(worst < 1e-2, "run_fused: worst relative error {worst}");
+}

@@ -31,6 +31,7 @@ use gemm_runtime::bench::{
     BenchRecord, BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
 };
 use gemm_runtime::blas::{Cublas, CublasGemm};
+use gemm_runtime::fused_bench;
 use gemm_runtime::probe::MathOnlyKernel;
 use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
 use gemm_runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
@@ -159,6 +160,12 @@ struct Cli {
     /// Write an SVG chart of TFLOP/s per shape.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Time this fused-epilogue spec (bf16, layout rr) on --shapes against the same spec
+    /// without its epilogue, that plain kernel plus an elementwise epilogue kernel, cuBLASLt
+    /// with the matching epilogue and plain cuBLAS; print the table (and write it with
+    /// --markdown, as JSON with --out). The spec: its text, @FILE, or a catalog name.
+    #[arg(long, conflicts_with_all = ["specs", "set", "spec_file"])]
+    fused: Option<String>,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -248,6 +255,74 @@ fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
         }
     }
     Ok(specs)
+}
+
+/// `--fused`: one fused-epilogue spec against its baselines, shape by shape.
+fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
+    let (spec_text, origin) = match catalog::find(text) {
+        Some(entry) => (entry.spec.to_string(), format!("catalog:{}", entry.name)),
+        None => match text.strip_prefix('@') {
+            Some(path) => (
+                std::fs::read_to_string(path)
+                    .map_err(|error| Failure::Arguments(format!("cannot read {path}: {error}")))?,
+                path.to_string(),
+            ),
+            None => (text.to_string(), "--fused".to_string()),
+        },
+    };
+    let valid = gemm_codegen::gemm_dsl::check_str(&spec_text)
+        .map_err(|errors| Failure::Arguments(errors.render(&spec_text, &origin)))?;
+    let shapes = match (&cli.shapes, &cli.shape_file) {
+        (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments)?,
+        (None, Some(path)) => read_shape_file(path)?,
+        (None, None) => quick_suite(),
+    };
+    let ctx = open_context(cli.device)?;
+    let stream = ctx.default_stream();
+    let rounds = Rounds {
+        warmup: cli.warmup as usize,
+        sustain: Duration::from_secs(cli.sustain),
+        iters: cli.iters as usize,
+    };
+    let device = DeviceInfo::query(&ctx)?;
+    let mut rows = Vec::new();
+    for shape in shapes {
+        let row = fused_bench::time_fused(&ctx, &stream, &valid.spec, shape, &rounds)?;
+        println!(
+            "{}: fused {:.1} TFLOP/s ({:.3} ms), plain {:.3} ms, unfused {:.3} ms, cuBLASLt {}, cuBLAS {:.3} ms",
+            row.shape,
+            row.fused_tflops,
+            row.fused_ms,
+            row.plain_ms,
+            row.unfused_ms,
+            row.cublaslt_ms.map_or("—".to_string(), |ms| format!("{ms:.3} ms")),
+            row.cublas_ms
+        );
+        rows.push(row);
+    }
+    let table = format!(
+        "{}, {} ({} SMs), CUDA {} driver; {} timed launches each (median), {} warm-up\n\n{}",
+        today(),
+        device.name,
+        device.multiprocessors,
+        device.driver_version,
+        cli.iters,
+        cli.warmup,
+        fused_bench::fused_table(&valid.spec, &rows)
+    );
+    println!("\n{table}");
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, &table).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    if let Some(path) = &cli.out {
+        let json = serde_json::to_string_pretty(&rows).expect("rows serialize");
+        std::fs::write(path, json).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    Ok(())
 }
 
 /// The kernel set `--set` names, with its types and layout.
@@ -342,6 +417,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             ))
         })?;
         return write_report(cli, &report);
+    }
+    if let Some(spec) = &cli.fused {
+        return run_fused(cli, spec);
     }
     let specs = selected_specs(cli)?;
     let shapes = match (&cli.shapes, &cli.shape_file) {

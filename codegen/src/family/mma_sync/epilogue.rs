@@ -4,6 +4,7 @@
 use super::MmaSyncPlan;
 use crate::plan::edges::c_store_bytes;
 use crate::plan::edges::{c_global_store, last_byte};
+use crate::plan::epilogue::AccElement;
 use crate::plan::SmemLayout;
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
 use gemm_dsl::geometry::COPY_VECTOR_BYTES;
@@ -277,6 +278,35 @@ pub fn accumulator_position(p: &MmaSyncPlan, lane: u32, acc: u32) -> Option<(u32
 }
 
 impl MmaEpilogue {
+    /// Where the lane's accumulators lie from its first row and column, grouped as they are
+    /// stored: per row for direct stores, per 16-row band for staged ones. The fused epilogue
+    /// transforms each group just before its store.
+    pub fn fused_segments(&self, out: gemm_dsl::DType) -> Vec<Vec<AccElement>> {
+        let out_bytes = out.size_bytes();
+        let elements = |row: &EpilogueRow| {
+            row.stores
+                .iter()
+                .flat_map(|s| {
+                    let col = s.offset / out_bytes;
+                    [(s.lo, col), (s.hi, col + 1)].map(|(acc, col)| AccElement {
+                        acc,
+                        row: row.row,
+                        col,
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        match &self.staged {
+            // Band b holds rows 16b and 16b + 8.
+            Some(_) => self
+                .rows
+                .chunks(2)
+                .map(|band| band.iter().flat_map(elements).collect())
+                .collect(),
+            None => self.rows.iter().map(elements).collect(),
+        }
+    }
+
     /// The epilogue of a kernel whose copies are `copy_vector_bytes` wide, and the width of
     /// its stores of C.
     pub(super) fn new(

@@ -65,11 +65,12 @@ pub use fragments::{
 
 use crate::plan::batch::BatchPlan;
 use crate::plan::edges::CopyVector;
+use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::schedule::TileWalk;
 use crate::plan::swizzle::{decompose, SmemSwizzle, XorOffset};
 use crate::plan::{LaunchContract, PlanCopy, SmemLayout};
-use gemm_dsl::abi::{Opcode, SassCheck, GEMM_PARAMS};
+use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::mma_sync::MmaSyncGeometry;
 use gemm_dsl::geometry::StoredTile;
 use gemm_dsl::{DType, GemmSpec, ValidSpec};
@@ -142,6 +143,11 @@ pub struct MmaSyncPlan {
     pub k_steps_plan: Vec<MmaKStep>,
     #[serde(skip)]
     pub epilogue: MmaEpilogue,
+    /// `scale`, `bias`, `activation`: the math on the accumulators, per row (direct stores)
+    /// or per band (staged stores) before they are stored.
+    pub fused: Option<FusedEpilogue>,
+    #[serde(skip)]
+    pub epilogue_params: Vec<KernelParam>,
 }
 
 fn registers(prefix: &str, indices: impl IntoIterator<Item = u32>) -> String {
@@ -196,6 +202,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let out_bytes = spec.out.size_bytes();
     let fragments = FragmentPlan::new(spec, g, (a_stored, b_stored), (a_swizzle, b_swizzle));
     let (epilogue, c_store_bytes) = MmaEpilogue::new(spec, g, copy_vector.bytes, &smem);
+    let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(spec.out), c_store_bytes);
     // Partial edge tiles: the tile counts round up.
     let persistent = TileWalk::of(spec.schedule, tile, true);
 
@@ -255,6 +262,8 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         batch,
         k_steps_plan: fragments.k_steps,
         epilogue,
+        fused,
+        epilogue_params: epilogue_params(spec.scale, spec.bias),
     }
 }
 
@@ -302,7 +311,7 @@ impl MmaSyncPlan {
             tile_k: self.block_k,
             operand_align_bytes: self.vector_bytes,
             output_align_bytes: self.c_store_bytes,
-            params: GEMM_PARAMS.to_vec(),
+            params: [GEMM_PARAMS, &self.epilogue_params].concat(),
             partial_tiles: true,
             cluster: (1, 1),
             workspace_bytes_per_block: 0,

@@ -27,11 +27,12 @@ use crate::plan::batch::BatchPlan;
 use crate::plan::edges::{
     c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, ElementStore,
 };
+use crate::plan::epilogue::{AccElement, FusedEpilogue};
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::{
     conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
 };
-use gemm_dsl::abi::{Opcode, SassCheck, GEMM_PARAMS};
+use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{
     SimtGeometry, SIMT_B_QUARTERS, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS,
 };
@@ -81,6 +82,11 @@ pub struct SimtPlan {
     pub consumer: Consumer,
     #[serde(skip)]
     pub epilogue: Epilogue,
+    /// `scale`, `bias`, `activation`: the math on the accumulators, row by row before each
+    /// row's stores.
+    pub fused: Option<FusedEpilogue>,
+    #[serde(skip)]
+    pub epilogue_params: Vec<KernelParam>,
 }
 
 /// How one operand's tile is copied: thread `t` starts at line `t / vectors_per_row`, vector
@@ -508,6 +514,20 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
             .collect(),
     };
     debug_assert_eq!(SIMT_LANE_ROWS * SIMT_LANE_COLS, 32);
+    // Row i's accumulators: column group j's four columns, column_group_stride_bytes apart.
+    let fused_rows: Vec<Vec<AccElement>> = (0..tm)
+        .map(|i| {
+            (0..column_groups)
+                .flat_map(|j| (0..SIMT_COLUMN_GROUP).map(move |e| (j, e)))
+                .map(|(j, e)| AccElement {
+                    acc: i * tn + SIMT_COLUMN_GROUP * j + e,
+                    row: i,
+                    col: j * column_group_stride_bytes / F32_BYTES + e,
+                })
+                .collect()
+        })
+        .collect();
+    let fused = FusedEpilogue::of(spec, &fused_rows, c_store_bytes);
 
     let batch = BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES);
     SimtPlan {
@@ -533,6 +553,8 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         batch,
         consumer,
         epilogue,
+        fused,
+        epilogue_params: epilogue_params(spec.scale, spec.bias),
     }
 }
 
@@ -554,7 +576,7 @@ impl SimtPlan {
             tile_k: self.block_k,
             operand_align_bytes: self.vector_bytes,
             output_align_bytes: self.c_store_bytes,
-            params: GEMM_PARAMS.to_vec(),
+            params: [GEMM_PARAMS, &self.epilogue_params].concat(),
             partial_tiles: true,
             cluster: (1, 1),
             workspace_bytes_per_block: 0,

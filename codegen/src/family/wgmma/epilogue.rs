@@ -15,6 +15,7 @@
 //!   padding of a padded C). So when N·sizeof(C) is not a multiple of 16, the boxes that
 //!   cross column N are stored directly, element by element under bounds checks.
 
+use crate::plan::epilogue::AccElement;
 use gemm_dsl::family::wgmma::{
     StoreStaging, WgmmaGeometry, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
 };
@@ -198,6 +199,35 @@ impl TmaStore {
         let xor = ((base >> 7) & self.swizzle_mask) << 4;
         let half = (lane >> 4) << 4;
         base + ((xor ^ half) ^ self.piece_xors[piece as usize])
+    }
+}
+
+impl WgmmaEpilogue {
+    /// Where a consumer thread's accumulators lie from its first row and column, grouped as
+    /// they are stored: one group per TMA store box, or per row for direct stores. The fused
+    /// epilogue transforms each group just before its store.
+    pub fn fused_segments(&self) -> Vec<Vec<AccElement>> {
+        let elements = |rows: &[EpilogueRow]| -> Vec<AccElement> {
+            rows.iter()
+                .flat_map(|row| {
+                    row.stores.iter().flat_map(move |s| {
+                        [(s.lo, s.col), (s.hi, s.col_hi)].map(|(acc, col)| AccElement {
+                            acc,
+                            row: row.row,
+                            col,
+                        })
+                    })
+                })
+                .collect()
+        };
+        match &self.tma {
+            Some(tma) => tma.boxes.iter().map(|b| elements(&b.direct_rows)).collect(),
+            None => self
+                .rows
+                .iter()
+                .map(|row| elements(std::slice::from_ref(row)))
+                .collect(),
+        }
     }
 }
 

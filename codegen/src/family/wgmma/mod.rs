@@ -18,13 +18,14 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
+use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::schedule::TileWalk;
 use crate::plan::LaunchContract;
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::abi::{
-    KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox, BATCH_PARAMS,
-    SIZE_PARAMS,
+    epilogue_params, KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox,
+    BATCH_PARAMS, SIZE_PARAMS,
 };
 use gemm_dsl::family::wgmma::{
     OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WARPGROUP_THREADS, WGMMA_K, WGMMA_M,
@@ -111,11 +112,49 @@ pub struct WgmmaPlan {
     /// The register that numbers a persistent walk's units: the block, or its cluster.
     pub tile_index_register: &'static str,
     pub epilogue: WgmmaEpilogue,
+    /// `scale`, `bias`, `activation`: the math on the accumulators before they are stored.
+    pub fused: Option<FusedEpilogue>,
+    /// `scale: alpha_beta`: each consumer asks L2 for its rows of C-in when its tile starts,
+    /// so that the epilogue's reads find them there rather than in DRAM.
+    pub c_in_prefetch: Option<CInPrefetch>,
+    #[serde(skip)]
+    pub scale: gemm_dsl::Scale,
+    #[serde(skip)]
+    pub bias: gemm_dsl::Bias,
     /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
     pub stream_k: Option<StreamK>,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
     #[serde(skip)]
     pub k_steps: Vec<WgmmaKStep>,
+}
+
+/// A consumer warpgroup's L2 prefetch of its rows of C-in: 128-byte lines, thread `t` takes
+/// line `t % lines_per_row` of rows `t / lines_per_row + rows_per_pass · i`, `i < passes`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CInPrefetch {
+    pub lines_per_row: u32,
+    pub rows_per_pass: u32,
+    pub passes: u32,
+    /// Elements of C in one line.
+    pub line_elements: u32,
+    pub out_bytes: u32,
+}
+
+/// The L2's line.
+const L2_LINE_BYTES: u32 = 128;
+
+impl CInPrefetch {
+    fn new(rows: u32, cols: u32, out_bytes: u32) -> CInPrefetch {
+        let lines_per_row = (cols * out_bytes).div_ceil(L2_LINE_BYTES);
+        let rows_per_pass = (WARPGROUP_THREADS / lines_per_row).max(1);
+        CInPrefetch {
+            lines_per_row,
+            rows_per_pass,
+            passes: rows.div_ceil(rows_per_pass),
+            line_elements: L2_LINE_BYTES / out_bytes,
+            out_bytes,
+        }
+    }
 }
 
 /// Two blocks of a cluster compute neighbouring tiles that share one operand's tiles: block
@@ -397,6 +436,9 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         DType::F16 => "cvt.rn.f16x2.f32",
         DType::F32 | DType::Tf32 => "",
     };
+    let epilogue = WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction);
+    // C's rows are 16-byte aligned (see `launch_contract`).
+    let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), 16);
     WgmmaPlan {
         geometry: *g,
         threads: g.threads,
@@ -464,7 +506,14 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             "%ctaid.x"
         },
         cluster,
-        epilogue: WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction),
+        epilogue,
+        fused,
+        c_in_prefetch: spec
+            .scale
+            .reads_c()
+            .then(|| CInPrefetch::new(g.rows_per_consumer, spec.tile.n, spec.out.size_bytes())),
+        scale: spec.scale,
+        bias: spec.bias,
         stream_k: StreamK::of(g),
         k_steps,
     }
@@ -541,6 +590,7 @@ impl WgmmaPlan {
                 },
             });
         }
+        params.extend(epilogue_params(self.scale, self.bias));
         params
     }
 

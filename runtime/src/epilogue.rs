@@ -1,0 +1,383 @@
+//! The fused epilogue's launch arguments: `D = act(α·A·B + β·C + bias)`, for kernels whose
+//! spec sets `scale`, `bias` or `activation` (see [`GemmKernel::launch_fused`]).
+//!
+//! The arguments are checked against the kernel's spec before anything reaches the GPU: a
+//! factor the kernel does not apply, a C-in or bias it does not read (or one it reads and was
+//! not given), a bias of another element type, and buffers too short for the problem are
+//! errors that name the numbers. [`FusedSpec::apply`] is the same math in float64, what
+//! [`crate::verify`] measures kernels against.
+//!
+//! [`GemmKernel::launch_fused`]: crate::GemmKernel::launch_fused
+
+use crate::element::Element;
+use crate::error::Error;
+use cudarc::driver::DevicePtr;
+use gemm_codegen::gemm_dsl::{Activation, Bias, BiasAlong, DType, Scale};
+use gemm_codegen::KernelInfo;
+
+/// What a kernel's spec fuses: its `scale`, `bias` and `activation` keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedSpec {
+    pub scale: Scale,
+    pub bias: Bias,
+    pub activation: Activation,
+}
+
+impl FusedSpec {
+    /// A plain `C = A·B` kernel's.
+    pub const NONE: FusedSpec = FusedSpec {
+        scale: Scale::None,
+        bias: Bias::None,
+        activation: Activation::None,
+    };
+
+    /// The fused epilogue of a kernel, read from its spec with the spec parser.
+    pub fn of_info(info: &KernelInfo<'_>) -> Result<FusedSpec, Error> {
+        match gemm_codegen::gemm_dsl::parse_str(info.spec()) {
+            Ok(parsed) => Ok(FusedSpec {
+                scale: parsed.spec.scale,
+                bias: parsed.spec.bias,
+                activation: parsed.spec.activation,
+            }),
+            Err(errors) => Err(Error::SpecText {
+                kernel: info.name().to_string(),
+                errors: errors.to_string(),
+            }),
+        }
+    }
+
+    /// A spec's.
+    pub fn of_spec(spec: &gemm_codegen::gemm_dsl::GemmSpec) -> FusedSpec {
+        FusedSpec {
+            scale: spec.scale,
+            bias: spec.bias,
+            activation: spec.activation,
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == FusedSpec::NONE
+    }
+
+    /// One element of D in float64 from its product `ab` (`A·B`), C-in's value `c` and the
+    /// bias value `bias` (both ignored where the spec has none): the exact functions, where
+    /// the kernel may approximate (`gelu` through `tanh.approx` for 16-bit outputs).
+    pub fn apply(&self, ab: f64, alpha: f64, beta: f64, c: f64, bias: f64) -> f64 {
+        let mut x = match self.scale {
+            Scale::None => ab,
+            Scale::Alpha => alpha * ab,
+            Scale::AlphaBeta => alpha * ab + beta * c,
+        };
+        if self.bias.vector().is_some() {
+            x += bias;
+        }
+        activate(self.activation, x)
+    }
+}
+
+/// An activation in float64.
+pub fn activate(activation: Activation, x: f64) -> f64 {
+    match activation {
+        Activation::None => x,
+        Activation::Relu => x.max(0.0),
+        Activation::Gelu => {
+            let sqrt_2_over_pi = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (sqrt_2_over_pi * (x + 0.044715 * x * x * x)).tanh())
+        }
+        Activation::GeluErf => 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2)),
+        Activation::Silu => x / (1.0 + (-x).exp()),
+    }
+}
+
+/// Where the kernel reads C from (`scale: alpha_beta`).
+pub enum CIn<'a, Out> {
+    /// A buffer shaped as C: C's leading dimension and batch stride.
+    Buffer(&'a dyn DevicePtr<Out>),
+    /// C's own values, overwritten with D (`C = act(α·A·B + β·C + bias)` in place).
+    Output,
+}
+
+/// A bias vector of the output type or f32, one per product at `batch_stride` elements
+/// apart (0: one vector for the whole batch).
+pub struct BiasArg<'a, Out> {
+    pub(crate) values: BiasValues<'a, Out>,
+    pub(crate) batch_stride: u64,
+}
+
+pub(crate) enum BiasValues<'a, Out> {
+    Output(&'a dyn DevicePtr<Out>),
+    F32(&'a dyn DevicePtr<f32>),
+}
+
+impl<'a, Out: Element> BiasArg<'a, Out> {
+    /// A bias of the output type (`bias: col` or `bias: row` with the output's type).
+    pub fn output(values: &'a dyn DevicePtr<Out>) -> Self {
+        BiasArg {
+            values: BiasValues::Output(values),
+            batch_stride: 0,
+        }
+    }
+
+    /// An f32 bias (`bias: col(f32)`, `bias: row(f32)`).
+    pub fn f32(values: &'a dyn DevicePtr<f32>) -> Self {
+        BiasArg {
+            values: BiasValues::F32(values),
+            batch_stride: 0,
+        }
+    }
+
+    /// Product `i` of a batch reads the vector `i · stride` elements into the buffer.
+    pub fn strided(self, stride: u64) -> Self {
+        BiasArg {
+            batch_stride: stride,
+            ..self
+        }
+    }
+
+    /// The element type and its bytes.
+    pub(crate) fn dtype(&self) -> (&'static str, u32) {
+        match self.values {
+            BiasValues::Output(_) => (Out::NAME, Out::BYTES),
+            BiasValues::F32(_) => (f32::NAME, f32::BYTES),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self.values {
+            BiasValues::Output(v) => v.len(),
+            BiasValues::F32(v) => v.len(),
+        }
+    }
+}
+
+/// The arguments of a fused epilogue, `D = act(α·A·B + β·C + bias)`. Start from
+/// [`Epilogue::none`] (α = 1, β = 0, no C-in, no bias) and add what the kernel's spec
+/// reads.
+pub struct Epilogue<'a, Out> {
+    pub(crate) alpha: f32,
+    pub(crate) beta: f32,
+    pub(crate) c_in: Option<CIn<'a, Out>>,
+    pub(crate) bias: Option<BiasArg<'a, Out>>,
+}
+
+impl<'a, Out: Element> Epilogue<'a, Out> {
+    /// α = 1, β = 0, nothing read: a plain kernel's arguments.
+    pub fn none() -> Self {
+        Epilogue {
+            alpha: 1.0,
+            beta: 0.0,
+            c_in: None,
+            bias: None,
+        }
+    }
+
+    /// The product's factor (`scale: alpha` or `alpha_beta`).
+    pub fn alpha(self, alpha: f32) -> Self {
+        Epilogue { alpha, ..self }
+    }
+
+    /// C-in and its factor (`scale: alpha_beta`).
+    pub fn beta(self, beta: f32, c_in: CIn<'a, Out>) -> Self {
+        Epilogue {
+            beta,
+            c_in: Some(c_in),
+            ..self
+        }
+    }
+
+    /// The bias vector (`bias: row` or `col`).
+    pub fn bias(self, bias: BiasArg<'a, Out>) -> Self {
+        Epilogue {
+            bias: Some(bias),
+            ..self
+        }
+    }
+}
+
+/// The checks of a fused epilogue's arguments that need no device: each one the spec reads
+/// is given, none it ignores is, and the bias is its type and long enough for the batch.
+/// `c_in_given` says whether a C-in buffer or `CIn::Output` was passed; C-in's buffer is
+/// checked with C's own rules by the launch.
+pub(crate) fn check_arguments(
+    kernel: &str,
+    fused: &FusedSpec,
+    alpha: f32,
+    beta: f32,
+    c_in_given: bool,
+    bias: Option<((&'static str, u32), usize, u64)>,
+    (m, n, batch): (u32, u32, u32),
+) -> Result<(), Error> {
+    let wrong = |problem: String| {
+        Err(Error::EpilogueArguments {
+            kernel: kernel.to_string(),
+            problem,
+        })
+    };
+    if !fused.scale.has_alpha() && alpha != 1.0 {
+        return wrong(format!(
+            "α = {alpha}, but the kernel applies no α (spec `scale: none`); pass α = 1 or use a kernel with `scale: alpha`"
+        ));
+    }
+    if fused.scale.reads_c() {
+        if !c_in_given {
+            return wrong(
+                "the kernel reads C-in (spec `scale: alpha_beta`), but none was given: pass a buffer or `CIn::Output`"
+                    .to_string(),
+            );
+        }
+    } else if c_in_given || beta != 0.0 {
+        return wrong(format!(
+            "β = {beta}{}, but the kernel reads no C (spec `scale: {}`); use a kernel with `scale: alpha_beta`",
+            if c_in_given { " with a C-in" } else { "" },
+            fused.scale.name()
+        ));
+    }
+    match (fused.bias.vector(), bias) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => wrong(
+            "a bias was given, but the kernel adds none (spec `bias: none`); use a kernel with `bias: row` or `bias: col`"
+                .to_string(),
+        ),
+        (Some((along, _)), None) => wrong(format!(
+            "the kernel adds a {} bias (spec `bias: {}`), but none was given",
+            along.name(),
+            fused.bias
+        )),
+        (Some((along, dtype)), Some(((name, _), len, stride))) => {
+            if name != dtype.name() {
+                return wrong(format!(
+                    "the bias holds {name}, but the kernel reads {} (spec `bias: {}`)",
+                    dtype.name(),
+                    fused.bias
+                ));
+            }
+            let (vector, what) = match along {
+                BiasAlong::Row => (m, "M"),
+                BiasAlong::Col => (n, "N"),
+            };
+            let vector = u64::from(vector);
+            if stride != 0 && stride < vector {
+                return wrong(format!(
+                    "the bias's batch stride {stride} is shorter than one vector ({what} = {vector}): products would share elements"
+                ));
+            }
+            let needed = u64::from(batch - 1) * stride + vector;
+            if (len as u64) < needed {
+                return wrong(format!(
+                    "the bias holds {len} elements, but {batch} product(s) of {what} = {vector} at stride {stride} need {needed}"
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The element type a bias argument must have for a spec's bias.
+pub fn bias_dtype(fused: &FusedSpec) -> Option<DType> {
+    fused.bias.vector().map(|(_, dtype)| dtype)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(scale: Scale, bias: Bias) -> FusedSpec {
+        FusedSpec {
+            scale,
+            bias,
+            activation: Activation::Gelu,
+        }
+    }
+
+    const COL_BF16: Bias = Bias::Vector {
+        along: BiasAlong::Col,
+        dtype: DType::Bf16,
+    };
+
+    fn check(
+        fused: &FusedSpec,
+        alpha: f32,
+        beta: f32,
+        c_in: bool,
+        bias: Option<(&'static str, usize, u64)>,
+    ) -> Result<(), String> {
+        let bias = bias.map(|(name, len, stride)| ((name, 2), len, stride));
+        check_arguments("k", fused, alpha, beta, c_in, bias, (100, 30, 3))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn arguments_must_match_what_the_spec_reads() {
+        let plain = FusedSpec::NONE;
+        assert!(check(&plain, 1.0, 0.0, false, None).is_ok());
+        assert!(check(&plain, 2.0, 0.0, false, None)
+            .unwrap_err()
+            .contains("α = 2, but the kernel applies no α"));
+        assert!(check(&plain, 1.0, 0.5, false, None)
+            .unwrap_err()
+            .contains("β = 0.5, but the kernel reads no C"));
+        assert!(check(&plain, 1.0, 0.0, false, Some(("bf16", 30, 0)))
+            .unwrap_err()
+            .contains("adds none"));
+        let fused = spec(Scale::AlphaBeta, COL_BF16);
+        assert!(check(&fused, 2.0, 0.5, true, Some(("bf16", 30, 0))).is_ok());
+        assert!(check(&fused, 2.0, 0.5, false, Some(("bf16", 30, 0)))
+            .unwrap_err()
+            .contains("none was given"));
+        assert!(check(&fused, 2.0, 0.5, true, None)
+            .unwrap_err()
+            .contains("adds a col bias (spec `bias: col(bf16)`)"));
+        assert!(check(&fused, 2.0, 0.5, true, Some(("f32", 30, 0)))
+            .unwrap_err()
+            .contains("the bias holds f32, but the kernel reads bf16"));
+        // Three products: shared (30), strided (2·40 + 30 = 110), too short, overlapping.
+        assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 110, 40))).is_ok());
+        assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 29, 0)))
+            .unwrap_err()
+            .contains(
+                "the bias holds 29 elements, but 3 product(s) of N = 30 at stride 0 need 30"
+            ));
+        assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 109, 40)))
+            .unwrap_err()
+            .contains("need 110"));
+        assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 500, 20)))
+            .unwrap_err()
+            .contains("stride 20 is shorter than one vector (N = 30)"));
+        // A row bias runs over M.
+        let row = spec(
+            Scale::None,
+            Bias::Vector {
+                along: BiasAlong::Row,
+                dtype: DType::Bf16,
+            },
+        );
+        assert!(check(&row, 1.0, 0.0, false, Some(("bf16", 100, 0))).is_ok());
+        assert!(check(&row, 1.0, 0.0, false, Some(("bf16", 99, 0)))
+            .unwrap_err()
+            .contains("M = 100"));
+    }
+
+    #[test]
+    fn the_float64_epilogue_is_the_formula() {
+        let fused = FusedSpec {
+            scale: Scale::AlphaBeta,
+            bias: COL_BF16,
+            activation: Activation::Relu,
+        };
+        assert_eq!(fused.apply(2.0, 1.5, 0.5, 4.0, -1.0), 4.0);
+        assert_eq!(fused.apply(-2.0, 1.5, 0.5, 4.0, -1.0), 0.0);
+        // No bias: the bias value is ignored; no scale: α and β too.
+        let plain = FusedSpec::NONE;
+        assert_eq!(plain.apply(3.0, 9.0, 9.0, 9.0, 9.0), 3.0);
+        // GELU's two forms agree to 1e-3 and pass 0 through 0; SiLU(x) = x·sigmoid(x).
+        for x in [-3.0, -1.0, -0.1, 0.0, 0.5, 2.0] {
+            let (tanh, erf) = (
+                activate(Activation::Gelu, x),
+                activate(Activation::GeluErf, x),
+            );
+            assert!((tanh - erf).abs() < 1e-3, "{x}: {tanh} {erf}");
+        }
+        assert!((activate(Activation::GeluErf, 1.0) - 0.841_344_746).abs() < 1e-9);
+        assert!((activate(Activation::Silu, 1.0) - 0.731_058_579).abs() < 1e-9);
+    }
+}
