@@ -555,7 +555,7 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
         for member in set.members {
             for epilogue in [
                 "scale: alpha_beta, bias: col(f32), activation: gelu_erf",
-                "scale: alpha, bias: row, activation: silu",
+                "scale: alpha, bias: row, activation: silu, aux: pre_activation",
             ] {
                 let spec = format!(
                     "{}, {epilogue}",

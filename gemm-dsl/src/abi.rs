@@ -401,8 +401,8 @@ pub enum ParamKind {
     Workspace,
     /// A factor of the fused epilogue (`.f32`).
     Factor(Factor),
-    /// The device address of a vector or matrix the fused epilogue reads (`.u64`).
-    EpilogueInput(EpilogueInput),
+    /// The device address of a vector or matrix the fused epilogue reads or writes (`.u64`).
+    EpilogueBuffer(EpilogueBuffer),
     /// Elements from one product's bias vector to the next (`.u64`; 0: one bias for the
     /// whole batch).
     BiasBatchStride,
@@ -415,13 +415,15 @@ pub enum Factor {
     Beta,
 }
 
-/// What the fused epilogue reads besides the accumulators.
+/// What the fused epilogue reads and writes besides the accumulators and C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EpilogueInput {
+pub enum EpilogueBuffer {
     /// C-in: M x N with C's leading dimension and batch stride, in C's element type.
     CIn,
     /// The bias vector: M (row) or N (col) elements per product.
     Bias,
+    /// The value before the activation (`aux: pre_activation`), written: laid out as C.
+    Aux,
 }
 
 /// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
@@ -444,7 +446,7 @@ impl KernelParam {
             ParamKind::Pointer(_)
             | ParamKind::BatchStride(_)
             | ParamKind::Workspace
-            | ParamKind::EpilogueInput(_)
+            | ParamKind::EpilogueBuffer(_)
             | ParamKind::BiasBatchStride => ".u64",
             ParamKind::U32(_) => ".u32",
             ParamKind::Factor(_) => ".f32",
@@ -554,8 +556,12 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
 
 /// The fused epilogue's parameters, which every family's kernel takes last, in this order:
 /// α and β (where `scale` has them), C-in (`alpha_beta`), the bias vector and its batch
-/// stride. None for a spec without a fused epilogue.
-pub fn epilogue_params(scale: crate::Scale, bias: crate::Bias) -> Vec<KernelParam> {
+/// stride, the aux output (`aux: pre_activation`). None for a spec without a fused epilogue.
+pub fn epilogue_params(
+    scale: crate::Scale,
+    bias: crate::Bias,
+    aux: crate::Aux,
+) -> Vec<KernelParam> {
     let mut params = Vec::new();
     if scale.has_alpha() {
         params.push(KernelParam {
@@ -572,14 +578,14 @@ pub fn epilogue_params(scale: crate::Scale, bias: crate::Bias) -> Vec<KernelPara
         });
         params.push(KernelParam {
             name: "c_in",
-            kind: ParamKind::EpilogueInput(EpilogueInput::CIn),
+            kind: ParamKind::EpilogueBuffer(EpilogueBuffer::CIn),
             meaning: "C-in, M x N with C's row stride and batch stride, device pointer (read; may be C itself)",
         });
     }
     if let Some((along, _)) = bias.vector() {
         params.push(KernelParam {
             name: "bias",
-            kind: ParamKind::EpilogueInput(EpilogueInput::Bias),
+            kind: ParamKind::EpilogueBuffer(EpilogueBuffer::Bias),
             meaning: match along {
                 crate::BiasAlong::Row => "bias, one value per row (M), device pointer",
                 crate::BiasAlong::Col => "bias, one value per column (N), device pointer",
@@ -589,6 +595,13 @@ pub fn epilogue_params(scale: crate::Scale, bias: crate::Bias) -> Vec<KernelPara
             name: "stride_bias",
             kind: ParamKind::BiasBatchStride,
             meaning: "elements from one product's bias to the next (0: one bias for every product)",
+        });
+    }
+    if aux == crate::Aux::PreActivation {
+        params.push(KernelParam {
+            name: "aux",
+            kind: ParamKind::EpilogueBuffer(EpilogueBuffer::Aux),
+            meaning: "aux, M x N with C's row stride and batch stride, device pointer (written: the values before the activation)",
         });
     }
     params
@@ -752,7 +765,7 @@ rust_expr_by_variant_name!(
     Operand,
     Scalar,
     Factor,
-    EpilogueInput
+    EpilogueBuffer
 );
 
 impl RustExpr for SassCheck {
@@ -847,9 +860,9 @@ impl RustExpr for ParamKind {
             ParamKind::Factor(factor) => {
                 format!("{path}::ParamKind::Factor({})", factor.rust_expr(path))
             }
-            ParamKind::EpilogueInput(input) => {
+            ParamKind::EpilogueBuffer(input) => {
                 format!(
-                    "{path}::ParamKind::EpilogueInput({})",
+                    "{path}::ParamKind::EpilogueBuffer({})",
                     input.rust_expr(path)
                 )
             }

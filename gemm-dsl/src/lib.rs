@@ -25,6 +25,7 @@
 //! | `scale` | the fused epilogue `D = act(α·A·B + β·C + bias)`: `none`, `alpha` (α, a launch argument), `alpha_beta` (α and β; C-in, laid out as C, is read before D is written and may be C itself) | `none` |
 //! | `bias` | `none`, `row` (one value per row of D, length M), `col` (one per column, length N, broadcast down the rows); `row(f32)` / `col(f32)` for an f32 vector, else the output type; shared by a batch or strided through it | `none` |
 //! | `activation` | applied last, on f32: `none`, `relu`, `gelu` (the tanh approximation), `gelu_erf` (the exact form), `silu` | `none` |
+//! | `aux` | `none`, `pre_activation` (also store the values before the activation, in the output type, laid out as C: cuBLASLt's `GELU_AUX`; needs an activation) | `none` |
 //!
 //! ```
 //! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();

@@ -93,6 +93,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
         },
     };
     let activation = builder.value(Key::Activation, Activation::None, parse_activation);
+    let aux = builder.value(Key::Aux, Aux::None, parse_aux);
 
     if !errors.is_empty() {
         return Err(SpecErrors(errors));
@@ -128,6 +129,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             scale,
             bias,
             activation,
+            aux,
         },
         spans: SpecSpans { whole, keys },
     })
@@ -473,6 +475,22 @@ fn parse_activation(text: &str) -> ValueResult<Activation> {
                     "activation",
                     text,
                     "one of none, relu, gelu (the tanh approximation), gelu_erf, silu",
+                )
+            },
+            Ok,
+        )
+}
+
+fn parse_aux(text: &str) -> ValueResult<Aux> {
+    Aux::ALL
+        .into_iter()
+        .find(|aux| aux.name() == text)
+        .map_or_else(
+            || {
+                bad(
+                    "aux output",
+                    text,
+                    "one of none, pre_activation (also store the values before the activation)",
                 )
             },
             Ok,

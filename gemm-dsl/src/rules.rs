@@ -103,6 +103,18 @@ impl<'a> Validator<'a> {
         self.arch_features();
         self.tensor_dtypes();
         self.bias_type();
+        self.aux_output();
+    }
+
+    /// An aux output holds the values before the activation: without one it would be D.
+    fn aux_output(&mut self) {
+        if self.spec.aux == Aux::PreActivation && self.spec.activation == Activation::None {
+            self.help(
+                Key::Aux,
+                "`aux: pre_activation` stores the values before the activation, and the spec has none: they would be D itself",
+                "activation: gelu",
+            );
+        }
     }
 
     /// The bias is added to the f32 accumulators: it is stored as the output or as f32.

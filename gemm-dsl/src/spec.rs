@@ -280,6 +280,27 @@ impl Activation {
     }
 }
 
+/// A second output the fused epilogue writes (`aux:`), as cuBLASLt's `GELU_AUX` does for a
+/// backward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Aux {
+    None,
+    /// The value before the activation, `α·A·B + β·C + bias`, in the output type, laid out as
+    /// C (C's leading dimension and batch stride).
+    PreActivation,
+}
+
+impl Aux {
+    pub const ALL: [Aux; 2] = [Aux::None, Aux::PreActivation];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Aux::None => "none",
+            Aux::PreActivation => "pre_activation",
+        }
+    }
+}
+
 /// Block tile `BM x BN x BK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -634,6 +655,8 @@ pub struct GemmSpec {
     pub bias: Bias,
     /// The function applied to each element last.
     pub activation: Activation,
+    /// A second output: the values before the activation.
+    pub aux: Aux,
 }
 
 impl GemmSpec {
@@ -659,13 +682,14 @@ impl GemmSpec {
             Key::Scale => self.scale = from.scale,
             Key::Bias => self.bias = from.bias,
             Key::Activation => self.activation = from.activation,
+            Key::Aux => self.aux = from.aux,
         }
     }
 
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`) where they are not
-    /// `none`.
+    /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`, `aux`) where they are
+    /// not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers),
@@ -684,6 +708,9 @@ impl GemmSpec {
         }
         if self.activation != Activation::None {
             fused.push_str(&format!(", activation: {}", self.activation.name()));
+        }
+        if self.aux != Aux::None {
+            fused.push_str(&format!(", aux: {}", self.aux.name()));
         }
         format!(
             "name: {}, arch: {}, dtype: {}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
@@ -727,10 +754,11 @@ pub enum Key {
     Scale,
     Bias,
     Activation,
+    Aux,
 }
 
 impl Key {
-    pub const ALL: [Key; 19] = [
+    pub const ALL: [Key; 20] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -750,6 +778,7 @@ impl Key {
         Key::Scale,
         Key::Bias,
         Key::Activation,
+        Key::Aux,
     ];
 
     pub fn name(self) -> &'static str {
@@ -773,6 +802,7 @@ impl Key {
             Key::Scale => "scale",
             Key::Bias => "bias",
             Key::Activation => "activation",
+            Key::Aux => "aux",
         }
     }
 

@@ -268,6 +268,18 @@ mod tests {
             let spec = check_str(&format!("mma: wgmma, arch: sm_90a, bias: {bias}")).unwrap();
             assert_eq!(spec.spec.bias, Bias::Vector { along, dtype });
         }
+        let aux = check_str("activation: relu, aux: pre_activation").unwrap();
+        assert_eq!(aux.spec.aux, Aux::PreActivation);
+        assert!(aux
+            .spec
+            .to_spec_text()
+            .ends_with(", activation: relu, aux: pre_activation"));
+        let pointless = errors("aux: pre_activation");
+        assert!(
+            pointless[0].message.contains("would be D itself"),
+            "{pointless:?}"
+        );
+        assert_eq!(pointless[0].fix, [(Key::Activation, "gelu".to_string())]);
         for activation in Activation::ALL {
             let spec = check_str(&format!("activation: {}", activation.name())).unwrap();
             assert_eq!(spec.spec.activation, activation);

@@ -4,8 +4,8 @@
 //! variant is added.
 
 use gemm_dsl::{
-    Activation, Arch, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma, Raster,
-    Scale, Schedule, Swizzle, Tail,
+    Activation, Arch, Aux, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma,
+    Raster, Scale, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -140,6 +140,9 @@ fn values() -> Vec<String> {
         | Activation::Gelu
         | Activation::GeluErf
         | Activation::Silu => activation.name().to_string(),
+    }));
+    values.extend(Aux::ALL.map(|aux| match aux {
+        Aux::None | Aux::PreActivation => aux.name().to_string(),
     }));
     values
 }

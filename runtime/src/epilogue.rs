@@ -11,16 +11,17 @@
 
 use crate::element::Element;
 use crate::error::Error;
-use cudarc::driver::DevicePtr;
-use gemm_codegen::gemm_dsl::{Activation, Bias, BiasAlong, DType, Scale};
+use cudarc::driver::{DevicePtr, DevicePtrMut};
+use gemm_codegen::gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Scale};
 use gemm_codegen::KernelInfo;
 
-/// What a kernel's spec fuses: its `scale`, `bias` and `activation` keys.
+/// What a kernel's spec fuses: its `scale`, `bias`, `activation` and `aux` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FusedSpec {
     pub scale: Scale,
     pub bias: Bias,
     pub activation: Activation,
+    pub aux: Aux,
 }
 
 impl FusedSpec {
@@ -29,16 +30,13 @@ impl FusedSpec {
         scale: Scale::None,
         bias: Bias::None,
         activation: Activation::None,
+        aux: Aux::None,
     };
 
     /// The fused epilogue of a kernel, read from its spec with the spec parser.
     pub fn of_info(info: &KernelInfo<'_>) -> Result<FusedSpec, Error> {
         match gemm_codegen::gemm_dsl::parse_str(info.spec()) {
-            Ok(parsed) => Ok(FusedSpec {
-                scale: parsed.spec.scale,
-                bias: parsed.spec.bias,
-                activation: parsed.spec.activation,
-            }),
+            Ok(parsed) => Ok(FusedSpec::of_spec(&parsed.spec)),
             Err(errors) => Err(Error::SpecText {
                 kernel: info.name().to_string(),
                 errors: errors.to_string(),
@@ -52,6 +50,7 @@ impl FusedSpec {
             scale: spec.scale,
             bias: spec.bias,
             activation: spec.activation,
+            aux: spec.aux,
         }
     }
 
@@ -63,6 +62,14 @@ impl FusedSpec {
     /// bias value `bias` (both ignored where the spec has none): the exact functions, where
     /// the kernel may approximate (`gelu` through `tanh.approx` for 16-bit outputs).
     pub fn apply(&self, ab: f64, alpha: f64, beta: f64, c: f64, bias: f64) -> f64 {
+        activate(
+            self.activation,
+            self.pre_activation(ab, alpha, beta, c, bias),
+        )
+    }
+
+    /// [`FusedSpec::apply`] before the activation: what `aux: pre_activation` stores.
+    pub fn pre_activation(&self, ab: f64, alpha: f64, beta: f64, c: f64, bias: f64) -> f64 {
         let mut x = match self.scale {
             Scale::None => ab,
             Scale::Alpha => alpha * ab,
@@ -71,7 +78,7 @@ impl FusedSpec {
         if self.bias.vector().is_some() {
             x += bias;
         }
-        activate(self.activation, x)
+        x
     }
 }
 
@@ -158,6 +165,7 @@ pub struct Epilogue<'a, Out> {
     pub(crate) beta: f32,
     pub(crate) c_in: Option<CIn<'a, Out>>,
     pub(crate) bias: Option<BiasArg<'a, Out>>,
+    pub(crate) aux: Option<&'a mut dyn DevicePtrMut<Out>>,
 }
 
 impl<'a, Out: Element> Epilogue<'a, Out> {
@@ -168,6 +176,7 @@ impl<'a, Out: Element> Epilogue<'a, Out> {
             beta: 0.0,
             c_in: None,
             bias: None,
+            aux: None,
         }
     }
 
@@ -192,21 +201,60 @@ impl<'a, Out: Element> Epilogue<'a, Out> {
             ..self
         }
     }
+
+    /// Where the values before the activation go (`aux: pre_activation`): a buffer laid out
+    /// as C, written by the launch.
+    pub fn aux(self, aux: &'a mut dyn DevicePtrMut<Out>) -> Self {
+        Epilogue {
+            aux: Some(aux),
+            ..self
+        }
+    }
+}
+
+/// What a launch passed to the fused epilogue, as [`check_arguments`] reads it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GivenArguments {
+    pub(crate) alpha: f32,
+    pub(crate) beta: f32,
+    /// A C-in buffer or `CIn::Output`.
+    pub(crate) c_in: bool,
+    /// The bias's element type (name, bytes), length and batch stride.
+    pub(crate) bias: Option<((&'static str, u32), usize, u64)>,
+    pub(crate) aux: bool,
+}
+
+impl<Out: Element> Epilogue<'_, Out> {
+    pub(crate) fn given(&self) -> GivenArguments {
+        GivenArguments {
+            alpha: self.alpha,
+            beta: self.beta,
+            c_in: self.c_in.is_some(),
+            bias: self
+                .bias
+                .as_ref()
+                .map(|bias| (bias.dtype(), bias.len(), bias.batch_stride)),
+            aux: self.aux.is_some(),
+        }
+    }
 }
 
 /// The checks of a fused epilogue's arguments that need no device: each one the spec reads
 /// is given, none it ignores is, and the bias is its type and long enough for the batch.
-/// `c_in_given` says whether a C-in buffer or `CIn::Output` was passed; C-in's buffer is
-/// checked with C's own rules by the launch.
+/// C-in's and aux's buffers are checked with C's own rules by the launch.
 pub(crate) fn check_arguments(
     kernel: &str,
     fused: &FusedSpec,
-    alpha: f32,
-    beta: f32,
-    c_in_given: bool,
-    bias: Option<((&'static str, u32), usize, u64)>,
+    given: &GivenArguments,
     (m, n, batch): (u32, u32, u32),
 ) -> Result<(), Error> {
+    let GivenArguments {
+        alpha,
+        beta,
+        c_in: c_in_given,
+        bias,
+        aux: aux_given,
+    } = *given;
     let wrong = |problem: String| {
         Err(Error::EpilogueArguments {
             kernel: kernel.to_string(),
@@ -231,6 +279,21 @@ pub(crate) fn check_arguments(
             if c_in_given { " with a C-in" } else { "" },
             fused.scale.name()
         ));
+    }
+    match (fused.aux, aux_given) {
+        (Aux::PreActivation, false) => {
+            return wrong(
+                "the kernel writes the values before the activation (spec `aux: pre_activation`), but no aux buffer was given"
+                    .to_string(),
+            )
+        }
+        (Aux::None, true) => {
+            return wrong(
+                "an aux buffer was given, but the kernel writes none (spec `aux: none`)"
+                    .to_string(),
+            )
+        }
+        _ => {}
     }
     match (fused.bias.vector(), bias) {
         (None, None) => Ok(()),
@@ -286,6 +349,7 @@ mod tests {
             scale,
             bias,
             activation: Activation::Gelu,
+            aux: Aux::None,
         }
     }
 
@@ -302,8 +366,14 @@ mod tests {
         bias: Option<(&'static str, usize, u64)>,
     ) -> Result<(), String> {
         let bias = bias.map(|(name, len, stride)| ((name, 2), len, stride));
-        check_arguments("k", fused, alpha, beta, c_in, bias, (100, 30, 3))
-            .map_err(|e| e.to_string())
+        let given = GivenArguments {
+            alpha,
+            beta,
+            c_in,
+            bias,
+            aux: fused.aux == Aux::PreActivation,
+        };
+        check_arguments("k", fused, &given, (100, 30, 3)).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -355,6 +425,29 @@ mod tests {
         assert!(check(&row, 1.0, 0.0, false, Some(("bf16", 99, 0)))
             .unwrap_err()
             .contains("M = 100"));
+        // An aux output is given exactly when the spec writes one.
+        let aux = FusedSpec {
+            aux: Aux::PreActivation,
+            ..FusedSpec::NONE
+        };
+        let nothing = GivenArguments {
+            alpha: 1.0,
+            beta: 0.0,
+            c_in: false,
+            bias: None,
+            aux: false,
+        };
+        let missing = check_arguments("k", &aux, &nothing, (1, 1, 1)).unwrap_err();
+        assert!(
+            missing.to_string().contains("no aux buffer was given"),
+            "{missing}"
+        );
+        let with_aux = GivenArguments {
+            aux: true,
+            ..nothing
+        };
+        let extra = check_arguments("k", &FusedSpec::NONE, &with_aux, (1, 1, 1)).unwrap_err();
+        assert!(extra.to_string().contains("writes none"), "{extra}");
     }
 
     #[test]
@@ -363,7 +456,9 @@ mod tests {
             scale: Scale::AlphaBeta,
             bias: COL_BF16,
             activation: Activation::Relu,
+            aux: Aux::PreActivation,
         };
+        assert_eq!(fused.pre_activation(-2.0, 1.5, 0.5, 4.0, -1.0), -2.0);
         assert_eq!(fused.apply(2.0, 1.5, 0.5, 4.0, -1.0), 4.0);
         assert_eq!(fused.apply(-2.0, 1.5, 0.5, 4.0, -1.0), 0.0);
         // No bias: the bias value is ignored; no scale: α and β too.

@@ -169,11 +169,7 @@ pub fn time_fused(
         )));
     }
     let (m, n, k) = (shape.m, shape.n, shape.k);
-    let fused_spec = FusedSpec {
-        scale: spec.scale,
-        bias: spec.bias,
-        activation: spec.activation,
-    };
+    let fused_spec = FusedSpec::of_spec(spec);
     let fused = GemmKernel::<bf16, bf16>::from_emitted(
         ctx,
         &gemm_codegen::emit_str(&spec.to_spec_text()).map_err(|e| unsupported(e.to_string()))?,
@@ -209,7 +205,11 @@ pub fn time_fused(
         ldb: n,
         ldc: n,
     };
+    let mut aux = c_start.clone();
     let mut epilogue = Epilogue::none().alpha(alpha);
+    if spec.aux != gemm_codegen::gemm_dsl::Aux::None {
+        epilogue = epilogue.aux(&mut aux);
+    }
     if spec.scale.reads_c() {
         epilogue = epilogue.beta(beta, CIn::Output);
     }
@@ -289,7 +289,7 @@ pub fn time_fused(
         k,
         lds,
         Batch::ONE,
-        &epilogue,
+        &mut epilogue,
     )?;
     let rel_diff = if lt.is_some() {
         run_lt(&mut d_lt)?;
@@ -324,7 +324,7 @@ pub fn time_fused(
             k,
             lds,
             Batch::ONE,
-            &epilogue,
+            &mut epilogue,
         )
     };
     let mut plain_launch = |_: usize| plain.launch(stream, &a, &b, &mut d_plain, m, n, k);

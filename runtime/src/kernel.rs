@@ -8,7 +8,7 @@ use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::abi::{EpilogueInput, Factor};
+use gemm_codegen::gemm_dsl::abi::{EpilogueBuffer, Factor};
 use gemm_codegen::gemm_dsl::DType;
 use gemm_codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
 use gemm_codegen::{
@@ -232,8 +232,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let plain = Epilogue::none();
-        self.launch_fused(stream, a, b, c, m, n, k, lds, batch, &plain)
+        let mut plain = Epilogue::none();
+        self.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut plain)
     }
 
     /// [`GemmKernel::launch_strided_batched`] with the arguments of the spec's fused
@@ -257,7 +257,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         k: u32,
         lds: LeadingDims,
         batch: Batch,
-        epilogue: &Epilogue<'_, Out>,
+        epilogue: &mut Epilogue<'_, Out>,
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
@@ -277,17 +277,14 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         check_arguments(
             self.info.name(),
             &self.fused,
-            epilogue.alpha,
-            epilogue.beta,
-            epilogue.c_in.is_some(),
-            epilogue
-                .bias
-                .as_ref()
-                .map(|bias| (bias.dtype(), bias.len(), bias.batch_stride)),
+            &epilogue.given(),
             (m, n, batch.count),
         )?;
         if let Some(CIn::Buffer(c_in)) = &epilogue.c_in {
             same_context(&self.ctx, [("C-in", c_in.stream().context())])?;
+        }
+        if let Some(aux) = &epilogue.aux {
+            same_context(&self.ctx, [("the aux output", aux.stream().context())])?;
         }
         if let Some(bias) = &epilogue.bias {
             let context = match &bias.values {
@@ -367,12 +364,35 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 (ptr, bias.batch_stride, Some(done))
             }
         };
+        let (aux_address, _aux_done) = match epilogue.aux.as_mut() {
+            None => (0, None),
+            Some(aux) => {
+                let len = aux.len();
+                let (ptr, done) = aux.device_ptr_mut(stream);
+                let aux_args = LaunchArgs {
+                    c: OperandArg {
+                        address: ptr,
+                        len,
+                        ld: ldc,
+                    },
+                    ..args
+                };
+                check_launch(self.info.launch(), &aux_args, self.resident_blocks).map_err(
+                    |error| Error::EpilogueArguments {
+                        kernel: self.info.name().to_string(),
+                        problem: format!("the aux output, laid out as C: {error}"),
+                    },
+                )?;
+                (ptr, Some(done))
+            }
+        };
         let fused_values = FusedValues {
             alpha: epilogue.alpha,
             beta: epilogue.beta,
             c_in: c_in_address,
             bias: bias_address,
             bias_stride,
+            aux: aux_address,
         };
         // The lock and the guard last until the launch is enqueued.
         let mut workspace = self
@@ -722,6 +742,7 @@ struct FusedValues {
     c_in: u64,
     bias: u64,
     bias_stride: u64,
+    aux: u64,
 }
 
 impl ParamValue {
@@ -775,8 +796,9 @@ fn bind_params<In: Element, Out: Element>(
                 }
                 ParamKind::Factor(Factor::Alpha) => ParamValue::F32(fused.alpha),
                 ParamKind::Factor(Factor::Beta) => ParamValue::F32(fused.beta),
-                ParamKind::EpilogueInput(EpilogueInput::CIn) => ParamValue::U64(fused.c_in),
-                ParamKind::EpilogueInput(EpilogueInput::Bias) => ParamValue::U64(fused.bias),
+                ParamKind::EpilogueBuffer(EpilogueBuffer::CIn) => ParamValue::U64(fused.c_in),
+                ParamKind::EpilogueBuffer(EpilogueBuffer::Bias) => ParamValue::U64(fused.bias),
+                ParamKind::EpilogueBuffer(EpilogueBuffer::Aux) => ParamValue::U64(fused.aux),
                 ParamKind::BiasBatchStride => ParamValue::U64(fused.bias_stride),
                 ParamKind::TensorMap(tile) => {
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);

@@ -58,7 +58,7 @@ pub use cudarc;
 pub use half;
 
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-pub use gemm_codegen::gemm_dsl::abi::{EpilogueInput, Factor};
+pub use gemm_codegen::gemm_dsl::abi::{EpilogueBuffer, Factor};
 pub use gemm_codegen::gemm_dsl::{DType, Layout};
 pub use gemm_codegen::pick::{sets, Problem};
 pub use gemm_codegen::sass::SassReport;

@@ -32,7 +32,7 @@ use crate::error::Error;
 use crate::kernel::GemmKernel;
 use crate::tune::{spec_hash, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::{check_str, Activation, DType, GemmSpec, Scale, ValidSpec};
+use gemm_codegen::gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Scale, ValidSpec};
 use gemm_codegen::pick::sets::{self, KernelSet};
 use gemm_codegen::pick::{self, Candidate, DeviceModel, Problem};
 use gemm_codegen::KernelInfo;
@@ -390,7 +390,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         b: &B,
         c: &mut C,
         problem: &Problem,
-        epilogue: &Epilogue<'_, Out>,
+        epilogue: &mut Epilogue<'_, Out>,
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
@@ -460,6 +460,7 @@ fn set_specs(
                 scale: fused.scale,
                 bias: fused.bias,
                 activation: fused.activation,
+                aux: fused.aux,
                 ..member.spec
             };
             let text = spec.to_spec_text();
@@ -469,7 +470,7 @@ fn set_specs(
 }
 
 /// The epilogue in a kernel name: `ab_colbf16_gelu` for `scale: alpha_beta, bias: col(bf16),
-/// activation: gelu`.
+/// activation: gelu` (and `_aux` with `aux: pre_activation`).
 fn epilogue_suffix(fused: &FusedSpec) -> String {
     let scale = match fused.scale {
         Scale::None => String::new(),
@@ -484,7 +485,11 @@ fn epilogue_suffix(fused: &FusedSpec) -> String {
         Activation::None => String::new(),
         other => other.name().to_string(),
     };
-    [scale, bias, activation]
+    let aux = match fused.aux {
+        Aux::None => String::new(),
+        Aux::PreActivation => "aux".to_string(),
+    };
+    [scale, bias, activation, aux]
         .into_iter()
         .filter(|part| !part.is_empty())
         .collect::<Vec<_>>()
@@ -579,6 +584,7 @@ mod tests {
                 dtype: DType::F32,
             },
             activation: Activation::Gelu,
+            aux: Aux::PreActivation,
         };
         for (set, dtype, out) in [
             (&sets::SM90_16BIT, DType::Bf16, DType::Bf16),
@@ -592,7 +598,7 @@ mod tests {
             for (plain, fused_member) in plain.iter().zip(&specs) {
                 assert_eq!(
                     fused_member.spec.name,
-                    format!("{}_ab_colf32_gelu", plain.spec.name)
+                    format!("{}_ab_colf32_gelu_aux", plain.spec.name)
                 );
                 assert_eq!(
                     (fused_member.spec.tile, fused_member.spec.schedule),

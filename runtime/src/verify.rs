@@ -9,7 +9,7 @@ use crate::error::Operand;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use cudarc::driver::CudaStream;
-use gemm_codegen::gemm_dsl::{BiasAlong, DType};
+use gemm_codegen::gemm_dsl::{Aux, BiasAlong, DType};
 use gemm_codegen::{LaunchShape, StorageOrder};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -862,7 +862,9 @@ impl FusedCase {
 /// [`verify_batch`] for a kernel with a fused epilogue: random C-in and bias (rounded to
 /// their types) are passed as `case` says, and each product's reference is the epilogue
 /// applied in float64 ([`FusedSpec::apply`]) to the product's. C is poisoned first, or holds
-/// C-in where `case.in_place`.
+/// C-in where `case.in_place`. A kernel that writes an aux output (`aux: pre_activation`)
+/// gets a poisoned one; its products follow D's in the report, measured against the values
+/// before the activation, and its gaps count with C's.
 #[allow(clippy::too_many_arguments)]
 pub fn verify_fused_batch<In: Element, Out: Element>(
     kernel: &GemmKernel<In, Out>,
@@ -957,17 +959,24 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             Out::from_f32(value).to_f64()
         }
     };
-    for (i, reference) in references.iter_mut().enumerate() {
+    let mut aux_references = references.clone();
+    for (i, (reference, aux_reference)) in references
+        .iter_mut()
+        .zip(aux_references.iter_mut())
+        .enumerate()
+    {
         for row in 0..m {
             for col in 0..n {
                 let at = (row * n + col) as usize;
-                reference[at] = fused.apply(
+                let pre = fused.pre_activation(
                     reference[at],
                     f64::from(case.alpha),
                     f64::from(case.beta),
                     c_in_products[i][at].to_f64(),
                     bias_value(i as u32, row, col),
                 );
+                aux_reference[at] = pre;
+                reference[at] = crate::epilogue::activate(fused.activation, pre);
             }
         }
     }
@@ -1019,7 +1028,15 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
         };
         epilogue = epilogue.bias(bias.strided(bias_stride));
     }
-    kernel.launch_fused(stream, &a, &b, &mut c, m, n, k, lds, batch, &epilogue)?;
+    // The aux output, poisoned like C, and its references: the values before the activation.
+    let writes_aux = fused.aux != Aux::None;
+    let mut aux = stream
+        .clone_htod(&vec![Out::poison(); if writes_aux { c_len } else { 1 }])
+        .during(|| "writing the poisoned aux output".to_string())?;
+    if writes_aux {
+        epilogue = epilogue.aux(&mut aux);
+    }
+    kernel.launch_fused(stream, &a, &b, &mut c, m, n, k, lds, batch, &mut epilogue)?;
     let mut c = stream
         .clone_dtoh(&c)
         .during(|| format!("copying C of `{}` back", kernel.info().name()))?;
@@ -1034,7 +1051,22 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             matrix[at..at + n as usize].fill(Out::poison());
         }
     }
-    let gap_writes = c.iter().filter(|value| !value.is_poison()).count();
+    let mut gap_writes = c.iter().filter(|value| !value.is_poison()).count();
+    if writes_aux {
+        let mut aux = stream
+            .clone_dtoh(&aux)
+            .during(|| format!("copying the aux output of `{}` back", kernel.info().name()))?;
+        for (i, reference) in aux_references.iter().enumerate() {
+            let start = i * batch.stride_c as usize;
+            let matrix = &mut aux[start..];
+            products.push(compare(matrix, reference, m, n, lds.ldc, kind)?);
+            for row in 0..m as usize {
+                let at = row * lds.ldc as usize;
+                matrix[at..at + n as usize].fill(Out::poison());
+            }
+        }
+        gap_writes += aux.iter().filter(|value| !value.is_poison()).count();
+    }
     Ok(BatchReport {
         products,
         gap_writes,

@@ -18,6 +18,7 @@ use std::sync::Arc;
 /// types, in every layout.
 const SPECS: &[&str] = &[
     "name: ep_wgmma_tma, mma: wgmma, arch: sm_90a, schedule: persistent, scale: alpha_beta, bias: col, activation: gelu",
+    "name: ep_wgmma_aux, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent, bias: col, activation: gelu, aux: pre_activation",
     "name: ep_wgmma_sk, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent(tail = stream_k), scale: alpha, bias: row(f32), activation: silu",
     "name: ep_wgmma_f32, mma: wgmma, arch: sm_90a, out: f32, layout: cr, scale: alpha_beta, bias: col(f32), activation: gelu_erf",
     "name: ep_wgmma_cluster, mma: wgmma, arch: sm_90a, layout: cc, schedule: persistent, cluster: 2x1, copy: tma(multicast = 2), bias: col, activation: relu",
@@ -29,6 +30,8 @@ const SPECS: &[&str] = &[
     "name: ep_mma_persistent, mma: mma_sync, arch: sm_80, layout: cc, schedule: persistent, scale: alpha_beta, bias: col(f32), activation: gelu",
     "name: ep_mma_tf32, mma: mma_sync, arch: sm_80, dtype: tf32, scale: alpha, bias: col, activation: relu",
     "name: ep_simt, arch: sm_80, scale: alpha_beta, bias: row, activation: gelu_erf",
+    "name: ep_simt_aux, arch: sm_80, layout: rc, scale: alpha, bias: col, activation: relu, aux: pre_activation",
+    "name: ep_mma_aux, mma: mma_sync, arch: sm_80, out: f32, scale: alpha_beta, activation: silu, aux: pre_activation",
     "name: ep_simt_narrow, arch: sm_80, layout: cc, copy: sync(vector = 4), scale: alpha_beta, bias: col, activation: gelu",
 ];
 
@@ -57,6 +60,10 @@ fn every_fused_spec_emits_for_every_family() {
             e.kernel_name()
         );
         assert_eq!(names.contains(&"bias"), fused.bias.vector().is_some());
+        assert_eq!(
+            names.contains(&"aux"),
+            fused.aux != gemm_codegen::gemm_dsl::Aux::None
+        );
     }
 }
 
@@ -156,7 +163,7 @@ fn fused_kernels_refuse_missing_and_foreign_arguments() {
         ldc: n,
     };
     let mut scratch = stream.alloc_zeros::<half::bf16>((m * n) as usize).unwrap();
-    let mut error = |epilogue: &Epilogue<'_, half::bf16>| {
+    let mut error = |epilogue: &mut Epilogue<'_, half::bf16>| {
         let c = &mut scratch;
         kernel
             .launch_fused(&stream, &a, &b, c, m, n, k, lds, Batch::ONE, epilogue)
@@ -169,10 +176,10 @@ fn fused_kernels_refuse_missing_and_foreign_arguments() {
         .unwrap_err()
         .to_string();
     assert!(plain.contains("reads C-in"), "{plain}");
-    let no_bias = error(&Epilogue::none().beta(0.5, CIn::Output));
+    let no_bias = error(&mut Epilogue::none().beta(0.5, CIn::Output));
     assert!(no_bias.contains("adds a col bias"), "{no_bias}");
     let wrong_type = error(
-        &Epilogue::none()
+        &mut Epilogue::none()
             .beta(0.5, CIn::Output)
             .bias(BiasArg::f32(&bias_f32)),
     );
@@ -181,7 +188,7 @@ fn fused_kernels_refuse_missing_and_foreign_arguments() {
         "{wrong_type}"
     );
     let short = error(
-        &Epilogue::none()
+        &mut Epilogue::none()
             .beta(0.5, CIn::Buffer(&short_c_in))
             .bias(BiasArg::output(&bias)),
     );
@@ -197,7 +204,7 @@ fn fused_kernels_refuse_missing_and_foreign_arguments() {
             k,
             lds,
             Batch::ONE,
-            &Epilogue::none()
+            &mut Epilogue::none()
                 .alpha(2.0)
                 .beta(0.5, CIn::Output)
                 .bias(BiasArg::output(&bias)),

@@ -294,6 +294,7 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             dtype: DType::Bf16,
         },
         activation: Activation::Gelu,
+        aux: gemm_codegen::gemm_dsl::Aux::None,
     };
     let matmul = Matmul::<bf16, bf16>::with_set_fused(&ctx, &sets::SM90_16BIT, fused)
         .expect("the fused set loads");
@@ -376,12 +377,12 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
         .collect();
     let mut c = stream.clone_htod(&c_host).unwrap();
     let bias = stream.clone_htod(&bias_host).unwrap();
-    let epilogue = Epilogue::none()
+    let mut epilogue = Epilogue::none()
         .alpha(3.0)
         .beta(0.5, CIn::Output)
         .bias(BiasArg::output(&bias));
     matmul
-        .run_fused(&stream, &a, &b, &mut c, &problem, &epilogue)
+        .run_fused(&stream, &a, &b, &mut c, &problem, &mut epilogue)
         .unwrap();
     let d = stream.clone_dtoh(&c).unwrap();
     let mut worst = 0.0f64;

@@ -11,7 +11,7 @@
 //! Loads are guarded element by element: rows past M and columns past N read nothing (their
 //! accumulators are never stored), so a buffer need hold no more than the problem's elements.
 
-use gemm_dsl::{Activation, BiasAlong, DType, GemmSpec, Scale};
+use gemm_dsl::{Activation, Aux, BiasAlong, DType, GemmSpec, Scale};
 use serde::Serialize;
 
 /// Columns whose bias values one group of the transform holds in registers at once.
@@ -33,6 +33,9 @@ pub struct FusedEpilogue {
     /// Read C-in (C's element type, C's row stride and batch stride) and add β·C.
     pub c_in: Option<ElementLoad>,
     pub bias: Option<BiasPlan>,
+    /// `aux: pre_activation`: each value is stored before the activation, to aux laid out as
+    /// C, with this conversion (`cvt.rn.bf16.f32`; empty for f32).
+    pub aux: Option<AuxStore>,
     /// `none`, `relu`, `gelu`, `gelu_erf` or `silu`.
     pub activation: &'static str,
     /// The tanh approximation of GELU through `tanh.approx` (about 11 bits: below a 16-bit
@@ -58,6 +61,15 @@ pub struct ElementLoad {
     /// `ld.global.nc` for inputs no thread writes during the kernel (the bias), `ld.global`
     /// for C-in, which may be C itself.
     pub load: &'static str,
+}
+
+/// How a value is stored to the aux output.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuxStore {
+    /// `cvt.rn.bf16.f32` or `cvt.rn.f16.f32` into a 16-bit register; empty for f32.
+    pub convert: &'static str,
+    /// `st.global.b16` or `st.global.f32`.
+    pub store: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -280,6 +292,20 @@ impl FusedEpilogue {
             bias: spec.bias.vector().map(|(along, dtype)| BiasPlan {
                 along: along.name(),
                 element: ElementLoad::of(dtype, "ld.global.nc"),
+            }),
+            aux: (spec.aux == Aux::PreActivation).then_some(match spec.out {
+                DType::Bf16 => AuxStore {
+                    convert: "cvt.rn.bf16.f32",
+                    store: "st.global.b16",
+                },
+                DType::F16 => AuxStore {
+                    convert: "cvt.rn.f16.f32",
+                    store: "st.global.b16",
+                },
+                DType::F32 | DType::Tf32 => AuxStore {
+                    convert: "",
+                    store: "st.global.f32",
+                },
             }),
             activation: spec.activation.name(),
             fast_tanh: out_bytes == 2,

@@ -263,7 +263,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         k_steps_plan: fragments.k_steps,
         epilogue,
         fused,
-        epilogue_params: epilogue_params(spec.scale, spec.bias),
+        epilogue_params: epilogue_params(spec.scale, spec.bias, spec.aux),
     }
 }
 

@@ -121,6 +121,8 @@ pub struct WgmmaPlan {
     pub scale: gemm_dsl::Scale,
     #[serde(skip)]
     pub bias: gemm_dsl::Bias,
+    #[serde(skip)]
+    pub aux: gemm_dsl::Aux,
     /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
     pub stream_k: Option<StreamK>,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
@@ -514,6 +516,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             .then(|| CInPrefetch::new(g.rows_per_consumer, spec.tile.n, spec.out.size_bytes())),
         scale: spec.scale,
         bias: spec.bias,
+        aux: spec.aux,
         stream_k: StreamK::of(g),
         k_steps,
     }
@@ -590,7 +593,7 @@ impl WgmmaPlan {
                 },
             });
         }
-        params.extend(epilogue_params(self.scale, self.bias));
+        params.extend(epilogue_params(self.scale, self.bias, self.aux));
         params
     }
 
