@@ -328,20 +328,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             Some(CIn::Buffer(c_in)) => {
                 let len = c_in.len();
                 let (ptr, done) = c_in.device_ptr(stream);
-                let c_in_args = LaunchArgs {
-                    c: OperandArg {
-                        address: ptr,
-                        len,
-                        ld: ldc,
-                    },
-                    ..args
-                };
-                check_launch(self.info.launch(), &c_in_args, self.resident_blocks).map_err(
-                    |error| Error::EpilogueArguments {
-                        kernel: self.info.name().to_string(),
-                        problem: format!("C-in, laid out as C: {error}"),
-                    },
-                )?;
+                self.check_laid_out_as_c(&args, ptr, len, "C-in")?;
                 (ptr, Some(done))
             }
         };
@@ -369,20 +356,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             Some(aux) => {
                 let len = aux.len();
                 let (ptr, done) = aux.device_ptr_mut(stream);
-                let aux_args = LaunchArgs {
-                    c: OperandArg {
-                        address: ptr,
-                        len,
-                        ld: ldc,
-                    },
-                    ..args
-                };
-                check_launch(self.info.launch(), &aux_args, self.resident_blocks).map_err(
-                    |error| Error::EpilogueArguments {
-                        kernel: self.info.name().to_string(),
-                        problem: format!("the aux output, laid out as C: {error}"),
-                    },
-                )?;
+                self.check_laid_out_as_c(&args, ptr, len, "the aux output")?;
                 (ptr, Some(done))
             }
         };
@@ -432,6 +406,31 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 batch.count
             )
         })
+    }
+
+    /// A buffer of the fused epilogue laid out as C (C-in, the aux output) under C's rules:
+    /// C's leading dimension and batch stride, long enough and aligned.
+    fn check_laid_out_as_c(
+        &self,
+        args: &LaunchArgs,
+        address: u64,
+        len: usize,
+        what: &str,
+    ) -> Result<(), Error> {
+        let as_c = LaunchArgs {
+            c: OperandArg {
+                address,
+                len,
+                ld: args.c.ld,
+            },
+            ..*args
+        };
+        check_launch(self.info.launch(), &as_c, self.resident_blocks)
+            .map(|_| ())
+            .map_err(|error| Error::EpilogueArguments {
+                kernel: self.info.name().to_string(),
+                problem: format!("{what}, laid out as C: {error}"),
+            })
     }
 
     /// The SASS the driver runs for this kernel on this device: its JIT compiles the PTX to a

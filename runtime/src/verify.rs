@@ -771,6 +771,27 @@ impl BatchReport {
     }
 }
 
+/// Each product of a strided batch in `c` (rows `ldc` apart, products `stride` apart) against
+/// its reference, and how many elements outside the products no longer hold the poison.
+fn compare_batch<Out: Element>(
+    c: &mut [Out],
+    references: &[Vec<f64>],
+    (m, n, ldc, stride, kind): (u32, u32, u32, u64, Reference),
+) -> Result<(Vec<ErrorReport>, usize), Error> {
+    let mut products = Vec::with_capacity(references.len());
+    for (i, reference) in references.iter().enumerate() {
+        let matrix = &mut c[i * stride as usize..];
+        products.push(compare(matrix, reference, m, n, ldc, kind)?);
+        // What the product owns is compared; mark it, so that only gaps stay to be counted.
+        for row in 0..m as usize {
+            let at = row * ldc as usize;
+            matrix[at..at + n as usize].fill(Out::poison());
+        }
+    }
+    let gap_writes = c.iter().filter(|value| !value.is_poison()).count();
+    Ok((products, gap_writes))
+}
+
 /// The strided-batch buffer of one operand: `matrices[i]` (packed `rows x cols`, row-major)
 /// laid out in `order` with lines `ld` apart, at `i · stride` elements; `fill` elsewhere. A
 /// stride of 0 holds `matrices[0]` alone.
@@ -1040,32 +1061,15 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
     let mut c = stream
         .clone_dtoh(&c)
         .during(|| format!("copying C of `{}` back", kernel.info().name()))?;
-    let mut products = Vec::with_capacity(problems.len());
-    for (i, reference) in references.iter().enumerate() {
-        let start = i * batch.stride_c as usize;
-        let matrix = &mut c[start..];
-        products.push(compare(matrix, reference, m, n, lds.ldc, kind)?);
-        // What the product owns is compared; mark it, so that only gaps stay to be counted.
-        for row in 0..m as usize {
-            let at = row * lds.ldc as usize;
-            matrix[at..at + n as usize].fill(Out::poison());
-        }
-    }
-    let mut gap_writes = c.iter().filter(|value| !value.is_poison()).count();
+    let shape = (m, n, lds.ldc, batch.stride_c, kind);
+    let (mut products, mut gap_writes) = compare_batch(&mut c, &references, shape)?;
     if writes_aux {
         let mut aux = stream
             .clone_dtoh(&aux)
             .during(|| format!("copying the aux output of `{}` back", kernel.info().name()))?;
-        for (i, reference) in aux_references.iter().enumerate() {
-            let start = i * batch.stride_c as usize;
-            let matrix = &mut aux[start..];
-            products.push(compare(matrix, reference, m, n, lds.ldc, kind)?);
-            for row in 0..m as usize {
-                let at = row * lds.ldc as usize;
-                matrix[at..at + n as usize].fill(Out::poison());
-            }
-        }
-        gap_writes += aux.iter().filter(|value| !value.is_poison()).count();
+        let (aux_products, aux_gap_writes) = compare_batch(&mut aux, &aux_references, shape)?;
+        products.extend(aux_products);
+        gap_writes += aux_gap_writes;
     }
     Ok(BatchReport {
         products,
