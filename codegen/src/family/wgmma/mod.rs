@@ -140,6 +140,8 @@ pub struct CInPrefetch {
     /// Elements of C in one line.
     pub line_elements: u32,
     pub out_bytes: u32,
+    /// `rows_per_pass · out_bytes`: times `ldc`, the bytes from one pass's row to the next's.
+    pub pass_step_bytes: u32,
 }
 
 /// The L2's line.
@@ -155,6 +157,7 @@ impl CInPrefetch {
             passes: rows.div_ceil(rows_per_pass),
             line_elements: L2_LINE_BYTES / out_bytes,
             out_bytes,
+            pass_step_bytes: rows_per_pass * out_bytes,
         }
     }
 }
