@@ -18,12 +18,12 @@
 
 use gemm_codegen::catalog::CATALOG;
 use gemm_codegen::family::{self, FamilyPlan};
-use gemm_codegen::plan::{PlanCopy, SmemLayout};
+use gemm_codegen::plan::{CpAsyncGroups, PlanCopy, Ring as StageRing};
 use std::collections::HashMap;
 
 /// What the replay needs of a kernel's plan.
 struct Ring {
-    smem: SmemLayout,
+    smem: StageRing<CpAsyncGroups>,
     /// Shared-memory reads (`ld.shared`, `ldmatrix`) of one k tile, per thread.
     reads_per_tile: usize,
     /// Reads the last trip makes of the k tile past the end (tensor cores load the next
@@ -85,7 +85,7 @@ impl Ring {
                     |step: &family::mma_sync::MmaKStep| step.a_loads.len() + step.b_loads.len();
                 Ring {
                     reads_per_tile: p.k_steps_plan.iter().map(reads).sum(),
-                    look_ahead_reads: if p.pipeline.smem.pipelined {
+                    look_ahead_reads: if p.pipeline.smem.guard.pipelined {
                         reads(&p.k_steps_plan[0])
                     } else {
                         0
@@ -934,8 +934,14 @@ fn assert_broken_bounded_copies_fail(spec: &str, ptx: &str) {
 /// read next may still be in flight), a loop that counts two k tiles per trip, and broken
 /// bounded copies.
 fn assert_shared_ring_breaks_fail(spec: &str, ptx: &str, ring: &Ring) {
-    let wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight);
-    let short_wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight + 1);
+    let wait = format!(
+        "\tcp.async.wait_group\t{};",
+        ring.smem.guard.groups_in_flight
+    );
+    let short_wait = format!(
+        "\tcp.async.wait_group\t{};",
+        ring.smem.guard.groups_in_flight + 1
+    );
     let error = caught(spec, &edit(ptx, "$L_main_loop:", &wait, &short_wait));
     assert!(
         error.contains("before a wait and a barrier made it complete"),
@@ -1098,7 +1104,10 @@ fn broken_simt_rings_fail_the_replay() {
     for spec in cp_async_catalog("fma") {
         let ring = Ring::of(spec);
         let ptx = gemm_codegen::emit_str(spec).unwrap().ptx().to_string();
-        let wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight);
+        let wait = format!(
+            "\tcp.async.wait_group\t{};",
+            ring.smem.guard.groups_in_flight
+        );
         // No barrier after the main loop's wait: other threads' copies are not yet visible.
         let error = caught(
             spec,
@@ -1168,7 +1177,10 @@ fn broken_tensor_core_rings_fail_the_replay() {
     for spec in cp_async_catalog("mma_sync") {
         let ring = Ring::of(spec);
         let ptx = gemm_codegen::emit_str(spec).unwrap().ptx().to_string();
-        let wait = format!("\tcp.async.wait_group\t{};", ring.smem.groups_in_flight);
+        let wait = format!(
+            "\tcp.async.wait_group\t{};",
+            ring.smem.guard.groups_in_flight
+        );
         let barrier = format!("{wait}\n\tbar.sync\t0;");
         // No barrier after the wait in the main loop, or before it.
         let error = caught(spec, &edit(&ptx, "$L_main_loop:", &barrier, &wait));

@@ -1,7 +1,7 @@
 //! Pieces every family's `explain` section uses: the block line, the budgets (ledger,
 //! registers next to ptxas, occupancy), the cp.async ring's timeline and conflict verdicts.
 
-use crate::plan::{PlanCopy, SmemLayout};
+use crate::plan::{CpAsyncGroups, PlanCopy, Ring};
 use crate::sass::PtxasResources;
 use gemm_dsl::ValidSpec;
 use std::fmt::Write;
@@ -44,7 +44,7 @@ pub fn budgets(out: &mut String, valid: &ValidSpec, ptxas: Result<&PtxasResource
 
 /// The main loop as a table: which tile each step loads into which stage, which stage it
 /// computes, and where the waits and barriers sit.
-pub fn timeline(ring: &SmemLayout, copy: PlanCopy) -> String {
+pub fn timeline(ring: &Ring<CpAsyncGroups>, copy: PlanCopy) -> String {
     let mut out = String::new();
     let stages = ring.stages;
     let copy_name = match copy {
@@ -52,7 +52,7 @@ pub fn timeline(ring: &SmemLayout, copy: PlanCopy) -> String {
         PlanCopy::CpAsync => "cp.async",
     };
     let _ = writeln!(out, "pipeline: {stages} stage(s), {copy_name}");
-    if !ring.pipelined {
+    if !ring.guard.pipelined {
         let _ = writeln!(
             out,
             "  every step: load tile k -> stage 0; {}bar.sync; compute stage 0; bar.sync",
@@ -67,8 +67,8 @@ pub fn timeline(ring: &SmemLayout, copy: PlanCopy) -> String {
     let _ = writeln!(
         out,
         "  prologue: tiles 0..{} -> stages 0..{}{}",
-        ring.lookahead - 1,
-        ring.lookahead - 1,
+        ring.guard.lookahead - 1,
+        ring.guard.lookahead - 1,
         if copy == PlanCopy::CpAsync {
             ", one commit group each"
         } else {
@@ -82,13 +82,13 @@ pub fn timeline(ring: &SmemLayout, copy: PlanCopy) -> String {
     );
     let steps = stages + 2;
     for k in 0..steps {
-        let load_tile = k + ring.lookahead;
+        let load_tile = k + ring.guard.lookahead;
         let load_stage = load_tile % stages;
         let compute_stage = k % stages;
         let before = match copy {
             PlanCopy::CpAsync => format!(
                 "wait_group {}; bar.sync; tile {load_tile} -> stage {load_stage}",
-                ring.groups_in_flight
+                ring.guard.groups_in_flight
             ),
             PlanCopy::Sync => format!("tile {load_tile} -> registers"),
         };

@@ -17,7 +17,7 @@ pub mod swizzle;
 
 pub use banks::{bank, conflict_degree, conflict_degree_for, BankReport, BANKS, BANK_BYTES};
 pub use copy::PlanCopy;
-pub use ring::SmemLayout;
+pub use ring::{CpAsyncGroups, Mbarriers, Ring};
 
 use gemm_dsl::abi::KernelParam;
 

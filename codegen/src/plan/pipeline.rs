@@ -4,14 +4,14 @@
 
 use super::batch::BatchPlan;
 use super::edges::{CopyVector, OperandSource};
-use super::{PlanCopy, SmemLayout};
+use super::{CpAsyncGroups, PlanCopy, Ring};
 use gemm_dsl::geometry::StoredTile;
 use gemm_dsl::GemmSpec;
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CopyPipeline<C> {
-    pub smem: SmemLayout,
+    pub smem: Ring<CpAsyncGroups>,
     pub copy: PlanCopy,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
     pub cache_hint: &'static str,
@@ -32,7 +32,7 @@ impl<C> CopyPipeline<C> {
     /// `copies_per_thread` copies per stage of both operands.
     pub fn new(
         spec: &GemmSpec,
-        smem: SmemLayout,
+        smem: Ring<CpAsyncGroups>,
         (a_stored, b_stored): (StoredTile, StoredTile),
         vector: CopyVector,
         (a_copy, b_copy): (C, C),

@@ -5,7 +5,7 @@ use super::MmaSyncPlan;
 use crate::plan::edges::c_store_bytes;
 use crate::plan::edges::{c_global_store, last_byte};
 use crate::plan::epilogue::AccElement;
-use crate::plan::SmemLayout;
+use crate::plan::{CpAsyncGroups, Ring};
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
 use gemm_dsl::geometry::COPY_VECTOR_BYTES;
 use gemm_dsl::{GemmSpec, Schedule};
@@ -313,7 +313,7 @@ impl MmaEpilogue {
         spec: &GemmSpec,
         g: &MmaSyncGeometry,
         copy_vector_bytes: u32,
-        smem: &SmemLayout,
+        smem: &Ring<CpAsyncGroups>,
     ) -> (MmaEpilogue, u32) {
         let (mi_count, ni_count) = (g.m_frags, g.n_frags);
         let out_bytes = spec.out.size_bytes();

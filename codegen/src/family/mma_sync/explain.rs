@@ -113,7 +113,7 @@ impl MmaSyncPlan {
             );
         }
         budgets(out, valid, ptxas);
-        if p.pipeline.smem.pipelined && p.pipeline.copy == PlanCopy::CpAsync {
+        if p.pipeline.smem.guard.pipelined && p.pipeline.copy == PlanCopy::CpAsync {
             out.push_str(&mma_ring_timeline(p));
         } else {
             out.push_str(&timeline(&p.pipeline.smem, p.pipeline.copy));
@@ -174,9 +174,9 @@ fn mma_ring_timeline(p: &MmaSyncPlan) -> String {
     let _ = writeln!(
         out,
         "  prologue: tiles 0..{} -> stages 0..{}, one commit group each; wait_group {}; bar.sync; fragments of tile 0 k step 0",
-        ring.lookahead - 1,
-        ring.lookahead - 1,
-        ring.groups_in_flight
+        ring.guard.lookahead - 1,
+        ring.guard.lookahead - 1,
+        ring.guard.groups_in_flight
     );
     let steps_before_last = match last {
         0 => None,
@@ -200,12 +200,12 @@ fn mma_ring_timeline(p: &MmaSyncPlan) -> String {
         "tile", "k step 0 first copies"
     );
     for tile in 0..stages + 2 {
-        let load_tile = tile + ring.lookahead;
+        let load_tile = tile + ring.guard.lookahead;
         let copies = format!("tile {load_tile} -> stage {}, commit", load_tile % stages);
         let next = tile + 1;
         let barrier = format!(
             "wait_group {}; bar.sync; {}",
-            ring.groups_in_flight,
+            ring.guard.groups_in_flight,
             next_fragments.replace("{next}", &format!("{next} (stage {})", next % stages))
         );
         let _ = writeln!(out, "  {tile:>4}  {copies:<32} {barrier}");

@@ -52,7 +52,7 @@ mod probe;
 pub mod write;
 
 use copy::tile_copy;
-pub use copy::{TileCopy, TileCopyOp};
+pub use copy::TileCopy;
 use epilogue::staged_epilogue_addresses;
 pub use epilogue::{
     accumulator_position, EpilogueBand, EpilogueRow, MmaEpilogue, PairStore, SlabRead, SlabStore,
@@ -69,7 +69,7 @@ use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::schedule::TileWalk;
 use crate::plan::swizzle::{decompose, SmemSwizzle, XorOffset};
-use crate::plan::{LaunchContract, PlanCopy, SmemLayout};
+use crate::plan::{LaunchContract, PlanCopy, Ring};
 use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::mma_sync::MmaSyncGeometry;
 use gemm_dsl::geometry::StoredTile;
@@ -185,7 +185,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let a_swizzle = SmemSwizzle::new(spec.swizzle, a_stored.line_elements * element);
     let b_swizzle = SmemSwizzle::new(spec.swizzle, b_stored.line_elements * element);
     let a_tile_bytes = a_stored.lines * a_swizzle.pitch;
-    let smem = SmemLayout::new(valid.smem.bytes_per_stage(), spec.stages);
+    let smem = Ring::cp_async(valid.smem.bytes_per_stage(), spec.stages);
 
     let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "b32");
     let a_copy = tile_copy(&g.a_copy, &copy_vector, element, g.threads, a_swizzle, 0, 0);

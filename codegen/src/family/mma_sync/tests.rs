@@ -602,7 +602,7 @@ fn plan_numbers_of_the_default_spec() {
     // The second k step reads chunks 2, 3 of the 64-byte A rows: an XOR of 32 bytes.
     assert_eq!(p.a_read.bases, [0, 32]);
     assert_eq!(p.k_steps_plan[1].a_loads[1].offset, 16 * 64);
-    assert_eq!(p.pipeline.smem.groups_in_flight, 1);
+    assert_eq!(p.pipeline.smem.guard.groups_in_flight, 1);
     assert_eq!(p.pack_instruction, "cvt.rn.bf16x2.f32");
     assert_eq!(
         ldmatrix_conflict_degree(&[0, 16, 32, 48, 64, 80, 96, 112]),

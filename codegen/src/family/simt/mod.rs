@@ -24,13 +24,12 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::BatchPlan;
-use crate::plan::edges::{
-    c_global_store, c_store_bytes, chunk_words, last_byte, ChunkWord, CopyVector, ElementStore,
-};
+use crate::plan::copy::{copy_ops, CopyOp};
+use crate::plan::edges::{c_global_store, c_store_bytes, last_byte, CopyVector, ElementStore};
 use crate::plan::epilogue::{AccElement, FusedEpilogue};
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::{
-    conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, SmemLayout,
+    conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, Ring,
 };
 use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{
@@ -131,22 +130,6 @@ impl OperandCopy {
     pub fn byte_offset(&self, line: u32, byte: u32) -> u32 {
         self.chunk_offset(line, byte / COPY_VECTOR_BYTES) + byte % COPY_VECTOR_BYTES
     }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct CopyOp {
-    /// Rows below the thread's first row (scaled by the runtime leading dimension).
-    pub global_rows: u32,
-    /// Bytes right of the thread's first vector.
-    pub global_col_bytes: u32,
-    /// Offset in the stage from the thread's first shared-memory vector.
-    pub smem_offset: u32,
-    /// The staging registers of `copy: sync` as the load's and store's operand, e.g.
-    /// `{ %stage0, %stage1, %stage2, %stage3 }` (one register bare).
-    pub staging: String,
-    pub staging_registers: Vec<String>,
-    /// The same registers word by word, for a vector that crosses the matrix's edge.
-    pub words: Vec<ChunkWord>,
 }
 
 /// The FFMA inner loop over one k tile.
@@ -270,48 +253,38 @@ fn operand_copy(
     smem_stage_offset: u32,
     first_staging_vector: u32,
 ) -> OperandCopy {
-    let mut copy = OperandCopy {
+    let copy = OperandCopy {
         vectors_per_row: geometry.vectors_per_row,
         smem_row_bytes,
         quarters,
         smem_stage_offset,
         copies: Vec::new(),
     };
-    let vpr = geometry.vectors_per_row;
-    let vb = geometry.vector_bytes;
-    copy.copies = (0..geometry.copies_per_thread)
-        .map(|i| {
-            // Thread t's i-th vector is t + i·threads; see CopyGeometry::new for why the
-            // offset from vector t is the same for every thread (for column quarters, the
-            // validation keeps the line step a multiple of 4; a narrow vector keeps its byte
-            // within the chunk, since threads·vector bytes is a multiple of 16).
-            let vector_offset = i * threads;
-            let rows = vector_offset / vpr;
-            let cols = vector_offset % vpr;
-            let smem_offset = copy.byte_offset(rows, cols * vb) - copy.byte_offset(0, 0);
-            assert!(
-                (0..threads).all(|t| {
-                    let (line, at) = (t / vpr, t % vpr);
-                    copy.byte_offset(line + rows, (at + cols) * vb)
-                        == copy.byte_offset(line, at * vb) + smem_offset
-                }),
-                "copy {i}: shared-memory destinations are not one offset from the first"
-            );
-            let first_register = vector.words * (first_staging_vector + i);
-            let staging: Vec<String> = (first_register..first_register + vector.words)
-                .map(|r| format!("%stage{r}"))
-                .collect();
-            CopyOp {
-                global_rows: rows,
-                global_col_bytes: cols * vb,
-                smem_offset,
-                staging: vector.operand(&staging),
-                words: chunk_words(&staging, F32_BYTES, vb),
-                staging_registers: staging,
-            }
-        })
-        .collect();
-    copy
+    let (vpr, vb) = (geometry.vectors_per_row, geometry.vector_bytes);
+    // One base register per operand: every copy is one offset from the thread's first (for
+    // column quarters, the validation keeps the line step a multiple of 4; a narrow vector
+    // keeps its byte within the chunk, since threads·vector bytes is a multiple of 16).
+    let place = |i: u32, rows: u32, col_bytes: u32| {
+        let smem_offset = copy.byte_offset(rows, col_bytes) - copy.byte_offset(0, 0);
+        assert!(
+            (0..threads).all(|t| {
+                let (line, at) = (t / vpr, t % vpr);
+                copy.byte_offset(line + rows, at * vb + col_bytes)
+                    == copy.byte_offset(line, at * vb) + smem_offset
+            }),
+            "copy {i}: shared-memory destinations are not one offset from the first"
+        );
+        (0, smem_offset)
+    };
+    let copies = copy_ops(
+        geometry,
+        vector,
+        F32_BYTES,
+        threads,
+        first_staging_vector,
+        place,
+    );
+    OperandCopy { copies, ..copy }
 }
 
 pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
@@ -322,7 +295,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     let a_row_bytes = a_stored.line_elements * F32_BYTES + pad;
     let b_row_bytes = b_stored.line_elements * F32_BYTES + pad;
     let a_tile_bytes = a_stored.lines * a_row_bytes;
-    let smem = SmemLayout::new(valid.smem.bytes_per_stage(), spec.stages);
+    let smem = Ring::cp_async(valid.smem.bytes_per_stage(), spec.stages);
     let a_row_major = !a_stored.lines_are_k;
     let b_row_major = b_stored.lines_are_k;
     // Column quarters of BN / 4 chunks each, padded by pad(N).

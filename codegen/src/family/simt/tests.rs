@@ -60,13 +60,13 @@ fn copy_offsets_cover_the_tile_once() {
         .copy
         .copies
         .iter()
-        .map(|c| c.global_rows)
+        .map(|c| c.rows)
         .collect();
     assert_eq!(rows, [0, 32, 64, 96]);
     assert_eq!(p.pipeline.a_src.copy.copies[1].smem_offset, 32 * (128 + 16));
     // B: 32 rows x 32 vectors -> 4 copies 8 rows apart, after the A tile.
     assert_eq!(p.pipeline.b_src.copy.smem_stage_offset, 128 * 144);
-    assert_eq!(p.pipeline.b_src.copy.copies[3].global_rows, 24);
+    assert_eq!(p.pipeline.b_src.copy.copies[3].rows, 24);
 }
 
 #[test]
@@ -75,9 +75,9 @@ fn copies_within_a_row_when_the_row_is_wider_than_the_block() {
     let geometry = CopyGeometry::new(2, 128 * COPY_VECTOR_BYTES, 64, 16).unwrap();
     let copy = operand_copy(&geometry, &CopyVector::new(16, "f32"), 64, 2048, None, 0, 0);
     assert_eq!(copy.copies.len(), 4);
-    assert_eq!(copy.copies[1].global_rows, 0);
+    assert_eq!(copy.copies[1].rows, 0);
     assert_eq!(copy.copies[1].global_col_bytes, 64 * 16);
-    assert_eq!(copy.copies[2].global_rows, 1);
+    assert_eq!(copy.copies[2].rows, 1);
     assert_eq!(copy.copies[2].smem_offset, 2048);
 }
 
@@ -98,7 +98,7 @@ fn assert_ffmas_read_what_the_copies_wrote(spec: &str) {
         for t in 0..threads {
             let first = copy.byte_offset(t / vpr, (t % vpr) * vb) + copy.smem_stage_offset;
             for op in &copy.copies {
-                let line = t / vpr + op.global_rows;
+                let line = t / vpr + op.rows;
                 let col = (t % vpr) * vb + op.global_col_bytes;
                 for byte in (0..vb).step_by(4) {
                     let element = (col + byte) / F32_BYTES;

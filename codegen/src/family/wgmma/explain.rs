@@ -83,7 +83,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
         "  TMA per stage: {}, {}; arrive.expect_tx {} B",
         boxes('A', &p.a_loads, p.a_box.outer, p.a_box.inner),
         boxes('B', &p.b_loads, p.b_box.outer, p.b_box.inner),
-        p.ring.expect_tx_bytes
+        p.ring.guard.expect_tx_bytes
     );
     for (operand, descriptor, major, per_step) in [
         (

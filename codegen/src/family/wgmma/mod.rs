@@ -11,7 +11,6 @@
 
 pub mod descriptor;
 pub mod epilogue;
-pub mod ring;
 
 mod explain;
 mod probe;
@@ -20,7 +19,7 @@ pub mod write;
 use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::schedule::TileWalk;
-use crate::plan::LaunchContract;
+use crate::plan::{LaunchContract, Mbarriers, Ring};
 use descriptor::{Major, SmemDescriptor};
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::abi::{
@@ -31,7 +30,6 @@ use gemm_dsl::family::wgmma::{
     OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WARPGROUP_THREADS, WGMMA_K, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
-use ring::Ring;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -63,7 +61,7 @@ pub struct WgmmaPlan {
     pub n_round_up: u32,
     pub k_round_up: u32,
     pub rows_per_consumer: u32,
-    pub ring: Ring,
+    pub ring: Ring<Mbarriers>,
     /// The TMA boxes of one stage, A's then B's.
     pub a_loads: Vec<BoxLoad>,
     pub b_loads: Vec<BoxLoad>,
@@ -337,7 +335,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let cluster_blocks = g.cluster.map_or(1, |c| c.blocks);
     // Every consumer warp of every block the slot's multicast reaches releases it.
     let staging_bytes = g.store_staging.map_or(0, |st| st.bytes(g.consumers));
-    let ring = Ring::new(
+    let ring = Ring::mbarriers(
         spec.stages,
         stage_bytes,
         g.consumers * 4 * cluster_blocks,

@@ -100,7 +100,7 @@ fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
         let atom = 8 * p.a_descriptor.swizzle_bytes;
         let loads: Vec<&BoxLoad> = p.a_loads.iter().chain(&p.b_loads).collect();
         let bytes: u32 = loads.iter().map(|l| l.bytes).sum();
-        assert_eq!(bytes, p.ring.expect_tx_bytes, "{spec}");
+        assert_eq!(bytes, p.ring.guard.expect_tx_bytes, "{spec}");
         assert_eq!(bytes, p.ring.stage_bytes, "{spec}");
         assert_eq!(
             bytes,
@@ -134,7 +134,7 @@ fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
             "{spec}"
         );
         let bytes: u32 = cc.a_loads.iter().chain(&cc.b_loads).map(|l| l.bytes).sum();
-        assert_eq!(bytes, cc.ring.expect_tx_bytes, "{spec}");
+        assert_eq!(bytes, cc.ring.guard.expect_tx_bytes, "{spec}");
     }
 }
 
@@ -163,8 +163,8 @@ fn plan_numbers_of_the_default_spec() {
         .map(|s| (s.mmas[0].a_offset_units, s.b_offset_units))
         .collect();
     assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
-    assert_eq!(p.ring.expect_tx_bytes, 49152);
-    assert_eq!(p.ring.empty_arrivals, 8);
+    assert_eq!(p.ring.guard.expect_tx_bytes, 49152);
+    assert_eq!(p.ring.guard.empty_arrivals, 8);
     let tma = p.epilogue.tma.as_ref().expect("16-bit C is stored by TMA");
     assert_eq!(
         (tma.box_rows, tma.box_cols, tma.swizzle_bytes),
