@@ -187,7 +187,7 @@ impl MathOnly {
 pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {
     let plan = family::plan(valid);
     let math = plan.family.math_only(format!("{}_math_only", plan.name));
-    let expected_sass = expected_math_only_sass(&plan.family, &math, &valid.spec);
+    let expected_sass = expected_math_only_sass(&plan.family, &math);
     MathOnly {
         ptx: ptx::write_math_only(&plan, &math),
         kernel_name: math.name,
@@ -200,12 +200,8 @@ pub fn emit_math_only(valid: &ValidSpec) -> MathOnly {
 
 /// The probe's math, and no memory traffic but its final store (a probe whose operands live
 /// in shared memory fills them once, with STS, before the loop).
-fn expected_math_only_sass(
-    family: &FamilyPlan,
-    math: &MathOnlyPlan,
-    spec: &GemmSpec,
-) -> Vec<SassCheck> {
-    let mut checks = family.math_promises(spec);
+fn expected_math_only_sass(family: &FamilyPlan, math: &MathOnlyPlan) -> Vec<SassCheck> {
+    let mut checks = family.math_promises();
     let mut absent = vec![
         Opcode::Ldg,
         Opcode::Lds,

@@ -146,6 +146,21 @@ impl Validator<'_> {
         self.errors.last_mut().expect("just pushed")
     }
 
+    /// The spec's copy as a family whose threads copy takes it. The TMA is refused by
+    /// [`Validator::block_copy_scope`] before a family asks; should a family ask first, it
+    /// is an error here too, never a plan without a copy path.
+    pub(crate) fn thread_copy(&mut self) -> Option<ThreadCopy> {
+        let copy = self.spec.copy.thread_copy();
+        if copy.is_none() {
+            let error = self.error(
+                Key::Copy,
+                format!("`copy: {}` needs `mma: wgmma`", self.spec.copy),
+            );
+            error.help = Some("copy: cp_async(cg)".to_string());
+        }
+        copy
+    }
+
     /// Where a problem of the block's threads points: at `warps:` (`consumers:` for wgmma)
     /// if the spec wrote it, else at the tile the default came from.
     pub(crate) fn warps_key(&self) -> Key {

@@ -451,6 +451,40 @@ impl Copy {
     pub fn is_cp_async(self) -> bool {
         matches!(self, Copy::CpAsync { .. })
     }
+
+    /// The copy as the families whose threads copy take it; `None` for the TMA.
+    pub fn thread_copy(self) -> Option<ThreadCopy> {
+        match self {
+            Copy::Sync { vector } => Some(ThreadCopy::Sync { vector }),
+            Copy::CpAsync { hint, vector } => Some(ThreadCopy::CpAsync { hint, vector }),
+            Copy::Tma { .. } => None,
+        }
+    }
+}
+
+/// `copy:` of the families whose threads move the tiles themselves (SIMT, mma.sync): every
+/// value but the TMA. Their geometries carry it, so their plans have no case for `tma`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThreadCopy {
+    /// `ld.global` into registers, then `st.shared`, `vector` bytes per load.
+    Sync { vector: u32 },
+    /// `cp.async`, `vector` bytes per copy.
+    CpAsync { hint: CacheHint, vector: u32 },
+}
+
+impl ThreadCopy {
+    /// `copy: cp_async(cg)` with 16-byte vectors.
+    pub const CP_ASYNC_CG: ThreadCopy = ThreadCopy::CpAsync {
+        hint: CacheHint::Cg,
+        vector: Copy::WIDEST_VECTOR,
+    };
+
+    /// Bytes one copy moves along an operand's contiguous dimension.
+    pub fn vector_bytes(self) -> u32 {
+        match self {
+            ThreadCopy::Sync { vector } | ThreadCopy::CpAsync { vector, .. } => vector,
+        }
+    }
 }
 
 impl fmt::Display for Copy {
@@ -814,6 +848,30 @@ impl Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn threads_copy_every_value_but_the_tma() {
+        let narrow = Copy::CpAsync {
+            hint: CacheHint::Ca,
+            vector: 4,
+        };
+        assert_eq!(
+            narrow.thread_copy(),
+            Some(ThreadCopy::CpAsync {
+                hint: CacheHint::Ca,
+                vector: 4
+            })
+        );
+        assert_eq!(
+            Copy::SYNC.thread_copy().map(ThreadCopy::vector_bytes),
+            Some(16)
+        );
+        assert_eq!(Copy::Tma { multicast: 2 }.thread_copy(), None);
+        assert_eq!(
+            Copy::CP_ASYNC_CG.thread_copy(),
+            Some(ThreadCopy::CP_ASYNC_CG)
+        );
+    }
 
     #[test]
     fn every_schedule_visits_every_tile_once() {

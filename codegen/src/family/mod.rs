@@ -107,8 +107,8 @@ impl FamilyPlan {
     /// The SASS the kernel promises: its copy and math paths, and never local memory.
     pub fn sass_promises(&self, spec: &GemmSpec) -> Vec<SassCheck> {
         let mut checks = match self {
-            FamilyPlan::Simt(_) => simt::sass_promises(spec),
-            FamilyPlan::MmaSync(_) => mma_sync::sass_promises(spec),
+            FamilyPlan::Simt(p) => simt::sass_promises(p),
+            FamilyPlan::MmaSync(p) => mma_sync::sass_promises(p, spec),
             FamilyPlan::Wgmma(p) => wgmma::sass_promises(p),
         };
         checks.extend([
@@ -126,10 +126,10 @@ impl FamilyPlan {
 
     /// The math instructions the kernel's main loop runs, as SASS (its math-only probe
     /// promises these too).
-    pub fn math_promises(&self, spec: &GemmSpec) -> Vec<SassCheck> {
+    pub fn math_promises(&self) -> Vec<SassCheck> {
         match self {
             FamilyPlan::Simt(_) => simt::math_promises(),
-            FamilyPlan::MmaSync(_) => mma_sync::math_promises(spec),
+            FamilyPlan::MmaSync(p) => mma_sync::math_promises(p),
             FamilyPlan::Wgmma(p) => wgmma::math_promises(p),
         }
     }

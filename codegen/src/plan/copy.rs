@@ -4,6 +4,7 @@
 use super::edges::{chunk_words, ChunkWord, CopyVector};
 use gemm_dsl::abi::{Opcode, SassCheck};
 use gemm_dsl::geometry::CopyGeometry;
+use gemm_dsl::ThreadCopy;
 use serde::Serialize;
 
 /// How tiles reach shared memory.
@@ -38,13 +39,10 @@ impl PlanCopy {
 
     /// The copy path and its `cp.async` cache qualifier (empty for `sync`) of a family that
     /// copies through `ld.global`/`st.shared` or `cp.async`.
-    pub fn of(copy: gemm_dsl::Copy) -> (PlanCopy, &'static str) {
+    pub fn of(copy: ThreadCopy) -> (PlanCopy, &'static str) {
         match copy {
-            gemm_dsl::Copy::Sync { .. } => (PlanCopy::Sync, ""),
-            gemm_dsl::Copy::CpAsync { hint, .. } => (PlanCopy::CpAsync, hint.name()),
-            gemm_dsl::Copy::Tma { .. } => {
-                unreachable!("validation rejects copy: tma for the cp.async families")
-            }
+            ThreadCopy::Sync { .. } => (PlanCopy::Sync, ""),
+            ThreadCopy::CpAsync { hint, .. } => (PlanCopy::CpAsync, hint.name()),
         }
     }
 }

@@ -6,7 +6,7 @@ use super::batch::BatchPlan;
 use super::edges::{CopyVector, OperandSource};
 use super::{CpAsyncGroups, PlanCopy, Ring};
 use gemm_dsl::geometry::StoredTile;
-use gemm_dsl::GemmSpec;
+use gemm_dsl::{GemmSpec, ThreadCopy};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -27,19 +27,19 @@ pub struct CopyPipeline<C> {
 }
 
 impl<C> CopyPipeline<C> {
-    /// The pipeline of `spec` over `smem`: A and B stored as `stored`, copied by `copies` in
-    /// vectors `vector`, each thread issuing
+    /// The pipeline of `spec` over `smem`: A and B stored as `stored`, copied as
+    /// `thread_copy` in vectors `vector` by `copies`, each thread issuing
     /// `copies_per_thread` copies per stage of both operands.
     pub fn new(
         spec: &GemmSpec,
+        (thread_copy, vector): (ThreadCopy, CopyVector),
         smem: Ring<CpAsyncGroups>,
         (a_stored, b_stored): (StoredTile, StoredTile),
-        vector: CopyVector,
         (a_copy, b_copy): (C, C),
         copies_per_thread: u32,
         batch: &BatchPlan,
     ) -> CopyPipeline<C> {
-        let (copy, cache_hint) = PlanCopy::of(spec.copy);
+        let (copy, cache_hint) = PlanCopy::of(thread_copy);
         let (tile_k, element_bytes) = (spec.tile.k, spec.dtype.size_bytes());
         CopyPipeline {
             smem,

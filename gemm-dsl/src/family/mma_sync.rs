@@ -10,23 +10,59 @@ use crate::geometry::{
 use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
+/// The input types `mma.sync` multiplies: every `dtype` but f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaInput {
+    F16,
+    Bf16,
+    Tf32,
+}
+
+impl MmaInput {
+    /// The type's name in PTX (`.f16`, `.bf16`, `.tf32` without the dot).
+    pub fn name(self) -> &'static str {
+        match self {
+            MmaInput::F16 => "f16",
+            MmaInput::Bf16 => "bf16",
+            MmaInput::Tf32 => "tf32",
+        }
+    }
+}
+
 /// One `mma.sync` instruction's `m x n x k`: `m16n8k16` for f16/bf16, `m16n8k8` for tf32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmaShape {
     pub m: u32,
     pub n: u32,
     pub k: u32,
+    pub input: MmaInput,
 }
 
 impl MmaShape {
     /// The shape of the tensor-core instruction for an input type; `None` for f32, which the
     /// tensor cores do not multiply.
     pub fn for_dtype(dtype: DType) -> Option<MmaShape> {
-        match dtype {
-            DType::F16 | DType::Bf16 => Some(MmaShape { m: 16, n: 8, k: 16 }),
-            DType::Tf32 => Some(MmaShape { m: 16, n: 8, k: 8 }),
-            DType::F32 => None,
-        }
+        let (k, input) = match dtype {
+            DType::F16 => (16, MmaInput::F16),
+            DType::Bf16 => (16, MmaInput::Bf16),
+            DType::Tf32 => (8, MmaInput::Tf32),
+            DType::F32 => return None,
+        };
+        Some(MmaShape {
+            m: 16,
+            n: 8,
+            k,
+            input,
+        })
+    }
+
+    /// The instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
+    pub fn instruction(self) -> String {
+        let input = self.input.name();
+        format!(
+            "mma.sync.aligned.m{}n{}k{}.row.col.f32.{input}.{input}.f32",
+            self.m, self.n, self.k
+        )
     }
 
     /// Columns of B one warp-wide load covers: one `ldmatrix.x4` (`.trans` for a row-major
@@ -58,6 +94,8 @@ pub struct MmaSyncGeometry {
     /// [`StoredTile`]).
     pub a_copy: CopyGeometry,
     pub b_copy: CopyGeometry,
+    /// How the threads copy: registers or `cp.async`.
+    pub copy: ThreadCopy,
 }
 
 /// Accumulator rows one epilogue band holds: one row of m16 mma tiles.
@@ -107,7 +145,7 @@ impl MmaSyncGeometry {
         warps: Grid2,
         dtype: DType,
         layout: Layout,
-        vector_bytes: u32,
+        copy: ThreadCopy,
     ) -> Result<MmaSyncGeometry, MmaSyncGeometryError> {
         let shape = MmaShape::for_dtype(dtype).ok_or(MmaSyncGeometryError::Dtype)?;
         if warps.count() == 0 || warps.count() > MAX_WARPS {
@@ -136,7 +174,7 @@ impl MmaSyncGeometry {
         }
         let element = dtype.size_bytes();
         let threads = warps.count() * 32;
-        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads, vector_bytes)
+        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads, copy.vector_bytes())
             .map_err(MmaSyncGeometryError::CopySpread)?;
         Ok(MmaSyncGeometry {
             tile,
@@ -150,6 +188,7 @@ impl MmaSyncGeometry {
             k_steps: tile.k / shape.k,
             a_copy,
             b_copy,
+            copy,
         })
     }
 
@@ -189,10 +228,10 @@ impl MmaSyncGeometry {
         tile: Tile,
         dtype: DType,
         layout: Layout,
-        vector_bytes: u32,
+        copy: ThreadCopy,
     ) -> Vec<Grid2> {
         rank_warp_grids(|warps| {
-            let g = MmaSyncGeometry::new(tile, warps, dtype, layout, vector_bytes).ok()?;
+            let g = MmaSyncGeometry::new(tile, warps, dtype, layout, copy).ok()?;
             let area = g.warp_tile_m * g.warp_tile_n;
             Some(area.abs_diff(64 * 64) + g.warp_tile_m.abs_diff(g.warp_tile_n))
         })
@@ -358,14 +397,14 @@ impl Validator<'_> {
             return None;
         }
 
-        let geometry =
-            match MmaSyncGeometry::new(s.tile, s.warps, s.dtype, s.layout, s.copy.vector_bytes()) {
-                Ok(g) => g,
-                Err(error) => {
-                    self.mma_sync_geometry_error(error);
-                    return None;
-                }
-            };
+        let copy = self.thread_copy()?;
+        let geometry = match MmaSyncGeometry::new(s.tile, s.warps, s.dtype, s.layout, copy) {
+            Ok(g) => g,
+            Err(error) => {
+                self.mma_sync_geometry_error(error, copy);
+                return None;
+            }
+        };
         // The ledger at any stage count: the over-budget help proposes one.
         let smem = |stages| {
             mma_sync_smem_ledger(
@@ -378,10 +417,10 @@ impl Validator<'_> {
         };
         let registers = mma_sync_register_budget(s, &geometry);
         let smaller_tiles = || {
-            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
+            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
                 .into_iter()
                 .find(|&w| {
-                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
+                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, copy)
                         .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
                 })
                 .map(|w| format!("warps: {w} gives each warp a smaller tile"))
@@ -396,17 +435,16 @@ impl Validator<'_> {
         Some((geometry, budgets))
     }
 
-    fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError) {
+    fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError, copy: ThreadCopy) {
         let s = self.spec;
         // The first legal grid whose registers fit: a grid that only moves the error on.
-        let suggestion =
-            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
-                .into_iter()
-                .find(|&w| {
-                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
-                        .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
-                })
-                .map(|w| format!("warps: {w}"));
+        let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
+            .into_iter()
+            .find(|&w| {
+                MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, copy)
+                    .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
+            })
+            .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             MmaSyncGeometryError::Dtype => self.help(
@@ -624,31 +662,51 @@ mod tests {
             n: 128,
             k: 32,
         };
-        let g =
-            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Bf16, RR, 16).unwrap();
+        let g = MmaSyncGeometry::new(
+            tile,
+            Grid2 { rows: 2, cols: 2 },
+            DType::Bf16,
+            RR,
+            ThreadCopy::CP_ASYNC_CG,
+        )
+        .unwrap();
         assert_eq!((g.warp_tile_m, g.warp_tile_n), (64, 64));
         assert_eq!((g.m_frags, g.n_frags, g.k_steps), (4, 8, 2));
         assert_eq!(g.accumulators(), 128);
         // A: 128 rows x 4 vectors = 512 copies over 128 threads.
         assert_eq!(g.a_copy.copies_per_thread, 4);
         assert_eq!(g.b_copy.copies_per_thread, 4);
-        let tf32 =
-            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::Tf32, RR, 16).unwrap();
+        let tf32 = MmaSyncGeometry::new(
+            tile,
+            Grid2 { rows: 2, cols: 2 },
+            DType::Tf32,
+            RR,
+            ThreadCopy::CP_ASYNC_CG,
+        )
+        .unwrap();
         assert_eq!(tf32.k_steps, 4);
         assert_eq!(tf32.a_copy.copies_per_thread, 8);
         assert_eq!(
-            MmaSyncGeometry::new(tile, Grid2 { rows: 2, cols: 2 }, DType::F32, RR, 16),
+            MmaSyncGeometry::new(
+                tile,
+                Grid2 { rows: 2, cols: 2 },
+                DType::F32,
+                RR,
+                ThreadCopy::CP_ASYNC_CG
+            ),
             Err(MmaSyncGeometryError::Dtype)
         );
         // 16-bit B is loaded 16 columns at a time, tf32 B 8 at a time.
         let narrow = Grid2 { rows: 1, cols: 16 };
         assert!(matches!(
-            MmaSyncGeometry::new(tile, narrow, DType::Bf16, RR, 16),
+            MmaSyncGeometry::new(tile, narrow, DType::Bf16, RR, ThreadCopy::CP_ASYNC_CG),
             Err(MmaSyncGeometryError::WarpTile { n_step: 16, .. })
         ));
-        assert!(MmaSyncGeometry::new(tile, narrow, DType::Tf32, RR, 16).is_ok());
+        assert!(
+            MmaSyncGeometry::new(tile, narrow, DType::Tf32, RR, ThreadCopy::CP_ASYNC_CG).is_ok()
+        );
         assert_eq!(
-            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16, RR, 16)[0],
+            MmaSyncGeometry::legal_warp_grids(tile, DType::Bf16, RR, ThreadCopy::CP_ASYNC_CG)[0],
             Grid2 { rows: 2, cols: 2 }
         );
     }

@@ -39,6 +39,8 @@ pub struct SimtGeometry {
     /// or `BN` columns of `BK`.
     pub a_copy: CopyGeometry,
     pub b_copy: CopyGeometry,
+    /// How the threads copy: registers or `cp.async`.
+    pub copy: ThreadCopy,
 }
 
 /// Why a tile/warp combination has no SIMT geometry.
@@ -64,7 +66,7 @@ impl SimtGeometry {
         warps: Grid2,
         dtype: DType,
         layout: Layout,
-        vector_bytes: u32,
+        copy: ThreadCopy,
     ) -> Result<SimtGeometry, SimtGeometryError> {
         if warps.count() == 0 || warps.count() > MAX_WARPS {
             return Err(SimtGeometryError::WarpCount);
@@ -87,7 +89,7 @@ impl SimtGeometry {
             return Err(SimtGeometryError::CopyWidth);
         }
         let threads = warps.count() * 32;
-        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads, vector_bytes)
+        let (a_copy, b_copy) = operand_copies(tile, layout, element, threads, copy.vector_bytes())
             .map_err(SimtGeometryError::CopySpread)?;
         if !layout.b_row_major() && b_copy.vectors_per_row < threads {
             let lines_per_step = threads / b_copy.vectors_per_row;
@@ -105,6 +107,7 @@ impl SimtGeometry {
             thread_tile_n: warp_tile_n / SIMT_LANE_COLS,
             a_copy,
             b_copy,
+            copy,
         })
     }
 
@@ -113,10 +116,10 @@ impl SimtGeometry {
         tile: Tile,
         dtype: DType,
         layout: Layout,
-        vector_bytes: u32,
+        copy: ThreadCopy,
     ) -> Vec<Grid2> {
         rank_warp_grids(|warps| {
-            let g = SimtGeometry::new(tile, warps, dtype, layout, vector_bytes).ok()?;
+            let g = SimtGeometry::new(tile, warps, dtype, layout, copy).ok()?;
             let per_thread = g.thread_tile_m * g.thread_tile_n;
             Some(per_thread.abs_diff(64) * 64 + g.thread_tile_m.abs_diff(8))
         })
@@ -229,14 +232,14 @@ impl Validator<'_> {
             return None;
         }
 
-        let geometry =
-            match SimtGeometry::new(s.tile, s.warps, s.dtype, s.layout, s.copy.vector_bytes()) {
-                Ok(g) => g,
-                Err(error) => {
-                    self.simt_geometry_error(error);
-                    return None;
-                }
-            };
+        let copy = self.thread_copy()?;
+        let geometry = match SimtGeometry::new(s.tile, s.warps, s.dtype, s.layout, copy) {
+            Ok(g) => g,
+            Err(error) => {
+                self.simt_geometry_error(error, copy);
+                return None;
+            }
+        };
         // The ledger at any stage count: the over-budget help proposes one.
         let smem = |stages| {
             simt_smem_ledger(&GemmSpec {
@@ -246,10 +249,10 @@ impl Validator<'_> {
         };
         let registers = simt_register_budget(s, &geometry);
         let smaller_tiles = || {
-            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
+            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
                 .into_iter()
                 .find(|&w| {
-                    SimtGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
+                    SimtGeometry::new(s.tile, w, s.dtype, s.layout, copy)
                         .is_ok_and(|g| simt_register_budget(s, &g).fits())
                 })
                 .map(|w| format!("warps: {w} gives each thread a smaller tile"))
@@ -262,17 +265,16 @@ impl Validator<'_> {
         Some((geometry, budgets))
     }
 
-    fn simt_geometry_error(&mut self, error: SimtGeometryError) {
+    fn simt_geometry_error(&mut self, error: SimtGeometryError, copy: ThreadCopy) {
         let s = self.spec;
         // The first legal grid whose registers fit: a grid that only moves the error on.
-        let suggestion =
-            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, s.copy.vector_bytes())
-                .into_iter()
-                .find(|&w| {
-                    SimtGeometry::new(s.tile, w, s.dtype, s.layout, s.copy.vector_bytes())
-                        .is_ok_and(|g| simt_register_budget(s, &g).fits())
-                })
-                .map(|w| format!("warps: {w}"));
+        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
+            .into_iter()
+            .find(|&w| {
+                SimtGeometry::new(s.tile, w, s.dtype, s.layout, copy)
+                    .is_ok_and(|g| simt_register_budget(s, &g).fits())
+            })
+            .map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             SimtGeometryError::WarpCount => {
@@ -394,10 +396,12 @@ fn suggest_simt_k(s: &GemmSpec) -> Option<u32> {
 }
 
 /// Whether `tile` (with the spec's warps) has a SIMT geometry whose registers fit: a tile
-/// a help may propose.
+/// a help may propose (none for a spec whose threads do not copy).
 fn simt_tile_fits(s: &GemmSpec, tile: Tile) -> bool {
-    SimtGeometry::new(tile, s.warps, s.dtype, s.layout, s.copy.vector_bytes())
-        .is_ok_and(|g| simt_register_budget(&GemmSpec { tile, ..s.clone() }, &g).fits())
+    s.copy.thread_copy().is_some_and(|copy| {
+        SimtGeometry::new(tile, s.warps, s.dtype, s.layout, copy)
+            .is_ok_and(|g| simt_register_budget(&GemmSpec { tile, ..s.clone() }, &g).fits())
+    })
 }
 
 /// Shared memory of the SIMT family, per operand as it lies in global memory (see
@@ -543,7 +547,7 @@ mod tests {
             Grid2 { rows: 4, cols: 2 },
             F32,
             Layout::RowRow,
-            16,
+            ThreadCopy::CP_ASYNC_CG,
         )
         .unwrap();
         assert_eq!((g.thread_tile_m, g.thread_tile_n), (8, 8));
@@ -560,7 +564,7 @@ mod tests {
             k: 8,
         };
         assert_eq!(
-            SimtGeometry::legal_warp_grids(tile, F32, Layout::RowRow, 16)[0],
+            SimtGeometry::legal_warp_grids(tile, F32, Layout::RowRow, ThreadCopy::CP_ASYNC_CG)[0],
             Grid2 { rows: 4, cols: 2 }
         );
     }

@@ -71,7 +71,7 @@ use crate::plan::schedule::TileWalk;
 use crate::plan::swizzle::{decompose, SmemSwizzle, XorOffset};
 use crate::plan::{LaunchContract, PlanCopy, Ring};
 use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
-use gemm_dsl::family::mma_sync::MmaSyncGeometry;
+use gemm_dsl::family::mma_sync::{MmaInput, MmaSyncGeometry};
 use gemm_dsl::geometry::StoredTile;
 use gemm_dsl::{DType, GemmSpec, ValidSpec};
 use serde::Serialize;
@@ -121,7 +121,7 @@ pub struct MmaSyncPlan {
     /// of k steps (the next tile's step 0 reuses the set of the current tile's step 0).
     pub prefetch_across_barrier: bool,
     /// The mma instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
-    pub mma_instruction: &'static str,
+    pub mma_instruction: String,
     /// tf32: inputs are f32 bit patterns, rounded with `cvt.rna.tf32.f32` before the mma.
     pub round_tf32: bool,
     pub a_read: FragmentReads,
@@ -206,12 +206,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     // Partial edge tiles: the tile counts round up.
     let persistent = TileWalk::of(spec.schedule, tile, true);
 
-    let mma_instruction = match spec.dtype {
-        DType::Bf16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-        DType::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-        DType::Tf32 => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-        DType::F32 => unreachable!("validation rejects f32 inputs for mma_sync"),
-    };
+    let mma_instruction = g.shape.instruction();
     let pack_instruction = match spec.out {
         DType::Bf16 => "cvt.rn.bf16x2.f32",
         DType::F16 => "cvt.rn.f16x2.f32",
@@ -243,9 +238,9 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         prefetch_across_barrier: g.k_steps.is_multiple_of(2),
         pipeline: CopyPipeline::new(
             spec,
+            (g.copy, copy_vector),
             smem,
             (a_stored, b_stored),
-            copy_vector,
             (a_copy, b_copy),
             g.a_copy.copies_per_thread + g.b_copy.copies_per_thread,
             &batch,
@@ -270,10 +265,10 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
 /// The mma.sync kernel's SASS: its copy path, the HMMA shape of its input type, and the
 /// ldmatrix forms its layout reads fragments with (`.MT88`, transposed, for 16-bit operands
 /// stored along K).
-pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
-    let copy = PlanCopy::of(spec.copy).0;
+pub fn sass_promises(p: &MmaSyncPlan, spec: &GemmSpec) -> Vec<SassCheck> {
+    let copy = p.pipeline.copy;
     let mut checks = copy.sass_promises().to_vec();
-    checks.extend(math_promises(spec));
+    checks.extend(math_promises(p));
     let kinds = read_kinds(spec);
     let reads = |kind| kinds.0 == kind || kinds.1 == kind;
     if reads(ReadKind::Ldmatrix) || reads(ReadKind::LdmatrixTrans) {
@@ -292,15 +287,15 @@ pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
 }
 
 /// HMMA with the instruction shape and input type.
-pub fn math_promises(spec: &GemmSpec) -> Vec<SassCheck> {
+pub fn math_promises(p: &MmaSyncPlan) -> Vec<SassCheck> {
     vec![
         SassCheck::Present(Opcode::Hmma),
-        match spec.dtype {
-            DType::Tf32 => SassCheck::PresentVariant("HMMA.1688.F32.TF32"),
+        match p.geometry.shape.input {
+            MmaInput::Tf32 => SassCheck::PresentVariant("HMMA.1688.F32.TF32"),
             // nvdisasm names no input type for f16 inputs with f32 accumulators: only the
             // exact opcode tells it from the bf16 form.
-            DType::F16 => SassCheck::PresentExact("HMMA.16816.F32"),
-            _ => SassCheck::PresentVariant("HMMA.16816.F32.BF16"),
+            MmaInput::F16 => SassCheck::PresentExact("HMMA.16816.F32"),
+            MmaInput::Bf16 => SassCheck::PresentVariant("HMMA.16816.F32.BF16"),
         },
     ]
 }

@@ -30,7 +30,7 @@ impl MmaSyncPlan {
     pub fn math_blocks(&self) -> Vec<String> {
         self.k_steps_plan
             .iter()
-            .map(|step| mma_block(self.mma_instruction, &step.mmas))
+            .map(|step| mma_block(&self.mma_instruction, &step.mmas))
             .collect()
     }
 }

@@ -28,15 +28,13 @@ use crate::plan::copy::{copy_ops, CopyOp};
 use crate::plan::edges::{c_global_store, c_store_bytes, last_byte, CopyVector, ElementStore};
 use crate::plan::epilogue::{AccElement, FusedEpilogue};
 use crate::plan::pipeline::CopyPipeline;
-use crate::plan::{
-    conflict_degree, conflict_degree_for, BankReport, LaunchContract, PlanCopy, Ring,
-};
+use crate::plan::{conflict_degree, conflict_degree_for, BankReport, LaunchContract, Ring};
 use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{
     SimtGeometry, SIMT_B_QUARTERS, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS,
 };
 use gemm_dsl::geometry::{CopyGeometry, StoredTile, COPY_VECTOR_BYTES};
-use gemm_dsl::{GemmSpec, ValidSpec};
+use gemm_dsl::ValidSpec;
 use serde::Serialize;
 
 /// Bytes of one f32.
@@ -516,9 +514,9 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         layout_note: crate::plan::layout_note(spec.layout),
         pipeline: CopyPipeline::new(
             spec,
+            (g.copy, copy_vector),
             smem,
             (a_stored, b_stored),
-            copy_vector,
             (a_copy, b_copy),
             g.a_copy.copies_per_thread + g.b_copy.copies_per_thread,
             &batch,
@@ -532,8 +530,8 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
 }
 
 /// The SIMT kernel's SASS: its copy path, FFMA, and LDS for the shared-memory reads.
-pub fn sass_promises(spec: &GemmSpec) -> Vec<SassCheck> {
-    let mut checks = PlanCopy::of(spec.copy).0.sass_promises().to_vec();
+pub fn sass_promises(p: &SimtPlan) -> Vec<SassCheck> {
+    let mut checks = p.pipeline.copy.sass_promises().to_vec();
     checks.extend(math_promises());
     checks.push(SassCheck::Present(Opcode::Lds));
     checks
