@@ -100,8 +100,8 @@ impl Ring {
                     ],
                     tile_k: p.block_k,
                     persistent: p.persistent.is_some(),
-                    staged_epilogue: p.epilogue.staged.is_some(),
-                    slabs_over_ring: p.epilogue.staged.as_ref().is_some_and(|e| e.over_ring()),
+                    staged_epilogue: p.epilogue.path.staged().is_some(),
+                    slabs_over_ring: p.epilogue.path.staged().is_some_and(|e| e.over_ring()),
                     smem: p.pipeline.smem,
                 }
             }

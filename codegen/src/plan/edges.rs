@@ -177,15 +177,6 @@ pub fn chunk_words(registers: &[String], element_bytes: u32, vector_bytes: u32) 
         .collect()
 }
 
-/// One element (or 16-bit half) of an edge block's vector store, stored when the row's bytes
-/// left from the thread's first column exceed `offset`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ElementStore {
-    /// Bytes right of the thread's first column (and of the C row pointer).
-    pub offset: u32,
-    pub register: String,
-}
-
 /// Bytes of one C store of a kernel copying `vector_bytes` vectors: no wider than the copy
 /// vector (so C's rows need only the alignment A's and B's lines need) nor than 16 bytes,
 /// and at least one `out_bytes` element.

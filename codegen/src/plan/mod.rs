@@ -1,7 +1,8 @@
 //! The plan layer's shared axes: every number the PTX needs that more than one family
-//! computes the same way (the batch, edge copies, tile walks, swizzles, the cp.async ring and
-//! copy path, shared-memory banks, the math-only probe's numbers) and the contract each
-//! family's plan hands the launcher. The families themselves, and the one list of them, live
+//! computes the same way (the batch, edge copies, tile walks, swizzles, the ring of stages
+//! and its guard, the copy path and copy ops, the store paths of C and the fused epilogue's
+//! math, shared-memory banks, the math-only probe's numbers) and the contract each family's
+//! plan hands the launcher. The families themselves, and the one list of them, live
 //! in [`crate::family`]; nothing here knows a family.
 
 pub mod banks;
@@ -13,6 +14,7 @@ pub mod math_only;
 pub mod pipeline;
 pub mod ring;
 pub mod schedule;
+pub mod store;
 pub mod swizzle;
 
 pub use banks::{bank, conflict_degree, conflict_degree_for, BankReport, BANKS, BANK_BYTES};

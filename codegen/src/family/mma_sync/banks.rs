@@ -97,7 +97,7 @@ impl MmaSyncPlan {
                 degree: worst(self.copy_addresses(&self.pipeline.b_src.copy), 16),
             },
         ];
-        if let Some(e) = &self.epilogue.staged {
+        if let Some(e) = self.epilogue.path.staged() {
             let (writes, reads) = staged_epilogue_addresses(e);
             reports.push(BankReport {
                 access: if e.pair_bytes == 8 {

@@ -2,9 +2,12 @@
 //! shared-memory slabs into row-segment stores.
 
 use super::MmaSyncPlan;
-use crate::plan::edges::c_store_bytes;
-use crate::plan::edges::{c_global_store, last_byte};
+use crate::plan::edges::{c_global_store, c_store_bytes};
 use crate::plan::epilogue::AccElement;
+use crate::plan::store::{
+    pair_elements, rows_with_steps, slab_stores, EpilogueBand, EpilogueRow, PairStore, SlabRead,
+    StagedEpilogue, StorePath,
+};
 use crate::plan::{CpAsyncGroups, Ring};
 use gemm_dsl::family::mma_sync::{EpilogueSlab, MmaSyncGeometry, EPILOGUE_BAND_ROWS};
 use gemm_dsl::geometry::COPY_VECTOR_BYTES;
@@ -14,111 +17,18 @@ use serde::Serialize;
 /// Accumulators to global memory. Staged through shared memory where the warp tile allows
 /// (see [`EpilogueSlab`]); otherwise straight from the registers: one row pointer per 8-row
 /// group, one store per n8 tile.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct MmaEpilogue {
     /// Rows from one group to the next: 8 (then 16 per mma tile).
     pub row_step: u32,
     /// A copy vector narrower than an accumulator pair: each pair is stored as its two
-    /// elements (`lo` at `offset`, `hi` at `hi_offset`).
+    /// elements (`lo` at `offset`, `hi` at `offset_hi`).
     pub split_pairs: bool,
-    pub rows: Vec<EpilogueRow>,
-    pub staged: Option<StagedEpilogue>,
-}
-
-/// The epilogue through each warp's two shared-memory slabs, one 16-row band of accumulators
-/// at a time. Lane `(g, t)` writes rows `g`, `g + 8`, columns `2t, 2t + 1` of each n8 tile
-/// (from its write base `g·pitch + t·2·out_bytes`); lane `l` then reads 16-byte vector `l`
-/// (and `l + 32`, ...) of the band, row `l / vectors_per_row`, chunk `l % vectors_per_row`,
-/// and stores it to the same place in C: as one 16-byte store, or as several no wider than
-/// a narrower copy vector.
-#[derive(Clone, Debug, Serialize)]
-pub struct StagedEpilogue {
-    /// Where the slabs start in shared memory: 0 (over the drained ring) or, for a persistent
-    /// schedule, after the ring, which then already holds the next tile's first copies.
-    pub smem_offset: u32,
-    pub pitch: u32,
-    pub vectors_per_row: u32,
-    pub bytes_per_warp: u32,
-    /// Bytes of C from one warp column to the next (the warp tile's row).
-    pub warp_col_bytes: u32,
-    /// `st.shared.b32` of a packed pair, or `st.shared.v2.f32`.
-    pub pair_bytes: u32,
-    /// The `st.global` of one piece of a read vector, e.g. `st.global.v4.b32`.
-    pub global_store: String,
-    pub bands: Vec<EpilogueBand>,
-}
-
-impl StagedEpilogue {
-    /// The slabs lie over the ring, so every read of the ring must be retired first.
-    pub fn over_ring(&self) -> bool {
-        self.smem_offset == 0
-    }
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct EpilogueBand {
-    /// Pairs into the slab, `offset` bytes from the lane's write base.
-    pub writes: Vec<PairStore>,
-    pub reads: Vec<SlabRead>,
-}
-
-/// One 16-byte vector from the slab to C, in `stores`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SlabRead {
-    /// Bytes from the lane's read base.
-    pub smem_offset: u32,
-    /// Rows of C below the previous read's (the first read of the epilogue: below the lane's
-    /// first row).
-    pub global_row_delta: u32,
-    /// Bytes right of the lane's first column.
-    pub global_col_bytes: u32,
-    /// Rows below the lane's first: an edge block skips the vector when it lies past M.
-    pub row: u32,
-    pub stores: Vec<SlabStore>,
-}
-
-/// One global store of (part of) a vector read from the slab: an edge block stores it whole
-/// when its row is in M and its `last_byte` in N, else word by word (`words`, empty for a
-/// one-element store).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SlabStore {
-    /// Bytes right of the lane's first column.
-    pub offset: u32,
-    pub last_byte: u32,
-    /// `{ %ep0, %ep1, %ep2, %ep3 }`, `{ %ep0, %ep1 }`, `%ep0`, or a 16-bit half `%h0`.
-    pub operand: String,
-    /// For 2-byte stores: the word to split into `%h0`, `%h1` before its first half's store.
-    pub unpack: Option<String>,
-    pub words: Vec<StoreWord>,
-}
-
-/// One 32-bit word of a vector an edge block stores on its own: whole (f32), or as its low
-/// and high 16-bit halves, each when the row's bytes left exceed its offset.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StoreWord {
-    pub register: String,
-    pub offset: u32,
-    /// The high half's offset, for 16-bit elements.
-    pub high_half: Option<u32>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct EpilogueRow {
-    /// Rows below the thread's first accumulator row.
-    pub row: u32,
-    pub stores: Vec<PairStore>,
-}
-
-/// Accumulators `lo` (column `2t`) and `hi` (column `2t + 1`) stored `offset` bytes right of
-/// the thread's first column; an edge block stores `lo` alone where `last_byte` lies past N.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct PairStore {
-    pub lo: u32,
-    pub hi: u32,
-    pub offset: u32,
-    /// Where `hi` goes when the pair is stored as two elements.
-    pub hi_offset: u32,
-    pub last_byte: u32,
+    /// Lane (g, t)'s accumulators: rows g and g + 8 of each m16 tile, a pair per n8 tile.
+    pub rows: Vec<EpilogueRow<PairStore>>,
+    /// Direct, or staged through the warps' slabs.
+    #[serde(flatten)]
+    pub path: StorePath,
 }
 
 pub(super) fn staged_epilogue(
@@ -144,14 +54,8 @@ pub(super) fn staged_epilogue(
                 .flat_map(|h| (0..g.n_frags).map(move |ni| (h, ni)))
                 .map(|(h, ni)| {
                     let acc = (band * g.n_frags + ni) * 4 + 2 * h;
-                    let offset = slab_offset + h * 8 * slab.pitch + ni * g.shape.n * out_bytes;
-                    PairStore {
-                        lo: acc,
-                        hi: acc + 1,
-                        offset,
-                        hi_offset: offset + out_bytes,
-                        last_byte: last_byte(offset, 2 * out_bytes),
-                    }
+                    let base = slab_offset + h * 8 * slab.pitch;
+                    PairStore::at(acc, ni * g.shape.n, out_bytes, base)
                 })
                 .collect();
             let reads = (0..reads_per_band)
@@ -187,55 +91,6 @@ pub(super) fn staged_epilogue(
     }
 }
 
-/// The stores of the 16-byte vector read for C's bytes `col..col + 16`: one, or
-/// `16 / store_bytes` narrower ones. Each store of several elements carries its 32-bit
-/// words (16-bit halves for 16-bit elements) for an edge block's element-by-element path.
-pub(super) fn slab_stores(col: u32, out_bytes: u32, store_bytes: u32) -> Vec<SlabStore> {
-    const WORD: u32 = 4;
-    (0..COPY_VECTOR_BYTES / store_bytes)
-        .map(|i| {
-            let offset = col + i * store_bytes;
-            let first_word = i * store_bytes / WORD;
-            let (operand, unpack) = match store_bytes {
-                // A 16-bit half of word `first_word`: the even half splits the word first.
-                2 => (
-                    format!("%h{}", i % 2),
-                    (i % 2 == 0).then(|| format!("%ep{first_word}")),
-                ),
-                4 => (format!("%ep{first_word}"), None),
-                _ => (
-                    format!(
-                        "{{ {} }}",
-                        (first_word..first_word + store_bytes / WORD)
-                            .map(|w| format!("%ep{w}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    None,
-                ),
-            };
-            let words = if store_bytes > out_bytes {
-                (first_word..first_word + store_bytes / WORD)
-                    .map(|w| StoreWord {
-                        register: format!("%ep{w}"),
-                        offset: col + WORD * w,
-                        high_half: (out_bytes == 2).then_some(col + WORD * w + 2),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            SlabStore {
-                offset,
-                last_byte: last_byte(offset, store_bytes),
-                operand,
-                unpack,
-                words,
-            }
-        })
-        .collect()
-}
-
 /// Slab-relative lane addresses of every staged-epilogue write and read instruction of a warp.
 pub(super) fn staged_epilogue_addresses(e: &StagedEpilogue) -> (Vec<Vec<u32>>, Vec<Vec<u32>>) {
     let write_base = |lane: u32| (lane / 4) * e.pitch + (lane % 4) * e.pair_bytes;
@@ -265,11 +120,10 @@ pub fn accumulator_position(p: &MmaSyncPlan, lane: u32, acc: u32) -> Option<(u32
     let (g, t) = (lane / 4, lane % 4);
     p.epilogue.rows.iter().find_map(|row| {
         row.stores.iter().find_map(|s| {
-            let col = s.offset / p.out_bytes + 2 * t;
             if s.lo == acc {
-                Some((row.row + g, col))
+                Some((row.row + g, s.col + 2 * t))
             } else if s.hi == acc {
-                Some((row.row + g, col + 1))
+                Some((row.row + g, s.col_hi + 2 * t))
             } else {
                 None
             }
@@ -281,29 +135,15 @@ impl MmaEpilogue {
     /// Where the lane's accumulators lie from its first row and column, grouped as they are
     /// stored: per row for direct stores, per 16-row band for staged ones. The fused epilogue
     /// transforms each group just before its store.
-    pub fn fused_segments(&self, out: gemm_dsl::DType) -> Vec<Vec<AccElement>> {
-        let out_bytes = out.size_bytes();
-        let elements = |row: &EpilogueRow| {
-            row.stores
-                .iter()
-                .flat_map(|s| {
-                    let col = s.offset / out_bytes;
-                    [(s.lo, col), (s.hi, col + 1)].map(|(acc, col)| AccElement {
-                        acc,
-                        row: row.row,
-                        col,
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
-        match &self.staged {
+    pub fn fused_segments(&self) -> Vec<Vec<AccElement>> {
+        match self.path {
             // Band b holds rows 16b and 16b + 8.
-            Some(_) => self
+            StorePath::Staged(_) => self.rows.chunks(2).map(pair_elements).collect(),
+            StorePath::Direct {} | StorePath::Tma(_) => self
                 .rows
-                .chunks(2)
-                .map(|band| band.iter().flat_map(elements).collect())
+                .iter()
+                .map(|row| pair_elements(std::slice::from_ref(row)))
                 .collect(),
-            None => self.rows.iter().map(elements).collect(),
         }
     }
 
@@ -322,36 +162,40 @@ impl MmaEpilogue {
         let epilogue = MmaEpilogue {
             row_step: 8,
             split_pairs: c_store_bytes < 2 * out_bytes,
-            rows: (0..mi_count)
-                .flat_map(|mi| (0..2).map(move |h| (mi, h)))
-                .map(|(mi, h)| EpilogueRow {
-                    row: mi * 16 + h * 8,
-                    stores: (0..ni_count)
-                        .map(|ni| {
-                            let acc = (mi * ni_count + ni) * 4 + 2 * h;
-                            let offset = ni * g.shape.n * out_bytes;
-                            PairStore {
-                                lo: acc,
-                                hi: acc + 1,
-                                offset,
-                                hi_offset: offset + out_bytes,
-                                last_byte: last_byte(offset, 2 * out_bytes),
-                            }
-                        })
-                        .collect(),
-                })
-                .collect(),
-            staged: g.epilogue_slab(spec.out).map(|slab| {
-                let smem_offset = match spec.schedule {
-                    Schedule::Tile => 0,
-                    Schedule::Persistent { .. } => smem.ring_bytes,
-                };
-                staged_epilogue(g, &slab, out_bytes, c_store_bytes, smem_offset)
-            }),
+            rows: rows_with_steps(
+                (0..mi_count)
+                    .flat_map(|mi| (0..2).map(move |h| (mi, h)))
+                    .map(|(mi, h)| {
+                        let stores = (0..ni_count)
+                            .map(|ni| {
+                                let acc = (mi * ni_count + ni) * 4 + 2 * h;
+                                PairStore::at(acc, ni * g.shape.n, out_bytes, 0)
+                            })
+                            .collect();
+                        (mi * 16 + h * 8, stores)
+                    }),
+                out_bytes,
+            ),
+            path: match g.epilogue_slab(spec.out) {
+                Some(slab) => {
+                    let smem_offset = match spec.schedule {
+                        Schedule::Tile => 0,
+                        Schedule::Persistent { .. } => smem.ring_bytes,
+                    };
+                    StorePath::Staged(staged_epilogue(
+                        g,
+                        &slab,
+                        out_bytes,
+                        c_store_bytes,
+                        smem_offset,
+                    ))
+                }
+                None => StorePath::Direct {},
+            },
         };
         // 16-byte row segments from the slabs, or accumulator pairs (8 bytes of f32, 4 of a
         // packed 16-bit pair) from the registers; either no wider than the copy vector.
-        let c_store_bytes = if epilogue.staged.is_some() {
+        let c_store_bytes = if epilogue.path.staged().is_some() {
             c_store_bytes
         } else {
             c_store_bytes.min(2 * out_bytes)

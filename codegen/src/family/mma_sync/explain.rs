@@ -89,7 +89,7 @@ impl MmaSyncPlan {
         } else {
             format!("{} (round to nearest even)", p.pack_instruction)
         };
-        let _ = match &p.epilogue.staged {
+        let _ = match p.epilogue.path.staged() {
             Some(e) => writeln!(
                 out,
                 "  epilogue: {pairs} into 2 shared slabs per warp (16 rows of {} B each), read back as 16-byte vectors, st.global.v4 of whole {}-byte row segments",

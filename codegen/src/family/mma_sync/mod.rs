@@ -54,10 +54,7 @@ pub mod write;
 use copy::tile_copy;
 pub use copy::TileCopy;
 use epilogue::staged_epilogue_addresses;
-pub use epilogue::{
-    accumulator_position, EpilogueBand, EpilogueRow, MmaEpilogue, PairStore, SlabRead, SlabStore,
-    StagedEpilogue, StoreWord,
-};
+pub use epilogue::{accumulator_position, MmaEpilogue};
 use fragments::FragmentPlan;
 pub use fragments::{
     ldmatrix_conflict_degree, read_kinds, FragLoad, FragmentReads, MmaKStep, MmaOp, ReadKind,
@@ -202,7 +199,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let out_bytes = spec.out.size_bytes();
     let fragments = FragmentPlan::new(spec, g, (a_stored, b_stored), (a_swizzle, b_swizzle));
     let (epilogue, c_store_bytes) = MmaEpilogue::new(spec, g, copy_vector.bytes, &smem);
-    let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(spec.out), c_store_bytes);
+    let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), c_store_bytes);
     // Partial edge tiles: the tile counts round up.
     let persistent = TileWalk::of(spec.schedule, tile, true);
 

@@ -344,11 +344,7 @@ fn staged_epilogue_stores_every_accumulator_in_its_place() {
         "dtype: tf32, tile: 128x128x16, warps: 2x2, copy: cp_async(ca, vector = 8)",
     ] {
         let p = mma(spec);
-        let e = p
-            .epilogue
-            .staged
-            .as_ref()
-            .unwrap_or_else(|| panic!("{spec}"));
+        let e = p.epilogue.path.staged().unwrap_or_else(|| panic!("{spec}"));
         let ob = p.out_bytes;
         let vpr = e.vectors_per_row;
         let mut stored = BTreeSet::new();
@@ -467,7 +463,7 @@ fn narrow_vectors_narrow_c_stores() {
         ),
     ] {
         let p = mma(spec);
-        assert_eq!(p.epilogue.staged.is_some(), staged, "{spec}");
+        assert_eq!(p.epilogue.path.staged().is_some(), staged, "{spec}");
         assert_eq!(p.c_store_bytes, store_bytes, "{spec}");
         assert_eq!(
             p.launch_contract().output_align_bytes,
@@ -475,7 +471,7 @@ fn narrow_vectors_narrow_c_stores() {
             "{spec}"
         );
         assert_eq!(p.epilogue.split_pairs, split, "{spec}");
-        if let Some(e) = &p.epilogue.staged {
+        if let Some(e) = p.epilogue.path.staged() {
             let want = match store_bytes {
                 16 => "st.global.v4.b32",
                 8 => "st.global.v2.b32",
@@ -492,7 +488,7 @@ fn warp_tiles_without_whole_shared_vectors_store_from_registers() {
     // 24 f32 columns are 6 16-byte vectors per row, which 32 lanes cannot share out.
     let p = mma("dtype: tf32, tile: 48x24x32, warps: 3x1, stages: 2");
     assert_eq!(p.warp_tile_n, 24);
-    assert!(p.epilogue.staged.is_none());
+    assert!(p.epilogue.path.staged().is_none());
     assert!(!p.epilogue.rows.is_empty());
 }
 

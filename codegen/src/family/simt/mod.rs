@@ -25,9 +25,10 @@ pub mod write;
 
 use crate::plan::batch::BatchPlan;
 use crate::plan::copy::{copy_ops, CopyOp};
-use crate::plan::edges::{c_global_store, c_store_bytes, last_byte, CopyVector, ElementStore};
+use crate::plan::edges::{c_global_store, c_store_bytes, last_byte, CopyVector};
 use crate::plan::epilogue::{AccElement, FusedEpilogue};
 use crate::plan::pipeline::CopyPipeline;
+use crate::plan::store::{rows_with_steps, ElementStore, EpilogueRow, VectorStore};
 use crate::plan::{conflict_degree, conflict_degree_for, BankReport, LaunchContract, Ring};
 use gemm_dsl::abi::{epilogue_params, KernelParam, Opcode, SassCheck, GEMM_PARAMS};
 use gemm_dsl::family::simt::{
@@ -210,26 +211,8 @@ pub struct Fma {
 pub struct Epilogue {
     /// The `st.global` of one store, e.g. `st.global.v4.f32`.
     pub store: String,
-    pub rows: Vec<EpilogueRow>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct EpilogueRow {
-    /// Rows below the thread's first.
-    pub row: u32,
-    pub stores: Vec<EpilogueStore>,
-}
-
-/// Accumulators stored as one vector `offset` bytes right of the thread's first column;
-/// an edge block stores them one by one (`elements`, empty for a one-element store) where
-/// the vector's `last_byte` lies past N.
-#[derive(Clone, Debug, Serialize)]
-pub struct EpilogueStore {
-    /// The store's registers as its operand: `{ %acc0, %acc1 }`, or `%acc0` alone.
-    pub operand: String,
-    pub offset: u32,
-    pub last_byte: u32,
-    pub elements: Vec<ElementStore>,
+    /// Lane row i's accumulators, one row below the other.
+    pub rows: Vec<EpilogueRow<VectorStore>>,
 }
 
 fn vector_registers(prefix: &str, first: u32) -> Vec<String> {
@@ -453,10 +436,9 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     let per_store = c_store_bytes / F32_BYTES;
     let epilogue = Epilogue {
         store: c_global_store(c_store_bytes, "f32"),
-        rows: (0..tm)
-            .map(|i| EpilogueRow {
-                row: i,
-                stores: (0..column_groups)
+        rows: rows_with_steps(
+            (0..tm).map(|i| {
+                let stores = (0..column_groups)
                     .flat_map(|j| (0..COPY_VECTOR_BYTES / c_store_bytes).map(move |v| (j, v)))
                     .map(|(j, v)| {
                         let offset = j * column_group_stride_bytes + v * c_store_bytes;
@@ -464,7 +446,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
                         let registers: Vec<String> = (first..first + per_store)
                             .map(|r| format!("%acc{r}"))
                             .collect();
-                        EpilogueStore {
+                        VectorStore {
                             operand: copy_vector.operand(&registers),
                             offset,
                             last_byte: last_byte(offset, c_store_bytes),
@@ -480,9 +462,11 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
                             },
                         }
                     })
-                    .collect(),
-            })
-            .collect(),
+                    .collect();
+                (i, stores)
+            }),
+            F32_BYTES,
+        ),
     };
     debug_assert_eq!(SIMT_LANE_ROWS * SIMT_LANE_COLS, 32);
     // Row i's accumulators: column group j's four columns, column_group_stride_bytes apart.

@@ -16,6 +16,10 @@
 //!   cross column N are stored directly, element by element under bounds checks.
 
 use crate::plan::epilogue::AccElement;
+use crate::plan::store::{
+    pair_elements, rows_with_steps, EpilogueRow, PairStore, StoreBox, StoreMatrices, StorePath,
+    TmaStore,
+};
 use gemm_dsl::family::wgmma::{
     StoreStaging, WgmmaGeometry, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
 };
@@ -27,79 +31,12 @@ pub struct WgmmaEpilogue {
     pub pack_instruction: &'static str,
     /// The single-element conversion of edge stores (`cvt.rn.bf16.f32`), or empty for f32.
     pub convert_instruction: &'static str,
-    /// `epilogue: direct`: rows the thread stores, in increasing order (empty for tma).
-    pub rows: Vec<EpilogueRow>,
-    /// `epilogue: tma`.
-    pub tma: Option<TmaStore>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct EpilogueRow {
-    /// Rows below the thread's first row.
-    pub row: u32,
-    /// The step from the previous row of the list (the first: 0) is `ldc · ld_scale` bytes:
-    /// the rows between them times the element size.
-    pub ld_scale: u32,
-    pub stores: Vec<PairStore>,
-}
-
-/// Accumulators `lo` and `hi` at columns `col` and `col + 1` right of the thread's first
-/// column; `offset` is `col` in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct PairStore {
-    pub lo: u32,
-    pub hi: u32,
-    pub col: u32,
-    pub col_hi: u32,
-    pub offset: u32,
-    pub offset_hi: u32,
-}
-
-/// The TMA-store epilogue of one consumer warpgroup.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct TmaStore {
-    pub box_rows: u32,
-    pub box_cols: u32,
-    pub swizzle_bytes: u32,
-    /// `log2(swizzle_bytes)`: a box row's bytes as a shift.
-    pub row_shift: u32,
-    /// The swizzle XORs address bits `7..` masked by this into the 16-byte unit bits `4..`.
-    pub swizzle_mask: u32,
-    pub buffer_bytes: u32,
-    /// Bytes of one consumer's buffers.
-    pub consumer_bytes: u32,
-    /// The boxes of one output tile, in store order.
-    pub boxes: Vec<StoreBox>,
-    /// `stmatrix` ops per box: one per 16 columns.
-    pub matrices_per_box: u32,
-    /// Per piece of 16 columns, what its 32 bytes XOR into the thread's swizzled unit.
-    pub piece_xors: Vec<u32>,
-    /// `N & ragged_column_mask != 0`: N ends inside a 16-byte unit of C's rows, and the boxes
-    /// that cross column N take the direct path.
-    pub ragged_column_mask: u32,
-}
-
-/// One box of a consumer's rows: `row` rows below its first, `col` columns right of the
-/// tile's first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StoreBox {
-    pub row: u32,
-    pub col: u32,
-    /// The column past the box's last.
-    pub col_end: u32,
-    pub matrices: Vec<StoreMatrices>,
-    /// The box's direct stores, for a box that crosses a ragged column N: rows below the
-    /// thread's first row, each row's step `ld_scale` counted from that first row.
-    pub direct_rows: Vec<EpilogueRow>,
-}
-
-/// One `stmatrix.x4` of a warp's 16x16 piece: four 8x8 matrices, (rows 0-7, columns 0-7),
-/// (rows 8-15, columns 0-7), (rows 0-7, columns 8-15), (rows 8-15, columns 8-15), each
-/// packed from a pair of accumulators; `address` indexes the thread's per-piece addresses.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StoreMatrices {
-    pub address: u32,
-    pub pairs: [(u32, u32); 4],
+    /// The thread's accumulator rows as direct stores, in increasing order.
+    pub rows: Vec<EpilogueRow<PairStore>>,
+    /// `epilogue: direct`, or `epilogue: tma` (whose boxes carry their rows' direct stores
+    /// for a ragged N).
+    #[serde(flatten)]
+    pub path: StorePath,
 }
 
 impl WgmmaEpilogue {
@@ -109,18 +46,13 @@ impl WgmmaEpilogue {
             "cvt.rn.f16x2.f32" => "cvt.rn.f16.f32",
             _ => "",
         };
-        match g.store_staging {
-            Some(staging) => WgmmaEpilogue {
-                pack_instruction,
-                convert_instruction,
-                rows: Vec::new(),
-                tma: Some(TmaStore::new(g, &staging, out_bytes)),
-            },
-            None => WgmmaEpilogue {
-                pack_instruction,
-                convert_instruction,
-                rows: direct_rows(g, out_bytes),
-                tma: None,
+        WgmmaEpilogue {
+            pack_instruction,
+            convert_instruction,
+            rows: direct_rows(g, out_bytes),
+            path: match g.store_staging {
+                Some(staging) => StorePath::Tma(tma_store(g, &staging, out_bytes)),
+                None => StorePath::Direct {},
             },
         }
     }
@@ -133,72 +65,59 @@ fn pair_at(g: &WgmmaGeometry, mi: u32, row: u32, col: u32) -> (u32, u32) {
     (lo, lo + 1)
 }
 
-impl TmaStore {
-    fn new(g: &WgmmaGeometry, staging: &StoreStaging, out_bytes: u32) -> TmaStore {
-        let box_cols = staging.box_cols;
-        let all_rows = direct_rows(g, out_bytes);
-        let boxes = (0..g.rows_per_consumer / WGMMA_M)
-            .flat_map(|mi| (0..g.n / box_cols).map(move |strip| (mi, strip)))
-            .map(|(mi, strip)| StoreBox {
-                row: mi * WGMMA_M,
-                col: strip * box_cols,
-                col_end: (strip + 1) * box_cols,
-                matrices: (0..box_cols / 16)
-                    .map(|piece| {
-                        let col = strip * box_cols + 16 * piece;
-                        StoreMatrices {
-                            address: piece,
-                            pairs: [
-                                pair_at(g, mi, 0, col),
-                                pair_at(g, mi, 8, col),
-                                pair_at(g, mi, 0, col + 8),
-                                pair_at(g, mi, 8, col + 8),
-                            ],
-                        }
-                    })
-                    .collect(),
-                direct_rows: all_rows
-                    .iter()
-                    .filter(|r| r.row / WGMMA_M == mi)
-                    .map(|r| EpilogueRow {
-                        row: r.row,
-                        ld_scale: r.row * out_bytes,
-                        stores: r
-                            .stores
-                            .iter()
-                            .filter(|s| s.col / box_cols == strip)
-                            .copied()
-                            .collect(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        let buffer_bytes = staging.buffer_bytes();
-        TmaStore {
-            box_rows: STORE_BOX_ROWS,
-            box_cols,
-            swizzle_bytes: staging.swizzle_bytes,
-            row_shift: staging.swizzle_bytes.trailing_zeros(),
-            swizzle_mask: staging.swizzle_bytes / 16 - 1,
-            buffer_bytes,
-            consumer_bytes: STORE_BUFFERS * buffer_bytes,
-            boxes,
-            matrices_per_box: box_cols / 16,
-            piece_xors: (0..box_cols / 16).map(|piece| piece * 32).collect(),
-            ragged_column_mask: 16 / out_bytes - 1,
-        }
-    }
-
-    /// The offset in a buffer of the row that thread `(warp, lane)` addresses for piece
-    /// `piece` of a box, step by step as `tma_store_setup` computes it: lane `l` names row
-    /// `l % 8` of matrix `l / 8`, which sits `8·(l/8 % 2)` rows and `8·(l/16)` columns into
-    /// the warp's 16x16 piece.
-    pub fn stmatrix_offset(&self, warp: u32, lane: u32, piece: u32) -> u32 {
-        let row = 16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7);
-        let base = row << self.row_shift;
-        let xor = ((base >> 7) & self.swizzle_mask) << 4;
-        let half = (lane >> 4) << 4;
-        base + ((xor ^ half) ^ self.piece_xors[piece as usize])
+/// The TMA-store path of one consumer warpgroup: its boxes, each written by `stmatrix`.
+fn tma_store(g: &WgmmaGeometry, staging: &StoreStaging, out_bytes: u32) -> TmaStore {
+    let box_cols = staging.box_cols;
+    let all_rows = direct_rows(g, out_bytes);
+    let boxes = (0..g.rows_per_consumer / WGMMA_M)
+        .flat_map(|mi| (0..g.n / box_cols).map(move |strip| (mi, strip)))
+        .map(|(mi, strip)| StoreBox {
+            row: mi * WGMMA_M,
+            col: strip * box_cols,
+            col_end: (strip + 1) * box_cols,
+            matrices: (0..box_cols / 16)
+                .map(|piece| {
+                    let col = strip * box_cols + 16 * piece;
+                    StoreMatrices {
+                        address: piece,
+                        pairs: [
+                            pair_at(g, mi, 0, col),
+                            pair_at(g, mi, 8, col),
+                            pair_at(g, mi, 0, col + 8),
+                            pair_at(g, mi, 8, col + 8),
+                        ],
+                    }
+                })
+                .collect(),
+            direct_rows: all_rows
+                .iter()
+                .filter(|r| r.row / WGMMA_M == mi)
+                .map(|r| EpilogueRow {
+                    row: r.row,
+                    ld_scale: r.row * out_bytes,
+                    stores: r
+                        .stores
+                        .iter()
+                        .filter(|s| s.col / box_cols == strip)
+                        .copied()
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    let buffer_bytes = staging.buffer_bytes();
+    TmaStore {
+        box_rows: STORE_BOX_ROWS,
+        box_cols,
+        swizzle_bytes: staging.swizzle_bytes,
+        row_shift: staging.swizzle_bytes.trailing_zeros(),
+        swizzle_mask: staging.swizzle_bytes / 16 - 1,
+        buffer_bytes,
+        consumer_bytes: STORE_BUFFERS * buffer_bytes,
+        boxes,
+        matrices_per_box: box_cols / 16,
+        piece_xors: (0..box_cols / 16).map(|piece| piece * 32).collect(),
+        ragged_column_mask: 16 / out_bytes - 1,
     }
 }
 
@@ -207,58 +126,34 @@ impl WgmmaEpilogue {
     /// they are stored: one group per TMA store box, or per row for direct stores. The fused
     /// epilogue transforms each group just before its store.
     pub fn fused_segments(&self) -> Vec<Vec<AccElement>> {
-        let elements = |rows: &[EpilogueRow]| -> Vec<AccElement> {
-            rows.iter()
-                .flat_map(|row| {
-                    row.stores.iter().flat_map(move |s| {
-                        [(s.lo, s.col), (s.hi, s.col_hi)].map(|(acc, col)| AccElement {
-                            acc,
-                            row: row.row,
-                            col,
-                        })
-                    })
-                })
-                .collect()
-        };
-        match &self.tma {
-            Some(tma) => tma.boxes.iter().map(|b| elements(&b.direct_rows)).collect(),
-            None => self
+        match &self.path {
+            StorePath::Tma(tma) => tma
+                .boxes
+                .iter()
+                .map(|b| pair_elements(&b.direct_rows))
+                .collect(),
+            StorePath::Direct {} | StorePath::Staged(_) => self
                 .rows
                 .iter()
-                .map(|row| elements(std::slice::from_ref(row)))
+                .map(|row| pair_elements(std::slice::from_ref(row)))
                 .collect(),
         }
     }
 }
 
-fn direct_rows(g: &WgmmaGeometry, out_bytes: u32) -> Vec<EpilogueRow> {
+fn direct_rows(g: &WgmmaGeometry, out_bytes: u32) -> Vec<EpilogueRow<PairStore>> {
     let acc_per_wgmma = g.n / 2;
-    let mut previous = 0;
-    (0..g.m_wgmmas)
-        .flat_map(|mi| (0..2).map(move |h| (mi, h)))
-        .map(|(mi, h)| {
-            let row = mi * WGMMA_M + 8 * h;
-            let delta = row - previous;
-            previous = row;
-            EpilogueRow {
-                row,
-                ld_scale: delta * out_bytes,
-                stores: (0..g.n / 8)
-                    .map(|j| {
-                        let lo = mi * acc_per_wgmma + 4 * j + 2 * h;
-                        PairStore {
-                            lo,
-                            hi: lo + 1,
-                            col: 8 * j,
-                            col_hi: 8 * j + 1,
-                            offset: 8 * j * out_bytes,
-                            offset_hi: (8 * j + 1) * out_bytes,
-                        }
-                    })
-                    .collect(),
-            }
-        })
-        .collect()
+    rows_with_steps(
+        (0..g.m_wgmmas)
+            .flat_map(|mi| (0..2).map(move |h| (mi, h)))
+            .map(|(mi, h)| {
+                let stores = (0..g.n / 8)
+                    .map(|j| PairStore::at(mi * acc_per_wgmma + 4 * j + 2 * h, 8 * j, out_bytes, 0))
+                    .collect();
+                (mi * WGMMA_M + 8 * h, stores)
+            }),
+        out_bytes,
+    )
 }
 
 #[cfg(test)]
@@ -297,7 +192,7 @@ mod tests {
         ] {
             let g = geometry(spec);
             let e = WgmmaEpilogue::new(&g, 2, "cvt.rn.bf16x2.f32");
-            let t = e.tma.expect("16-bit C is stored by TMA");
+            let t = e.path.tma().expect("16-bit C is stored by TMA");
             let mut written = vec![0u32; (g.rows_per_consumer * g.n) as usize];
             for b in &t.boxes {
                 for mat in &b.matrices {
@@ -354,7 +249,7 @@ mod tests {
     fn f32_out_stores_directly() {
         let g = geometry("dtype: f16, out: f32");
         let e = WgmmaEpilogue::new(&g, 4, "");
-        assert!(e.tma.is_none());
+        assert!(e.path.tma().is_none());
         assert_eq!(e.rows.len(), 2);
     }
 }

@@ -123,7 +123,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     } else {
         format!("{} pairs", p.epilogue.pack_instruction)
     };
-    let _ = match &p.epilogue.tma {
+    let _ = match p.epilogue.path.tma() {
         Some(t) => writeln!(
             out,
             "  epilogue: tma; per consumer, {} boxes of {}x{} per tile: {pairs} by stmatrix.x4 ({} per warp per box) into 2 buffers of {} B ({}B swizzle) in turn; thread 0 issues each box's TMA store (clipped at the matrix edge) once the previous box's store has read its buffer, and the warps go on without waiting for the stores",

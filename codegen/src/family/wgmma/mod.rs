@@ -6,8 +6,9 @@
 //! 1.. are consumers: each waits for a stage's full barrier, issues the k tile's wgmmas on
 //! its rows straight from shared memory ([`descriptor`]), keeps one group in flight, and once
 //! the previous k tile's group has retired (`wgmma.wait_group 1`) releases that stage on its
-//! *empty* mbarrier, one arrival per warp. The ring's slots and phases are in [`ring`], the
-//! stores of the accumulators in [`epilogue`].
+//! *empty* mbarrier, one arrival per warp. The ring's slots and phases are the shared
+//! [`Ring`]`<`[`Mbarriers`]`>`; the stores of the accumulators, in [`epilogue`], take a path of
+//! [`crate::plan::store`].
 
 pub mod descriptor;
 pub mod epilogue;
@@ -618,7 +619,7 @@ pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
     if plan.register_split.is_some() {
         checks.push(SassCheck::Present(Opcode::Usetmaxreg));
     }
-    if plan.epilogue.tma.is_some() {
+    if plan.epilogue.path.tma().is_some() {
         checks.push(SassCheck::Present(Opcode::Stsm));
         checks.push(SassCheck::Present(Opcode::Utmastg));
     }

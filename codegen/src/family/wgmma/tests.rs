@@ -165,7 +165,7 @@ fn plan_numbers_of_the_default_spec() {
     assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
     assert_eq!(p.ring.guard.expect_tx_bytes, 49152);
     assert_eq!(p.ring.guard.empty_arrivals, 8);
-    let tma = p.epilogue.tma.as_ref().expect("16-bit C is stored by TMA");
+    let tma = p.epilogue.path.tma().expect("16-bit C is stored by TMA");
     assert_eq!(
         (tma.box_rows, tma.box_cols, tma.swizzle_bytes),
         (64, 64, 128)
