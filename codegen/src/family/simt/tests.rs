@@ -1,6 +1,7 @@
 //! The SIMT plan's numbers checked thread by thread: copies, FFMA reads, every layout.
 
 use super::*;
+use gemm_dsl::geometry::CopyGeometry;
 
 fn simt(text: &str) -> SimtPlan {
     let valid = gemm_dsl::check_str(text).unwrap();
