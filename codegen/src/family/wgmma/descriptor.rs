@@ -17,6 +17,7 @@
 //! The same two layouts serve both operands: K-major B (column-major) is read as A is, and
 //! M-major A as B is.
 
+use gemm_dsl::family::wgmma::{WgmmaGeometry, WGMMA_K, WGMMA_M};
 use serde::Serialize;
 
 pub use gemm_dsl::family::wgmma::Major;
@@ -128,6 +129,93 @@ pub fn tma_box_address(
         box_start + row * swizzle_bytes + inner * element_bytes,
         swizzle_bytes,
     )
+}
+
+/// The wgmmas of one k16 step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgmmaKStep {
+    /// The first k step of a k tile: its scale-d predicate is "accumulate unless this is the
+    /// tile's first k tile"; later steps always accumulate.
+    pub first: bool,
+    /// Descriptor start offsets (16-byte units) from the consumer's stage bases.
+    pub b_offset_units: u32,
+    pub mmas: Vec<WgmmaOp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgmmaOp {
+    /// The accumulator registers, `{ %acc.., .. }`.
+    pub accumulators: String,
+    pub a_offset_units: u32,
+}
+
+/// How the consumers' wgmmas read a stage: each operand's descriptor, the k16 steps' start
+/// offsets, and the bytes of A from one consumer's rows to the next's.
+pub(super) struct OperandReads {
+    pub a_descriptor: SmemDescriptor,
+    pub b_descriptor: SmemDescriptor,
+    pub k_steps: Vec<WgmmaKStep>,
+    pub consumer_a_bytes: u32,
+}
+
+impl OperandReads {
+    /// The reads of geometry `g`'s stage of `element`-byte operands, B `a_tile_bytes` in.
+    pub(super) fn new(g: &WgmmaGeometry, element: u32, a_tile_bytes: u32) -> OperandReads {
+        let w = g.swizzle_bytes;
+        // K-major operands step 32 bytes of K along a box row per k16 (into the next box past a
+        // swizzle span) and their 8-row atoms lie SBO apart; M/N-major operands step 16 box rows
+        // per k16 and their swizzle spans of M or N lie LBO (one box) apart.
+        let a_box_bytes = g.a_boxes.bytes_per_box(element);
+        let b_box_bytes = g.b_boxes.bytes_per_box(element);
+        let descriptor_of = |major: Major, start_bytes: u32, box_bytes: u32| SmemDescriptor {
+            start_bytes,
+            leading_bytes: match major {
+                Major::K => 16,
+                Major::MN => box_bytes,
+            },
+            stride_bytes: 8 * w,
+            swizzle_bytes: w,
+        };
+        let a_descriptor = descriptor_of(g.a_major, 0, a_box_bytes);
+        let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes);
+        let k_step_bytes = |major: Major, step: u32, box_bytes: u32| match major {
+            Major::K => {
+                let k_byte = step * WGMMA_K * element;
+                (k_byte / w) * box_bytes + k_byte % w
+            }
+            Major::MN => step * WGMMA_K * w,
+        };
+        // Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
+        let m_rows_bytes = |rows: u32| match g.a_major {
+            Major::K => rows * w,
+            Major::MN => rows * element / w * a_box_bytes,
+        };
+        let acc_per_wgmma = g.n / 2;
+        let k_steps = (0..g.k_steps)
+            .map(|step| {
+                let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes);
+                WgmmaKStep {
+                    first: step == 0,
+                    b_offset_units: k_step_bytes(g.b_major, step, b_box_bytes) / 16,
+                    mmas: (0..g.m_wgmmas)
+                        .map(|mi| WgmmaOp {
+                            accumulators: (mi * acc_per_wgmma..(mi + 1) * acc_per_wgmma)
+                                .map(|i| format!("%acc{i}"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            a_offset_units: (a_step_bytes + m_rows_bytes(mi * WGMMA_M)) / 16,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        OperandReads {
+            a_descriptor,
+            b_descriptor,
+            k_steps,
+            consumer_a_bytes: m_rows_bytes(g.rows_per_consumer),
+        }
+    }
 }
 
 #[cfg(test)]

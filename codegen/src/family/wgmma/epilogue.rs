@@ -20,6 +20,7 @@ use crate::plan::store::{
     pair_elements, rows_with_steps, EpilogueRow, PairStore, StoreBox, StoreMatrices, StorePath,
     TmaStore,
 };
+use gemm_dsl::family::wgmma::WARPGROUP_THREADS;
 use gemm_dsl::family::wgmma::{
     StoreStaging, WgmmaGeometry, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
 };
@@ -156,6 +157,37 @@ fn direct_rows(g: &WgmmaGeometry, out_bytes: u32) -> Vec<EpilogueRow<PairStore>>
     )
 }
 
+/// A consumer warpgroup's L2 prefetch of its rows of C-in: 128-byte lines, thread `t` takes
+/// line `t % lines_per_row` of rows `t / lines_per_row + rows_per_pass · i`, `i < passes`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CInPrefetch {
+    pub lines_per_row: u32,
+    pub rows_per_pass: u32,
+    pub passes: u32,
+    /// Elements of C in one line.
+    pub line_elements: u32,
+    pub out_bytes: u32,
+    /// `rows_per_pass · out_bytes`: times `ldc`, the bytes from one pass's row to the next's.
+    pub pass_step_bytes: u32,
+}
+
+/// The L2's line.
+const L2_LINE_BYTES: u32 = 128;
+
+impl CInPrefetch {
+    pub(super) fn new(rows: u32, cols: u32, out_bytes: u32) -> CInPrefetch {
+        let lines_per_row = (cols * out_bytes).div_ceil(L2_LINE_BYTES);
+        let rows_per_pass = (WARPGROUP_THREADS / lines_per_row).max(1);
+        CInPrefetch {
+            lines_per_row,
+            rows_per_pass,
+            passes: rows.div_ceil(rows_per_pass),
+            line_elements: L2_LINE_BYTES / out_bytes,
+            out_bytes,
+            pass_step_bytes: rows_per_pass * out_bytes,
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::super::descriptor::tma_box_address;

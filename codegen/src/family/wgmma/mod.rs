@@ -10,8 +10,10 @@
 //! [`Ring`]`<`[`Mbarriers`]`>`; the stores of the accumulators, in [`epilogue`], take a path of
 //! [`crate::plan::store`].
 
+pub mod copy;
 pub mod descriptor;
 pub mod epilogue;
+pub mod schedule;
 
 mod explain;
 mod probe;
@@ -21,16 +23,21 @@ use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::schedule::TileWalk;
 use crate::plan::{LaunchContract, Mbarriers, Ring};
-use descriptor::{Major, SmemDescriptor};
+use copy::{box_loads, coordinates};
+pub use copy::{BoxCoordinates, BoxLoad, ClusterPlan};
+use descriptor::{Major, OperandReads, SmemDescriptor};
+pub use descriptor::{WgmmaKStep, WgmmaOp};
+pub use epilogue::CInPrefetch;
 use epilogue::WgmmaEpilogue;
 use gemm_dsl::abi::{
     epilogue_params, KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox,
     BATCH_PARAMS, SIZE_PARAMS,
 };
 use gemm_dsl::family::wgmma::{
-    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WARPGROUP_THREADS, WGMMA_K, WGMMA_M,
+    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_K, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
+pub use schedule::{PartialVector, StreamK};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -129,194 +136,10 @@ pub struct WgmmaPlan {
     pub k_steps: Vec<WgmmaKStep>,
 }
 
-/// A consumer warpgroup's L2 prefetch of its rows of C-in: 128-byte lines, thread `t` takes
-/// line `t % lines_per_row` of rows `t / lines_per_row + rows_per_pass · i`, `i < passes`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CInPrefetch {
-    pub lines_per_row: u32,
-    pub rows_per_pass: u32,
-    pub passes: u32,
-    /// Elements of C in one line.
-    pub line_elements: u32,
-    pub out_bytes: u32,
-    /// `rows_per_pass · out_bytes`: times `ldc`, the bytes from one pass's row to the next's.
-    pub pass_step_bytes: u32,
-}
-
-/// The L2's line.
-const L2_LINE_BYTES: u32 = 128;
-
-impl CInPrefetch {
-    fn new(rows: u32, cols: u32, out_bytes: u32) -> CInPrefetch {
-        let lines_per_row = (cols * out_bytes).div_ceil(L2_LINE_BYTES);
-        let rows_per_pass = (WARPGROUP_THREADS / lines_per_row).max(1);
-        CInPrefetch {
-            lines_per_row,
-            rows_per_pass,
-            passes: rows.div_ceil(rows_per_pass),
-            line_elements: L2_LINE_BYTES / out_bytes,
-            out_bytes,
-            pass_step_bytes: rows_per_pass * out_bytes,
-        }
-    }
-}
-
-/// Two blocks of a cluster compute neighbouring tiles that share one operand's tiles: block
-/// rank `r` loads row slice `r` of each of that operand's boxes and multicasts it into both
-/// blocks' stages, so each stage holds the whole tile in both, from half the loads. A slot is
-/// refilled only when the consumers of both blocks have released it: each consumer warp
-/// arrives on its own block's empty barrier and on the peer's.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ClusterPlan {
-    pub blocks: u32,
-    /// `.reqnctapercluster`: the launch's cluster shape along the grid's x and y.
-    pub dims_x: u32,
-    pub dims_y: u32,
-    /// `a` or `b`.
-    pub shared: &'static str,
-    /// Rows of each shared box one block loads, and their bytes in shared memory.
-    pub slice_rows: u32,
-    pub slice_bytes: u32,
-    /// Where block rank `r`'s tile sits in the cluster's: `r` times these, down M or along N.
-    pub rank_tile_m: u32,
-    pub rank_tile_n: u32,
-    /// Every block of the cluster, as `.multicast::cluster`'s mask.
-    pub cta_mask: u32,
-}
-
-/// A stream-K walk (`schedule: persistent(.., tail = stream_k)`). The tiles of the whole
-/// rounds go whole, as in any persistent walk; the `T mod grid` tiles left over are split
-/// along K where they are at most half the grid (more would keep most walkers busy anyway,
-/// and the split's partial sums cost more than the idle ones): with `U` their k tiles in
-/// walk order, walker `w` (block, or cluster) takes positions `[w·U / grid, (w+1)·U / grid)`,
-/// one unit per tile it touches. A unit that
-/// starts inside its tile writes its accumulators to the walker's record in the workspace
-/// and raises its consumer's flag; the unit that starts the tile (its *finisher*) waits for
-/// the flags of the walkers after it that share the tile, adds their sums in walker order
-/// (so results do not depend on timing), clears the flags and stores C. Only a walker's
-/// first tail unit can start inside a tile and only its last can finish one, so no walker
-/// waits before it has written what others wait for: with the whole grid resident, the walk
-/// cannot deadlock.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct StreamK {
-    /// Workspace bytes per block: `consumers` slots of partial sums, then the flags.
-    pub record_bytes: u32,
-    /// One consumer warpgroup's slot: every thread's accumulators.
-    pub slot_bytes: u32,
-    /// Where the record's flags start (one 32-bit flag per consumer).
-    pub flags_offset: u32,
-    /// Bytes from one of a thread's 16-byte vectors to its next: a warpgroup's 128 threads
-    /// store each vector side by side, so a warp's stores and loads are 512 contiguous bytes.
-    pub vector_stride_bytes: u32,
-    /// A thread's accumulators as 16-byte vectors, vector `i` at `i x vector_stride_bytes`.
-    pub vectors: Vec<PartialVector>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PartialVector {
-    pub offset: u32,
-    /// The four accumulator registers, `%accN`.
-    pub registers: Vec<String>,
-}
-
-impl StreamK {
-    fn of(g: &WgmmaGeometry) -> Option<StreamK> {
-        let vector_stride_bytes = WARPGROUP_THREADS * 16;
-        g.stream_k.then(|| StreamK {
-            record_bytes: g.workspace_bytes_per_block(),
-            slot_bytes: g.partial_slot_bytes(),
-            flags_offset: g.consumers * g.partial_slot_bytes(),
-            vector_stride_bytes,
-            vectors: (0..g.accumulators() / 4)
-                .map(|i| PartialVector {
-                    offset: i * vector_stride_bytes,
-                    registers: (4 * i..4 * i + 4).map(|r| format!("%acc{r}")).collect(),
-                })
-                .collect(),
-        })
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct RegisterSplit {
     pub producer: u32,
     pub consumer: u32,
-}
-
-/// One TMA box of a stage: where it lands in the stage and how far along the operand's
-/// contiguous dimension it starts from the tile's first element.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct BoxLoad {
-    pub smem_offset: u32,
-    pub inner_offset: u32,
-    /// Bytes the box brings into each block's stage.
-    pub bytes: u32,
-    /// The box belongs to the operand a cluster shares: this block loads only its row slice
-    /// and multicasts it.
-    pub multicast: bool,
-}
-
-/// Where an operand's boxes start in its global matrix, as registers of the producer: the
-/// k tile's first K (`%k_coord`) and the output tile's first row or column, and the matrix of
-/// the batch (`z`, the product's index, or 0 for an operand every product shares).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct BoxCoordinates {
-    pub x: &'static str,
-    pub y: &'static str,
-    pub z: &'static str,
-}
-
-/// A K-major operand's boxes run along K and down its rows (M or N); an M/N-major operand's
-/// along M or N and down K.
-fn coordinates(major: Major, tile_origin: &'static str, matrix: &'static str) -> BoxCoordinates {
-    match major {
-        Major::K => BoxCoordinates {
-            x: "%k_coord",
-            y: tile_origin,
-            z: matrix,
-        },
-        Major::MN => BoxCoordinates {
-            x: tile_origin,
-            y: "%k_coord",
-            z: matrix,
-        },
-    }
-}
-
-/// The wgmmas of one k16 step.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WgmmaKStep {
-    /// The first k step of a k tile: its scale-d predicate is "accumulate unless this is the
-    /// tile's first k tile"; later steps always accumulate.
-    pub first: bool,
-    /// Descriptor start offsets (16-byte units) from the consumer's stage bases.
-    pub b_offset_units: u32,
-    pub mmas: Vec<WgmmaOp>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WgmmaOp {
-    /// The accumulator registers, `{ %acc.., .. }`.
-    pub accumulators: String,
-    pub a_offset_units: u32,
-}
-
-/// The TMA boxes of one operand in a stage that starts its tile at `smem_start`.
-fn box_loads(
-    boxes: &OperandBoxes,
-    element_bytes: u32,
-    smem_start: u32,
-    multicast: bool,
-) -> Vec<BoxLoad> {
-    let bytes = boxes.bytes_per_box(element_bytes);
-    (0..boxes.boxes)
-        .map(|i| BoxLoad {
-            smem_offset: smem_start + i * bytes,
-            inner_offset: i * boxes.inner,
-            bytes,
-            multicast,
-        })
-        .collect()
 }
 
 pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
@@ -342,83 +165,13 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         g.consumers * 4 * cluster_blocks,
         staging_bytes,
     );
-    let cluster = g.cluster.map(|c| {
-        let (boxes, rank_tile_m, rank_tile_n) = match c.shared {
-            SharedOperand::A => (&g.a_boxes, 0, spec.tile.n),
-            SharedOperand::B => (&g.b_boxes, spec.tile.m, 0),
-        };
-        let slice_rows = boxes.outer / c.blocks;
-        let (dims_x, dims_y) = match spec.schedule {
-            gemm_dsl::Schedule::Tile => (c.shape.cols, c.shape.rows),
-            gemm_dsl::Schedule::Persistent { .. } => (c.blocks, 1),
-        };
-        ClusterPlan {
-            blocks: c.blocks,
-            dims_x,
-            dims_y,
-            shared: match c.shared {
-                SharedOperand::A => "a",
-                SharedOperand::B => "b",
-            },
-            slice_rows,
-            slice_bytes: slice_rows * g.swizzle_bytes,
-            rank_tile_m,
-            rank_tile_n,
-            cta_mask: (1 << c.blocks) - 1,
-        }
-    });
+    let cluster = g.cluster.map(|c| ClusterPlan::new(c, g, spec));
+    let reads = OperandReads::new(g, element, a_tile_bytes);
     let (walk_tile_m, walk_tile_n) = match g.cluster {
         Some(c) => (spec.tile.m * c.shape.rows, spec.tile.n * c.shape.cols),
         None => (spec.tile.m, spec.tile.n),
     };
 
-    // K-major operands step 32 bytes of K along a box row per k16 (into the next box past a
-    // swizzle span) and their 8-row atoms lie SBO apart; M/N-major operands step 16 box rows
-    // per k16 and their swizzle spans of M or N lie LBO (one box) apart.
-    let a_box_bytes = g.a_boxes.bytes_per_box(element);
-    let b_box_bytes = g.b_boxes.bytes_per_box(element);
-    let descriptor_of = |major: Major, start_bytes: u32, box_bytes: u32| SmemDescriptor {
-        start_bytes,
-        leading_bytes: match major {
-            Major::K => 16,
-            Major::MN => box_bytes,
-        },
-        stride_bytes: 8 * w,
-        swizzle_bytes: w,
-    };
-    let a_descriptor = descriptor_of(g.a_major, 0, a_box_bytes);
-    let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes);
-    let k_step_bytes = |major: Major, step: u32, box_bytes: u32| match major {
-        Major::K => {
-            let k_byte = step * WGMMA_K * element;
-            (k_byte / w) * box_bytes + k_byte % w
-        }
-        Major::MN => step * WGMMA_K * w,
-    };
-    // Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
-    let m_rows_bytes = |rows: u32| match g.a_major {
-        Major::K => rows * w,
-        Major::MN => rows * element / w * a_box_bytes,
-    };
-    let acc_per_wgmma = g.n / 2;
-    let k_steps = (0..g.k_steps)
-        .map(|step| {
-            let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes);
-            WgmmaKStep {
-                first: step == 0,
-                b_offset_units: k_step_bytes(g.b_major, step, b_box_bytes) / 16,
-                mmas: (0..g.m_wgmmas)
-                    .map(|mi| WgmmaOp {
-                        accumulators: (mi * acc_per_wgmma..(mi + 1) * acc_per_wgmma)
-                            .map(|i| format!("%acc{i}"))
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        a_offset_units: (a_step_bytes + m_rows_bytes(mi * WGMMA_M)) / 16,
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
     let type_name = spec.dtype.name();
     let wgmma_instruction = format!(
         "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{WGMMA_K}.f32.{type_name}.{type_name}",
@@ -473,18 +226,18 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             outer: STORE_BOX_ROWS,
             swizzle_bytes: staging.swizzle_bytes,
         }),
-        consumer_a_bytes: m_rows_bytes(g.rows_per_consumer),
+        consumer_a_bytes: reads.consumer_a_bytes,
         a_major: g.a_major,
         b_major: g.b_major,
         layout_note: crate::plan::layout_note(spec.layout),
         a_coords: coordinates(g.a_major, "%block_m", "%a_matrix"),
         b_coords: coordinates(g.b_major, "%block_n", "%b_matrix"),
-        a_desc_low: a_descriptor.low_word_fields(),
-        a_desc_high: a_descriptor.high_word(),
-        b_desc_low: b_descriptor.low_word_fields(),
-        b_desc_high: b_descriptor.high_word(),
-        a_descriptor,
-        b_descriptor,
+        a_desc_low: reads.a_descriptor.low_word_fields(),
+        a_desc_high: reads.a_descriptor.high_word(),
+        b_desc_low: reads.b_descriptor.low_word_fields(),
+        b_desc_high: reads.b_descriptor.high_word(),
+        a_descriptor: reads.a_descriptor,
+        b_descriptor: reads.b_descriptor,
         stage_desc_units: stage_bytes / 16,
         descriptor_address_mask: format!("{:#x}", descriptor::START_ADDRESS_MASK),
         wgmma_instruction,
@@ -520,7 +273,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         bias: spec.bias,
         aux: spec.aux,
         stream_k: StreamK::of(g),
-        k_steps,
+        k_steps: reads.k_steps,
     }
 }
 

@@ -1,0 +1,121 @@
+//! How the producer fills a stage: the TMA boxes of A and B, where each starts in its
+//! matrix, and a cluster's multicast of the operand its blocks share.
+
+use super::descriptor::Major;
+use gemm_dsl::family::wgmma::{ClusterSharing, OperandBoxes, SharedOperand, WgmmaGeometry};
+use gemm_dsl::GemmSpec;
+use serde::Serialize;
+
+/// Two blocks of a cluster compute neighbouring tiles that share one operand's tiles: block
+/// rank `r` loads row slice `r` of each of that operand's boxes and multicasts it into both
+/// blocks' stages, so each stage holds the whole tile in both, from half the loads. A slot is
+/// refilled only when the consumers of both blocks have released it: each consumer warp
+/// arrives on its own block's empty barrier and on the peer's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClusterPlan {
+    pub blocks: u32,
+    /// `.reqnctapercluster`: the launch's cluster shape along the grid's x and y.
+    pub dims_x: u32,
+    pub dims_y: u32,
+    /// `a` or `b`.
+    pub shared: &'static str,
+    /// Rows of each shared box one block loads, and their bytes in shared memory.
+    pub slice_rows: u32,
+    pub slice_bytes: u32,
+    /// Where block rank `r`'s tile sits in the cluster's: `r` times these, down M or along N.
+    pub rank_tile_m: u32,
+    pub rank_tile_n: u32,
+    /// Every block of the cluster, as `.multicast::cluster`'s mask.
+    pub cta_mask: u32,
+}
+
+impl ClusterPlan {
+    /// The multicast of `cluster` over geometry `g`'s boxes.
+    pub(super) fn new(c: ClusterSharing, g: &WgmmaGeometry, spec: &GemmSpec) -> ClusterPlan {
+        let (boxes, rank_tile_m, rank_tile_n) = match c.shared {
+            SharedOperand::A => (&g.a_boxes, 0, spec.tile.n),
+            SharedOperand::B => (&g.b_boxes, spec.tile.m, 0),
+        };
+        let slice_rows = boxes.outer / c.blocks;
+        let (dims_x, dims_y) = match spec.schedule {
+            gemm_dsl::Schedule::Tile => (c.shape.cols, c.shape.rows),
+            gemm_dsl::Schedule::Persistent { .. } => (c.blocks, 1),
+        };
+        ClusterPlan {
+            blocks: c.blocks,
+            dims_x,
+            dims_y,
+            shared: match c.shared {
+                SharedOperand::A => "a",
+                SharedOperand::B => "b",
+            },
+            slice_rows,
+            slice_bytes: slice_rows * g.swizzle_bytes,
+            rank_tile_m,
+            rank_tile_n,
+            cta_mask: (1 << c.blocks) - 1,
+        }
+    }
+}
+
+/// One TMA box of a stage: where it lands in the stage and how far along the operand's
+/// contiguous dimension it starts from the tile's first element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BoxLoad {
+    pub smem_offset: u32,
+    pub inner_offset: u32,
+    /// Bytes the box brings into each block's stage.
+    pub bytes: u32,
+    /// The box belongs to the operand a cluster shares: this block loads only its row slice
+    /// and multicasts it.
+    pub multicast: bool,
+}
+
+/// Where an operand's boxes start in its global matrix, as registers of the producer: the
+/// k tile's first K (`%k_coord`) and the output tile's first row or column, and the matrix of
+/// the batch (`z`, the product's index, or 0 for an operand every product shares).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BoxCoordinates {
+    pub x: &'static str,
+    pub y: &'static str,
+    pub z: &'static str,
+}
+
+/// A K-major operand's boxes run along K and down its rows (M or N); an M/N-major operand's
+/// along M or N and down K.
+pub(super) fn coordinates(
+    major: Major,
+    tile_origin: &'static str,
+    matrix: &'static str,
+) -> BoxCoordinates {
+    match major {
+        Major::K => BoxCoordinates {
+            x: "%k_coord",
+            y: tile_origin,
+            z: matrix,
+        },
+        Major::MN => BoxCoordinates {
+            x: tile_origin,
+            y: "%k_coord",
+            z: matrix,
+        },
+    }
+}
+
+/// The TMA boxes of one operand in a stage that starts its tile at `smem_start`.
+pub(super) fn box_loads(
+    boxes: &OperandBoxes,
+    element_bytes: u32,
+    smem_start: u32,
+    multicast: bool,
+) -> Vec<BoxLoad> {
+    let bytes = boxes.bytes_per_box(element_bytes);
+    (0..boxes.boxes)
+        .map(|i| BoxLoad {
+            smem_offset: smem_start + i * bytes,
+            inner_offset: i * boxes.inner,
+            bytes,
+            multicast,
+        })
+        .collect()
+}

@@ -1,0 +1,58 @@
+//! The stream-K walk's plan: the workspace record of each block and a thread's partial
+//! sums in it.
+
+use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
+use serde::Serialize;
+
+/// A stream-K walk (`schedule: persistent(.., tail = stream_k)`). The tiles of the whole
+/// rounds go whole, as in any persistent walk; the `T mod grid` tiles left over are split
+/// along K where they are at most half the grid (more would keep most walkers busy anyway,
+/// and the split's partial sums cost more than the idle ones): with `U` their k tiles in
+/// walk order, walker `w` (block, or cluster) takes positions `[w·U / grid, (w+1)·U / grid)`,
+/// one unit per tile it touches. A unit that
+/// starts inside its tile writes its accumulators to the walker's record in the workspace
+/// and raises its consumer's flag; the unit that starts the tile (its *finisher*) waits for
+/// the flags of the walkers after it that share the tile, adds their sums in walker order
+/// (so results do not depend on timing), clears the flags and stores C. Only a walker's
+/// first tail unit can start inside a tile and only its last can finish one, so no walker
+/// waits before it has written what others wait for: with the whole grid resident, the walk
+/// cannot deadlock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StreamK {
+    /// Workspace bytes per block: `consumers` slots of partial sums, then the flags.
+    pub record_bytes: u32,
+    /// One consumer warpgroup's slot: every thread's accumulators.
+    pub slot_bytes: u32,
+    /// Where the record's flags start (one 32-bit flag per consumer).
+    pub flags_offset: u32,
+    /// Bytes from one of a thread's 16-byte vectors to its next: a warpgroup's 128 threads
+    /// store each vector side by side, so a warp's stores and loads are 512 contiguous bytes.
+    pub vector_stride_bytes: u32,
+    /// A thread's accumulators as 16-byte vectors, vector `i` at `i x vector_stride_bytes`.
+    pub vectors: Vec<PartialVector>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PartialVector {
+    pub offset: u32,
+    /// The four accumulator registers, `%accN`.
+    pub registers: Vec<String>,
+}
+
+impl StreamK {
+    pub(super) fn of(g: &WgmmaGeometry) -> Option<StreamK> {
+        let vector_stride_bytes = WARPGROUP_THREADS * 16;
+        g.stream_k.then(|| StreamK {
+            record_bytes: g.workspace_bytes_per_block(),
+            slot_bytes: g.partial_slot_bytes(),
+            flags_offset: g.consumers * g.partial_slot_bytes(),
+            vector_stride_bytes,
+            vectors: (0..g.accumulators() / 4)
+                .map(|i| PartialVector {
+                    offset: i * vector_stride_bytes,
+                    registers: (4 * i..4 * i + 4).map(|r| format!("%acc{r}")).collect(),
+                })
+                .collect(),
+        })
+    }
+}
