@@ -422,6 +422,107 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         return run_fused(cli, spec);
     }
     let specs = selected_specs(cli)?;
+    let (shapes, extra_shapes) = shapes_to_run(cli, &specs)?;
+    if cli.iters < 20 {
+        eprintln!(
+            "note: --iters {} is below the 20 launches the performance method asks for",
+            cli.iters
+        );
+    }
+    if cli.tune_out.is_some() && !cli.check {
+        return Err(Failure::Arguments(
+            "--tune-out needs --check: a kernel enters the cache only after its check".to_string(),
+        ));
+    }
+    let valid: Vec<ValidSpec> = specs
+        .iter()
+        .map(|(spec, origin)| {
+            gemm_codegen::gemm_dsl::check_str(spec)
+                .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
+        })
+        .collect::<Result<_, _>>()?;
+    let infos = kernel_infos(cli, &valid);
+    // Which (spec, shape) pairs run; the rest are reported as skipped, never dropped quietly.
+    let (mut work, mut skipped) = admitted_work(cli, &specs, &infos, &shapes, &extra_shapes);
+
+    let ctx = open_context(cli.device)?;
+    let device = DeviceInfo::query(&ctx)?;
+    // With a set: the entry point's picker over the set's kernels (the same indices as
+    // `valid`), and under --auto only its pick runs per shape.
+    let selection = set_selection(cli)?;
+    let picker = match &selection {
+        Some(_) => Some(set_picker(cli, &valid, &specs, &device)?),
+        None => None,
+    };
+    if let (Some(selection), Some(picker), true) = (&selection, &picker, cli.auto) {
+        // Set members come after any other spec: their picker index plus this offset.
+        let set_offset = specs.len() - picker.candidates().len();
+        for (shape, admitting) in &mut work {
+            let problem = bench_problem(
+                *shape,
+                selection.layout,
+                cli.ld_align,
+                (selection.dtype, selection.out),
+            );
+            match picker.pick(&problem) {
+                Some(pick) => admitting.retain(|&index| index == set_offset + pick.index),
+                None => admitting.clear(),
+            }
+        }
+        work.retain(|(_, admitting)| !admitting.is_empty());
+    }
+    let stream = ctx.default_stream();
+    let kernels: Vec<AnyKernel> = infos
+        .iter()
+        .map(|info| AnyKernel::load(&ctx, info))
+        .collect::<Result<_, _>>()?;
+    let probes: Vec<Option<MathOnlyKernel>> = valid
+        .iter()
+        .map(|valid| {
+            cli.math_only
+                .then(|| MathOnlyKernel::load(&ctx, gemm_codegen::emit_math_only(valid)))
+                .transpose()
+        })
+        .collect::<Result<_, _>>()?;
+    eprintln!(
+        "{} (compute capability {}, CUDA {}), {} kernels",
+        device.name,
+        device.compute_capability,
+        device.driver_version,
+        kernels.len()
+    );
+    let timed = Timed {
+        cli,
+        stream: &stream,
+        kernels: &kernels,
+        probes: &probes,
+        l2_cache_bytes: device.l2_cache_bytes,
+    };
+    let records = timed.run(&work, &mut skipped)?;
+    let any_batch = shapes
+        .iter()
+        .chain(&extra_shapes)
+        .any(|shape| shape.batch > 1);
+    let report = BenchReport {
+        date: today(),
+        device,
+        method: method(cli, &kernels, any_batch),
+        records,
+        skipped,
+    };
+    println!();
+    if let (Some(selection), Some(picker)) = (&selection, &picker) {
+        write_picks(cli, &report, selection, picker, &shapes)?;
+    }
+    write_report(cli, &report)
+}
+
+/// The shapes to time: `--shapes`, `--shape-file` or the suite; and the shapes of the full
+/// suite that only the `--full-for` specs run.
+fn shapes_to_run(
+    cli: &Cli,
+    specs: &[(String, String)],
+) -> Result<(Vec<Shape>, Vec<Shape>), Failure> {
     let shapes = match (&cli.shapes, &cli.shape_file) {
         (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments)?,
         (None, Some(path)) => read_shape_file(path)?,
@@ -449,20 +550,12 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             )));
         }
     }
-    if cli.iters < 20 {
-        eprintln!(
-            "note: --iters {} is below the 20 launches the performance method asks for",
-            cli.iters
-        );
-    }
-    let valid: Vec<ValidSpec> = specs
-        .iter()
-        .map(|(spec, origin)| {
-            gemm_codegen::gemm_dsl::check_str(spec)
-                .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
-        })
-        .collect::<Result<_, _>>()?;
-    // Loaded kernels hold their description for the life of the process.
+    Ok((shapes, extra_shapes))
+}
+
+/// Each spec's kernel description, with its PTX replaced by a file of `--ptx-dir` where one
+/// is there. Loaded kernels hold their description for the life of the process.
+fn kernel_infos(cli: &Cli, valid: &[ValidSpec]) -> Vec<KernelInfo<'static>> {
     let mut infos: Vec<KernelInfo<'static>> = valid
         .iter()
         .map(|valid| {
@@ -485,11 +578,20 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             }
         }
     }
+    infos
+}
 
-    // Which (spec, shape) pairs run; the rest are reported as skipped, never dropped quietly.
+/// The (shape, kernel indices) pairs that run, and the pairs a kernel's launch refuses.
+fn admitted_work(
+    cli: &Cli,
+    specs: &[(String, String)],
+    infos: &[KernelInfo<'static>],
+    shapes: &[Shape],
+    extra_shapes: &[Shape],
+) -> (Vec<(Shape, Vec<usize>)>, Vec<Skipped>) {
     let mut skipped = Vec::new();
     let mut work: Vec<(Shape, Vec<usize>)> = Vec::new();
-    let all_shapes = shapes.iter().chain(&extra_shapes);
+    let all_shapes = shapes.iter().chain(extra_shapes);
     for &shape in all_shapes {
         let mut admitting = Vec::new();
         for (index, kernel) in infos.iter().enumerate() {
@@ -518,201 +620,185 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             work.push((shape, admitting));
         }
     }
+    (work, skipped)
+}
 
-    let ctx = open_context(cli.device)?;
-    let device = DeviceInfo::query(&ctx)?;
-    // With a set: the entry point's picker over the set's kernels (the same indices as
-    // `valid`), and under --auto only its pick runs per shape.
-    let selection = set_selection(cli)?;
-    let picker = match &selection {
-        Some(_) => {
-            let set_specs: Vec<ValidSpec> = valid
-                .iter()
-                .zip(&specs)
-                .filter(|(_, (_, origin))| origin.starts_with("set:"))
-                .map(|(valid, _)| valid.clone())
-                .collect();
-            let model = device_model(&device, &DeviceModel::h100_sxm());
-            let mut picker = Picker::new(&set_specs, model);
-            if let Some(path) = &cli.tune_cache {
-                let cache = TuneCache::read(path, &device_key(&device))?;
-                for line in cache.ignored() {
-                    eprintln!("tuning cache {}: ignored {line}", path.display());
-                }
-                picker = picker.with_cache(cache);
-            }
-            Some(picker)
-        }
-        None => None,
-    };
-    // Set members come after any other spec: their picker index plus this offset.
-    let set_offset = specs.len() - picker.as_ref().map_or(0, |p| p.candidates().len());
-    if let (Some(selection), Some(picker), true) = (&selection, &picker, cli.auto) {
-        for (shape, admitting) in &mut work {
-            let problem = bench_problem(
-                *shape,
-                selection.layout,
-                cli.ld_align,
-                (selection.dtype, selection.out),
-            );
-            match picker.pick(&problem) {
-                Some(pick) => admitting.retain(|&index| index == set_offset + pick.index),
-                None => admitting.clear(),
-            }
-        }
-        work.retain(|(_, admitting)| !admitting.is_empty());
-    }
-    if cli.tune_out.is_some() && !cli.check {
-        return Err(Failure::Arguments(
-            "--tune-out needs --check: a kernel enters the cache only after its check".to_string(),
-        ));
-    }
-    let stream = ctx.default_stream();
-    let blas = Cublas::new(&stream)?;
-    let kernels: Vec<AnyKernel> = infos
+/// The entry point's picker over the set's members (the specs whose origin is the set), with
+/// the tuning cache of `--tune-cache`.
+fn set_picker(
+    cli: &Cli,
+    valid: &[ValidSpec],
+    specs: &[(String, String)],
+    device: &DeviceInfo,
+) -> Result<Picker, Failure> {
+    let set_specs: Vec<ValidSpec> = valid
         .iter()
-        .map(|info| AnyKernel::load(&ctx, info))
-        .collect::<Result<_, _>>()?;
-    let probes: Vec<Option<MathOnlyKernel>> = valid
-        .iter()
-        .map(|valid| {
-            cli.math_only
-                .then(|| MathOnlyKernel::load(&ctx, gemm_codegen::emit_math_only(valid)))
-                .transpose()
-        })
-        .collect::<Result<_, _>>()?;
-    eprintln!(
-        "{} (compute capability {}, CUDA {}), {} kernels",
-        device.name,
-        device.compute_capability,
-        device.driver_version,
-        kernels.len()
-    );
+        .zip(specs)
+        .filter(|(_, (_, origin))| origin.starts_with("set:"))
+        .map(|(valid, _)| valid.clone())
+        .collect();
+    let model = device_model(device, &DeviceModel::h100_sxm());
+    let mut picker = Picker::new(&set_specs, model);
+    if let Some(path) = &cli.tune_cache {
+        let cache = TuneCache::read(path, &device_key(device))?;
+        for line in cache.ignored() {
+            eprintln!("tuning cache {}: ignored {line}", path.display());
+        }
+        picker = picker.with_cache(cache);
+    }
+    Ok(picker)
+}
 
-    let started = Instant::now();
-    let deadline = cli.time_limit.map(|s| started + Duration::from_secs(s));
-    let total: usize = work.iter().map(|(_, specs)| specs.len()).sum();
-    let progress = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-    progress.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}]")
-            .expect("the template is valid"),
-    );
-    let mut records = Vec::new();
-    let mut out_of_time = 0;
-    for (shape, admitting) in &work {
-        let mut inputs = ShapeInputs::new(InputSizing {
-            shape: *shape,
-            l2_bytes: device.l2_cache_bytes,
-            max_sets: cli.max_input_sets,
-            ld_align: cli.ld_align,
-        });
-        for &index in admitting {
-            let kernel = &kernels[index];
-            let name = kernel.info().name();
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                out_of_time += 1;
-                skipped.push(Skipped {
-                    spec: name.to_string(),
-                    shape: *shape,
-                    reason: format!(
-                        "not run: --time-limit {} s reached",
-                        cli.time_limit.unwrap_or_default()
-                    ),
-                });
-                progress.inc(1);
-                continue;
-            }
-            progress.set_message(format!("{shape}: {name}"));
-            let types = kernel.types();
-            let baseline = CublasGemm::baseline(types);
-            let run = Run {
-                cli,
-                stream: &stream,
-                blas: &blas,
-            };
-            let probe = probes[index].as_ref();
-            let (times, check) = with_kernel!(kernel, typed => run.measure(typed, types, baseline, probe, &mut inputs)?);
-            let record = BenchRecord::new(
-                name,
-                &types.to_string(),
-                &baseline.short_name_for(shape.batch),
-                *shape,
-                &times,
-                check,
-            )
-            .expect("at least one timed launch each");
-            let line = format!(
-                "{name:<28} {:<10} {shape:>18}  ours {:>8.2} TFLOP/s  cuBLAS {:>8.2} TFLOP/s  ratio {:.3}  ({})",
-                record.types, record.ours_tflops, record.cublas_tflops, record.ratio, record.baseline
-            );
-            // A hidden bar (stderr not a terminal: a log file) prints nothing, so each row
-            // goes to stdout as it is measured.
-            if progress.is_hidden() {
-                println!("{line}");
-            } else {
-                progress.println(line);
-            }
-            records.push(record);
-            progress.inc(1);
-        }
-    }
-    progress.finish_and_clear();
-    if out_of_time > 0 {
-        eprintln!(
-            "warning: {out_of_time} (spec, shape) measurements not run: --time-limit {} s reached",
-            cli.time_limit.unwrap_or_default()
+/// What times the admitted work: the loaded kernels, their math-only probes, one stream.
+struct Timed<'a> {
+    cli: &'a Cli,
+    stream: &'a Arc<CudaStream>,
+    kernels: &'a [AnyKernel],
+    probes: &'a [Option<MathOnlyKernel>],
+    l2_cache_bytes: u32,
+}
+
+impl Timed<'_> {
+    /// Times every admitted (shape, kernel) against cuBLAS, a row each; what `--time-limit`
+    /// leaves unrun joins `skipped`.
+    fn run(
+        &self,
+        work: &[(Shape, Vec<usize>)],
+        skipped: &mut Vec<Skipped>,
+    ) -> Result<Vec<BenchRecord>, Failure> {
+        let cli = self.cli;
+        let blas = Cublas::new(self.stream)?;
+        let started = Instant::now();
+        let deadline = cli.time_limit.map(|s| started + Duration::from_secs(s));
+        let total: usize = work.iter().map(|(_, specs)| specs.len()).sum();
+        let progress =
+            ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+        progress.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed}]")
+                .expect("the template is valid"),
         );
+        let mut records = Vec::new();
+        let mut out_of_time = 0;
+        for (shape, admitting) in work {
+            let mut inputs = ShapeInputs::new(InputSizing {
+                shape: *shape,
+                l2_bytes: self.l2_cache_bytes,
+                max_sets: cli.max_input_sets,
+                ld_align: cli.ld_align,
+            });
+            for &index in admitting {
+                let kernel = &self.kernels[index];
+                let name = kernel.info().name();
+                if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                    out_of_time += 1;
+                    skipped.push(Skipped {
+                        spec: name.to_string(),
+                        shape: *shape,
+                        reason: format!(
+                            "not run: --time-limit {} s reached",
+                            cli.time_limit.unwrap_or_default()
+                        ),
+                    });
+                    progress.inc(1);
+                    continue;
+                }
+                progress.set_message(format!("{shape}: {name}"));
+                let types = kernel.types();
+                let baseline = CublasGemm::baseline(types);
+                let run = Run {
+                    cli,
+                    stream: self.stream,
+                    blas: &blas,
+                };
+                let probe = self.probes[index].as_ref();
+                let (times, check) = with_kernel!(kernel, typed => run.measure(typed, types, baseline, probe, &mut inputs)?);
+                let record = BenchRecord::new(
+                    name,
+                    &types.to_string(),
+                    &baseline.short_name_for(shape.batch),
+                    *shape,
+                    &times,
+                    check,
+                )
+                .expect("at least one timed launch each");
+                let line = format!(
+                    "{name:<28} {:<10} {shape:>18}  ours {:>8.2} TFLOP/s  cuBLAS {:>8.2} TFLOP/s  ratio {:.3}  ({})",
+                    record.types, record.ours_tflops, record.cublas_tflops, record.ratio, record.baseline
+                );
+                // A hidden bar (stderr not a terminal: a log file) prints nothing, so each row
+                // goes to stdout as it is measured.
+                if progress.is_hidden() {
+                    println!("{line}");
+                } else {
+                    progress.println(line);
+                }
+                records.push(record);
+                progress.inc(1);
+            }
+        }
+        progress.finish_and_clear();
+        if out_of_time > 0 {
+            eprintln!(
+                "warning: {out_of_time} (spec, shape) measurements not run: --time-limit {} s reached",
+                cli.time_limit.unwrap_or_default()
+            );
+        }
+        Ok(records)
     }
+}
 
+/// How the rows were measured, for the report.
+fn method(cli: &Cli, kernels: &[AnyKernel], any_batch: bool) -> Method {
     let mut baselines: Vec<String> = Vec::new();
-    for kernel in &kernels {
+    for kernel in kernels {
         let description = CublasGemm::baseline(kernel.types()).description();
         if !baselines.contains(&description) {
             baselines.push(description);
         }
     }
-    let report = BenchReport {
-        date: today(),
-        device,
-        method: Method {
-            warmup: cli.warmup as usize,
-            sustain_s: cli.sustain,
-            iters: cli.iters as usize,
-            max_input_sets: cli.max_input_sets,
-            inputs: format!(
-                "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B, cuBLAS on row-major A and B, ours in its spec's layout (the same values, transposed for a column-major operand); rows (columns) padded to {} bytes where a packed one is not",
-                cli.ld_align
-            ),
-            baseline: format!(
-                "per row (cuBLAS baseline column): {}{}; same stream, launches interleaved with ours",
-                baselines.join("; "),
-                if shapes.iter().chain(&extra_shapes).any(|shape| shape.batch > 1) {
-                    "; a BxMxNxK row runs the same call's strided batched form (cublasGemmStridedBatchedEx, cublasSgemmStridedBatched)"
-                } else {
-                    ""
-                }
-            ),
-            statistic: "median of per-launch CUDA event times".to_string(),
-        },
-        records,
-        skipped,
-    };
-    println!();
-    if let (Some(selection), Some(picker)) = (&selection, &picker) {
-        let picks = PickTable::new(&report, selection, picker, cli.ld_align, &shapes);
-        print!("{}", picks.markdown(cli));
-        if let Some(path) = &cli.picks {
-            write(path, &picks.markdown(cli))?;
-        }
-        if let Some(path) = &cli.picks_svg {
-            write(path, &picks.svg())?;
-        }
-        if let Some(path) = &cli.tune_out {
-            TuneCache::write(path, picks.cache_entries(&report.device, selection, picker))?;
-            eprintln!("wrote the tuning cache {}", path.display());
-        }
+    Method {
+        warmup: cli.warmup as usize,
+        sustain_s: cli.sustain,
+        iters: cli.iters as usize,
+        max_input_sets: cli.max_input_sets,
+        inputs: format!(
+            "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B, cuBLAS on row-major A and B, ours in its spec's layout (the same values, transposed for a column-major operand); rows (columns) padded to {} bytes where a packed one is not",
+            cli.ld_align
+        ),
+        baseline: format!(
+            "per row (cuBLAS baseline column): {}{}; same stream, launches interleaved with ours",
+            baselines.join("; "),
+            if any_batch {
+                "; a BxMxNxK row runs the same call's strided batched form (cublasGemmStridedBatchedEx, cublasSgemmStridedBatched)"
+            } else {
+                ""
+            }
+        ),
+        statistic: "median of per-launch CUDA event times".to_string(),
     }
-    write_report(cli, &report)
+}
+
+/// The picks table (and `--picks`, `--picks-svg`, `--tune-out`) of a set's run.
+fn write_picks(
+    cli: &Cli,
+    report: &BenchReport,
+    selection: &SetSelection,
+    picker: &Picker,
+    shapes: &[Shape],
+) -> Result<(), Failure> {
+    let picks = PickTable::new(report, selection, picker, cli.ld_align, shapes);
+    print!("{}", picks.markdown(cli));
+    if let Some(path) = &cli.picks {
+        write(path, &picks.markdown(cli))?;
+    }
+    if let Some(path) = &cli.picks_svg {
+        write(path, &picks.svg())?;
+    }
+    if let Some(path) = &cli.tune_out {
+        TuneCache::write(path, picks.cache_entries(&report.device, selection, picker))?;
+        eprintln!("wrote the tuning cache {}", path.display());
+    }
+    Ok(())
 }
 
 /// Per shape: what the model picks, what the cache picks, and what measured fastest.
