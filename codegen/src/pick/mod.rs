@@ -12,9 +12,10 @@
 //!   ring hides (memory latency over the stages in flight).
 //! - **Stream-K tails** follow the kernel's own rule ([`LaunchShape::grid_batched`] and the
 //!   half-grid split): the leftover tiles' k tiles spread over the grid, and a tile's finisher
-//!   reads the others' partial sums.
+//!   reads the others' partial sums after its own k tiles: the fixup adds to the time of the
+//!   main loop and the DRAM traffic, it hides under neither.
 //! - **The HBM floor**: A, B and C cross HBM at least once, at a bandwidth that grows with the
-//!   SMs pulling on it.
+//!   SMs pulling on it (the SMs with tiles: a walker past the last tile pulls nothing).
 //!
 //! The prediction is a ranking device, not a stopwatch: `gemm-bench --auto` measures the
 //! picks, and `gemm-bench tune` writes the measured best where the model is wrong.
@@ -429,7 +430,10 @@ pub struct Estimate {
     pub k_tile_clk: f64,
     /// A or B rows that start inside 128-byte lines.
     pub split_lines: bool,
+    /// The busiest SM's main loop, epilogues and ring fills.
     pub sm_seconds: f64,
+    /// A split tail's fixup after the main loop (0 for none).
+    pub fixup_seconds: f64,
     pub dram_seconds: f64,
     pub bound: Bound,
 }
@@ -537,9 +541,11 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let busiest_sm_k_tiles = block_k_tiles * blocks_per_busiest_sm;
     let sm_clk = busiest_sm_k_tiles * k_tile_clk
         + block_tiles * blocks_per_busiest_sm * epilogue_clk
-        + block_extra_clk
         + fills * device.memory_latency_clk;
     let sm_seconds = device.seconds(sm_clk);
+    // A split tile's fixup comes after its walkers' k tiles, on the critical path: it overlaps
+    // neither the main loop nor the DRAM traffic.
+    let fixup_seconds = device.seconds(block_extra_clk);
 
     let out_bytes = f64::from(shape.output_element_bytes);
     let batch = f64::from(problem.batch);
@@ -549,12 +555,19 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         f64::from(problem.k),
     );
     let dram_bytes = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes);
-    let active_sms = f64::from(grid_blocks.min(device.sms).max(1));
+    // The SMs that pull on DRAM: those with tiles (a stream-K grid whose tail stays whole
+    // leaves its walkers past the last tile idle).
+    let working_blocks = if split_tail {
+        u64::from(grid_blocks)
+    } else {
+        tiles.min(u64::from(grid_blocks))
+    };
+    let active_sms = working_blocks.min(u64::from(device.sms)).max(1) as f64;
     let bandwidth = device.memory_bytes_per_s * device.calibration.dram_efficiency * active_sms
         / (active_sms + device.calibration.half_bandwidth_sms);
     let dram_seconds = dram_bytes / bandwidth;
 
-    let bound = if dram_seconds > sm_seconds {
+    let bound = if dram_seconds > sm_seconds + fixup_seconds {
         Bound::Dram
     } else {
         step_bound
@@ -563,6 +576,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         // The SMs' work and the DRAM traffic overlap, not perfectly.
         seconds: sm_seconds.max(dram_seconds)
             + device.calibration.overlap_slack * sm_seconds.min(dram_seconds)
+            + fixup_seconds
             + LAUNCH_SECONDS,
         tiles,
         k_tiles_per_tile: k_tiles,
@@ -574,6 +588,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         k_tile_clk,
         split_lines: split_a || split_b,
         sm_seconds,
+        fixup_seconds,
         dram_seconds,
         bound,
     }
@@ -646,7 +661,10 @@ pub fn reasons(estimate: &Estimate, problem: &Problem) -> String {
         estimate.padded_waste * 100.0
     );
     if estimate.split_tail {
-        line.push_str(", stream-K tail split");
+        line.push_str(&format!(
+            ", stream-K tail split (fixup {:.1} us)",
+            estimate.fixup_seconds * 1e6
+        ));
     }
     if estimate.split_lines {
         line.push_str(", rows split 128-byte lines");
