@@ -27,16 +27,12 @@ pub struct Problem<In> {
 }
 
 impl<In: Element> Problem<In> {
-    /// Standard normal entries (rounded to `In`) from a [`NormalRng`] seeded with `seed`.
+    /// Standard normal entries (rounded to `In`), reproducible from `seed` (see
+    /// [`normal_values`]).
     pub fn random(m: u32, n: u32, k: u32, seed: u64) -> Self {
-        let mut rng = NormalRng::new(seed);
-        let mut fill = |len: usize| -> Vec<In> {
-            (0..len)
-                .map(|_| In::from_f32(rng.next_normal() as f32))
-                .collect()
-        };
-        let a = fill(m as usize * k as usize);
-        let b = fill(k as usize * n as usize);
+        let mut seeds = NormalRng::new(seed);
+        let a = normal_values(m as usize * k as usize, seeds.next_u64());
+        let b = normal_values(k as usize * n as usize, seeds.next_u64());
         Problem { m, n, k, a, b }
     }
 
@@ -197,6 +193,40 @@ impl NormalRng {
         self.spare = Some(radius * angle.sin());
         radius * angle.cos()
     }
+}
+
+/// Values one [`normal_values`] chunk draws from its own generator.
+const NORMAL_CHUNK: usize = 1 << 20;
+
+/// `len` standard normal numbers rounded to `In`, the same for the same `seed` on every
+/// machine: chunk `c` of [`NORMAL_CHUNK`] values comes from a [`NormalRng`] seeded with the
+/// `c`-th word of a generator seeded with `seed`, so the chunks fill on every core at once
+/// (a weight of a few hundred MB takes a fraction of a second, not several).
+pub fn normal_values<In: Element>(len: usize, seed: u64) -> Vec<In> {
+    let mut values = vec![In::from_f32(0.0); len];
+    let mut seeds = NormalRng::new(seed);
+    let chunks: Vec<(u64, &mut [In])> = values
+        .chunks_mut(NORMAL_CHUNK)
+        .map(|chunk| (seeds.next_u64(), chunk))
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let per_thread = chunks.len().div_ceil(threads).max(1);
+    let mut chunks = chunks.into_iter();
+    std::thread::scope(|scope| loop {
+        let share: Vec<_> = chunks.by_ref().take(per_thread).collect();
+        if share.is_empty() {
+            break;
+        }
+        scope.spawn(move || {
+            for (chunk_seed, chunk) in share {
+                let mut rng = NormalRng::new(chunk_seed);
+                for value in chunk {
+                    *value = In::from_f32(rng.next_normal() as f32);
+                }
+            }
+        });
+    });
+    values
 }
 
 /// Which reference an [`ErrorReport`] was measured against.
@@ -1178,6 +1208,24 @@ mod tests {
         let variance = all.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / all.len() as f64;
         assert!(mean.abs() < 0.05, "mean {mean}");
         assert!((variance - 1.0).abs() < 0.1, "variance {variance}");
+    }
+
+    #[test]
+    fn normal_values_repeat_across_chunks_and_differ_between_them() {
+        let len = 2 * NORMAL_CHUNK + 17;
+        let one: Vec<f32> = normal_values(len, 99);
+        assert_eq!(one, normal_values::<f32>(len, 99));
+        assert_ne!(one[..64], one[NORMAL_CHUNK..NORMAL_CHUNK + 64]);
+        let mean = one.iter().map(|&x| f64::from(x)).sum::<f64>() / len as f64;
+        let variance = one
+            .iter()
+            .map(|&x| (f64::from(x) - mean).powi(2))
+            .sum::<f64>()
+            / len as f64;
+        assert!(
+            mean.abs() < 0.01 && (variance - 1.0).abs() < 0.01,
+            "{mean} {variance}"
+        );
     }
 
     #[test]
