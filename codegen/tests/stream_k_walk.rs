@@ -11,6 +11,7 @@
 //! whichever of them runs first (no walker waits on one that waits on it).
 
 use gemm_codegen::emit_str;
+use gemm_codegen::gemm_dsl::StreamKSplit;
 use std::collections::{BTreeSet, HashMap};
 
 /// One instruction of the replayed text: its guard, opcode and operands.
@@ -598,7 +599,7 @@ fn tail(setup: &[Line], grid: u32, tiles: u32, k_tiles: u32) -> (u64, u64) {
 }
 
 #[test]
-fn the_tail_is_split_only_where_it_leaves_half_the_walkers_idle() {
+fn the_emitted_tail_is_the_split_rule() {
     let emitted = emit_str(&stream_k_specs()[0]).unwrap();
     let setup: Vec<Line> = cut(
         emitted.ptx(),
@@ -608,11 +609,24 @@ fn the_tail_is_split_only_where_it_leaves_half_the_walkers_idle() {
     .into_iter()
     .filter_map(parse)
     .collect();
+    // 544 tiles: 16 left over, split over every walker.
     assert_eq!(tail(&setup, 132, 544, 64), (528, 16 * 64));
+    // Fewer tiles than walkers: all split (split-K).
     assert_eq!(tail(&setup, 132, 64, 112), (0, 64 * 112));
     // 512 tiles: 116 left over, most walkers busy: the last round goes whole.
     assert_eq!(tail(&setup, 132, 512, 64), (512, 0));
     assert_eq!(tail(&setup, 132, 528, 64), (528, 0));
+    // Everywhere else, the kernel computes the split gemm-dsl's rule (and the cost model) says.
+    for grid in [1, 2, 3, 7, 66, 131, 132] {
+        for tiles in 1..=5 * grid + 3 {
+            let rule = StreamKSplit::of(u64::from(tiles), u64::from(grid));
+            assert_eq!(
+                tail(&setup, grid, tiles, 3),
+                (rule.whole_tiles, rule.split_tiles * 3),
+                "grid {grid}, {tiles} tiles"
+            );
+        }
+    }
 }
 
 /// The replay catches a broken walk: a finisher that stops one peer short, a tail unit that
@@ -624,7 +638,9 @@ fn broken_stream_k_walks_are_caught() {
     // The replay's verdict on an edited kernel: the error, if any.
     let check = |ptx: &str| -> Result<(), String> {
         let consumer = walk_program(ptx, "consumer");
-        for (grid, tiles, k_tiles) in [(7, 10, 5), (66, 100, 41), (3, 4, 64)] {
+        // Split tails with the last whole round (two pieces a tile), split-K (three or four
+        // pieces a tile), and a last round that goes whole.
+        for (grid, tiles, k_tiles) in [(7, 10, 5), (66, 20, 41), (66, 100, 41), (3, 4, 64)] {
             let inputs = [
                 ("%tiles", u64::from(tiles)),
                 ("%grid_blocks", u64::from(grid)),

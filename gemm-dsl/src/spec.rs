@@ -562,10 +562,43 @@ pub enum Tail {
     /// Whole tiles: the last round's tiles go to the first blocks, the others idle.
     #[default]
     Whole,
-    /// Stream-K: where the leftover tiles are at most half the grid, every block takes an
-    /// equal share of their k tiles; the block that computed a tile's first k tile adds the
-    /// others' partial sums (from a global workspace, in a fixed order) and stores C.
+    /// Stream-K: where the leftover tiles are at most half the grid ([`StreamKSplit`]), every
+    /// block takes an equal share of their k tiles; the block that computed a tile's first k
+    /// tile adds the others' partial sums (from a global workspace, in a fixed order) and
+    /// stores C.
     StreamK,
+}
+
+/// How a stream-K walk of `tiles` tiles over `grid` walkers splits: the first `whole_tiles`
+/// go whole, round after round (data-parallel); the k tiles of the other `split_tiles` are
+/// spread evenly over every walker.
+///
+/// The rule: a leftover after the whole rounds that would keep more than half the walkers
+/// busy goes whole too (splitting it saves less than the partial sums cost); a smaller one is
+/// split, each of its tiles over about `grid / leftover` walkers; with fewer tiles than
+/// walkers, every tile is split (split-K). The kernel's `stream_k_setup` computes the same
+/// (`codegen/tests/stream_k_walk.rs` replays it against this function).
+///
+/// Measured and not adopted (H100, 2026-11-25, `results/stream-k-2026-11-25/`): splitting
+/// the last whole round together with a small leftover, so each split tile has two or three
+/// pieces. It gained 4 % at 5120³ and lost up to half the speed elsewhere (512x10240x8192):
+/// walkers at staggered k positions no longer share the operands' k slices in L2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamKSplit {
+    pub whole_tiles: u64,
+    pub split_tiles: u64,
+}
+
+impl StreamKSplit {
+    pub const fn of(tiles: u64, grid: u64) -> StreamKSplit {
+        let grid = if grid == 0 { 1 } else { grid };
+        let leftover = tiles % grid;
+        let split_tiles = if 2 * leftover > grid { 0 } else { leftover };
+        StreamKSplit {
+            whole_tiles: tiles - split_tiles,
+            split_tiles,
+        }
+    }
 }
 
 impl Tail {

@@ -23,7 +23,7 @@
 pub mod sets;
 
 use gemm_dsl::abi::{LaunchShape, Operand};
-use gemm_dsl::{Arch, DType, Layout, Mma, Schedule, Tail, ValidSpec};
+use gemm_dsl::{Arch, DType, Layout, Mma, Schedule, StreamKSplit, Tail, ValidSpec};
 use std::fmt;
 
 /// One problem: `batch` products `C = A·B` of `m x n x k` in `layout`, with leading dimensions
@@ -504,31 +504,32 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let epilogue_clk = bm * bn * f64::from(shape.output_element_bytes) / EPILOGUE_BYTES_PER_CLK;
     let record_clk = bm * bn * 4.0 / device.calibration.fixup_bytes_per_clk;
     let tiles_f = tiles as f64;
-    let mut split_tail = false;
-    let (block_k_tiles, block_tiles, block_extra_clk) = if candidate.stream_k {
-        let whole_rounds = (tiles / u64::from(grid_blocks.max(1))) as f64;
-        let leftover = tiles % u64::from(grid_blocks.max(1));
-        if leftover > 0 && 2 * leftover <= u64::from(grid_blocks) {
-            split_tail = true;
-            let tail_k_tiles = (leftover as f64 * f64::from(k_tiles) / grid_f).ceil();
+    let split = candidate
+        .stream_k
+        .then(|| StreamKSplit::of(tiles, u64::from(grid_blocks.max(1))))
+        .filter(|split| split.split_tiles > 0);
+    let split_tail = split.is_some();
+    let (block_k_tiles, block_tiles, block_extra_clk) = match split {
+        Some(split) => {
+            let whole_rounds = (split.whole_tiles / u64::from(grid_blocks.max(1))) as f64;
+            let split_tiles = split.split_tiles as f64;
+            let tail_k_tiles = (split_tiles * f64::from(k_tiles) / grid_f).ceil();
             // A finisher adds the sums of the walkers after it on its tile; a walker that
             // starts inside a tile writes its own.
-            let walkers_per_tile = (grid_f / leftover as f64).ceil();
+            let walkers_per_tile = (grid_f / split_tiles).ceil();
             let fixup_clk = (walkers_per_tile - 1.0).max(0.0) * record_clk
                 + record_clk
                 + device.calibration.stream_k_split_clk;
             (
                 whole_rounds * f64::from(k_tiles) + tail_k_tiles,
-                whole_rounds + 1.0,
+                whole_rounds + (split_tiles / grid_f).ceil(),
                 fixup_clk,
             )
-        } else {
+        }
+        None => {
             let rounds = (tiles_f / grid_f).ceil();
             (rounds * f64::from(k_tiles), rounds, 0.0)
         }
-    } else {
-        let rounds = (tiles_f / grid_f).ceil();
-        (rounds * f64::from(k_tiles), rounds, 0.0)
     };
     // The ring fills once per block of a persistent walk; a tile per block refills it for
     // every tile, which a second resident block hides.
