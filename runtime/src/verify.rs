@@ -199,7 +199,7 @@ impl NormalRng {
 const NORMAL_CHUNK: usize = 1 << 20;
 
 /// `len` standard normal numbers rounded to `In`, the same for the same `seed` on every
-/// machine: chunk `c` of [`NORMAL_CHUNK`] values comes from a [`NormalRng`] seeded with the
+/// machine: chunk `c` of 2^20 values comes from a [`NormalRng`] seeded with the
 /// `c`-th word of a generator seeded with `seed`, so the chunks fill on every core at once
 /// (a weight of a few hundred MB takes a fraction of a second, not several).
 pub fn normal_values<In: Element>(len: usize, seed: u64) -> Vec<In> {
