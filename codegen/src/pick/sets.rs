@@ -52,7 +52,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, stream-K tails, 64-row tiles with and without split-K, a 16-row tile for decode",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, stream-K tails, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -120,6 +120,11 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "m16x64_s8",
             body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 8, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 with a small weight: more loads in flight per block",
+        },
+        SetMember {
+            name: "m64x16",
+            body: "arch: sm_90, tile: 64x16x128, warps: 2x1, stages: 6, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "N of at most 16 (a weight times a few columns): no columns wasted",
         },
     ],
 };
