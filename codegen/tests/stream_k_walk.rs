@@ -320,6 +320,8 @@ impl<'p> Agent<'p> {
                 "cvt.u32.u64" => Some(self.value(&o[1]) & 0xFFFF_FFFF),
                 "mul.lo.u64" => Some(self.value(&o[1]).wrapping_mul(self.value(&o[2]))),
                 "div.u64" => Some(self.value(&o[1]) / self.value(&o[2])),
+                "min.u64" => Some(self.value(&o[1]).min(self.value(&o[2]))),
+                "max.u64" => Some(self.value(&o[1]).max(self.value(&o[2]))),
                 "add.u64" => Some(self.value(&o[1]).wrapping_add(self.value(&o[2]))),
                 op_name if op_name.starts_with("setp.") => {
                     let (a, b) = (u32_of(self, 1), u32_of(self, 2));
@@ -584,8 +586,8 @@ fn the_emitted_stream_k_walk_computes_every_k_tile_once_and_gathers_every_split_
     }
 }
 
-/// The tail the setup computes: `(%dp_tiles, %tail_work)`.
-fn tail(setup: &[Line], grid: u32, tiles: u32, k_tiles: u32) -> (u64, u64) {
+/// The tail the setup computes: `(%dp_tiles, %tail_work, %grid_wide)` (the tail's walkers).
+fn tail(setup: &[Line], grid: u32, tiles: u32, k_tiles: u32) -> (u64, u64, u64) {
     let inputs = [
         ("%tiles", u64::from(tiles)),
         ("%grid_blocks", u64::from(grid)),
@@ -595,7 +597,11 @@ fn tail(setup: &[Line], grid: u32, tiles: u32, k_tiles: u32) -> (u64, u64) {
     program.push(Line::Exit);
     let mut agent = Agent::new(&program, &inputs, 0, 0);
     agent.run(&mut Workspace::default()).unwrap();
-    (agent.value("%dp_tiles"), agent.value("%tail_work"))
+    (
+        agent.value("%dp_tiles"),
+        agent.value("%tail_work"),
+        agent.value("%grid_wide"),
+    )
 }
 
 #[test]
@@ -609,20 +615,22 @@ fn the_emitted_tail_is_the_split_rule() {
     .into_iter()
     .filter_map(parse)
     .collect();
-    // 544 tiles: 16 left over, split over every walker.
-    assert_eq!(tail(&setup, 132, 544, 64), (528, 16 * 64));
+    // 544 tiles: 16 left over, split over every walker (8 a tile would be 128).
+    assert_eq!(tail(&setup, 132, 544, 64), (528, 16 * 64, 128));
+    // 5 left over: over 40 walkers, 8 a tile.
+    assert_eq!(tail(&setup, 132, 533, 64), (528, 5 * 64, 40));
     // Fewer tiles than walkers: all split (split-K).
-    assert_eq!(tail(&setup, 132, 64, 112), (0, 64 * 112));
+    assert_eq!(tail(&setup, 132, 64, 112), (0, 64 * 112, 132));
     // 512 tiles: 116 left over, most walkers busy: the last round goes whole.
-    assert_eq!(tail(&setup, 132, 512, 64), (512, 0));
-    assert_eq!(tail(&setup, 132, 528, 64), (528, 0));
+    assert_eq!(tail(&setup, 132, 512, 64), (512, 0, 1));
+    assert_eq!(tail(&setup, 132, 528, 64), (528, 0, 1));
     // Everywhere else, the kernel computes the split gemm-dsl's rule (and the cost model) says.
     for grid in [1, 2, 3, 7, 66, 131, 132] {
         for tiles in 1..=5 * grid + 3 {
             let rule = StreamKSplit::of(u64::from(tiles), u64::from(grid));
             assert_eq!(
                 tail(&setup, grid, tiles, 3),
-                (rule.whole_tiles, rule.split_tiles * 3),
+                (rule.whole_tiles, rule.split_tiles * 3, rule.tail_walkers),
                 "grid {grid}, {tiles} tiles"
             );
         }

@@ -575,8 +575,9 @@ pub enum Tail {
 ///
 /// The rule: a leftover after the whole rounds that would keep more than half the walkers
 /// busy goes whole too (splitting it saves less than the partial sums cost); a smaller one is
-/// split, each of its tiles over about `grid / leftover` walkers; with fewer tiles than
-/// walkers, every tile is split (split-K). The kernel's `stream_k_setup` computes the same
+/// split, each of its tiles over `grid / leftover` walkers but at most
+/// [`StreamKSplit::MAX_WALKERS_PER_TILE`] (measured: 2560³ with 128x128 tiles 0.58 -> 0.93 of
+/// cuBLAS, 5120³ +4-6 %); with fewer tiles than walkers, every tile is split (split-K). The kernel's `stream_k_setup` computes the same
 /// (`codegen/tests/stream_k_walk.rs` replays it against this function).
 ///
 /// Measured and not adopted (H100, 2026-11-25, `results/stream-k-2026-11-25/`): splitting
@@ -587,16 +588,28 @@ pub enum Tail {
 pub struct StreamKSplit {
     pub whole_tiles: u64,
     pub split_tiles: u64,
+    /// The walkers that share the split tiles' k tiles: at most
+    /// [`StreamKSplit::MAX_WALKERS_PER_TILE`] a split tile, at least one; the others idle.
+    pub tail_walkers: u64,
 }
 
 impl StreamKSplit {
+    /// The most walkers one split tile is shared by: its finisher reads one partial sum per
+    /// other walker, so a few split tiles over the whole grid (16 walkers a tile at 5120³
+    /// with 128x256 tiles, 33 at 2560³ with 128x128) cost more in partial sums than they
+    /// save in k tiles.
+    pub const MAX_WALKERS_PER_TILE: u32 = 8;
+
     pub const fn of(tiles: u64, grid: u64) -> StreamKSplit {
         let grid = if grid == 0 { 1 } else { grid };
         let leftover = tiles % grid;
         let split_tiles = if 2 * leftover > grid { 0 } else { leftover };
+        let capped = split_tiles * Self::MAX_WALKERS_PER_TILE as u64;
+        let tail_walkers = if capped < grid { capped } else { grid };
         StreamKSplit {
             whole_tiles: tiles - split_tiles,
             split_tiles,
+            tail_walkers: if tail_walkers == 0 { 1 } else { tail_walkers },
         }
     }
 }

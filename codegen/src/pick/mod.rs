@@ -513,10 +513,11 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         Some(split) => {
             let whole_rounds = (split.whole_tiles / u64::from(grid_blocks.max(1))) as f64;
             let split_tiles = split.split_tiles as f64;
-            let tail_k_tiles = (split_tiles * f64::from(k_tiles) / grid_f).ceil();
+            let tail_walkers = split.tail_walkers as f64;
+            let tail_k_tiles = (split_tiles * f64::from(k_tiles) / tail_walkers).ceil();
             // A finisher adds the sums of the walkers after it on its tile; a walker that
             // starts inside a tile writes its own.
-            let walkers_per_tile = (grid_f / split_tiles).ceil();
+            let walkers_per_tile = (tail_walkers / split_tiles).ceil();
             let fixup_clk = (walkers_per_tile - 1.0).max(0.0) * record_clk
                 + record_clk
                 + device.calibration.stream_k_split_clk;

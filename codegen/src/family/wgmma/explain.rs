@@ -170,8 +170,8 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     if let Some(stream_k) = &p.stream_k {
         let _ = writeln!(
             out,
-            "  stream-K tail: where the tiles left after the whole rounds are at most half the grid (the grid grows to up to one block per k tile), the blocks share their k tiles; a share that starts inside a tile leaves its f32 sums in the workspace ({} B per block: {} B of sums per consumer, then the flags) for the block that computed the tile's first k tile, which adds them in block order and stores C",
-            stream_k.record_bytes, stream_k.slot_bytes
+            "  stream-K tail: where the tiles left after the whole rounds are at most half the grid (the grid grows to up to one block per k tile), the blocks share their k tiles, at most {} blocks a tile; a share that starts inside a tile leaves its f32 sums in the workspace ({} B per block: {} B of sums per consumer, then the flags) for the block that computed the tile's first k tile, which adds them in block order and stores C",
+            stream_k.max_walkers_per_tile, stream_k.record_bytes, stream_k.slot_bytes
         );
     }
 }

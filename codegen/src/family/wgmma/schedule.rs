@@ -2,6 +2,7 @@
 //! sums in it.
 
 use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
+use gemm_dsl::StreamKSplit;
 use serde::Serialize;
 
 /// A stream-K walk (`schedule: persistent(.., tail = stream_k)`). The tiles of the whole
@@ -19,6 +20,8 @@ use serde::Serialize;
 /// cannot deadlock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StreamK {
+    /// The most walkers one leftover tile is split over ([`StreamKSplit::MAX_WALKERS_PER_TILE`]).
+    pub max_walkers_per_tile: u32,
     /// Workspace bytes per block: `consumers` slots of partial sums, then the flags.
     pub record_bytes: u32,
     /// One consumer warpgroup's slot: every thread's accumulators.
@@ -43,6 +46,7 @@ impl StreamK {
     pub(super) fn of(g: &WgmmaGeometry) -> Option<StreamK> {
         let vector_stride_bytes = WARPGROUP_THREADS * 16;
         g.stream_k.then(|| StreamK {
+            max_walkers_per_tile: StreamKSplit::MAX_WALKERS_PER_TILE,
             record_bytes: g.workspace_bytes_per_block(),
             slot_bytes: g.partial_slot_bytes(),
             flags_offset: g.consumers * g.partial_slot_bytes(),
