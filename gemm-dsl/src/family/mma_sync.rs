@@ -56,15 +56,6 @@ impl MmaShape {
         })
     }
 
-    /// The instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
-    pub fn instruction(self) -> String {
-        let input = self.input.name();
-        format!(
-            "mma.sync.aligned.m{}n{}k{}.row.col.f32.{input}.{input}.f32",
-            self.m, self.n, self.k
-        )
-    }
-
     /// Columns of B one warp-wide load covers: one `ldmatrix.x4` (`.trans` for a row-major
     /// B) gives the fragments of two n8 tiles; a row-major tf32 B, which no 32-bit
     /// `ldmatrix.trans` exists for, is read per n8 fragment with 32-bit shared loads.
@@ -417,13 +408,7 @@ impl Validator<'_> {
         };
         let registers = mma_sync_register_budget(s, &geometry);
         let smaller_tiles = || {
-            MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
-                .into_iter()
-                .find(|&w| {
-                    MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, copy)
-                        .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
-                })
-                .map(|w| format!("warps: {w} gives each warp a smaller tile"))
+            fitting_warp_grid(s, copy).map(|w| format!("warps: {w} gives each warp a smaller tile"))
         };
         let label = format!(
             "{}x{} warp tile = {} f32 accumulators per thread",
@@ -437,14 +422,8 @@ impl Validator<'_> {
 
     fn mma_sync_geometry_error(&mut self, error: MmaSyncGeometryError, copy: ThreadCopy) {
         let s = self.spec;
-        // The first legal grid whose registers fit: a grid that only moves the error on.
-        let suggestion = MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
-            .into_iter()
-            .find(|&w| {
-                MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, copy)
-                    .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
-            })
-            .map(|w| format!("warps: {w}"));
+        // A grid whose registers do not fit would only move the error on.
+        let suggestion = fitting_warp_grid(s, copy).map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             MmaSyncGeometryError::Dtype => self.help(
@@ -581,6 +560,16 @@ pub fn mma_sync_smem_ledger(s: &GemmSpec, g: &MmaSyncGeometry) -> SmemLedger {
         limit: s.arch.max_smem_per_block(),
         arch: s.arch,
     }
+}
+
+/// The first legal warp grid (best first) for the spec's tile whose registers fit.
+fn fitting_warp_grid(s: &GemmSpec, copy: ThreadCopy) -> Option<Grid2> {
+    MmaSyncGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
+        .into_iter()
+        .find(|&w| {
+            MmaSyncGeometry::new(s.tile, w, s.dtype, s.layout, copy)
+                .is_ok_and(|g| mma_sync_register_budget(s, &g).fits())
+        })
 }
 
 /// Registers of the tensor-core family: accumulators, A fragments of two k steps in flight,

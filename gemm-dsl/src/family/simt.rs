@@ -249,12 +249,7 @@ impl Validator<'_> {
         };
         let registers = simt_register_budget(s, &geometry);
         let smaller_tiles = || {
-            SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
-                .into_iter()
-                .find(|&w| {
-                    SimtGeometry::new(s.tile, w, s.dtype, s.layout, copy)
-                        .is_ok_and(|g| simt_register_budget(s, &g).fits())
-                })
+            fitting_warp_grid(s, copy)
                 .map(|w| format!("warps: {w} gives each thread a smaller tile"))
         };
         let label = format!(
@@ -267,14 +262,8 @@ impl Validator<'_> {
 
     fn simt_geometry_error(&mut self, error: SimtGeometryError, copy: ThreadCopy) {
         let s = self.spec;
-        // The first legal grid whose registers fit: a grid that only moves the error on.
-        let suggestion = SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
-            .into_iter()
-            .find(|&w| {
-                SimtGeometry::new(s.tile, w, s.dtype, s.layout, copy)
-                    .is_ok_and(|g| simt_register_budget(s, &g).fits())
-            })
-            .map(|w| format!("warps: {w}"));
+        // A grid whose registers do not fit would only move the error on.
+        let suggestion = fitting_warp_grid(s, copy).map(|w| format!("warps: {w}"));
         let warps_key = self.warps_key();
         match error {
             SimtGeometryError::WarpCount => {
@@ -487,6 +476,16 @@ pub fn simt_smem_ledger(s: &GemmSpec) -> SmemLedger {
         limit: s.arch.max_smem_per_block(),
         arch: s.arch,
     }
+}
+
+/// The first legal warp grid (best first) for the spec's tile whose registers fit.
+fn fitting_warp_grid(s: &GemmSpec, copy: ThreadCopy) -> Option<Grid2> {
+    SimtGeometry::legal_warp_grids(s.tile, s.dtype, s.layout, copy)
+        .into_iter()
+        .find(|&w| {
+            SimtGeometry::new(s.tile, w, s.dtype, s.layout, copy)
+                .is_ok_and(|g| simt_register_budget(s, &g).fits())
+        })
 }
 
 /// Registers of the SIMT family: what one k group of the inner loop keeps live. Calibrated

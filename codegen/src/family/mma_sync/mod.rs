@@ -203,7 +203,11 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     // Partial edge tiles: the tile counts round up.
     let persistent = TileWalk::of(spec.schedule, tile, true);
 
-    let mma_instruction = g.shape.instruction();
+    let input = g.shape.input.name();
+    let mma_instruction = format!(
+        "mma.sync.aligned.m{}n{}k{}.row.col.f32.{input}.{input}.f32",
+        g.shape.m, g.shape.n, g.shape.k
+    );
     let pack_instruction = match spec.out {
         DType::Bf16 => "cvt.rn.bf16x2.f32",
         DType::F16 => "cvt.rn.f16x2.f32",
