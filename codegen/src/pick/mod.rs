@@ -557,12 +557,14 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         f64::from(problem.k),
     );
     let dram_bytes = batch * ((m * k + k * n) * in_bytes + m * n * out_bytes);
-    // The SMs that pull on DRAM: those with tiles (a stream-K grid whose tail stays whole
-    // leaves its walkers past the last tile idle).
-    let working_blocks = if split_tail {
-        u64::from(grid_blocks)
-    } else {
-        tiles.min(u64::from(grid_blocks))
+    // The SMs that pull on DRAM: those with work (walkers past the last whole tile and past
+    // the tail's walkers idle).
+    let working_blocks = match split {
+        Some(split) => split
+            .whole_tiles
+            .min(u64::from(grid_blocks))
+            .max(split.tail_walkers),
+        None => tiles.min(u64::from(grid_blocks)),
     };
     let active_sms = working_blocks.min(u64::from(device.sms)).max(1) as f64;
     let bandwidth = device.memory_bytes_per_s * device.calibration.dram_efficiency * active_sms
