@@ -14,6 +14,11 @@ pub fn staging_words(vector_bytes: u32) -> u32 {
     (vector_bytes / 4).max(1)
 }
 
+/// Bytes of one mbarrier (a ring's full and empty barriers).
+pub const MBARRIER_BYTES: u32 = 8;
+/// A TMA-store epilogue's buffers start after the ring on the period of the widest swizzle.
+pub const STAGING_ALIGN_BYTES: u32 = 1024;
+
 /// The most warps a block may have (1024 threads).
 pub const MAX_WARPS: u32 = 32;
 

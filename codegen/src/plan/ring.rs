@@ -14,7 +14,7 @@
 //!   `(lap + 1) % 2`, which on lap 0 names the phase "before" a fresh barrier and returns at
 //!   once.
 
-use gemm_dsl::family::wgmma::{MBARRIER_BYTES, STAGING_ALIGN_BYTES};
+use gemm_dsl::geometry::{MBARRIER_BYTES, STAGING_ALIGN_BYTES};
 use serde::Serialize;
 
 /// The ring of stages; the templates see the guard's fields beside the ring's own.

@@ -26,13 +26,10 @@ pub const RING_ALIGN_BYTES: u32 = 1024;
 /// Flag bytes after a block's stream-K partial sums: one 32-bit flag per consumer warpgroup
 /// (at most two), padded so the next block's slots stay 16-byte aligned.
 pub const STREAM_K_FLAG_BYTES: u32 = 16;
-/// Bytes of one mbarrier.
-pub const MBARRIER_BYTES: u32 = 8;
 
 /// Rows of one buffer of a TMA-store epilogue: a warpgroup's rows of one wgmma row.
 pub const STORE_BOX_ROWS: u32 = WGMMA_M;
-/// The epilogue's buffers start on the period of the widest swizzle after the ring.
-pub const STAGING_ALIGN_BYTES: u32 = 1024;
+pub use crate::geometry::{MBARRIER_BYTES, STAGING_ALIGN_BYTES};
 /// Buffers each consumer warpgroup stages C through: it fills one while the TMA stores the
 /// other.
 pub const STORE_BUFFERS: u32 = 2;
