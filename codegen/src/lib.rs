@@ -7,7 +7,8 @@
 //! lays the plan out through tera templates (`templates/<family>/`, shared macros in
 //! `templates/common/`). The kernel ABI ([`KernelInfo`] and its parts) is `gemm_dsl::abi`,
 //! re-exported here.
-//! [`catalog`] names the specs that tests, benches and the CLI share; [`sass`] assembles with
+//! [`catalog`] names the specs that tests, benches and the CLI share; [`pick`] is the cost
+//! model over the kernels planned here; [`sass`] (`gemm_dsl::sass`, re-exported) assembles with
 //! ptxas and reads the SASS back.
 
 pub mod catalog;
@@ -17,7 +18,6 @@ pub mod family;
 pub mod pick;
 pub mod plan;
 pub mod ptx;
-pub mod sass;
 
 pub use emit::{emit, emit_math_only, emit_str, Emitted, MathOnly};
 pub use gemm_dsl;
@@ -26,3 +26,4 @@ pub use gemm_dsl::abi::{
     ParamKind, SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
     SIZE_PARAMS, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES,
 };
+pub use gemm_dsl::sass;

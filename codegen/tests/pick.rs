@@ -3,7 +3,7 @@
 
 use gemm_codegen::gemm_dsl::{DType, Layout};
 use gemm_codegen::pick::sets::{self, KernelSet};
-use gemm_codegen::pick::{rank, reasons, DeviceModel, Problem};
+use gemm_codegen::pick::{rank, reasons, set_candidates, DeviceModel, Problem};
 
 const SHAPES: &str = include_str!("../../shapes/models.txt");
 
@@ -25,7 +25,7 @@ fn shapes(layout: Layout, element_bytes: u32) -> Vec<(Problem, String)> {
 
 /// One line per shape: the pick, its reasons, and the runner-up.
 fn picks(set: &KernelSet, dtype: DType, device: &DeviceModel, layout: Layout) -> String {
-    let candidates = set.candidates(dtype, dtype).expect("set members are valid");
+    let candidates = set_candidates(set, dtype, dtype).expect("set members are valid");
     let mut lines = vec![format!(
         "# {} on {}, {}",
         set.name,
@@ -145,9 +145,7 @@ fn model_geomean(
 fn model_against_measurements() {
     let path = std::env::var("GEMM_PICK_MEASURED").expect("GEMM_PICK_MEASURED names a TSV");
     let rows = measurements(&path);
-    let candidates = sets::SM90_16BIT
-        .candidates(DType::Bf16, DType::Bf16)
-        .unwrap();
+    let candidates = set_candidates(&sets::SM90_16BIT, DType::Bf16, DType::Bf16).unwrap();
     let device = DeviceModel::h100_sxm();
     let (start, best, lines) = model_geomean(&rows, &candidates, &device);
     for line in lines {

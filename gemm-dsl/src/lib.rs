@@ -2,7 +2,10 @@
 //!
 //! A spec is the body of `gemm! { .. }`: comma-separated `key: value` pairs. This crate parses
 //! it (with syn's tokenizer, so the macro and the `gemm-codegen` CLI read specs identically),
-//! checks every rule the hardware imposes, and computes the resource budgets.
+//! checks every rule the hardware imposes, and computes the resource budgets. Below the code
+//! generator and the runtime it also holds what both read about a kernel without writing it:
+//! the kernel ABI ([`abi`]), the SASS a spec promises and its check against a disassembly
+//! ([`sass`]), and the cost model that picks a kernel per problem ([`pick`]).
 //!
 //! | key | values | default |
 //! |---|---|---|
@@ -39,7 +42,9 @@ pub mod error;
 pub mod family;
 pub mod geometry;
 pub mod parse;
+pub mod pick;
 mod rules;
+pub mod sass;
 mod spans;
 pub mod spec;
 pub mod validate;

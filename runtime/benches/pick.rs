@@ -14,9 +14,13 @@ fn picker() -> Picker {
     let specs: Vec<_> = SM90_16BIT
         .specs(DType::Bf16, DType::Bf16)
         .iter()
-        .map(|text| gemm_codegen::gemm_dsl::check_str(text).expect("valid"))
+        .map(|text| {
+            let valid = gemm_dsl::check_str(text).expect("valid");
+            let launch = gemm_codegen::emit::launch_of(&valid);
+            (valid, launch)
+        })
         .collect();
-    Picker::new(&specs, gemm_codegen::pick::DeviceModel::h100_sxm())
+    Picker::new(&specs, gemm_dsl::pick::DeviceModel::h100_sxm())
 }
 
 #[divan::bench]
@@ -32,7 +36,7 @@ fn cold_model(bencher: divan::Bencher) {
     let picker = picker();
     let problem = Problem::new(16, 4096, 14336, Layout::RowRow);
     bencher.bench(|| {
-        gemm_codegen::pick::pick(
+        gemm_dsl::pick::pick(
             picker.candidates(),
             divan::black_box(&problem),
             picker.device(),

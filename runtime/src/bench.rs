@@ -656,7 +656,7 @@ pub fn civil_date(days: u64) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemm_codegen::LaunchShape;
+    use gemm_dsl::abi::LaunchShape;
 
     fn report() -> BenchReport {
         let times = |ours: &[f32], theirs: &[f32]| InterleavedTimes {

@@ -10,8 +10,8 @@ use cudarc::cublas::result as cublas;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::DType;
-use gemm_codegen::StorageOrder;
+use gemm_dsl::abi::StorageOrder;
+use gemm_dsl::DType;
 use std::ffi::c_void;
 use std::sync::Arc;
 

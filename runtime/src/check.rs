@@ -1,7 +1,7 @@
 //! Launch-argument rules as plain arithmetic, so they are tested without a GPU.
 
 use crate::error::{Error, Operand};
-use gemm_codegen::LaunchShape;
+use gemm_dsl::abi::LaunchShape;
 
 /// One matrix argument as the launcher sees it: where it starts, how many elements the
 /// buffer holds, and its row stride in elements.
@@ -308,7 +308,7 @@ pub fn check_arch(kernel: &str, shape: &LaunchShape, device_cc: u32) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemm_codegen::{CopyPath, GridSchedule, StorageOrder};
+    use gemm_dsl::abi::{CopyPath, GridSchedule, StorageOrder};
 
     /// A 128x128x8 f32 kernel with 16-byte vectors that computes whole tiles only.
     const SHAPE: LaunchShape = LaunchShape {

@@ -24,10 +24,14 @@
 
 use crate::element::{KernelTypes, Storage};
 use crate::error::Error;
-use crate::kernel::{intern, GemmKernel};
+#[cfg(feature = "emit")]
+use crate::kernel::intern;
+use crate::kernel::GemmKernel;
 use cudarc::driver::CudaContext;
-use gemm_codegen::sass::SassReport;
-use gemm_codegen::{Emitted, KernelInfo};
+#[cfg(feature = "emit")]
+use gemm_codegen::Emitted;
+use gemm_dsl::abi::KernelInfo;
+use gemm_dsl::sass::SassReport;
 use half::{bf16, f16};
 use std::sync::Arc;
 
@@ -57,6 +61,7 @@ impl AnyKernel {
     }
 
     /// [`GemmKernel::from_emitted`] with the types of the emitted spec.
+    #[cfg(feature = "emit")]
     pub fn from_emitted(ctx: &Arc<CudaContext>, emitted: &Emitted) -> Result<AnyKernel, Error> {
         let types = KernelTypes::of_spec(emitted.spec())?;
         AnyKernel::load_as(ctx, &intern(emitted), types)

@@ -4,8 +4,8 @@ use crate::error::Error;
 use cudarc::cublas::sys::cudaDataType;
 use cudarc::driver::sys::CUtensorMapDataType;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
-use gemm_codegen::gemm_dsl::{self, DType, GemmSpec};
-use gemm_codegen::KernelInfo;
+use gemm_dsl::abi::KernelInfo;
+use gemm_dsl::{self, DType, GemmSpec};
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 use std::fmt::{self, Debug};
@@ -300,8 +300,8 @@ mod tests {
     }
 
     use gemm_codegen::catalog::CATALOG;
-    use gemm_codegen::gemm_dsl::Mma;
     use gemm_codegen::Emitted;
+    use gemm_dsl::Mma;
 
     const ALL: [DType; 4] = [DType::F32, DType::Tf32, DType::Bf16, DType::F16];
 

@@ -12,8 +12,8 @@
 use crate::element::Element;
 use crate::error::Error;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Scale};
-use gemm_codegen::KernelInfo;
+use gemm_dsl::abi::KernelInfo;
+use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Scale};
 
 /// What a kernel's spec fuses: its `scale`, `bias`, `activation` and `aux` keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl FusedSpec {
 
     /// The fused epilogue of a kernel, read from its spec with the spec parser.
     pub fn of_info(info: &KernelInfo<'_>) -> Result<FusedSpec, Error> {
-        match gemm_codegen::gemm_dsl::parse_str(info.spec()) {
+        match gemm_dsl::parse_str(info.spec()) {
             Ok(parsed) => Ok(FusedSpec::of_spec(&parsed.spec)),
             Err(errors) => Err(Error::SpecText {
                 kernel: info.name().to_string(),
@@ -45,7 +45,7 @@ impl FusedSpec {
     }
 
     /// A spec's.
-    pub fn of_spec(spec: &gemm_codegen::gemm_dsl::GemmSpec) -> FusedSpec {
+    pub fn of_spec(spec: &gemm_dsl::GemmSpec) -> FusedSpec {
         FusedSpec {
             scale: spec.scale,
             bias: spec.bias,

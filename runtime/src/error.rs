@@ -2,11 +2,11 @@
 
 use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
-use gemm_codegen::sass::{SassError, SassMismatch};
+use gemm_dsl::sass::{SassError, SassMismatch};
 use std::fmt;
 
-pub use gemm_codegen::Operand;
-use gemm_codegen::{CopyPath, StorageOrder};
+pub use gemm_dsl::abi::Operand;
+use gemm_dsl::abi::{CopyPath, StorageOrder};
 
 /// `; column-major` after the numbers of a column-major operand, so its `ld` reads right.
 /// The `copy:` value whose vectors a line of `line_bytes` keeps aligned: the widest that

@@ -21,7 +21,7 @@ use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use gemm_codegen::gemm_dsl::{Activation, Bias, BiasAlong, DType, GemmSpec, Layout, Scale};
+use gemm_dsl::{Activation, Bias, BiasAlong, DType, GemmSpec, Layout, Scale};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -207,7 +207,7 @@ pub fn time_fused(
     };
     let mut aux = c_start.clone();
     let mut epilogue = Epilogue::none().alpha(alpha);
-    if spec.aux != gemm_codegen::gemm_dsl::Aux::None {
+    if spec.aux != gemm_dsl::Aux::None {
         epilogue = epilogue.aux(&mut aux);
     }
     if spec.scale.reads_c() {

@@ -8,13 +8,16 @@ use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::abi::{EpilogueBuffer, Factor};
-use gemm_codegen::gemm_dsl::DType;
-use gemm_codegen::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
-use gemm_codegen::{
-    Emitted, KernelInfo, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar,
+#[cfg(feature = "emit")]
+use gemm_codegen::Emitted;
+use gemm_dsl::abi::{
+    EpilogueBuffer, Factor, KernelInfo, LaunchShape, Opcode, Operand, ParamKind, SassCheck, Scalar,
 };
-use std::collections::{HashMap, HashSet};
+use gemm_dsl::sass::{self, PtxasResources, SassMismatch, SassReport, SassViolation};
+use gemm_dsl::DType;
+#[cfg(feature = "emit")]
+use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, Once, OnceLock};
@@ -98,6 +101,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
 
     /// Loads a kernel emitted at run time (tests, benchmarks). The emitted text is interned
     /// for the life of the process, so loading the same kernel again costs no memory.
+    #[cfg(feature = "emit")]
     pub fn from_emitted(ctx: &Arc<CudaContext>, emitted: &Emitted) -> Result<Self, Error> {
         Self::load(ctx, &intern(emitted))
     }
@@ -980,6 +984,7 @@ fn check_element<E: Element>(
 
 /// A `'static` view of an emitted kernel: each distinct kernel is leaked once and shared by
 /// every later load of it.
+#[cfg(feature = "emit")]
 pub(crate) fn intern(emitted: &Emitted) -> KernelInfo<'static> {
     // An `Emitted` is read-only and a function of its spec text (the name, the PTX, the launch
     // shape, the parameters and the promises all follow from it), so the text is the key.
@@ -998,6 +1003,7 @@ pub(crate) fn intern(emitted: &Emitted) -> KernelInfo<'static> {
 mod tests {
     use super::*;
     use gemm_codegen::catalog::CATALOG;
+    use gemm_codegen::Emitted;
 
     fn emitted(name: &str) -> Emitted {
         let entry = CATALOG.iter().find(|e| e.name == name).unwrap();
@@ -1038,14 +1044,14 @@ mod tests {
         }
         let emitted = emitted("simt_64x64x16_ca2");
         // Descriptions that break `from_parts`' contract in the one way load checks.
-        let described = |edit: fn(&mut gemm_codegen::KernelParts<'_>)| {
+        let described = |edit: fn(&mut gemm_dsl::abi::KernelParts<'_>)| {
             let mut parts = emitted.info().parts();
             edit(&mut parts);
             // SAFETY: only checked, never loaded.
             unsafe { KernelInfo::from_parts(parts) }
         };
         // One parameter short of what the PTX declares.
-        let info = described(|parts| parts.params = &gemm_codegen::GEMM_PARAMS[..8]);
+        let info = described(|parts| parts.params = &gemm_dsl::abi::GEMM_PARAMS[..8]);
         let error = check_params(&info).unwrap_err();
         assert!(matches!(error, Error::ParamsMismatch { .. }));
         assert!(
@@ -1083,6 +1089,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "emit")]
     fn interning_shares_one_copy_per_kernel() {
         let first = intern(&emitted("simt_128x128x16_cp3"));
         let second = intern(&emitted("simt_128x128x16_cp3"));

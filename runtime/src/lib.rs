@@ -11,7 +11,7 @@
 //!   tf32, `half::bf16`, `half::f16`); [`with_kernel!`] runs generic code on it.
 //! - [`Matmul`] is the entry point that picks: one kernel set (built in for the device, or
 //!   the caller's `gemm!` kernels), a kernel per problem from a [`tune`] cache or the cost
-//!   model of [`gemm_codegen::pick`], each kernel loaded the first time it is picked.
+//!   model of [`gemm_dsl::pick`], each kernel loaded the first time it is picked.
 //! - [`verify`] measures a kernel against a float64 or cuBLAS reference on random normal
 //!   inputs from a seed; [`blas`] is cuBLAS for every element type.
 //!
@@ -58,13 +58,13 @@ pub use cudarc;
 pub use half;
 
 pub use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
-pub use gemm_codegen::gemm_dsl::abi::{EpilogueBuffer, Factor};
-pub use gemm_codegen::gemm_dsl::{DType, Layout};
-pub use gemm_codegen::pick::{sets, Problem};
-pub use gemm_codegen::sass::SassReport;
-pub use gemm_codegen::{
-    CopyPath, GridSchedule, KernelInfo, KernelParam, KernelParts, LaunchShape, Opcode, ParamKind,
-    SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS, GEMM_PARAMS,
+pub use gemm_dsl::abi::{
+    CopyPath, EpilogueBuffer, Factor, GridSchedule, KernelInfo, KernelParam, KernelParts,
+    LaunchShape, Opcode, ParamKind, SassCheck, Scalar, StorageOrder, TensorMapBox, BATCH_PARAMS,
+    GEMM_PARAMS,
 };
+pub use gemm_dsl::pick::{sets, Problem};
+pub use gemm_dsl::sass::SassReport;
+pub use gemm_dsl::{DType, Layout};
 pub use gemm_macros::{gemm, gemm_set};
 pub use tensor_map::{GlobalMatrix, TensorMap};

@@ -7,7 +7,7 @@ use cudarc::driver::sys::{
     self, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
     CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
-use gemm_codegen::{TensorMapBox, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
+use gemm_dsl::abi::{TensorMapBox, TENSOR_MAP_ALIGN, TENSOR_MAP_BYTES};
 
 /// A `CUtensorMap`: 128 opaque bytes that the driver fills and the kernel reads.
 #[derive(Clone, Copy, Debug)]

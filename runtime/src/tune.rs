@@ -8,8 +8,8 @@
 //! no entry falls back to the cost model.
 
 use crate::error::Error;
-use gemm_codegen::gemm_dsl::DType;
-use gemm_codegen::pick::Problem;
+use gemm_dsl::pick::Problem;
+use gemm_dsl::DType;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
@@ -213,7 +213,7 @@ impl TuneCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemm_codegen::gemm_dsl::Layout;
+    use gemm_dsl::Layout;
 
     fn h100() -> DeviceKey {
         DeviceKey {

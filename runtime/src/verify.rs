@@ -9,8 +9,8 @@ use crate::error::Operand;
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use cudarc::driver::CudaStream;
-use gemm_codegen::gemm_dsl::{Aux, BiasAlong, DType};
-use gemm_codegen::{LaunchShape, StorageOrder};
+use gemm_dsl::abi::{LaunchShape, StorageOrder};
+use gemm_dsl::{Aux, BiasAlong, DType};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -130,7 +130,7 @@ impl FromStr for Shape {
     /// e.g. `8x1024x1024x1024`.
     fn from_str(text: &str) -> Result<Shape, String> {
         // The picker's grammar of problem sizes, read once; the layout plays no part here.
-        let problem = gemm_codegen::pick::Problem::parse(text, gemm_codegen::gemm_dsl::Layout::RowRow)
+        let problem = gemm_dsl::pick::Problem::parse(text, gemm_dsl::Layout::RowRow)
             .map_err(|_| {
                 format!(
                     "`{text}` is not a shape: write MxNxK, e.g. 4096x4096x1024, or BxMxNxK for a batch of B products"

@@ -3,8 +3,8 @@
 //! not ignored checks, without a GPU, that every spec here emits and keeps its SASS promises'
 //! shape (no local memory); run the rest with `--ignored` on a machine with an NVIDIA GPU.
 
-use gemm_codegen::gemm_dsl::Mma;
 use gemm_codegen::Emitted;
+use gemm_dsl::Mma;
 use gemm_runtime::verify::{verify_fused_batch, FusedCase};
 use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, BiasArg, CIn, CudaContext, CudaStream, Epilogue,
@@ -60,10 +60,7 @@ fn every_fused_spec_emits_for_every_family() {
             e.kernel_name()
         );
         assert_eq!(names.contains(&"bias"), fused.bias.vector().is_some());
-        assert_eq!(
-            names.contains(&"aux"),
-            fused.aux != gemm_codegen::gemm_dsl::Aux::None
-        );
+        assert_eq!(names.contains(&"aux"), fused.aux != gemm_dsl::Aux::None);
     }
 }
 

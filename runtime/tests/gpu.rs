@@ -4,8 +4,8 @@
 //! feature). The tests that are not ignored check, without a GPU, what the GPU tests launch.
 
 use gemm_codegen::catalog::{CatalogSpec, CATALOG, NARROW};
-use gemm_codegen::gemm_dsl::{DType, Mma};
 use gemm_codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEMM_PARAMS};
+use gemm_dsl::{DType, Mma};
 use gemm_runtime::blas::{Cublas, CublasGemm};
 use gemm_runtime::verify::Shape;
 use gemm_runtime::verify::{
@@ -1390,7 +1390,7 @@ fn math_only_probes_loop_over_their_trips() {
         "wgmma_bf16_128x128x64_s4_c1",
     ] {
         let entry = gemm_codegen::catalog::find(name).unwrap();
-        let valid = gemm_codegen::gemm_dsl::check_str(entry.spec).unwrap();
+        let valid = gemm_dsl::check_str(entry.spec).unwrap();
         let probe = MathOnlyKernel::load(&ctx, gemm_codegen::emit_math_only(&valid)).unwrap();
         let blocks = 3;
         let mut out = stream.alloc_zeros::<f32>(probe.out_len(blocks)).unwrap();

@@ -2,8 +2,8 @@
 //! its own layout, and `Matmul::run` on real-model problems, each against float64 (or cuBLAS
 //! for large sizes) with C poisoned first and fresh inputs per problem.
 
-use gemm_codegen::gemm_dsl::Layout;
-use gemm_codegen::pick::sets::{self, KernelSet};
+use gemm_dsl::pick::sets::{self, KernelSet};
+use gemm_dsl::Layout;
 use gemm_runtime::verify::{compare, reference_of, run_poisoned_with_ld, Problem as Inputs};
 use gemm_runtime::{open_context, CudaContext, CudaStream, Element, KernelTypes, Matmul, Problem};
 use half::bf16;
@@ -39,12 +39,8 @@ fn every_member_on_edges<In: Element, Out: Element>(
         let kernel = matmul
             .kernel(index)
             .unwrap_or_else(|e| panic!("{}: {e}", candidate.name));
-        let types = KernelTypes::of_spec(
-            &gemm_codegen::gemm_dsl::check_str(kernel.info().spec())
-                .unwrap()
-                .spec,
-        )
-        .unwrap();
+        let types =
+            KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
         for (shape_index, &(m, n, k)) in EDGE_SHAPES.iter().enumerate() {
             let problem = Problem::new(m, n, k, candidate.layout).with_lines_padded(
                 16,
@@ -115,9 +111,7 @@ fn run_and_check<In: Element, Out: Element>(
     let c = stream.clone_dtoh(&c).unwrap();
     let picked = matmul.pick(&problem).unwrap().kernel.to_string();
     let report = compare(&c, &reference, m, n, n, kind).unwrap();
-    let spec =
-        gemm_codegen::gemm_dsl::check_str(matmul.kernel_for(&problem).unwrap().info().spec())
-            .unwrap();
+    let spec = gemm_dsl::check_str(matmul.kernel_for(&problem).unwrap().info().spec()).unwrap();
     let types = KernelTypes::of_spec(&spec.spec).unwrap();
     report
         .check(&types.tolerance(m, n, k))
@@ -254,11 +248,7 @@ fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
                 }
                 let first = stream.clone_dtoh(&outputs[0]).unwrap();
                 let report = compare(&first, &reference, m, n, n, kind).unwrap();
-                let types = KernelTypes::new(
-                    gemm_codegen::gemm_dsl::DType::Bf16,
-                    gemm_codegen::gemm_dsl::DType::Bf16,
-                )
-                .unwrap();
+                let types = KernelTypes::new(gemm_dsl::DType::Bf16, gemm_dsl::DType::Bf16).unwrap();
                 report
                     .check(&types.tolerance(m, n, k))
                     .unwrap_or_else(|broken| panic!("{name} at {m}x{n}x{k}: {broken}"));
@@ -283,7 +273,7 @@ fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fused_sets_compute_the_epilogue_with_every_member() {
-    use gemm_codegen::gemm_dsl::{Activation, Bias, BiasAlong, DType, Scale};
+    use gemm_dsl::{Activation, Bias, BiasAlong, DType, Scale};
     use gemm_runtime::verify::{verify_fused_batch, FusedCase};
     use gemm_runtime::{Batch, FusedSpec, LeadingDims};
     let (ctx, stream) = gpu();
@@ -294,7 +284,7 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             dtype: DType::Bf16,
         },
         activation: Activation::Gelu,
-        aux: gemm_codegen::gemm_dsl::Aux::None,
+        aux: gemm_dsl::Aux::None,
     };
     let matmul = Matmul::<bf16, bf16>::with_set_fused(&ctx, &sets::SM90_16BIT, fused)
         .expect("the fused set loads");

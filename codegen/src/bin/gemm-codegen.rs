@@ -226,7 +226,7 @@ fn pick(
     sms: Option<u32>,
     set: Option<&str>,
 ) -> Result<(), Failure> {
-    use gemm_codegen::pick::{rank, reasons, sets, DeviceModel, Problem};
+    use gemm_codegen::pick::{rank, reasons, set_candidates, sets, DeviceModel, Problem};
     let arch = spec_value("arch", arch, |s| s.arch)?;
     let dtype = spec_value("dtype", dtype, |s| s.dtype)?;
     let out_type = match out_type {
@@ -268,8 +268,7 @@ fn pick(
         device = device.with_sms(sms);
     }
     let specs = set.specs(dtype, out_type);
-    let candidates = set
-        .candidates(dtype, out_type)
+    let candidates = set_candidates(set, dtype, out_type)
         .map_err(|errors| Failure::InvalidSpec(errors.render(&specs.join("\n"), set.name)))?;
     let ranking = rank(&candidates, &problem, &device);
     let Some((best, estimate)) = ranking.best() else {

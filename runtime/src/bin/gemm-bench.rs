@@ -21,11 +21,11 @@
 use clap::{Parser, ValueEnum};
 use cudarc::driver::{CudaSlice, CudaStream};
 use gemm_codegen::catalog::{self, CatalogSpec};
-use gemm_codegen::gemm_dsl::ValidSpec;
-use gemm_codegen::gemm_dsl::{DType, Layout};
-use gemm_codegen::pick::sets::{self, KernelSet};
-use gemm_codegen::pick::{DeviceModel, Problem as PickProblem};
 use gemm_codegen::{Emitted, KernelInfo};
+use gemm_dsl::pick::sets::{self, KernelSet};
+use gemm_dsl::pick::{DeviceModel, Problem as PickProblem};
+use gemm_dsl::ValidSpec;
+use gemm_dsl::{DType, Layout};
 use gemm_runtime::bench::{
     full_suite, input_sets, median, parse_shapes, quick_suite, time_round_robin, today,
     BenchRecord, BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
@@ -270,7 +270,7 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
             None => (text.to_string(), "--fused".to_string()),
         },
     };
-    let valid = gemm_codegen::gemm_dsl::check_str(&spec_text)
+    let valid = gemm_dsl::check_str(&spec_text)
         .map_err(|errors| Failure::Arguments(errors.render(&spec_text, &origin)))?;
     let shapes = match (&cli.shapes, &cli.shape_file) {
         (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments)?,
@@ -346,7 +346,7 @@ fn set_selection(cli: &Cli) -> Result<Option<SetSelection>, Failure> {
     })?;
     let value = |key: &str, text: &str| {
         let spec = format!("name: k, {key}: {text}");
-        gemm_codegen::gemm_dsl::parse_str(&spec)
+        gemm_dsl::parse_str(&spec)
             .map(|parsed| parsed.spec)
             .map_err(|errors| Failure::Arguments(errors.render(&spec, &format!("--{key}"))))
     };
@@ -437,7 +437,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let valid: Vec<ValidSpec> = specs
         .iter()
         .map(|(spec, origin)| {
-            gemm_codegen::gemm_dsl::check_str(spec)
+            gemm_dsl::check_str(spec)
                 .map_err(|errors| Failure::Arguments(errors.render(spec, origin)))
         })
         .collect::<Result<_, _>>()?;
@@ -631,11 +631,11 @@ fn set_picker(
     specs: &[(String, String)],
     device: &DeviceInfo,
 ) -> Result<Picker, Failure> {
-    let set_specs: Vec<ValidSpec> = valid
+    let set_specs: Vec<_> = valid
         .iter()
         .zip(specs)
         .filter(|(_, (_, origin))| origin.starts_with("set:"))
-        .map(|(valid, _)| valid.clone())
+        .map(|(valid, _)| (valid.clone(), gemm_codegen::emit::launch_of(valid)))
         .collect();
     let model = device_model(device, &DeviceModel::h100_sxm());
     let mut picker = Picker::new(&set_specs, model);
@@ -850,7 +850,7 @@ impl PickTable {
                     shape,
                     problem,
                     pick: picker.pick(&problem).map(|p| (name(p.index), p.source)),
-                    model: gemm_codegen::pick::pick(picker.candidates(), &problem, picker.device())
+                    model: gemm_dsl::pick::pick(picker.candidates(), &problem, picker.device())
                         .map(name),
                     measured,
                 }
@@ -991,8 +991,7 @@ impl PickTable {
                     selection
                         .set
                         .spec(member, selection.dtype, selection.out, selection.layout);
-                let valid =
-                    gemm_codegen::gemm_dsl::check_str(&text).expect("set members are valid");
+                let valid = gemm_dsl::check_str(&text).expect("set members are valid");
                 (candidate.name.as_str(), valid.spec.to_spec_text())
             })
             .collect();

@@ -123,7 +123,7 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
     let kernel = AnyKernel::load(&ctx, info)?;
     if let Some(path) = &cli.sass {
         let (cubin, log) = gemm_runtime::jit_cubin_logged(&ctx, info.ptx(), info.name())?;
-        let sass = gemm_codegen::sass::disassemble(&cubin)?;
+        let sass = gemm_dsl::sass::disassemble(&cubin)?;
         if let Err(error) = std::fs::write(path, format!("// JIT log:\n{log}\n\n{sass}")) {
             eprintln!("error: writing {}: {error}", path.display());
         }

@@ -6,7 +6,7 @@
 //! executables), `GEMM_DSL_TOOLS` (a folder with `bin/`; when set, the only place searched), the project's `tools/bin` (filled by
 //! `scripts/install-tools`), `PATH`, and `/usr/local/cuda/bin`.
 
-use gemm_dsl::abi::{Opcode, SassCheck};
+use crate::abi::{Opcode, SassCheck};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -22,8 +22,8 @@
 
 pub mod sets;
 
-use gemm_dsl::abi::{LaunchShape, Operand};
-use gemm_dsl::{Arch, DType, Layout, Mma, Schedule, StreamKSplit, Tail, ValidSpec};
+use crate::abi::{LaunchShape, Operand};
+use crate::{Arch, DType, Layout, Mma, Schedule, StreamKSplit, Tail, ValidSpec};
 use std::fmt;
 
 /// One problem: `batch` products `C = A·B` of `m x n x k` in `layout`, with leading dimensions
@@ -318,11 +318,14 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    pub fn of(valid: &ValidSpec) -> Candidate {
+    /// The model's view of `valid`, whose kernel launches as `launch` (the emitted kernel's
+    /// [`KernelInfo::launch`](crate::abi::KernelInfo::launch); `gemm_codegen::pick::candidate`
+    /// plans it from the spec).
+    pub fn of(valid: &ValidSpec, launch: LaunchShape) -> Candidate {
         let spec = &valid.spec;
         Candidate {
             name: spec.name.clone(),
-            launch: crate::emit::launch_of(valid),
+            launch,
             mma: spec.mma,
             dtype: spec.dtype,
             out: spec.out,
@@ -535,8 +538,8 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     // The ring fills once per block of a persistent walk; a tile per block refills it for
     // every tile, which a second resident block hides.
     let fills = match candidate.launch.schedule {
-        gemm_dsl::abi::GridSchedule::Persistent { .. } => 1.0,
-        gemm_dsl::abi::GridSchedule::Tiles => {
+        crate::abi::GridSchedule::Persistent { .. } => 1.0,
+        crate::abi::GridSchedule::Tiles => {
             (tiles_f / f64::from(device.sms) / f64::from(candidate.blocks_per_sm)).ceil()
         }
     };

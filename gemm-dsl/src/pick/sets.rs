@@ -5,8 +5,7 @@
 //! writes the full spec for one (types, layout). Each set covers every shape: its members
 //! compute partial edge tiles, and at least one admits every problem a launch accepts.
 
-use super::Candidate;
-use gemm_dsl::{check_str, DType, Layout, SpecErrors};
+use crate::{DType, Layout};
 
 /// The compute capabilities (`major * 10 + minor`) a set's members run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,14 +237,6 @@ impl KernelSet {
                     .iter()
                     .map(move |member| self.spec(member, dtype, out, layout))
             })
-            .collect()
-    }
-
-    /// [`KernelSet::specs`] validated, as the model's candidates (in the same order).
-    pub fn candidates(&self, dtype: DType, out: DType) -> Result<Vec<Candidate>, SpecErrors> {
-        self.specs(dtype, out)
-            .iter()
-            .map(|text| check_str(text).map(|valid| Candidate::of(&valid)))
             .collect()
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! A [`Matmul`] holds a set of kernels (the built-in set for the device, or kernels the user
 //! declared with `gemm!`), picks one per problem — a tuning cache's measured best where it
-//! has one ([`TuneCache`]), else the cost model's ([`gemm_codegen::pick`]) — and loads each
+//! has one ([`TuneCache`]), else the cost model's ([`gemm_dsl::pick`]) — and loads each
 //! kernel the first time it is picked. It is `Send + Sync`: threads share one.
 //!
 //! ```no_run
@@ -27,18 +27,20 @@
 use crate::check::{Batch, LeadingDims};
 use crate::device::DeviceInfo;
 use crate::element::{Element, KernelTypes, Storage};
-use crate::epilogue::{Epilogue, FusedSpec};
+use crate::epilogue::Epilogue;
 use crate::error::Error;
 use crate::kernel::GemmKernel;
 use crate::tune::{spec_hash, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_codegen::gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Scale, ValidSpec};
-use gemm_codegen::pick::sets::{self, KernelSet};
-use gemm_codegen::pick::{self, Candidate, DeviceModel, Problem};
-use gemm_codegen::KernelInfo;
+use gemm_dsl::abi::{KernelInfo, LaunchShape};
+use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
+use gemm_dsl::{check_str, DType, ValidSpec};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+#[cfg(feature = "emit")]
+mod emitted;
 
 /// Where a pick came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,16 +72,22 @@ pub struct Picker {
 }
 
 impl Picker {
-    /// Candidates from validated specs, all of one (input, output) type pair.
-    pub fn new(specs: &[ValidSpec], device: DeviceModel) -> Picker {
-        let types = specs
+    /// Candidates from validated specs and their kernels' launch shapes, all of one (input,
+    /// output) type pair.
+    pub fn new(kernels: &[(ValidSpec, LaunchShape)], device: DeviceModel) -> Picker {
+        let types = kernels
             .first()
-            .map_or((DType::Bf16, DType::Bf16), |v| (v.spec.dtype, v.spec.out));
+            .map_or((DType::Bf16, DType::Bf16), |(v, _)| {
+                (v.spec.dtype, v.spec.out)
+            });
         Picker {
-            candidates: specs.iter().map(Candidate::of).collect(),
-            spec_hashes: specs
+            candidates: kernels
                 .iter()
-                .map(|v| spec_hash(&v.spec.to_spec_text()))
+                .map(|(valid, launch)| Candidate::of(valid, *launch))
+                .collect(),
+            spec_hashes: kernels
+                .iter()
+                .map(|(v, _)| spec_hash(&v.spec.to_spec_text()))
                 .collect(),
             types,
             device,
@@ -162,6 +170,7 @@ enum Source {
     /// Declared with `gemm!` (or emitted by the caller).
     Static(&'static KernelInfo<'static>),
     /// A set member, emitted at run time.
+    #[cfg(feature = "emit")]
     Emit(Box<ValidSpec>),
 }
 
@@ -185,58 +194,6 @@ pub struct Matmul<In, Out> {
 }
 
 impl<In: Element, Out: Element> Matmul<In, Out> {
-    /// The built-in kernel set for the context's device and these element types
-    /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set.
-    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, Error> {
-        let device = DeviceInfo::query(ctx)?;
-        let cc = device.compute_capability_number();
-        let types = element_types::<In, Out>()?;
-        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
-            types: types.to_string(),
-            device_cc: cc,
-        })?;
-        Self::with_set(ctx, set)
-    }
-
-    /// Every member of `set` in every layout, emitted at run time when first picked.
-    pub fn with_set(ctx: &Arc<CudaContext>, set: &KernelSet) -> Result<Self, Error> {
-        Self::with_set_fused(ctx, set, FusedSpec::NONE)
-    }
-
-    /// [`Matmul::new`] with a fused epilogue in every kernel: see [`Matmul::with_set_fused`].
-    pub fn new_fused(ctx: &Arc<CudaContext>, fused: FusedSpec) -> Result<Self, Error> {
-        let device = DeviceInfo::query(ctx)?;
-        let cc = device.compute_capability_number();
-        let types = element_types::<In, Out>()?;
-        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
-            types: types.to_string(),
-            device_cc: cc,
-        })?;
-        Self::with_set_fused(ctx, set, fused)
-    }
-
-    /// Every member of `set` with the fused epilogue `fused` (its `scale`, `bias` and
-    /// `activation`; each kernel named `<member>_<epilogue>`, e.g. `..._ab_colbf16_gelu`),
-    /// in every layout; run with [`Matmul::run_fused`]. The picker picks as for the plain set:
-    /// the epilogue runs once per output tile, the same work for every member.
-    pub fn with_set_fused(
-        ctx: &Arc<CudaContext>,
-        set: &KernelSet,
-        fused: FusedSpec,
-    ) -> Result<Self, Error> {
-        let types = element_types::<In, Out>()?;
-        let specs = set_specs(set, types, &fused)?;
-        let picker = Picker::new(&specs, DeviceModel::h100_sxm());
-        Self::assemble(
-            ctx,
-            picker,
-            specs
-                .into_iter()
-                .map(|valid| Source::Emit(Box::new(valid)))
-                .collect(),
-        )
-    }
-
     /// The kernels given (declared with `gemm!`: `&my_kernel::INFO`), all of these element
     /// types; the picker chooses among them per problem.
     pub fn from_kernels(
@@ -266,7 +223,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                         });
                     }
                 }
-                Ok(valid)
+                Ok((valid, *info.launch()))
             })
             .collect::<Result<Vec<_>, Error>>()?;
         let picker = Picker::new(&specs, DeviceModel::h100_sxm());
@@ -339,6 +296,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         }
         let kernel = match &self.sources[index] {
             Source::Static(info) => GemmKernel::load(&self.ctx, info)?,
+            #[cfg(feature = "emit")]
             Source::Emit(valid) => GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(valid))?,
         };
         Ok(self.kernels[index].get_or_init(|| kernel))
@@ -437,87 +395,12 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 }
 
-/// The members of `set` for these types, with the fused epilogue `fused`, validated.
-fn set_specs(
-    set: &KernelSet,
-    types: KernelTypes,
-    fused: &FusedSpec,
-) -> Result<Vec<ValidSpec>, Error> {
-    set.specs(types.dtype(), types.out())
-        .iter()
-        .map(|text| {
-            let refused =
-                |errors: gemm_codegen::gemm_dsl::SpecErrors, text: &str| Error::SpecText {
-                    kernel: text.to_string(),
-                    errors: errors.render(text, set.name),
-                };
-            let member = check_str(text).map_err(|errors| refused(errors, text))?;
-            if fused.is_none() {
-                return Ok(member);
-            }
-            let spec = GemmSpec {
-                name: format!("{}_{}", member.spec.name, epilogue_suffix(fused)),
-                scale: fused.scale,
-                bias: fused.bias,
-                activation: fused.activation,
-                aux: fused.aux,
-                ..member.spec
-            };
-            let text = spec.to_spec_text();
-            check_str(&text).map_err(|errors| refused(errors, &text))
-        })
-        .collect()
-}
-
-/// The epilogue in a kernel name: `ab_colbf16_gelu` for `scale: alpha_beta, bias: col(bf16),
-/// activation: gelu` (and `_aux` with `aux: pre_activation`).
-fn epilogue_suffix(fused: &FusedSpec) -> String {
-    let scale = match fused.scale {
-        Scale::None => String::new(),
-        Scale::Alpha => "a".to_string(),
-        Scale::AlphaBeta => "ab".to_string(),
-    };
-    let bias = match fused.bias.vector() {
-        None => String::new(),
-        Some((along, dtype)) => format!("{}{}", along.name(), dtype.name()),
-    };
-    let activation = match fused.activation {
-        Activation::None => String::new(),
-        other => other.name().to_string(),
-    };
-    let aux = match fused.aux {
-        Aux::None => String::new(),
-        Aux::PreActivation => "aux".to_string(),
-    };
-    [scale, bias, activation, aux]
-        .into_iter()
-        .filter(|part| !part.is_empty())
-        .collect::<Vec<_>>()
-        .join("_")
-}
-
 fn leading_dims(problem: &Problem) -> LeadingDims {
     LeadingDims {
         lda: problem.lda,
         ldb: problem.ldb,
         ldc: problem.ldc,
     }
-}
-
-/// The spec types a set is instantiated with for these Rust types (f32 words hold f32, not
-/// tf32).
-fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
-    let named = |name: &str| match name {
-        "bf16" => DType::Bf16,
-        "f16" => DType::F16,
-        _ => DType::F32,
-    };
-    let (dtype, out) = (named(In::NAME), named(Out::NAME));
-    KernelTypes::new(dtype, out).ok_or_else(|| Error::UnsupportedTypes {
-        kernel: "Matmul".to_string(),
-        dtype: dtype.name().to_string(),
-        out: out.name().to_string(),
-    })
 }
 
 /// The model of the board in hand: the preset of its architecture with its own SM count (and
@@ -563,55 +446,25 @@ fn read_cache(path: &Path, info: &DeviceInfo) -> Result<TuneCache, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gemm_codegen::gemm_dsl::Layout;
+    use gemm_dsl::pick::sets;
+    use gemm_dsl::Layout;
     use half::bf16;
 
-    fn hopper_picker() -> Picker {
-        let specs: Vec<ValidSpec> = sets::SM90_16BIT
-            .specs(DType::Bf16, DType::Bf16)
+    /// `specs` validated, with their planned launch shapes.
+    fn planned(specs: &[impl AsRef<str>]) -> Vec<(ValidSpec, LaunchShape)> {
+        specs
             .iter()
-            .map(|text| check_str(text).unwrap())
-            .collect();
-        Picker::new(&specs, DeviceModel::h100_sxm())
+            .map(|text| {
+                let valid = check_str(text.as_ref()).unwrap();
+                let launch = gemm_codegen::emit::launch_of(&valid);
+                (valid, launch)
+            })
+            .collect()
     }
 
-    #[test]
-    fn fused_sets_put_the_epilogue_in_every_member() {
-        let fused = FusedSpec {
-            scale: Scale::AlphaBeta,
-            bias: gemm_codegen::gemm_dsl::Bias::Vector {
-                along: gemm_codegen::gemm_dsl::BiasAlong::Col,
-                dtype: DType::F32,
-            },
-            activation: Activation::Gelu,
-            aux: Aux::PreActivation,
-        };
-        for (set, dtype, out) in [
-            (&sets::SM90_16BIT, DType::Bf16, DType::Bf16),
-            (&sets::SM80_16BIT, DType::F16, DType::F32),
-            (&sets::SM80_F32, DType::F32, DType::F32),
-        ] {
-            let types = KernelTypes::new(dtype, out).unwrap();
-            let plain = set_specs(set, types, &FusedSpec::NONE).unwrap();
-            let specs = set_specs(set, types, &fused).unwrap();
-            assert_eq!(specs.len(), plain.len());
-            for (plain, fused_member) in plain.iter().zip(&specs) {
-                assert_eq!(
-                    fused_member.spec.name,
-                    format!("{}_ab_colf32_gelu_aux", plain.spec.name)
-                );
-                assert_eq!(
-                    (fused_member.spec.tile, fused_member.spec.schedule),
-                    (plain.spec.tile, plain.spec.schedule)
-                );
-                assert_eq!(
-                    FusedSpec::of_spec(&fused_member.spec),
-                    fused,
-                    "{}",
-                    fused_member.spec.name
-                );
-            }
-        }
+    fn hopper_picker() -> Picker {
+        let specs = planned(&sets::SM90_16BIT.specs(DType::Bf16, DType::Bf16));
+        Picker::new(&specs, DeviceModel::h100_sxm())
     }
 
     #[test]
@@ -684,10 +537,9 @@ mod tests {
 
     #[test]
     fn a_problem_no_kernel_admits_names_every_refusal() {
-        let specs = [check_str(
+        let specs = planned(&[
             "name: only_rr, arch: sm_80, dtype: bf16, layout: rr, tile: 128x128x32, warps: 2x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
-        )
-        .unwrap()];
+        ]);
         let picker = Picker::new(&specs, DeviceModel::a100_sxm());
         let other_layout = Problem::new(128, 128, 32, Layout::ColCol);
         assert_eq!(picker.pick(&other_layout), None);

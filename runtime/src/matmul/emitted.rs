@@ -1,0 +1,193 @@
+//! `Matmul` over a kernel set emitted at run time (the `emit` feature): the built-in set for
+//! the device, or another, with or without a fused epilogue. Each member's launch shape comes
+//! from its plan up front; its PTX is written when it is first picked.
+
+use super::{Matmul, Picker, Source};
+use crate::device::DeviceInfo;
+use crate::element::{Element, KernelTypes};
+use crate::epilogue::FusedSpec;
+use crate::error::Error;
+use cudarc::driver::CudaContext;
+use gemm_dsl::abi::LaunchShape;
+use gemm_dsl::pick::sets::{self, KernelSet};
+use gemm_dsl::pick::DeviceModel;
+use gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Scale, ValidSpec};
+use std::sync::Arc;
+
+impl<In: Element, Out: Element> Matmul<In, Out> {
+    /// The built-in kernel set for the context's device and these element types
+    /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set.
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, Error> {
+        let device = DeviceInfo::query(ctx)?;
+        let cc = device.compute_capability_number();
+        let types = element_types::<In, Out>()?;
+        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
+            types: types.to_string(),
+            device_cc: cc,
+        })?;
+        Self::with_set(ctx, set)
+    }
+
+    /// Every member of `set` in every layout, emitted at run time when first picked.
+    pub fn with_set(ctx: &Arc<CudaContext>, set: &KernelSet) -> Result<Self, Error> {
+        Self::with_set_fused(ctx, set, FusedSpec::NONE)
+    }
+
+    /// [`Matmul::new`] with a fused epilogue in every kernel: see [`Matmul::with_set_fused`].
+    pub fn new_fused(ctx: &Arc<CudaContext>, fused: FusedSpec) -> Result<Self, Error> {
+        let device = DeviceInfo::query(ctx)?;
+        let cc = device.compute_capability_number();
+        let types = element_types::<In, Out>()?;
+        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
+            types: types.to_string(),
+            device_cc: cc,
+        })?;
+        Self::with_set_fused(ctx, set, fused)
+    }
+
+    /// Every member of `set` with the fused epilogue `fused` (its `scale`, `bias` and
+    /// `activation`; each kernel named `<member>_<epilogue>`, e.g. `..._ab_colbf16_gelu`),
+    /// in every layout; run with [`Matmul::run_fused`]. The picker picks as for the plain set:
+    /// the epilogue runs once per output tile, the same work for every member.
+    pub fn with_set_fused(
+        ctx: &Arc<CudaContext>,
+        set: &KernelSet,
+        fused: FusedSpec,
+    ) -> Result<Self, Error> {
+        let types = element_types::<In, Out>()?;
+        let kernels: Vec<(ValidSpec, LaunchShape)> = set_specs(set, types, &fused)?
+            .into_iter()
+            .map(|valid| {
+                let launch = gemm_codegen::emit::launch_of(&valid);
+                (valid, launch)
+            })
+            .collect();
+        let picker = Picker::new(&kernels, DeviceModel::h100_sxm());
+        Self::assemble(
+            ctx,
+            picker,
+            kernels
+                .into_iter()
+                .map(|(valid, _)| Source::Emit(Box::new(valid)))
+                .collect(),
+        )
+    }
+}
+
+/// The members of `set` for these types, with the fused epilogue `fused`, validated.
+fn set_specs(
+    set: &KernelSet,
+    types: KernelTypes,
+    fused: &FusedSpec,
+) -> Result<Vec<ValidSpec>, Error> {
+    set.specs(types.dtype(), types.out())
+        .iter()
+        .map(|text| {
+            let refused = |errors: gemm_dsl::SpecErrors, text: &str| Error::SpecText {
+                kernel: text.to_string(),
+                errors: errors.render(text, set.name),
+            };
+            let member = check_str(text).map_err(|errors| refused(errors, text))?;
+            if fused.is_none() {
+                return Ok(member);
+            }
+            let spec = GemmSpec {
+                name: format!("{}_{}", member.spec.name, epilogue_suffix(fused)),
+                scale: fused.scale,
+                bias: fused.bias,
+                activation: fused.activation,
+                aux: fused.aux,
+                ..member.spec
+            };
+            let text = spec.to_spec_text();
+            check_str(&text).map_err(|errors| refused(errors, &text))
+        })
+        .collect()
+}
+
+/// The epilogue in a kernel name: `ab_colbf16_gelu` for `scale: alpha_beta, bias: col(bf16),
+/// activation: gelu` (and `_aux` with `aux: pre_activation`).
+fn epilogue_suffix(fused: &FusedSpec) -> String {
+    let scale = match fused.scale {
+        Scale::None => String::new(),
+        Scale::Alpha => "a".to_string(),
+        Scale::AlphaBeta => "ab".to_string(),
+    };
+    let bias = match fused.bias.vector() {
+        None => String::new(),
+        Some((along, dtype)) => format!("{}{}", along.name(), dtype.name()),
+    };
+    let activation = match fused.activation {
+        Activation::None => String::new(),
+        other => other.name().to_string(),
+    };
+    let aux = match fused.aux {
+        Aux::None => String::new(),
+        Aux::PreActivation => "aux".to_string(),
+    };
+    [scale, bias, activation, aux]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+/// The spec types a set is instantiated with for these Rust types (f32 words hold f32, not
+/// tf32).
+fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
+    let named = |name: &str| match name {
+        "bf16" => DType::Bf16,
+        "f16" => DType::F16,
+        _ => DType::F32,
+    };
+    let (dtype, out) = (named(In::NAME), named(Out::NAME));
+    KernelTypes::new(dtype, out).ok_or_else(|| Error::UnsupportedTypes {
+        kernel: "Matmul".to_string(),
+        dtype: dtype.name().to_string(),
+        out: out.name().to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fused_sets_put_the_epilogue_in_every_member() {
+        let fused = FusedSpec {
+            scale: Scale::AlphaBeta,
+            bias: gemm_dsl::Bias::Vector {
+                along: gemm_dsl::BiasAlong::Col,
+                dtype: DType::F32,
+            },
+            activation: Activation::Gelu,
+            aux: Aux::PreActivation,
+        };
+        for (set, dtype, out) in [
+            (&sets::SM90_16BIT, DType::Bf16, DType::Bf16),
+            (&sets::SM80_16BIT, DType::F16, DType::F32),
+            (&sets::SM80_F32, DType::F32, DType::F32),
+        ] {
+            let types = KernelTypes::new(dtype, out).unwrap();
+            let plain = set_specs(set, types, &FusedSpec::NONE).unwrap();
+            let specs = set_specs(set, types, &fused).unwrap();
+            assert_eq!(specs.len(), plain.len());
+            for (plain, fused_member) in plain.iter().zip(&specs) {
+                assert_eq!(
+                    fused_member.spec.name,
+                    format!("{}_ab_colf32_gelu_aux", plain.spec.name)
+                );
+                assert_eq!(
+                    (fused_member.spec.tile, fused_member.spec.schedule),
+                    (plain.spec.tile, plain.spec.schedule)
+                );
+                assert_eq!(
+                    FusedSpec::of_spec(&fused_member.spec),
+                    fused,
+                    "{}",
+                    fused_member.spec.name
+                );
+            }
+        }
+    }
+}
