@@ -129,6 +129,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, persistent raster bands 8 tiles wide",
     },
     CatalogSpec {
+        name: "wgmma_bf16_128x128x64_s6_pingpong",
+        spec: "name: wgmma_bf16_128x128x64_s6_pingpong, arch: sm_90a, dtype: bf16, tile: 128x128x64, consumers: pingpong, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16, ping-pong: 2 consumer warpgroups take alternate 128x128 tiles (two m64n128 rows each) and turns at the tensor cores, so one stores while the other multiplies",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_128x256x64_s4_streamk",
         spec: "name: wgmma_bf16_128x256x64_s4_streamk, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
         summary: "Hopper bf16, persistent with a stream-K tail: the tiles left after whole rounds are split along K over every block",

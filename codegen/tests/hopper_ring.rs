@@ -9,8 +9,12 @@
 //! interleavings, with mbarriers as the PTX ISA defines them (phases, pending arrivals,
 //! transaction bytes) and TMA loads landing whenever they like. It fails on a deadlock, on a
 //! load landing in a slot some consumer warp still reads, and on a consumer reading a slot
-//! before all of its fill's bytes landed. Each check has a negative case: a broken variant of
-//! the PTX is caught.
+//! before all of its fill's bytes landed. Ping-pong kernels (`consumers: pingpong`) run their
+//! two consumer warpgroups on alternate units, each skipping the other's fills in the ring and
+//! waiting for its turn (a named barrier the other arrives on once its unit's wgmmas retired):
+//! without the turn, a warpgroup waiting a lap or more ahead of the producer would pass on a
+//! phase of the same parity. Each check has a negative case: a broken variant of the PTX is
+//! caught.
 
 use gemm_codegen::{Emitted, ParamKind};
 use std::collections::HashMap;
@@ -38,6 +42,25 @@ struct Protocol {
     releases_after_retirement: bool,
     /// Releases arrive on the peer blocks' empty barriers too.
     releases_remote: bool,
+    /// Ping-pong: the consumer warpgroups take alternate units.
+    pingpong: bool,
+    /// Ping-pong: a warpgroup waits for its turn before a unit's first fill (all but the
+    /// first warpgroup's first unit), and hands the turn over after its unit's last fill.
+    waits_for_turn: bool,
+    hands_over_turn: bool,
+    /// Ping-pong: after its unit, a warpgroup steps its ring position over the other's unit.
+    skips_other_units: bool,
+}
+
+impl Protocol {
+    /// Consumer warps that read (and release) one fill.
+    fn warps_per_fill(&self) -> u32 {
+        if self.pingpong {
+            self.consumer_warps / 2
+        } else {
+            self.consumer_warps
+        }
+    }
 }
 
 /// The operand's tensor-map box bytes from the kernel's parameters, by map register.
@@ -134,6 +157,8 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
     let (rows, cols) = emitted.launch().cluster;
     let blocks = rows * cols;
     let consumer_warps = (emitted.launch().threads_per_block - 128) / 32;
+    let pingpong = emitted.spec().pingpong;
+    let has = |prefix: &str| lines.iter().any(|l| l.starts_with(prefix));
     Protocol {
         stages: full.len() as u32,
         full_init: full[0],
@@ -147,6 +172,10 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
         consumers_wait_lap_phase,
         releases_after_retirement,
         releases_remote,
+        pingpong,
+        waits_for_turn: has("@%p_turn bar.sync\t%turn_own,"),
+        hands_over_turn: has("@%p_handoff bar.arrive\t%turn_other,"),
+        skips_other_units: has("add.u32\t%ring_pos, %slot, %k_tiles;"),
     }
 }
 
@@ -245,12 +274,28 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
     // The fills that start a unit, and the fills that end one.
     let mut starts = std::collections::BTreeSet::new();
     let mut ends = std::collections::BTreeSet::new();
+    let mut unit_starts = Vec::new();
     let mut fills = 0;
     for &unit in units {
         starts.insert(fills);
+        unit_starts.push(fills);
         fills += unit;
         ends.insert(fills - 1);
     }
+    let unit_of = |fill: u64| unit_starts.partition_point(|&start| start <= fill) - 1;
+    // Ping-pong: warp w is in warpgroup w / warps_per_fill and takes the units of its parity.
+    let group_of = |warp: usize| warp / p.warps_per_fill() as usize;
+    let reads = |warp: usize, fill: u64| !p.pingpong || unit_of(fill) % 2 == group_of(warp);
+    let first_fill = |warp: usize| -> Option<u64> {
+        if p.pingpong {
+            unit_starts.get(group_of(warp)).copied()
+        } else {
+            Some(0)
+        }
+    };
+    // Ping-pong turns handed over, per block (its own named barriers) and unit: the warps of
+    // the unit's warpgroup that arrived after it.
+    let mut turns_handed = vec![vec![0u32; units.len()]; p.blocks as usize];
     let stages = u64::from(p.stages);
     let stage_bytes = p.unicast_bytes + p.multicast_bytes * p.blocks;
     let mut blocks: Vec<Block> = (0..p.blocks)
@@ -259,15 +304,18 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
             empty: (0..p.stages).map(|_| Mbarrier::new(p.empty_init)).collect(),
             landed: vec![(u64::MAX, 0); p.stages as usize],
             producer_fill: 0,
-            warps: vec![
-                Warp {
-                    fill: 0,
-                    step: WarpStep::WaitFull,
+            warps: (0..p.consumer_warps as usize)
+                .map(|w| Warp {
+                    fill: first_fill(w).unwrap_or(0),
+                    step: if first_fill(w).is_some() {
+                        WarpStep::WaitFull
+                    } else {
+                        WarpStep::Done
+                    },
                     reading: Vec::new(),
                     released_through: None,
-                };
-                p.consumer_warps as usize
-            ],
+                })
+                .collect(),
         })
         .collect();
     let mut in_flight: Vec<Load> = Vec::new();
@@ -286,9 +334,17 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
             }
             for (w, warp) in block.warps.iter().enumerate() {
                 let slot = (warp.fill % stages) as usize;
+                // A ping-pong unit after the first waits for the turn the previous unit's
+                // warpgroup hands over (all four of its warps arrive).
+                let unit = unit_of(warp.fill);
+                let turn =
+                    !(p.pingpong && p.waits_for_turn && unit > 0 && starts.contains(&warp.fill))
+                        || turns_handed[b][unit - 1] == p.warps_per_fill();
                 let enabled = match warp.step {
-                    WarpStep::WaitFull => block.full[slot]
-                        .passes(parity(warp.fill / stages, !p.consumers_wait_lap_phase)),
+                    WarpStep::WaitFull => {
+                        turn && block.full[slot]
+                            .passes(parity(warp.fill / stages, !p.consumers_wait_lap_phase))
+                    }
                     WarpStep::Release => true,
                     WarpStep::Done => false,
                 };
@@ -401,8 +457,23 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
                             }
                             blocks[b].warps[index].released_through = Some(r);
                         }
+                        // After a ping-pong unit: hand the turn over (where the next unit exists)
+                        // and step over the other warpgroup's unit.
+                        let unit = unit_of(f);
+                        let next = if p.pingpong && last_of_tile {
+                            if p.hands_over_turn && unit + 1 < units.len() {
+                                turns_handed[b][unit] += 1;
+                            }
+                            if p.skips_other_units {
+                                unit_starts.get(unit + 2).copied().unwrap_or(fills)
+                            } else {
+                                f + 1
+                            }
+                        } else {
+                            f + 1
+                        };
                         let warp = &mut blocks[b].warps[index];
-                        warp.fill += 1;
+                        warp.fill = next;
                         warp.step = if warp.fill == fills {
                             WarpStep::Done
                         } else {
@@ -417,7 +488,7 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
                 let load = in_flight.swap_remove(index);
                 let block = &mut blocks[load.dest];
                 for (w, warp) in block.warps.iter().enumerate() {
-                    let older = load.fill.checked_sub(stages);
+                    let older = load.fill.checked_sub(stages).filter(|&o| reads(w, o));
                     let still_reading = warp.reading.iter().any(|&r| Some(r) == older);
                     let not_released =
                         older.is_some_and(|o| warp.released_through.is_none_or(|r| r < o));
@@ -479,8 +550,12 @@ fn check(p: &Protocol) -> Result<(), String> {
         1,
         k_tiles - 1,
     ];
-    walks.push(unequal.iter().rev().copied().collect());
-    walks.push(unequal);
+    // Stream-K's units of unequal length; ping-pong walks whole tiles only (its ring skip
+    // steps over one tile's k tiles).
+    if !p.pingpong {
+        walks.push(unequal.iter().rev().copied().collect());
+        walks.push(unequal);
+    }
     for (walk, units) in walks.iter().enumerate() {
         assert!(units.iter().sum::<u64>() >= 3 * stages);
         // Producers first, consumers first, loads first; then random interleavings.
@@ -514,6 +589,12 @@ fn hopper_specs() -> Vec<Emitted> {
                 specs.push(gemm_codegen::emit_str(&text).unwrap_or_else(|e| panic!("{text}: {e}")));
             }
         }
+        for cluster in ["", ", cluster: 2x1, copy: tma(multicast = 2)"] {
+            let text = format!(
+                "name: ring, arch: sm_90a, mma: wgmma, tile: 64x128x64, consumers: pingpong, stages: {stages}, schedule: persistent{cluster}"
+            );
+            specs.push(gemm_codegen::emit_str(&text).unwrap_or_else(|e| panic!("{text}: {e}")));
+        }
     }
     specs
 }
@@ -536,7 +617,7 @@ fn every_ring_keeps_its_protocol_under_any_interleaving() {
         );
         assert_eq!(
             p.empty_init,
-            p.consumer_warps * p.blocks,
+            p.warps_per_fill() * p.blocks,
             "{}",
             emitted.spec_text()
         );
@@ -648,5 +729,65 @@ fn broken_rings_are_caught() {
         let error = check(p).expect_err(&format!("broken ring {index} passed"));
         eprintln!("broken ring {index}: {error}");
         assert!(error.contains(want), "broken ring {index}: {error}");
+    }
+}
+
+/// Each way a ping-pong ring could be wrong, written into the PTX, is caught.
+#[test]
+fn broken_pingpong_rings_are_caught() {
+    let base = gemm_codegen::emit_str(
+        "name: ring, arch: sm_90a, mma: wgmma, tile: 64x128x64, consumers: pingpong, stages: 3, schedule: persistent",
+    )
+    .unwrap();
+    let good = protocol(&base);
+    assert!(good.pingpong && good.waits_for_turn && good.hands_over_turn && good.skips_other_units);
+    check(&good).unwrap();
+    let broken = |from: &str, to: &str| {
+        assert!(base.ptx().contains(from), "{from}");
+        protocol_of(&base, &base.ptx().replacen(from, to, 1))
+    };
+    let both_warpgroups_release: Vec<(String, String)> = (0..good.stages)
+        .map(|slot| {
+            let line = |count| format!("[%empty_bar+{}], {count};", slot * 8);
+            (line(good.empty_init), line(good.empty_init * 2))
+        })
+        .collect();
+    let mut doubled = base.ptx().to_string();
+    for (from, to) in &both_warpgroups_release {
+        doubled = doubled.replacen(from.as_str(), to, 1);
+    }
+    let cases = [
+        (
+            // No turn: the second warpgroup waits a lap ahead of the producer and passes on
+            // an earlier phase of the same parity.
+            broken("@%p_turn bar.sync\t%turn_own, 256;", ""),
+            "reads fill",
+        ),
+        (
+            // No hand-over: the second warpgroup waits for a turn that never comes.
+            broken("@%p_handoff bar.arrive\t%turn_other, 256;", ""),
+            "deadlock",
+        ),
+        (
+            // No skip: a warpgroup reads the other's fills after its own unit.
+            broken(
+                "add.u32\t%ring_pos, %slot, %k_tiles;",
+                "mov.u32\t%ring_pos, %slot;",
+            ),
+            "",
+        ),
+        (
+            // An empty barrier counting both warpgroups' warps: a slot is never released.
+            protocol_of(&base, &doubled),
+            "deadlock",
+        ),
+    ];
+    for (index, (p, want)) in cases.iter().enumerate() {
+        let error = check(p).expect_err(&format!("broken ping-pong ring {index} passed"));
+        eprintln!("broken ping-pong ring {index}: {error}");
+        assert!(
+            error.contains(want),
+            "broken ping-pong ring {index}: {error}"
+        );
     }
 }

@@ -17,7 +17,7 @@
 //! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family) | `rr` |
 //! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma) |
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
-//! | `consumers` | consumer warpgroups (wgmma only): `1` or `2` | `2` for wgmma, else `1` |
+//! | `consumers` | consumer warpgroups (wgmma only): `1` or `2`, which split BM; or `pingpong`: two that take alternate tiles of a persistent walk of whole tiles, each the whole block tile, and turns at the tensor cores (one stores its tile while the other multiplies) | `2` for wgmma, else `1` |
 //! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |
 //! | `swizzle` | `none`, `pad(BYTES)`, `32B`, `64B`, `128B` | `none` (fma); `128B` (mma_sync; `pad(16)` where rows don't fit an XOR); the widest XOR that divides a K row (wgmma) |
 //! | `copy` | `sync`, `cp_async` (= `cp_async(cg)`), `cp_async(ca)`, `tma`, `tma(multicast = N)`; `sync(vector = N)` and `cp_async(ca, vector = N)` copy `N`-byte vectors (`sync`: 2, 4, 8 or 16 and at least one element; `cp_async`: 4, 8 or 16, `.ca` only below 16) so that A's and B's lines need only `N`-byte alignment (the TMA needs 16-byte strides and takes no `vector`) | `tma` for wgmma on sm_90+, else `cp_async`; vector 16 |

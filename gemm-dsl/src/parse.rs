@@ -75,7 +75,8 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let out = builder.value(Key::Out, default_out, parse_dtype);
     let layout = builder.value(Key::Layout, Layout::RowRow, parse_layout);
     let tile = builder.value(Key::Tile, family.tile(), parse_tile);
-    let consumers = builder.value(Key::Consumers, family.consumers(), parse_count);
+    let (consumers, pingpong) =
+        builder.value(Key::Consumers, (family.consumers(), false), parse_consumers);
     let warps = builder.value(Key::Warps, family.warps(tile, consumers), parse_grid);
     let stages = builder.value(Key::Stages, family.stages(), parse_count);
     let swizzle = builder.value(Key::Swizzle, family.swizzle(dtype, tile), parse_swizzle);
@@ -119,6 +120,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             tile,
             warps,
             consumers,
+            pingpong,
             stages,
             swizzle,
             copy,
@@ -528,6 +530,23 @@ fn parse_grid(text: &str) -> ValueResult<Grid2> {
         Some([rows, cols]) => Ok(Grid2 { rows, cols }),
         None => bad("grid", text, "`ROWSxCOLS`, e.g. `2x4`"),
     }
+}
+
+/// A count of consumer warpgroups, or `pingpong` (two that take alternate tiles).
+fn parse_consumers(text: &str) -> ValueResult<(u32, bool)> {
+    if text == "pingpong" {
+        return Ok((2, true));
+    }
+    parse_number(text).map_or_else(
+        || {
+            bad(
+                "consumers value",
+                text,
+                "a whole number, e.g. `2`, or `pingpong`",
+            )
+        },
+        |count| Ok((count, false)),
+    )
 }
 
 fn parse_count(text: &str) -> ValueResult<u32> {

@@ -569,7 +569,7 @@ impl Validator<'_> {
             ),
             (
                 Key::Consumers,
-                s.consumers.to_string(),
+                s.consumers_value(),
                 !self.spans.given(Key::Consumers),
             ),
             (

@@ -715,6 +715,10 @@ pub struct GemmSpec {
     pub warps: Grid2,
     /// Consumer warpgroups, 1 or 2 (wgmma; the producer warpgroup comes on top).
     pub consumers: u32,
+    /// `consumers: pingpong`: two consumer warpgroups that take alternate tiles of the
+    /// persistent walk, each the whole block tile, and turns at the tensor cores, so one's
+    /// epilogue runs under the other's MMAs (`consumers` is then 2).
+    pub pingpong: bool,
     /// Shared-memory pipeline stages.
     pub stages: u32,
     /// The shared-memory layout: an XOR swizzle, padded lines, or none.
@@ -751,7 +755,10 @@ impl GemmSpec {
             Key::Layout => self.layout = from.layout,
             Key::Tile => self.tile = from.tile,
             Key::Warps => self.warps = from.warps,
-            Key::Consumers => self.consumers = from.consumers,
+            Key::Consumers => {
+                self.consumers = from.consumers;
+                self.pingpong = from.pingpong;
+            }
             Key::Stages => self.stages = from.stages,
             Key::Swizzle => self.swizzle = from.swizzle,
             Key::Copy => self.copy = from.copy,
@@ -766,13 +773,22 @@ impl GemmSpec {
         }
     }
 
+    /// The `consumers:` value: a count, or `pingpong`.
+    pub fn consumers_value(&self) -> String {
+        if self.pingpong {
+            "pingpong".to_string()
+        } else {
+            self.consumers.to_string()
+        }
+    }
+
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
     /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`, `aux`) where they are
     /// not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
-            Mma::Wgmma => format!("consumers: {}", self.consumers),
+            Mma::Wgmma => format!("consumers: {}", self.consumers_value()),
             Mma::Fma | Mma::MmaSync => format!("warps: {}", self.warps),
         };
         let epilogue = match self.mma {

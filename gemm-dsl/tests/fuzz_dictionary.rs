@@ -144,6 +144,8 @@ fn values() -> Vec<String> {
     values.extend(Aux::ALL.map(|aux| match aux {
         Aux::None | Aux::PreActivation => aux.name().to_string(),
     }));
+    // `consumers:` takes a count or this word.
+    values.push("pingpong".to_string());
     values
 }
 

@@ -140,9 +140,13 @@ pub struct ClusterSharing {
 pub struct WgmmaGeometry {
     pub tile: Tile,
     pub consumers: u32,
+    /// `consumers: pingpong`: the two consumers take alternate tiles, each the whole block
+    /// tile, and turns at the tensor cores.
+    pub pingpong: bool,
     /// A producer warpgroup and the consumers.
     pub threads: u32,
-    /// Rows of the block tile each consumer warpgroup computes, in `m_wgmmas` wgmma rows of 64.
+    /// Rows of the block tile each consumer warpgroup computes, in `m_wgmmas` wgmma rows of 64
+    /// (all of them in ping-pong).
     pub rows_per_consumer: u32,
     pub m_wgmmas: u32,
     /// N of each wgmma instruction: the whole block tile's width.
@@ -194,6 +198,8 @@ pub enum WgmmaGeometryError {
     TileKRows,
     /// Only `1x1`, and `2x1` / `1x2` with `copy: tma(multicast = 2)`.
     Cluster,
+    /// Ping-pong consumers alternate the tiles of a persistent walk whose tiles are whole.
+    PingPongSchedule,
 }
 
 impl WgmmaGeometry {
@@ -211,7 +217,24 @@ impl WgmmaGeometry {
         if !(1..=2).contains(&consumers) {
             return Err(WgmmaGeometryError::Consumers);
         }
-        if tile.m == 0 || tile.m > TMA_MAX_BOX_ROWS || !tile.m.is_multiple_of(WGMMA_M * consumers) {
+        // Ping-pong consumers each compute the whole tile; others split its rows.
+        let splitting_consumers = if spec.pingpong { 1 } else { consumers };
+        if spec.pingpong {
+            let whole_tiles = matches!(
+                spec.schedule,
+                Schedule::Persistent {
+                    tail: Tail::Whole,
+                    ..
+                }
+            );
+            if !whole_tiles {
+                return Err(WgmmaGeometryError::PingPongSchedule);
+            }
+        }
+        if tile.m == 0
+            || tile.m > TMA_MAX_BOX_ROWS
+            || !tile.m.is_multiple_of(WGMMA_M * splitting_consumers)
+        {
             return Err(WgmmaGeometryError::TileM);
         }
         // B lands as boxes of one swizzle span of N each.
@@ -257,7 +280,7 @@ impl WgmmaGeometry {
             }
             _ => return Err(WgmmaGeometryError::Cluster),
         };
-        let rows_per_consumer = tile.m / consumers;
+        let rows_per_consumer = tile.m / splitting_consumers;
         let store_staging = (spec.epilogue == Epilogue::Tma).then(|| {
             let out = spec.out.size_bytes();
             let swizzle_bytes = [128, 64, 32]
@@ -274,6 +297,7 @@ impl WgmmaGeometry {
         Ok(WgmmaGeometry {
             tile,
             consumers,
+            pingpong: spec.pingpong,
             threads,
             rows_per_consumer,
             m_wgmmas: rows_per_consumer / WGMMA_M,
@@ -544,12 +568,30 @@ impl Validator<'_> {
                 ),
                 "consumers: 2",
             ),
+            WgmmaGeometryError::PingPongSchedule => {
+                let error = self.error(
+                    Key::Schedule,
+                    format!(
+                        "`consumers: pingpong` alternates the tiles of a persistent walk of whole tiles, not `schedule: {}`",
+                        s.schedule
+                    ),
+                );
+                error.notes.push(
+                    "consumer c takes tiles c, c + 2, .. of its block's walk; a stream-K tail's pieces are not implemented for it".to_string(),
+                );
+                error.help = Some("schedule: persistent".to_string());
+            }
             WgmmaGeometryError::TileM => {
                 let error = self.error(
                     Key::Tile,
                     format!(
-                        "BM = {} is not a multiple of 64 rows per consumer warpgroup ({} consumer(s)) up to {TMA_MAX_BOX_ROWS}",
-                        s.tile.m, s.consumers
+                        "BM = {} is not a multiple of 64 rows per consumer warpgroup ({}) up to {TMA_MAX_BOX_ROWS}",
+                        s.tile.m,
+                        if s.pingpong {
+                            "ping-pong consumers each compute the whole tile".to_string()
+                        } else {
+                            format!("{} consumer(s)", s.consumers)
+                        }
                     ),
                 );
                 error.notes.push(
@@ -631,7 +673,11 @@ fn legal_tile(s: &GemmSpec) -> Tile {
     let element = s.dtype.size_bytes();
     let swizzle_elements = s.swizzle.xor_width_bytes().unwrap_or(128) / element;
     let round = |side: u32, step: u32, max: u32| (side / step).clamp(1, (max / step).max(1)) * step;
-    let per_consumer = WGMMA_M * s.consumers.clamp(1, 2);
+    let per_consumer = if s.pingpong {
+        WGMMA_M
+    } else {
+        WGMMA_M * s.consumers.clamp(1, 2)
+    };
     let (a_major, b_major) = Major::of_layout(s.layout);
     let k_max = if a_major == Major::MN || b_major == Major::MN {
         TMA_MAX_BOX_ROWS
@@ -868,6 +914,42 @@ mod tests {
     }
 
     #[test]
+    fn pingpong_consumers_each_take_the_whole_tile() {
+        let text = format!(
+            "{HOPPER}, tile: 128x128x64, consumers: pingpong, stages: 6, schedule: persistent"
+        );
+        let valid = check_str(&text).unwrap();
+        assert!(valid.spec.pingpong);
+        assert!(valid.spec.to_spec_text().contains("consumers: pingpong"));
+        assert_eq!(
+            check_str(&valid.spec.to_spec_text()).unwrap().spec,
+            valid.spec
+        );
+        let Family::Wgmma(g) = valid.family else {
+            unreachable!()
+        };
+        assert_eq!(
+            (
+                g.consumers,
+                g.pingpong,
+                g.threads,
+                g.rows_per_consumer,
+                g.m_wgmmas
+            ),
+            (2, true, 384, 128, 2)
+        );
+        assert_eq!(g.accumulators(), 128);
+        // Each consumer stages its own tile's boxes of C: two consumers' buffers.
+        let staging = g.store_staging.unwrap();
+        assert_eq!(staging.boxes_per_tile, 2 * 128 / staging.box_cols);
+        let cooperative = check_str(&text.replace("pingpong", "2")).unwrap();
+        assert!(!cooperative.spec.pingpong);
+        assert_eq!(valid.smem.total(), cooperative.smem.total());
+        // Clusters share operands as for the cooperative kernel.
+        assert!(check_str(&format!("{text}, cluster: 2x1, copy: tma(multicast = 2)")).is_ok());
+    }
+
+    #[test]
     fn stream_k_tails_size_a_workspace_per_block() {
         let geometry = |text: &str| {
             let Family::Wgmma(g) = check_str(text).unwrap().family else {
@@ -946,6 +1028,26 @@ mod tests {
                 "tile: 64x64x320, consumers: 1, stages: 2",
                 "BK = 320 is over 256",
                 "tile: 64x64x256",
+            ),
+            (
+                "tile: 128x128x64, consumers: pingpong",
+                "alternates the tiles of a persistent walk of whole tiles, not `schedule: tile`",
+                "schedule: persistent",
+            ),
+            (
+                "tile: 128x128x64, consumers: pingpong, schedule: persistent(tail = stream_k)",
+                "alternates the tiles of a persistent walk",
+                "schedule: persistent",
+            ),
+            (
+                "tile: 96x128x64, consumers: pingpong, schedule: persistent",
+                "BM = 96 is not a multiple of 64 rows per consumer warpgroup (ping-pong consumers each compute the whole tile)",
+                "tile: 64x128x64",
+            ),
+            (
+                "consumers: pingpong, schedule: persistent",
+                "registers per thread",
+                "use a smaller tile",
             ),
         ] {
             let all = errors(&format!("{HOPPER}, {spec}"));

@@ -213,7 +213,12 @@ impl OperandReads {
             a_descriptor,
             b_descriptor,
             k_steps,
-            consumer_a_bytes: m_rows_bytes(g.rows_per_consumer),
+            // Ping-pong consumers both read the whole tile of A.
+            consumer_a_bytes: if g.pingpong {
+                0
+            } else {
+                m_rows_bytes(g.rows_per_consumer)
+            },
         }
     }
 }

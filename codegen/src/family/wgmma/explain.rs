@@ -167,6 +167,13 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             walk.along.param.to_uppercase()
         );
     }
+    if let Some(pingpong) = &p.pingpong {
+        let _ = writeln!(
+            out,
+            "  ping-pong: consumer c computes tiles c, c + 2, .. of the block's walk, each whole, and skips the other's k tiles in the ring; turns at the tensor cores: consumer c waits on named barrier {} + c ({} threads) before its k tiles (consumer 0's first tile at once) and, once its last wgmma group retires, arrives on the other's if the walk holds the other's next tile, then stores its tile while the other's wgmmas run",
+            pingpong.first_turn_barrier, pingpong.turn_threads
+        );
+    }
     if let Some(stream_k) = &p.stream_k {
         let _ = writeln!(
             out,

@@ -37,7 +37,7 @@ use gemm_dsl::family::wgmma::{
     OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_K, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
-pub use schedule::{PartialVector, StreamK};
+pub use schedule::{PartialVector, PingPong, StreamK};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -69,6 +69,9 @@ pub struct WgmmaPlan {
     pub n_round_up: u32,
     pub k_round_up: u32,
     pub rows_per_consumer: u32,
+    /// Rows from one consumer's first row of the tile to the next's: `rows_per_consumer`, or
+    /// 0 where ping-pong consumers each compute the whole tile.
+    pub consumer_row_step: u32,
     pub ring: Ring<Mbarriers>,
     /// The TMA boxes of one stage, A's then B's.
     pub a_loads: Vec<BoxLoad>,
@@ -131,6 +134,8 @@ pub struct WgmmaPlan {
     pub aux: gemm_dsl::Aux,
     /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
     pub stream_k: Option<StreamK>,
+    /// `consumers: pingpong`: alternate tiles, turns at the tensor cores.
+    pub pingpong: Option<PingPong>,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
     #[serde(skip)]
     pub k_steps: Vec<WgmmaKStep>,
@@ -157,12 +162,14 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     );
     let stage_bytes = g.stage_bytes(element);
     let cluster_blocks = g.cluster.map_or(1, |c| c.blocks);
-    // Every consumer warp of every block the slot's multicast reaches releases it.
+    // Every consumer warp that reads the slot, in every block the slot's multicast reaches,
+    // releases it: a ping-pong slot belongs to one consumer's tile.
     let staging_bytes = g.store_staging.map_or(0, |st| st.bytes(g.consumers));
+    let reading_consumers = if g.pingpong { 1 } else { g.consumers };
     let ring = Ring::mbarriers(
         spec.stages,
         stage_bytes,
-        g.consumers * 4 * cluster_blocks,
+        reading_consumers * 4 * cluster_blocks,
         staging_bytes,
     );
     let cluster = g.cluster.map(|c| ClusterPlan::new(c, g, spec));
@@ -215,6 +222,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         n_round_up: walk_tile_n - 1,
         k_round_up: spec.tile.k - 1,
         rows_per_consumer: g.rows_per_consumer,
+        consumer_row_step: if g.pingpong { 0 } else { g.rows_per_consumer },
         ring,
         a_loads,
         b_loads,
@@ -273,6 +281,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         bias: spec.bias,
         aux: spec.aux,
         stream_k: StreamK::of(g),
+        pingpong: PingPong::of(g),
         k_steps: reads.k_steps,
     }
 }

@@ -35,6 +35,35 @@ pub struct StreamK {
     pub vectors: Vec<PartialVector>,
 }
 
+/// Ping-pong consumers (`consumers: pingpong`): consumer `c` takes tiles `c, c + 2, ..` of
+/// its block's persistent walk, each whole, so its epilogue runs while the other consumer's
+/// wgmmas run. The ring holds the walk's k tiles in order, so a consumer skips the other's
+/// k tiles in it. Turns at the tensor cores are an ordered pair of named barriers: a consumer
+/// waits on its own before its k tiles (except consumer 0's first), and once its k tiles have
+/// retired arrives on the other's where the walk holds the other's next tile. The turn also
+/// keeps each consumer's ring waits within one lap of the producer, as the parity waits need:
+/// a consumer starts waiting on its tile's first slot only after every earlier slot was
+/// waited for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PingPong {
+    /// Consumer `c` waits on named barrier `first_turn_barrier + c`.
+    pub first_turn_barrier: u32,
+    /// The threads of one turn barrier: the waiting warpgroup and the arriving one.
+    pub turn_threads: u32,
+}
+
+impl PingPong {
+    /// Named barriers 1 and 2 are the consumers' own (the TMA-store epilogue's).
+    pub const FIRST_TURN_BARRIER: u32 = 3;
+
+    pub(super) fn of(g: &WgmmaGeometry) -> Option<PingPong> {
+        g.pingpong.then_some(PingPong {
+            first_turn_barrier: Self::FIRST_TURN_BARRIER,
+            turn_threads: 2 * WARPGROUP_THREADS,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PartialVector {
     pub offset: u32,
