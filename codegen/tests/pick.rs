@@ -183,7 +183,7 @@ fn refit(
 ) -> DeviceModel {
     let mut current = model_geomean(rows, candidates, &device).0;
     for _round in 0..3 {
-        for field in 0..13 {
+        for field in 0..14 {
             for factor in [0.8, 0.9, 1.1, 1.25] {
                 let mut trial = device.clone();
                 let c = &mut trial.calibration;
@@ -200,6 +200,7 @@ fn refit(
                     9 => &mut c.dram_efficiency,
                     10 => &mut trial.l2_bytes_per_clk_per_sm,
                     11 => &mut trial.memory_latency_clk,
+                    12 => &mut c.wgmma_pingpong,
                     _ => &mut c.fma,
                 };
                 *value *= factor;

@@ -170,6 +170,8 @@ pub struct Calibration {
     pub wgmma_two_consumers_256_wide: f64,
     pub wgmma_two_consumers: f64,
     pub wgmma_one_consumer: f64,
+    /// Ping-pong consumers, each with the whole tile (two m64 rows of it).
+    pub wgmma_pingpong: f64,
     pub mma_sync: f64,
     pub fma: f64,
     /// Bytes per clock a stream-K finisher reads the other walkers' partial sums at (one
@@ -204,6 +206,9 @@ impl DeviceModel {
                 wgmma_two_consumers_256_wide: 0.75,
                 wgmma_two_consumers: 0.68,
                 wgmma_one_consumer: 0.62,
+                // Ping-pong 128x128 at 4096^3 runs at 0.98-0.99 of the 128x256 two-consumer
+                // kernel (results/pingpong-2026-11-25/).
+                wgmma_pingpong: 0.74,
                 // On Hopper, mma.sync runs on the tensor cores at about half of wgmma's rate.
                 mma_sync: 0.5,
                 fma: 0.75,
@@ -277,6 +282,7 @@ fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate) -> f64 {
     let fitted = &device.calibration;
     let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
     match candidate.mma {
+        Mma::Wgmma if candidate.pingpong => fitted.wgmma_pingpong,
         Mma::Wgmma if candidate.consumers >= 2 && bm / candidate.consumers >= 128 => {
             fitted.wgmma_128_rows_per_consumer
         }
@@ -312,6 +318,9 @@ pub struct Candidate {
     pub layout: Layout,
     /// wgmma consumer warpgroups (1 for the other families).
     pub consumers: u32,
+    /// `consumers: pingpong`: each consumer computes whole tiles, and stores one while the
+    /// other consumer multiplies.
+    pub pingpong: bool,
     pub stages: u32,
     pub blocks_per_sm: u32,
     pub stream_k: bool,
@@ -335,6 +344,7 @@ impl Candidate {
             } else {
                 1
             },
+            pingpong: spec.pingpong,
             stages: spec.stages,
             blocks_per_sm: valid.occupancy.blocks_per_sm.max(1),
             stream_k: matches!(
@@ -544,8 +554,14 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         }
     };
     let busiest_sm_k_tiles = block_k_tiles * blocks_per_busiest_sm;
+    // Ping-pong consumers store a tile while the other multiplies: only the last shows.
+    let exposed_epilogues = if candidate.pingpong {
+        blocks_per_busiest_sm
+    } else {
+        block_tiles * blocks_per_busiest_sm
+    };
     let sm_clk = busiest_sm_k_tiles * k_tile_clk
-        + block_tiles * blocks_per_busiest_sm * epilogue_clk
+        + exposed_epilogues * epilogue_clk
         + fills * device.memory_latency_clk;
     let sm_seconds = device.seconds(sm_clk);
     // A split tile's fixup comes after its walkers' k tiles, on the critical path: it overlaps

@@ -51,7 +51,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, stream-K tails, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, stream-K tails, ping-pong 128x128 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -89,6 +89,11 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "w128x128_sk",
             body: "arch: sm_90a, tile: 128x128x64, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "M of 128 to 512 with deep K: split-K on mid-size tiles",
+        },
+        SetMember {
+            name: "w128x128_pp",
+            body: "arch: sm_90a, tile: 128x128x64, consumers: pingpong, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "M of a few hundred with rounds of tiles to spare: one consumer stores its tile while the other multiplies",
         },
         SetMember {
             name: "w64x256",
