@@ -183,7 +183,7 @@ fn refit(
 ) -> DeviceModel {
     let mut current = model_geomean(rows, candidates, &device).0;
     for _round in 0..3 {
-        for field in 0..14 {
+        for field in 0..15 {
             for factor in [0.8, 0.9, 1.1, 1.25] {
                 let mut trial = device.clone();
                 let c = &mut trial.calibration;
@@ -201,6 +201,7 @@ fn refit(
                     10 => &mut trial.l2_bytes_per_clk_per_sm,
                     11 => &mut trial.memory_latency_clk,
                     12 => &mut c.wgmma_pingpong,
+                    13 => &mut c.mma_sync_latency_share,
                     _ => &mut c.fma,
                 };
                 *value *= factor;

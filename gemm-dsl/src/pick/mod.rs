@@ -22,7 +22,7 @@
 
 pub mod sets;
 
-use crate::abi::{LaunchShape, Operand};
+use crate::abi::{CopyPath, LaunchShape, Operand};
 use crate::{Arch, DType, Layout, Mma, Schedule, StreamKSplit, Tail, ValidSpec};
 use std::fmt;
 
@@ -186,6 +186,9 @@ pub struct Calibration {
     pub half_bandwidth_sms: f64,
     /// The fraction of peak DRAM bandwidth a stream of loads reaches.
     pub dram_efficiency: f64,
+    /// The memory latency an mma.sync kernel's `cp.async` ring waits out, as a share of the
+    /// TMA ring's (fitted on 16-row tiles at M <= 16; the SIMT family keeps the whole).
+    pub mma_sync_latency_share: f64,
 }
 
 impl DeviceModel {
@@ -217,6 +220,9 @@ impl DeviceModel {
                 overlap_slack: 0.25,
                 half_bandwidth_sms: 8.0,
                 dram_efficiency: 0.85,
+                // A 16-row mma.sync tile at M <= 16 streams B at 2.5 TB/s from 64 SMs with
+                // 7 stages in flight: half the TMA ring's latency (results/decode-rows-2026-11-25/).
+                mma_sync_latency_share: 0.5,
             },
         }
     }
@@ -234,6 +240,7 @@ impl DeviceModel {
             // Not fitted on an A100 yet: Hopper's numbers, with mma.sync at its Ampere rate.
             calibration: Calibration {
                 mma_sync: 0.75,
+                mma_sync_latency_share: 1.0,
                 ..DeviceModel::h100_sxm().calibration
             },
         }
@@ -493,9 +500,14 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
     let blocks_on_sm =
         f64::from(grid_blocks.div_ceil(device.sms).max(1)).min(f64::from(candidate.blocks_per_sm));
-    let latency_clk = device.memory_latency_clk
-        / f64::from(candidate.stages.saturating_sub(1).max(1))
-        / blocks_on_sm;
+    let ring_latency_clk = match (shape.copy_path, candidate.mma) {
+        (CopyPath::CpAsync | CopyPath::Sync, Mma::MmaSync) => {
+            device.memory_latency_clk * device.calibration.mma_sync_latency_share
+        }
+        _ => device.memory_latency_clk,
+    };
+    let latency_clk =
+        ring_latency_clk / f64::from(candidate.stages.saturating_sub(1).max(1)) / blocks_on_sm;
     let (step_clk, step_bound) = [
         (math_clk, Bound::Math),
         (feed_clk, Bound::Feed),

@@ -117,6 +117,12 @@ pub struct MmaSyncPlan {
     /// last k step's math. Fragment sets alternate per k step, so this needs an even number
     /// of k steps (the next tile's step 0 reuses the set of the current tile's step 0).
     pub prefetch_across_barrier: bool,
+    /// A block whose tile crosses M but not N copies its whole k tiles with A's copies
+    /// bounded and B's as in the main loop, rather than every copy bounded: decode (M of a
+    /// few rows) runs every block on that path. Tiles of at most
+    /// [`ROWS_EDGE_MAX_TILE_M`] rows on a cp.async ring: a taller tile has few such blocks, and
+    /// the second out-of-line path costs registers that its accumulators may need.
+    pub rows_edge_copies: bool,
     /// The mma instruction, e.g. `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`.
     pub mma_instruction: String,
     /// tf32: inputs are f32 bit patterns, rounded with `cvt.rna.tf32.f32` before the mma.
@@ -237,6 +243,9 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         n_frags: g.n_frags,
         k_steps: g.k_steps,
         prefetch_across_barrier: g.k_steps.is_multiple_of(2),
+        rows_edge_copies: matches!(g.copy, gemm_dsl::ThreadCopy::CpAsync { .. })
+            && spec.stages > 1
+            && tile.m <= ROWS_EDGE_MAX_TILE_M,
         pipeline: CopyPipeline::new(
             spec,
             (g.copy, copy_vector),
@@ -262,6 +271,9 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         epilogue_params: epilogue_params(spec.scale, spec.bias, spec.aux),
     }
 }
+
+/// The tallest tile whose M-edge blocks bound only A's copies ([`MmaSyncPlan::rows_edge_copies`]).
+pub const ROWS_EDGE_MAX_TILE_M: u32 = 64;
 
 /// The mma.sync kernel's SASS: its copy path, the HMMA shape of its input type, and the
 /// ldmatrix forms its layout reads fragments with (`.MT88`, transposed, for 16-bit operands
