@@ -195,7 +195,8 @@ fn catalog_lists_every_spec() {
 fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
     // (arguments, a key of the spec the model picks)
     for (args, expected) in [
-        (&["pick", "16x4096x14336"][..], "tile: 64x"),
+        // Decode: the 16-row mma.sync tile (results/decode-rows-2026-11-25/).
+        (&["pick", "16x4096x14336"][..], "tile: 16x64"),
         (
             &["pick", "4096x4096x4096", "--layout", "cc"][..],
             "consumers: 2",

@@ -18,14 +18,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// The built-in kernel set for the context's device and these element types
     /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set.
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, Error> {
-        let device = DeviceInfo::query(ctx)?;
-        let cc = device.compute_capability_number();
-        let types = element_types::<In, Out>()?;
-        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
-            types: types.to_string(),
-            device_cc: cc,
-        })?;
-        Self::with_set(ctx, set)
+        Self::new_fused(ctx, FusedSpec::NONE)
     }
 
     /// Every member of `set` in every layout, emitted at run time when first picked.
