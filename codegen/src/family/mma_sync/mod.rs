@@ -38,6 +38,12 @@
 //! which the next tile's first fragments load while the last k step computes. One barrier
 //! per tile both publishes tile `k + 1` and retires every read of tile `k - 1`'s stage.
 //!
+//! Edges: a block whose tile crosses M or N, and every block's partial last k tile, copy out
+//! of line through bounded copies. On a cp.async ring with tiles of at most 64 rows, a block
+//! that crosses M only copies its whole k tiles out of line with A's lines past M skipped
+//! (bounds worked out once per tile) and B's copies unchanged: decode's M of a few rows puts
+//! every block there ([`MmaSyncPlan::rows_edge_copies`]).
+//!
 //! Every shared-memory address is `(base ^ xor) + offset`: a per-thread base register
 //! computed once from the thread's lane and warp through the swizzle, XORed with one of a few
 //! constants, plus an immediate ([`decompose`] finds them and the tests prove they are exact
