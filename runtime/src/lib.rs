@@ -15,6 +15,12 @@
 //! - [`verify`] measures a kernel against a float64 or cuBLAS reference on random normal
 //!   inputs from a seed; [`blas`] is cuBLAS for every element type.
 //!
+//! Emitting at run time is the default feature `emit` (`Matmul::new`, `new_fused`, `with_set`,
+//! `with_set_fused`, `GemmKernel::from_emitted`, `AnyKernel::from_emitted`): a crate that
+//! launches only its own `gemm!` / `gemm_set!` kernels turns default features off and links no
+//! code generator. The picker and the SASS check need none ([`gemm_dsl::pick`],
+//! [`gemm_dsl::sass`]).
+//!
 //! Tools are features, so a crate that launches `gemm!` kernels compiles none of their
 //! dependencies:
 //! - `bench`: the `bench` module times kernels against cuBLAS and writes JSON / markdown / SVG

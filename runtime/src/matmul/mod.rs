@@ -339,8 +339,8 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
-    /// one ([`Matmul::with_set_fused`], or `gemm!` kernels with `scale`, `bias` or
-    /// `activation`); checked as [`GemmKernel::launch_fused`] checks them.
+    /// one (`Matmul::with_set_fused` with the feature `emit`, or `gemm!` kernels with `scale`,
+    /// `bias` or `activation`); checked as [`GemmKernel::launch_fused`] checks them.
     pub fn run_fused<A, B, C>(
         &self,
         stream: &CudaStream,
