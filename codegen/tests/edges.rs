@@ -123,3 +123,64 @@ fn interior_tiles_run_the_whole_tile_main_loop() {
         .count();
     assert_eq!(checked, cp_async_families);
 }
+
+/// A block of a short mma.sync tile that crosses M only copies a whole k tile with B's copies
+/// exactly as the main loop issues them and A's predicated on the lines left, with no per-tile
+/// address arithmetic (no parameter loads) on that path: at M = 1 every block takes it, two
+/// warps per block, so whatever it computes sits on each k tile's critical path. Taller tiles
+/// keep the single bounded path.
+#[test]
+fn short_tiles_that_cross_m_copy_b_as_the_main_loop_does() {
+    let section = |ptx: &str, from: &str, to: &str| -> Vec<String> {
+        let start = ptx.find(from).unwrap_or_else(|| panic!("no {from}"));
+        let rest = &ptx[start + from.len()..];
+        let end = rest
+            .find(to)
+            .unwrap_or_else(|| panic!("no {to} after {from}"));
+        rest[..end].lines().map(|l| l.trim().to_string()).collect()
+    };
+    let b_copies = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.contains("cp.async") && l.contains("[%b_dst"))
+            .cloned()
+            .collect()
+    };
+    let (mut short, mut tall) = (0, 0);
+    for entry in CATALOG.iter().chain(gemm_codegen::catalog::NARROW) {
+        let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
+        let spec = emitted.spec();
+        let cp_async_ring = spec.copy.to_string().starts_with("cp_async") && spec.stages > 1;
+        if spec.mma != Mma::MmaSync || !cp_async_ring {
+            continue;
+        }
+        let ptx = emitted.ptx();
+        if spec.tile.m > 64 {
+            assert!(!ptx.contains("$L_rows_edge_copy"), "{}", entry.name);
+            tall += 1;
+            continue;
+        }
+        let rows_path = section(ptx, "$L_rows_edge_copy:", "bra.uni\t$L_copied;");
+        let main_loop = section(ptx, "$L_main_loop:", "$L_copied:");
+        assert!(!b_copies(&main_loop).is_empty(), "{}", entry.name);
+        assert_eq!(b_copies(&rows_path), b_copies(&main_loop), "{}", entry.name);
+        let a_copies: Vec<&String> = rows_path
+            .iter()
+            .filter(|l| l.contains("cp.async") && l.contains("[%a_dst"))
+            .collect();
+        assert!(!a_copies.is_empty(), "{}", entry.name);
+        assert!(
+            a_copies.iter().all(|l| l.starts_with("@%p_copy ")),
+            "{}: {a_copies:?}",
+            entry.name
+        );
+        assert!(
+            rows_path.iter().all(|l| !l.starts_with("ld.param")),
+            "{}: parameter loads on the rows-edge path",
+            entry.name
+        );
+        short += 1;
+    }
+    // mma_bf16_16x64x64_s4, mma_bf16_64x64x64_s2 and two narrow kernels; 11 taller ones.
+    assert_eq!((short, tall), (4, 11));
+}
