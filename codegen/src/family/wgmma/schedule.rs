@@ -48,6 +48,8 @@ pub struct StreamK {
 pub struct PingPong {
     /// Consumer `c` waits on named barrier `first_turn_barrier + c`.
     pub first_turn_barrier: u32,
+    /// The two turn barriers' ids added: a consumer's own subtracted from it is the other's.
+    pub turn_barrier_sum: u32,
     /// The threads of one turn barrier: the waiting warpgroup and the arriving one.
     pub turn_threads: u32,
 }
@@ -59,6 +61,7 @@ impl PingPong {
     pub(super) fn of(g: &WgmmaGeometry) -> Option<PingPong> {
         g.pingpong.then_some(PingPong {
             first_turn_barrier: Self::FIRST_TURN_BARRIER,
+            turn_barrier_sum: 2 * Self::FIRST_TURN_BARRIER + 1,
             turn_threads: 2 * WARPGROUP_THREADS,
         })
     }
