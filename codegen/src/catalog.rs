@@ -195,6 +195,32 @@ pub const CATALOG: &[CatalogSpec] = &[
     },
 ];
 
+/// fp8 kernels (Hopper, `dtype: e4m3`, K-major operands, per-tensor scales, bf16 out). They
+/// take [`E4m3`](https://docs.rs/gemm-runtime) operands, which the run-time-typed loaders
+/// and the 16-bit benchmark sets do not hold, so they are listed apart from [`CATALOG`].
+pub const FP8: &[CatalogSpec] = &[
+    CatalogSpec {
+        name: "wgmma_e4m3_128x256x128_s4_persistent",
+        spec: "name: wgmma_e4m3_128x256x128_s4_persistent, arch: sm_90a, dtype: e4m3, out: bf16, layout: rc, tile: 128x256x128, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8), quant: tensor",
+        summary: "Hopper fp8 (QGMMA k32), the bf16 flagship's bytes per stage: 128x256 tiles, persistent, per-tensor scales",
+    },
+    CatalogSpec {
+        name: "wgmma_e4m3_128x256x128_s4_cluster2x1",
+        spec: "name: wgmma_e4m3_128x256x128_s4_cluster2x1, arch: sm_90a, dtype: e4m3, out: bf16, layout: rc, tile: 128x256x128, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1, quant: tensor",
+        summary: "Hopper fp8, two-block clusters down M that load B once and multicast it",
+    },
+    CatalogSpec {
+        name: "wgmma_e4m3_128x128x128_s6_pingpong",
+        spec: "name: wgmma_e4m3_128x128x128_s6_pingpong, arch: sm_90a, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: pingpong, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8), quant: tensor",
+        summary: "Hopper fp8, ping-pong consumers: one's epilogue under the other's QGMMAs",
+    },
+    CatalogSpec {
+        name: "wgmma_e4m3_64x128x128_s6_streamk",
+        spec: "name: wgmma_e4m3_64x128x128_s6_streamk, arch: sm_90a, dtype: e4m3, out: bf16, layout: rc, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k), quant: tensor",
+        summary: "Hopper fp8 for small M, stream-K: few tiles share their k tiles over every SM",
+    },
+];
+
 /// Kernels with copy vectors narrower than 16 bytes, for leading dimensions that are not
 /// 16-byte multiples: every vector width, both families, layouts with lines along K and
 /// along M or N, a swizzled and a padded tile, and column quarters. Tests (golden PTX,
@@ -238,8 +264,9 @@ pub const NARROW: &[CatalogSpec] = &[
     },
 ];
 
+/// A named spec of [`CATALOG`] or [`FP8`].
 pub fn find(name: &str) -> Option<&'static CatalogSpec> {
-    CATALOG.iter().find(|entry| entry.name == name)
+    CATALOG.iter().chain(FP8).find(|entry| entry.name == name)
 }
 
 #[cfg(test)]
@@ -259,6 +286,13 @@ mod tests {
                 gemm_dsl::check_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name));
             assert_eq!(valid.spec.name, entry.name);
             assert!(valid.spec.copy.vector_bytes() < 16, "{}", entry.name);
+        }
+        for entry in FP8 {
+            let valid =
+                gemm_dsl::check_str(entry.spec).unwrap_or_else(|e| panic!("{}: {e}", entry.name));
+            assert_eq!(valid.spec.name, entry.name);
+            assert!(valid.spec.dtype.is_fp8(), "{}", entry.name);
+            assert_eq!(find(entry.name).map(|e| e.spec), Some(entry.spec));
         }
     }
 }

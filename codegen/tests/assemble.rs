@@ -2,7 +2,7 @@
 //! and the SASS the spec promises. These tests fail (never skip) when ptxas or nvdisasm are
 //! missing: run `scripts/install-tools`.
 
-use gemm_codegen::catalog::{CATALOG, DEFAULT_SPEC, NARROW};
+use gemm_codegen::catalog::{CATALOG, DEFAULT_SPEC, FP8, NARROW};
 use gemm_codegen::sass::{SassReport, INSTALL_HINT};
 use gemm_codegen::{Opcode, SassCheck};
 use gemm_dsl::family::wgmma::{STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
@@ -79,6 +79,35 @@ fn every_catalog_kernel_assembles_with_its_promised_sass() {
             assert_eq!(report.count(Opcode::Ldgsts), 0);
             assert!(report.count(Opcode::Ldg) > 0 && report.count(Opcode::Sts) > 0);
         }
+        assert_eq!(report.count(Opcode::Ldl) + report.count(Opcode::Stl), 0);
+    }
+}
+
+/// The fp8 kernels: QGMMA of their shape and types (no HGMMA), operands through TMA alone;
+/// the only global loads are the two scales (and a stream-K kernel's partial sums and flag).
+#[test]
+fn fp8_kernels_assemble_to_qgmma() {
+    for entry in FP8 {
+        let report = assemble_and_check(entry.name, entry.spec);
+        let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
+        let n = emitted.spec().tile.n;
+        let qgmma = format!("QGMMA.64x{n}x32.F32.E4M3.E4M3");
+        assert!(
+            report.instructions.iter().any(|i| i.opcode == qgmma),
+            "{}: no {qgmma}",
+            entry.name
+        );
+        assert_eq!(report.count(Opcode::Hgmma), 0, "{}", entry.name);
+        let partial_loads = match emitted.launch().workspace_bytes_per_block {
+            0 => 0,
+            bytes => (bytes - STREAM_K_FLAG_BYTES) / (WARPGROUP_THREADS * 16) + 1,
+        };
+        assert_eq!(
+            report.count(Opcode::Ldg),
+            partial_loads as usize + 2,
+            "{}: loads besides the scales",
+            entry.name
+        );
         assert_eq!(report.count(Opcode::Ldl) + report.count(Opcode::Stl), 0);
     }
 }

@@ -74,6 +74,16 @@ fn narrow_vector_ptx() {
     }
 }
 
+/// fp8 kernels: k32 wgmmas without transpose operands, uint8 tensor-map boxes of 128 K, the
+/// scales' loads and multiply in the fused epilogue.
+#[test]
+fn fp8_ptx() {
+    for entry in gemm_codegen::catalog::FP8 {
+        let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
+        insta::assert_snapshot!(entry.name, emitted.ptx());
+    }
+}
+
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {

@@ -30,8 +30,10 @@ pub enum Opcode {
     Stsm,
     /// `mma.sync` tensor-core op.
     Hmma,
-    /// `wgmma.mma_async`.
+    /// `wgmma.mma_async` of 16-bit (and tf32) inputs.
     Hgmma,
+    /// `wgmma.mma_async` of fp8 inputs.
+    Qgmma,
     /// TMA tensor load.
     Utmaldg,
     /// TMA tensor store.
@@ -60,6 +62,7 @@ impl Opcode {
             Opcode::Stsm => "STSM",
             Opcode::Hmma => "HMMA",
             Opcode::Hgmma => "HGMMA",
+            Opcode::Qgmma => "QGMMA",
             Opcode::Utmaldg => "UTMALDG",
             Opcode::Utmastg => "UTMASTG",
             Opcode::Syncs => "SYNCS",
@@ -424,6 +427,9 @@ pub enum EpilogueBuffer {
     Bias,
     /// The value before the activation (`aux: pre_activation`), written: laid out as C.
     Aux,
+    /// fp8 A's and B's dequantization scales (`quant: tensor`): one f32 each.
+    AScale,
+    BScale,
 }
 
 /// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
@@ -555,14 +561,27 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
 ];
 
 /// The fused epilogue's parameters, which every family's kernel takes last, in this order:
-/// α and β (where `scale` has them), C-in (`alpha_beta`), the bias vector and its batch
+/// fp8 operands' scales (`quant: tensor`), α and β (where `scale` has them), C-in (`alpha_beta`), the bias vector and its batch
 /// stride, the aux output (`aux: pre_activation`). None for a spec without a fused epilogue.
 pub fn epilogue_params(
     scale: crate::Scale,
     bias: crate::Bias,
     aux: crate::Aux,
+    quant: crate::Quant,
 ) -> Vec<KernelParam> {
     let mut params = Vec::new();
+    if quant == crate::Quant::Tensor {
+        params.push(KernelParam {
+            name: "a_scale",
+            kind: ParamKind::EpilogueBuffer(EpilogueBuffer::AScale),
+            meaning: "A's dequantization scale, one f32, device pointer",
+        });
+        params.push(KernelParam {
+            name: "b_scale",
+            kind: ParamKind::EpilogueBuffer(EpilogueBuffer::BScale),
+            meaning: "B's dequantization scale, one f32, device pointer",
+        });
+    }
     if scale.has_alpha() {
         params.push(KernelParam {
             name: "alpha",

@@ -11,11 +11,11 @@
 //! |---|---|---|
 //! | `name` | identifier (becomes the PTX kernel and Rust module name) | `gemm` |
 //! | `arch` | `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a` | `sm_80` |
-//! | `dtype` | A/B element type: `f16`, `bf16`, `tf32`, `f32` | `f32` for `mma: fma`, else `bf16` |
+//! | `dtype` | A/B element type: `f16`, `bf16`, `tf32`, `f32`; `e4m3`, `e5m2` (OCP fp8, `mma: wgmma` only: k32 per wgmma, QGMMA) | `f32` for `mma: fma`, else `bf16` |
 //! | `acc` | accumulator type: `f32` (the only one implemented; `f16`, `bf16`, `tf32` parse and are refused) | `f32` |
-//! | `out` | C type | `dtype` (`f32` for `tf32`) |
-//! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family) | `rr` |
-//! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma) |
+//! | `out` | C type (fp8 inputs: `bf16`, `f16` or `f32`) | `dtype` (`f32` for `tf32`, `bf16` for fp8) |
+//! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family; fp8 reads both K-major: `rc` only) | `rr` (`rc` for fp8) |
+//! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma; `128x256x128` for fp8: one 128-byte span of K) |
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
 //! | `consumers` | consumer warpgroups (wgmma only): `1` or `2`, which split BM; or `pingpong`: two that take alternate tiles of a persistent walk of whole tiles, each the whole block tile, and turns at the tensor cores (one stores its tile while the other multiplies) | `2` for wgmma, else `1` |
 //! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |
@@ -29,6 +29,7 @@
 //! | `bias` | `none`, `row` (one value per row of D, length M), `col` (one per column, length N, broadcast down the rows); `row(f32)` / `col(f32)` for an f32 vector, else the output type; shared by a batch or strided through it | `none` |
 //! | `activation` | applied last, on f32: `none`, `relu`, `gelu` (the tanh approximation), `gelu_erf` (the exact form), `silu` | `none` |
 //! | `aux` | `none`, `pre_activation` (also store the values before the activation, in the output type, laid out as C: cuBLASLt's `GELU_AUX`; needs an activation) | `none` |
+//! | `quant` | fp8 operands' dequantization scales: `none`, `tensor` (one f32 each for A and B, device pointers read at launch as cuBLASLt's scale pointers: `D = act(α·s_A·s_B·A·B + β·C + bias)`) | `none` |
 //!
 //! ```
 //! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();

@@ -67,14 +67,21 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let family = family::rules(mma);
     let dtype = builder.value(Key::Dtype, family.dtype(), parse_dtype);
     let acc = builder.value(Key::Acc, DType::F32, parse_dtype);
-    let default_out = if dtype == DType::Tf32 {
-        DType::F32
-    } else {
-        dtype
+    // fp8 is an input type only: its products come out as bf16, as cuBLASLt's usual choice.
+    let default_out = match dtype {
+        DType::Tf32 => DType::F32,
+        DType::E4m3 | DType::E5m2 => DType::Bf16,
+        _ => dtype,
     };
     let out = builder.value(Key::Out, default_out, parse_dtype);
-    let layout = builder.value(Key::Layout, Layout::RowRow, parse_layout);
-    let tile = builder.value(Key::Tile, family.tile(), parse_tile);
+    // fp8 wgmma reads both operands K-major: A row-major, B column-major.
+    let default_layout = if dtype.is_fp8() {
+        Layout::RowCol
+    } else {
+        Layout::RowRow
+    };
+    let layout = builder.value(Key::Layout, default_layout, parse_layout);
+    let tile = builder.value(Key::Tile, family.tile(dtype), parse_tile);
     let (consumers, pingpong) =
         builder.value(Key::Consumers, (family.consumers(), false), parse_consumers);
     let warps = builder.value(Key::Warps, family.warps(tile, consumers), parse_grid);
@@ -95,6 +102,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     };
     let activation = builder.value(Key::Activation, Activation::None, parse_activation);
     let aux = builder.value(Key::Aux, Aux::None, parse_aux);
+    let quant = builder.value(Key::Quant, Quant::None, parse_quant);
 
     if !errors.is_empty() {
         return Err(SpecErrors(errors));
@@ -132,6 +140,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             bias,
             activation,
             aux,
+            quant,
         },
         spans: SpecSpans { whole, keys },
     })
@@ -399,7 +408,13 @@ fn parse_dtype(text: &str) -> ValueResult<DType> {
         "bf16" => Ok(DType::Bf16),
         "tf32" => Ok(DType::Tf32),
         "f32" => Ok(DType::F32),
-        _ => bad("element type", text, "one of f16, bf16, tf32, f32"),
+        "e4m3" => Ok(DType::E4m3),
+        "e5m2" => Ok(DType::E5m2),
+        _ => bad(
+            "element type",
+            text,
+            "one of f16, bf16, tf32, f32, e4m3, e5m2",
+        ),
     }
 }
 
@@ -477,6 +492,22 @@ fn parse_activation(text: &str) -> ValueResult<Activation> {
                     "activation",
                     text,
                     "one of none, relu, gelu (the tanh approximation), gelu_erf, silu",
+                )
+            },
+            Ok,
+        )
+}
+
+fn parse_quant(text: &str) -> ValueResult<Quant> {
+    Quant::ALL
+        .into_iter()
+        .find(|quant| quant.name() == text)
+        .map_or_else(
+            || {
+                bad(
+                    "quantization",
+                    text,
+                    "one of none, tensor (one f32 dequantization scale each for A and B, in device memory)",
                 )
             },
             Ok,

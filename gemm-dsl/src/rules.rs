@@ -62,7 +62,7 @@ pub(crate) trait FamilyRules {
     fn scope(&self, v: &Validator<'_>) -> Vec<(Key, String, bool)>;
 
     fn dtype(&self) -> DType;
-    fn tile(&self) -> Tile;
+    fn tile(&self, dtype: DType) -> Tile;
     fn consumers(&self) -> u32 {
         1
     }
@@ -467,6 +467,38 @@ impl Validator<'_> {
                         "dtype: tf32 (f32 storage, tf32 multiply), or mma: fma"
                     }
                 },
+            );
+        }
+        if s.dtype.is_fp8() && s.mma != Mma::Wgmma {
+            self.help(
+                Key::Dtype,
+                format!(
+                    "{} inputs are multiplied by Hopper's fp8 wgmma only, not `mma: {}`",
+                    s.dtype.name(),
+                    s.mma.name()
+                ),
+                "mma: wgmma, arch: sm_90a (or dtype: bf16)",
+            );
+        }
+        if s.out.is_fp8() {
+            self.help(
+                Key::Out,
+                format!(
+                    "{} is an input type: the kernels write bf16, f16 or f32",
+                    s.out.name()
+                ),
+                "out: bf16",
+            );
+        }
+        if s.quant != Quant::None && !s.dtype.is_fp8() {
+            self.help(
+                Key::Quant,
+                format!(
+                    "`quant: {}` scales fp8 operands back; {} operands need no scales",
+                    s.quant.name(),
+                    s.dtype.name()
+                ),
+                "quant: none (or scale: alpha for one factor)",
             );
         }
     }

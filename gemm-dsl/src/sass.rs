@@ -499,6 +499,7 @@ pub const HIGHLIGHT: &[Opcode] = &[
     Opcode::Ldgsts,
     Opcode::Hmma,
     Opcode::Hgmma,
+    Opcode::Qgmma,
     Opcode::Utmaldg,
     Opcode::Utmastg,
     Opcode::Syncs,

@@ -100,6 +100,10 @@ pub enum DType {
     /// f32 storage, rounded to tf32 by the tensor cores.
     Tf32,
     F32,
+    /// OCP 8-bit float, 4 exponent and 3 mantissa bits (max 448, no infinities).
+    E4m3,
+    /// OCP 8-bit float, 5 exponent and 2 mantissa bits (max 57344).
+    E5m2,
 }
 
 impl DType {
@@ -109,14 +113,22 @@ impl DType {
             DType::Bf16 => "bf16",
             DType::Tf32 => "tf32",
             DType::F32 => "f32",
+            DType::E4m3 => "e4m3",
+            DType::E5m2 => "e5m2",
         }
     }
 
     pub fn size_bytes(self) -> u32 {
         match self {
+            DType::E4m3 | DType::E5m2 => 1,
             DType::F16 | DType::Bf16 => 2,
             DType::Tf32 | DType::F32 => 4,
         }
+    }
+
+    /// An 8-bit float: a multiply input only (Hopper's fp8 wgmma), never an output.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DType::E4m3 | DType::E5m2)
     }
 }
 
@@ -297,6 +309,26 @@ impl Aux {
         match self {
             Aux::None => "none",
             Aux::PreActivation => "pre_activation",
+        }
+    }
+}
+
+/// How fp8 operands are scaled back (`quant:`): `D = s_A·s_B·(A·B)` before the rest of the
+/// epilogue, as cuBLASLt's scale pointers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Quant {
+    None,
+    /// One f32 dequantization scale for A and one for B, read from device memory at launch.
+    Tensor,
+}
+
+impl Quant {
+    pub const ALL: [Quant; 2] = [Quant::None, Quant::Tensor];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Quant::None => "none",
+            Quant::Tensor => "tensor",
         }
     }
 }
@@ -741,6 +773,8 @@ pub struct GemmSpec {
     pub activation: Activation,
     /// A second output: the values before the activation.
     pub aux: Aux,
+    /// fp8 operands' dequantization scales.
+    pub quant: Quant,
 }
 
 impl GemmSpec {
@@ -770,6 +804,7 @@ impl GemmSpec {
             Key::Bias => self.bias = from.bias,
             Key::Activation => self.activation = from.activation,
             Key::Aux => self.aux = from.aux,
+            Key::Quant => self.quant = from.quant,
         }
     }
 
@@ -784,7 +819,7 @@ impl GemmSpec {
 
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`, `aux`) where they are
+    /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`, `aux`) and `quant` where they are
     /// not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
@@ -807,6 +842,9 @@ impl GemmSpec {
         }
         if self.aux != Aux::None {
             fused.push_str(&format!(", aux: {}", self.aux.name()));
+        }
+        if self.quant != Quant::None {
+            fused.push_str(&format!(", quant: {}", self.quant.name()));
         }
         format!(
             "name: {}, arch: {}, dtype: {}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
@@ -851,10 +889,11 @@ pub enum Key {
     Bias,
     Activation,
     Aux,
+    Quant,
 }
 
 impl Key {
-    pub const ALL: [Key; 20] = [
+    pub const ALL: [Key; 21] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -875,6 +914,7 @@ impl Key {
         Key::Bias,
         Key::Activation,
         Key::Aux,
+        Key::Quant,
     ];
 
     pub fn name(self) -> &'static str {
@@ -899,6 +939,7 @@ impl Key {
             Key::Bias => "bias",
             Key::Activation => "activation",
             Key::Aux => "aux",
+            Key::Quant => "quant",
         }
     }
 

@@ -5,7 +5,7 @@
 
 use gemm_dsl::{
     Activation, Arch, Aux, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma,
-    Raster, Scale, Schedule, Swizzle, Tail,
+    Quant, Raster, Scale, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -24,8 +24,18 @@ fn entries() -> Vec<String> {
 fn values() -> Vec<String> {
     let mut values: Vec<String> = Arch::ALL.iter().map(|a| a.name().to_string()).collect();
     values.extend(
-        [DType::F16, DType::Bf16, DType::Tf32, DType::F32].map(|d| match d {
-            DType::F16 | DType::Bf16 | DType::Tf32 | DType::F32 => d.name().to_string(),
+        [
+            DType::F16,
+            DType::Bf16,
+            DType::Tf32,
+            DType::F32,
+            DType::E4m3,
+            DType::E5m2,
+        ]
+        .map(|d| match d {
+            DType::F16 | DType::Bf16 | DType::Tf32 | DType::F32 | DType::E4m3 | DType::E5m2 => {
+                d.name().to_string()
+            }
         }),
     );
     values.extend(
@@ -143,6 +153,9 @@ fn values() -> Vec<String> {
     }));
     values.extend(Aux::ALL.map(|aux| match aux {
         Aux::None | Aux::PreActivation => aux.name().to_string(),
+    }));
+    values.extend(Quant::ALL.map(|quant| match quant {
+        Quant::None | Quant::Tensor => quant.name().to_string(),
     }));
     // `consumers:` takes a count or this word.
     values.push("pingpong".to_string());

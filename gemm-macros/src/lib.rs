@@ -184,6 +184,8 @@ fn element_type(dtype: DType, runtime: &TokenStream2) -> TokenStream2 {
         DType::F32 | DType::Tf32 => quote!(f32),
         DType::Bf16 => quote!(#runtime::half::bf16),
         DType::F16 => quote!(#runtime::half::f16),
+        DType::E4m3 => quote!(#runtime::fp8::E4m3),
+        DType::E5m2 => quote!(#runtime::fp8::E5m2),
     }
 }
 

@@ -29,25 +29,33 @@ pub enum CublasGemm {
 
 impl CublasGemm {
     /// What a kernel of these types is timed against: the same inputs and output, f32
-    /// accumulation, and for tf32 kernels cuBLAS's tf32 tensor-core path.
-    pub fn baseline(types: KernelTypes) -> CublasGemm {
+    /// accumulation, and for tf32 kernels cuBLAS's tf32 tensor-core path. `None` for fp8
+    /// inputs, which cuBLAS's GemmEx does not take: their baseline is cuBLASLt's fp8 GEMM
+    /// ([`crate::blas_fp8`]).
+    pub fn baseline(types: KernelTypes) -> Option<CublasGemm> {
         match types.dtype() {
-            DType::F32 => CublasGemm::Sgemm,
-            DType::Tf32 => CublasGemm::GemmExTf32,
-            DType::Bf16 | DType::F16 => CublasGemm::GemmEx {
+            DType::F32 => Some(CublasGemm::Sgemm),
+            DType::Tf32 => Some(CublasGemm::GemmExTf32),
+            DType::Bf16 | DType::F16 => Some(CublasGemm::GemmEx {
                 input: types.input(),
                 output: types.output(),
-            },
+            }),
+            DType::E4m3 | DType::E5m2 => None,
         }
     }
 
     /// The accurate reference for inputs stored as `input`: the exact inputs (tf32 kernels'
-    /// f32 values unrounded), f32 accumulation, an f32 result.
+    /// f32 values unrounded), f32 accumulation, an f32 result. fp8 inputs are widened to
+    /// bf16 first, exactly (every e4m3 and e5m2 value is a bf16): see [`widen_fp8`].
     pub fn reference(input: Storage) -> CublasGemm {
         match input {
             Storage::F32 => CublasGemm::Sgemm,
             Storage::Bf16 | Storage::F16 => CublasGemm::GemmEx {
                 input,
+                output: Storage::F32,
+            },
+            Storage::E4m3 | Storage::E5m2 => CublasGemm::GemmEx {
+                input: Storage::Bf16,
                 output: Storage::F32,
             },
         }
@@ -98,6 +106,8 @@ impl CublasGemm {
             Storage::F32 => "CUDA_R_32F",
             Storage::Bf16 => "CUDA_R_16BF",
             Storage::F16 => "CUDA_R_16F",
+            Storage::E4m3 => "CUDA_R_8F_E4M3",
+            Storage::E5m2 => "CUDA_R_8F_E5M2",
         };
         match self {
             CublasGemm::Sgemm => {
@@ -124,6 +134,15 @@ impl CublasGemm {
             }
         }
     }
+}
+
+/// fp8 values as bf16, exactly: e4m3's 3 and e5m2's 2 mantissa bits fit in bf16's 7, their
+/// exponents (2^-9 to 2^8, 2^-16 to 2^15) in its 8 bits. cuBLAS's reference GEMM takes these.
+pub fn widen_fp8<In: Element>(values: &[In]) -> Vec<half::bf16> {
+    values
+        .iter()
+        .map(|value| half::bf16::from_f32(value.to_f32()))
+        .collect()
 }
 
 /// A cuBLAS handle on one stream in the default math mode (so SGEMM never uses TF32 unless a
@@ -479,13 +498,22 @@ mod tests {
     fn each_kernel_type_has_its_baseline() {
         assert_eq!(
             CublasGemm::baseline(types(DType::F32, DType::F32)),
-            CublasGemm::Sgemm
+            Some(CublasGemm::Sgemm)
         );
         assert_eq!(
             CublasGemm::baseline(types(DType::Tf32, DType::F32)),
-            CublasGemm::GemmExTf32
+            Some(CublasGemm::GemmExTf32)
         );
-        let bf16 = CublasGemm::baseline(types(DType::Bf16, DType::Bf16));
+        // cuBLAS's GemmEx takes no fp8: cuBLASLt's fp8 GEMM is that baseline.
+        assert_eq!(CublasGemm::baseline(types(DType::E4m3, DType::Bf16)), None);
+        assert_eq!(
+            CublasGemm::reference(Storage::E5m2),
+            CublasGemm::GemmEx {
+                input: Storage::Bf16,
+                output: Storage::F32
+            }
+        );
+        let bf16 = CublasGemm::baseline(types(DType::Bf16, DType::Bf16)).unwrap();
         assert_eq!(
             bf16,
             CublasGemm::GemmEx {
@@ -501,7 +529,7 @@ mod tests {
             bf16.description(),
             "GemmEx bf16->bf16 = cublasGemmEx, A/B CUDA_R_16BF, C CUDA_R_16BF, CUBLAS_COMPUTE_32F"
         );
-        let f16 = CublasGemm::baseline(types(DType::F16, DType::F32));
+        let f16 = CublasGemm::baseline(types(DType::F16, DType::F32)).unwrap();
         assert_eq!((f16.input(), f16.output()), (Storage::F16, Storage::F32));
         assert_eq!(f16.compute_type(), cublasComputeType_t::CUBLAS_COMPUTE_32F);
         assert_eq!(

@@ -78,6 +78,12 @@ impl AnyKernel {
             (Storage::Bf16, Storage::F32) => TypedKernel::Bf16F32(GemmKernel::load(ctx, info)?),
             (Storage::F16, Storage::F16) => TypedKernel::F16(GemmKernel::load(ctx, info)?),
             (Storage::F16, Storage::F32) => TypedKernel::F16F32(GemmKernel::load(ctx, info)?),
+            (Storage::E4m3 | Storage::E5m2, _) => {
+                return Err(Error::Fp8NotDispatched {
+                    kernel: info.name().to_string(),
+                    types: types.to_string(),
+                })
+            }
             // KernelTypes::new admits no other pair.
             _ => unreachable!("no launcher for {types}"),
         };

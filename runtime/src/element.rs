@@ -1,6 +1,7 @@
 //! The element types a kernel's operands may have on the Rust side.
 
 use crate::error::Error;
+use crate::fp8::{E4m3, E5m2};
 use cudarc::cublas::sys::cudaDataType;
 use cudarc::driver::sys::CUtensorMapDataType;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
@@ -15,9 +16,12 @@ mod sealed {
     impl Sealed for f32 {}
     impl Sealed for half::bf16 {}
     impl Sealed for half::f16 {}
+    impl Sealed for crate::fp8::E4m3 {}
+    impl Sealed for crate::fp8::E5m2 {}
 }
 
-/// `f32`, `half::bf16` or `half::f16`: the types generated kernels read and write.
+/// `f32`, `half::bf16`, `half::f16`, or the fp8 inputs [`E4m3`] and [`E5m2`]: the types
+/// generated kernels read and write.
 ///
 /// Sealed: the launcher checks a kernel's element sizes and names against these exact types.
 pub trait Element:
@@ -120,23 +124,75 @@ impl Element for f16 {
     }
 }
 
+/// fp8 is an input type only: its poison fills the padding of A and B, where a kernel that
+/// reads past a line computes NaNs from it. `from_f32` turns every NaN into the canonical
+/// `0x7F`, so the poison is the other sign's NaN.
+impl Element for E4m3 {
+    const NAME: &'static str = "e4m3";
+    const BYTES: u32 = 1;
+    const STORAGE: Storage = Storage::E4m3;
+    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_8F_E4M3;
+    const TENSOR_MAP_TYPE: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    const ALSO_STORES: &'static [&'static str] = &[];
+
+    fn poison() -> Self {
+        E4m3::from_bits(E4M3_POISON)
+    }
+    fn is_poison(self) -> bool {
+        self.to_bits() == E4M3_POISON
+    }
+    fn from_f32(value: f32) -> Self {
+        E4m3::from_f32(value)
+    }
+    fn to_f32(self) -> f32 {
+        E4m3::to_f32(self)
+    }
+}
+
+impl Element for E5m2 {
+    const NAME: &'static str = "e5m2";
+    const BYTES: u32 = 1;
+    const STORAGE: Storage = Storage::E5m2;
+    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_8F_E5M2;
+    const TENSOR_MAP_TYPE: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    const ALSO_STORES: &'static [&'static str] = &[];
+
+    fn poison() -> Self {
+        E5m2::from_bits(E5M2_POISON)
+    }
+    fn is_poison(self) -> bool {
+        self.to_bits() == E5M2_POISON
+    }
+    fn from_f32(value: f32) -> Self {
+        E5m2::from_f32(value)
+    }
+    fn to_f32(self) -> f32 {
+        E5m2::to_f32(self)
+    }
+}
+
 // Quiet NaNs (exponent all ones, top mantissa bit set) with a distinctive payload. Hardware
 // arithmetic returns the canonical NaN (payload zero), so a kernel never writes these.
 const F32_POISON: u32 = 0x7FC5_A5A5;
 const BF16_POISON: u16 = 0x7FC5;
 const F16_POISON: u16 = 0x7E5A;
+const E4M3_POISON: u8 = 0xFF;
+const E5M2_POISON: u8 = 0xFE;
 
 /// Whether a kernel element type named in a spec (`f32`, `tf32`, `bf16`, `f16`) is stored as `E`.
 pub(crate) fn stores<E: Element>(spec_type: &str) -> bool {
     spec_type == E::NAME || E::ALSO_STORES.contains(&spec_type)
 }
 
-/// The Rust type an element is stored in: `f32` (for f32 and tf32), `half::bf16`, `half::f16`.
+/// The Rust type an element is stored in: `f32` (for f32 and tf32), `half::bf16`, `half::f16`,
+/// [`E4m3`], [`E5m2`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Storage {
     F32,
     Bf16,
     F16,
+    E4m3,
+    E5m2,
 }
 
 impl Storage {
@@ -146,6 +202,8 @@ impl Storage {
             DType::F32 | DType::Tf32 => Storage::F32,
             DType::Bf16 => Storage::Bf16,
             DType::F16 => Storage::F16,
+            DType::E4m3 => Storage::E4m3,
+            DType::E5m2 => Storage::E5m2,
         }
     }
 
@@ -155,6 +213,8 @@ impl Storage {
             Storage::F32 => "f32",
             Storage::Bf16 => "bf16",
             Storage::F16 => "f16",
+            Storage::E4m3 => "e4m3",
+            Storage::E5m2 => "e5m2",
         }
     }
 
@@ -162,7 +222,13 @@ impl Storage {
         match self {
             Storage::F32 => 4,
             Storage::Bf16 | Storage::F16 => 2,
+            Storage::E4m3 | Storage::E5m2 => 1,
         }
+    }
+
+    /// An 8-bit float: a kernel input only.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, Storage::E4m3 | Storage::E5m2)
     }
 }
 
@@ -174,8 +240,8 @@ impl fmt::Display for Storage {
 
 /// A kernel's element types as its spec names them: `dtype` (A and B) and `out` (C).
 ///
-/// Only pairs the runtime has a launcher for exist: f32 or tf32 in with f32 out, and bf16 or
-/// f16 in with the same type or f32 out.
+/// Only pairs the runtime has a launcher for exist: f32 or tf32 in with f32 out, bf16 or f16
+/// in with the same type or f32 out, and fp8 (e4m3, e5m2) in with bf16, f16 or f32 out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelTypes {
     dtype: DType,
@@ -186,8 +252,9 @@ impl KernelTypes {
     /// The pair, or `None` where no launcher takes it.
     pub fn new(dtype: DType, out: DType) -> Option<KernelTypes> {
         let supported = match (Storage::of(dtype), out) {
-            (_, DType::Tf32) => false,
+            (_, DType::Tf32 | DType::E4m3 | DType::E5m2) => false,
             (Storage::F32, out) => out == DType::F32,
+            (Storage::E4m3 | Storage::E5m2, _) => true,
             (_, DType::F32) => true,
             (_, out) => out == dtype,
         };
@@ -275,6 +342,8 @@ mod tests {
         check_poison::<f32>();
         check_poison::<bf16>();
         check_poison::<f16>();
+        check_poison::<E4m3>();
+        check_poison::<E5m2>();
     }
 
     #[test]
@@ -364,11 +433,21 @@ mod tests {
         assert_eq!(<f32 as Element>::STORAGE, Storage::F32);
         assert_eq!(<bf16 as Element>::STORAGE, Storage::Bf16);
         assert_eq!(<f16 as Element>::STORAGE, Storage::F16);
-        for storage in [Storage::F32, Storage::Bf16, Storage::F16] {
+        assert_eq!(<E4m3 as Element>::STORAGE, Storage::E4m3);
+        assert_eq!(<E5m2 as Element>::STORAGE, Storage::E5m2);
+        for storage in [
+            Storage::F32,
+            Storage::Bf16,
+            Storage::F16,
+            Storage::E4m3,
+            Storage::E5m2,
+        ] {
             let bytes = match storage {
                 Storage::F32 => <f32 as Element>::BYTES,
                 Storage::Bf16 => <bf16 as Element>::BYTES,
                 Storage::F16 => <f16 as Element>::BYTES,
+                Storage::E4m3 => <E4m3 as Element>::BYTES,
+                Storage::E5m2 => <E5m2 as Element>::BYTES,
             };
             assert_eq!(storage.bytes(), bytes);
         }
@@ -408,8 +487,16 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "`probe` has dtype bf16 and out f16; the runtime launches f32 or tf32 -> f32, \
-             bf16 -> bf16 or f32, f16 -> f16 or f32"
+             bf16 -> bf16 or f32, f16 -> f16 or f32, e4m3 or e5m2 -> bf16, f16 or f32"
         );
+        // fp8 goes to the 16-bit floats or f32, never to fp8.
+        let fp8 = types("name: a, arch: sm_90a, mma: wgmma, dtype: e4m3").unwrap();
+        assert_eq!((fp8.input(), fp8.output()), (Storage::E4m3, Storage::Bf16));
+        for out in [DType::Bf16, DType::F16, DType::F32] {
+            assert!(KernelTypes::new(DType::E5m2, out).is_some());
+        }
+        assert!(KernelTypes::new(DType::E4m3, DType::E4m3).is_none());
+        assert!(KernelTypes::new(DType::Bf16, DType::E5m2).is_none());
         assert!(matches!(
             types("name: a, dtype: f64"),
             Err(Error::SpecText { .. })

@@ -13,15 +13,17 @@ use crate::element::Element;
 use crate::error::Error;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::KernelInfo;
-use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Scale};
+use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Quant, Scale};
 
-/// What a kernel's spec fuses: its `scale`, `bias`, `activation` and `aux` keys.
+/// What a kernel's spec fuses: its `scale`, `bias`, `activation` and `aux` keys, and the
+/// fp8 operands' scales (`quant`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FusedSpec {
     pub scale: Scale,
     pub bias: Bias,
     pub activation: Activation,
     pub aux: Aux,
+    pub quant: Quant,
 }
 
 impl FusedSpec {
@@ -31,6 +33,7 @@ impl FusedSpec {
         bias: Bias::None,
         activation: Activation::None,
         aux: Aux::None,
+        quant: Quant::None,
     };
 
     /// The fused epilogue of a kernel, read from its spec with the spec parser.
@@ -51,6 +54,7 @@ impl FusedSpec {
             bias: spec.bias,
             activation: spec.activation,
             aux: spec.aux,
+            quant: spec.quant,
         }
     }
 
@@ -58,9 +62,10 @@ impl FusedSpec {
         *self == FusedSpec::NONE
     }
 
-    /// One element of D in float64 from its product `ab` (`A·B`), C-in's value `c` and the
-    /// bias value `bias` (both ignored where the spec has none): the exact functions, where
-    /// the kernel may approximate (`gelu` through `tanh.approx` for 16-bit outputs).
+    /// One element of D in float64 from its product `ab` (`A·B`, the fp8 operands' scales
+    /// applied), C-in's value `c` and the bias value `bias` (both ignored where the spec has
+    /// none): the exact functions, where the kernel may approximate (`gelu` through
+    /// `tanh.approx` for 16-bit outputs).
     pub fn apply(&self, ab: f64, alpha: f64, beta: f64, c: f64, bias: f64) -> f64 {
         activate(
             self.activation,
@@ -166,6 +171,15 @@ pub struct Epilogue<'a, Out> {
     pub(crate) c_in: Option<CIn<'a, Out>>,
     pub(crate) bias: Option<BiasArg<'a, Out>>,
     pub(crate) aux: Option<&'a mut dyn DevicePtrMut<Out>>,
+    pub(crate) quant_scales: Option<QuantScales<'a>>,
+}
+
+/// fp8 A's and B's dequantization scales in device memory (`quant: tensor`): one f32 each,
+/// as cuBLASLt's scale pointers; `D = s_A·s_B·(A·B)` before the rest of the epilogue.
+#[derive(Clone, Copy)]
+pub struct QuantScales<'a> {
+    pub a: &'a dyn DevicePtr<f32>,
+    pub b: &'a dyn DevicePtr<f32>,
 }
 
 impl<'a, Out: Element> Epilogue<'a, Out> {
@@ -177,6 +191,16 @@ impl<'a, Out: Element> Epilogue<'a, Out> {
             c_in: None,
             bias: None,
             aux: None,
+            quant_scales: None,
+        }
+    }
+
+    /// fp8 A's and B's dequantization scales (`quant: tensor`): one f32 each, in device
+    /// memory, read by the kernel when it runs.
+    pub fn quant_scales(self, a: &'a dyn DevicePtr<f32>, b: &'a dyn DevicePtr<f32>) -> Self {
+        Epilogue {
+            quant_scales: Some(QuantScales { a, b }),
+            ..self
         }
     }
 
@@ -222,6 +246,8 @@ pub(crate) struct GivenArguments {
     /// The bias's element type (name, bytes), length and batch stride.
     pub(crate) bias: Option<((&'static str, u32), usize, u64)>,
     pub(crate) aux: bool,
+    /// The lengths of the A and B scale buffers.
+    pub(crate) quant_scales: Option<(usize, usize)>,
 }
 
 impl<Out: Element> Epilogue<'_, Out> {
@@ -235,6 +261,9 @@ impl<Out: Element> Epilogue<'_, Out> {
                 .as_ref()
                 .map(|bias| (bias.dtype(), bias.len(), bias.batch_stride)),
             aux: self.aux.is_some(),
+            quant_scales: self
+                .quant_scales
+                .map(|scales| (scales.a.len(), scales.b.len())),
         }
     }
 }
@@ -254,6 +283,7 @@ pub(crate) fn check_arguments(
         c_in: c_in_given,
         bias,
         aux: aux_given,
+        quant_scales,
     } = *given;
     let wrong = |problem: String| {
         Err(Error::EpilogueArguments {
@@ -279,6 +309,26 @@ pub(crate) fn check_arguments(
             if c_in_given { " with a C-in" } else { "" },
             fused.scale.name()
         ));
+    }
+    match (fused.quant, quant_scales) {
+        (Quant::Tensor, None) => {
+            return wrong(
+                "the kernel scales its fp8 operands (spec `quant: tensor`), but no scales were given: pass `Epilogue::quant_scales`"
+                    .to_string(),
+            )
+        }
+        (Quant::Tensor, Some((a_len, b_len))) if a_len == 0 || b_len == 0 => {
+            return wrong(format!(
+                "the fp8 scales hold {a_len} (A) and {b_len} (B) values; each needs one f32"
+            ))
+        }
+        (Quant::None, Some(_)) => {
+            return wrong(
+                "fp8 scales were given, but the kernel applies none (spec `quant: none`); use a kernel with `quant: tensor`"
+                    .to_string(),
+            )
+        }
+        _ => {}
     }
     match (fused.aux, aux_given) {
         (Aux::PreActivation, false) => {
@@ -350,6 +400,7 @@ mod tests {
             bias,
             activation: Activation::Gelu,
             aux: Aux::None,
+            quant: Quant::None,
         }
     }
 
@@ -372,6 +423,7 @@ mod tests {
             c_in,
             bias,
             aux: fused.aux == Aux::PreActivation,
+            quant_scales: None,
         };
         check_arguments("k", fused, &given, (100, 30, 3)).map_err(|e| e.to_string())
     }
@@ -436,6 +488,7 @@ mod tests {
             c_in: false,
             bias: None,
             aux: false,
+            quant_scales: None,
         };
         let missing = check_arguments("k", &aux, &nothing, (1, 1, 1)).unwrap_err();
         assert!(
@@ -451,12 +504,50 @@ mod tests {
     }
 
     #[test]
+    fn fp8_scales_are_given_exactly_when_the_spec_reads_them() {
+        let quant = FusedSpec {
+            quant: Quant::Tensor,
+            ..FusedSpec::NONE
+        };
+        let plain = GivenArguments {
+            alpha: 1.0,
+            beta: 0.0,
+            c_in: false,
+            bias: None,
+            aux: false,
+            quant_scales: None,
+        };
+        let scaled = GivenArguments {
+            quant_scales: Some((1, 1)),
+            ..plain
+        };
+        let check = |fused: &FusedSpec, given: &GivenArguments| {
+            check_arguments("k", fused, given, (1, 1, 1)).map_err(|e| e.to_string())
+        };
+        assert!(check(&quant, &scaled).is_ok());
+        assert!(check(&quant, &plain)
+            .unwrap_err()
+            .contains("no scales were given"));
+        let empty = GivenArguments {
+            quant_scales: Some((1, 0)),
+            ..plain
+        };
+        assert!(check(&quant, &empty)
+            .unwrap_err()
+            .contains("hold 1 (A) and 0 (B) values"));
+        assert!(check(&FusedSpec::NONE, &scaled)
+            .unwrap_err()
+            .contains("the kernel applies none (spec `quant: none`)"));
+    }
+
+    #[test]
     fn the_float64_epilogue_is_the_formula() {
         let fused = FusedSpec {
             scale: Scale::AlphaBeta,
             bias: COL_BF16,
             activation: Activation::Relu,
             aux: Aux::PreActivation,
+            quant: Quant::None,
         };
         assert_eq!(fused.pre_activation(-2.0, 1.5, 0.5, 4.0, -1.0), -2.0);
         assert_eq!(fused.apply(2.0, 1.5, 0.5, 4.0, -1.0), 4.0);

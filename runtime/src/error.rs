@@ -82,6 +82,9 @@ pub enum Error {
         dtype: String,
         out: String,
     },
+    /// An fp8 kernel given to the run-time-typed loaders ([`crate::AnyKernel`], `Matmul`),
+    /// which hold f32, bf16 and f16 kernels.
+    Fp8NotDispatched { kernel: String, types: String },
     /// A kernel description's spec text does not parse.
     SpecText { kernel: String, errors: String },
     /// M, N or K is not a size the kernel can compute.
@@ -252,7 +255,13 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedTypes { kernel, dtype, out } => write!(
                 f,
-                "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32"
+                "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32, e4m3 or e5m2 -> bf16, f16 or f32"
+            ),
+            Error::Fp8NotDispatched { kernel, types } => write!(
+                f,
+                "`{kernel}` is an fp8 kernel ({types}): load it with its types, \
+                 `GemmKernel::<E4m3, bf16>::load` (gemm_runtime::fp8); the run-time-typed \
+                 loaders hold f32, bf16 and f16 kernels"
             ),
             Error::NoKernelSet { types, device_cc } => write!(
                 f,

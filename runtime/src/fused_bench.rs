@@ -356,7 +356,8 @@ pub fn time_fused(
         blas.gemm(
             CublasGemm::baseline(
                 crate::KernelTypes::new(DType::Bf16, DType::Bf16).expect("bf16 kernels"),
-            ),
+            )
+            .expect("cuBLAS multiplies bf16"),
             &a,
             &b,
             &mut d_blas,

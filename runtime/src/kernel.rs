@@ -364,7 +364,29 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
                 (ptr, Some(done))
             }
         };
+        // The fp8 scales: one aligned f32 each, kept borrowed by the guards.
+        let mut quant_guards = Vec::new();
+        let mut quant_addresses = [0u64; 2];
+        if let Some(scales) = &epilogue.quant_scales {
+            for (slot, (what, buffer)) in quant_addresses
+                .iter_mut()
+                .zip([("A's scale", scales.a), ("B's scale", scales.b)])
+            {
+                same_context(&self.ctx, [(what, buffer.stream().context())])?;
+                let (ptr, done) = buffer.device_ptr(stream);
+                if ptr % 4 != 0 {
+                    return Err(Error::EpilogueArguments {
+                        kernel: self.info.name().to_string(),
+                        problem: format!("{what} lies at {ptr:#x}, which is not 4-byte aligned"),
+                    });
+                }
+                *slot = ptr;
+                quant_guards.push(done);
+            }
+        }
         let fused_values = FusedValues {
+            a_scale: quant_addresses[0],
+            b_scale: quant_addresses[1],
             alpha: epilogue.alpha,
             beta: epilogue.beta,
             c_in: c_in_address,
@@ -740,6 +762,8 @@ enum ParamValue {
 
 /// The fused epilogue's parameter values of one launch (0 where the kernel reads none).
 struct FusedValues {
+    a_scale: u64,
+    b_scale: u64,
     alpha: f32,
     beta: f32,
     c_in: u64,
@@ -802,6 +826,8 @@ fn bind_params<In: Element, Out: Element>(
                 ParamKind::EpilogueBuffer(EpilogueBuffer::CIn) => ParamValue::U64(fused.c_in),
                 ParamKind::EpilogueBuffer(EpilogueBuffer::Bias) => ParamValue::U64(fused.bias),
                 ParamKind::EpilogueBuffer(EpilogueBuffer::Aux) => ParamValue::U64(fused.aux),
+                ParamKind::EpilogueBuffer(EpilogueBuffer::AScale) => ParamValue::U64(fused.a_scale),
+                ParamKind::EpilogueBuffer(EpilogueBuffer::BScale) => ParamValue::U64(fused.b_scale),
                 ParamKind::BiasBatchStride => ParamValue::U64(fused.bias_stride),
                 ParamKind::TensorMap(tile) => {
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);

@@ -31,12 +31,16 @@
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod blas;
+pub mod blas_fp8;
 pub mod check;
 mod device;
 mod dispatch;
 mod element;
 pub mod epilogue;
 mod error;
+pub mod fp8;
+#[cfg(feature = "bench")]
+pub mod fp8_bench;
 #[cfg(feature = "bench")]
 pub mod fused_bench;
 mod jit;
@@ -52,7 +56,7 @@ pub use check::{Batch, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};
 pub use dispatch::{AnyKernel, TypedKernel};
 pub use element::{Element, KernelTypes, Storage};
-pub use epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
+pub use epilogue::{BiasArg, CIn, Epilogue, FusedSpec, QuantScales};
 pub use error::{Error, Operand};
 pub use jit::{jit_cubin, jit_cubin_logged};
 pub use kernel::GemmKernel;

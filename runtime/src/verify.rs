@@ -10,7 +10,7 @@ use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
 use cudarc::driver::CudaStream;
 use gemm_dsl::abi::{LaunchShape, StorageOrder};
-use gemm_dsl::{Aux, BiasAlong, DType};
+use gemm_dsl::{Aux, BiasAlong, DType, Quant};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -316,6 +316,17 @@ impl Tolerance {
         Tolerance::scaled(2e-5 * (f64::from(k) / 2048.0).max(1.0), k)
     }
 
+    /// For fp8 tensor cores summing `k` exact products (e4m3 and e5m2 products fit f32) with
+    /// the fp8 path's short accumulator, against float64 on the same (decoded) inputs, any
+    /// output type. The fp8 wgmma keeps about 14 bits of its sums, so the error grows with K.
+    /// Measured on an H100 (2026-11-25, e4m3, no promotion of the partial sums): 1.3e-3 at
+    /// k = 4096 and 3.1e-3 at k = 16384 (f32 out), 2.0e-3 at k = 4096 with bf16 out (its
+    /// rounding adds ~1.7e-3). The bound, [`FP8_REL_PER_4096`] up to k = 4096 and linear in k
+    /// beyond, is 3x above the worst of those.
+    pub fn fp8_accumulation(k: u32) -> Tolerance {
+        Tolerance::scaled(FP8_REL_PER_4096 * (f64::from(k) / 4096.0).max(1.0), k)
+    }
+
     /// Relative error `rel_frobenius` and `max_abs` = `8 · rel_frobenius · sqrt(max(k, 32))`.
     ///
     /// An element of C has a standard deviation of sqrt(k), the largest of a big matrix about
@@ -360,6 +371,10 @@ impl Tolerance {
             }
             (DType::Bf16 | DType::F16, DType::Bf16) => Tolerance::scaled(1e-2, k),
             (DType::Bf16 | DType::F16, DType::F16) => Tolerance::scaled(1e-3, k),
+            (DType::Bf16 | DType::F16, DType::E4m3 | DType::E5m2) => {
+                unreachable!("fp8 is an input type only (KernelTypes)")
+            }
+            (DType::E4m3 | DType::E5m2, _) => Tolerance::fp8_accumulation(k),
         };
         if outputs >= FROBENIUS_MIN_OUTPUTS || dtype == DType::F32 {
             tight
@@ -371,6 +386,9 @@ impl Tolerance {
         }
     }
 }
+
+/// [`Tolerance::fp8_accumulation`]'s bound at k = 4096.
+pub const FP8_REL_PER_4096: f64 = 6e-3;
 
 /// The fewest elements of C whose relative Frobenius error [`Tolerance::for_types`] holds to
 /// its tight bound: over 64 elements the error's and C's norms each average enough terms that
@@ -632,24 +650,29 @@ pub fn cublas_reference<In: Element>(
 ) -> Result<Vec<f64>, Error> {
     problem.check_packed()?;
     let blas = Cublas::new(stream)?;
-    let a = stream
-        .clone_htod(&problem.a)
-        .during(|| "copying A to the device".to_string())?;
-    let b = stream
-        .clone_htod(&problem.b)
-        .during(|| "copying B to the device".to_string())?;
     let mut c = stream
         .alloc_zeros::<f32>(problem.m as usize * problem.n as usize)
         .during(|| "allocating C".to_string())?;
-    blas.gemm(
-        CublasGemm::reference(In::STORAGE),
-        &a,
-        &b,
-        &mut c,
-        problem.m,
-        problem.n,
-        problem.k,
-    )?;
+    let reference = CublasGemm::reference(In::STORAGE);
+    let (m, n, k) = (problem.m, problem.n, problem.k);
+    if In::STORAGE.is_fp8() {
+        // cuBLAS's GemmEx takes no fp8: the same values as bf16, exactly.
+        let upload = |values: &[In], what: &str| {
+            stream
+                .clone_htod(&crate::blas::widen_fp8(values))
+                .during(|| format!("copying {what}, widened to bf16, to the device"))
+        };
+        let (a, b) = (upload(&problem.a, "A")?, upload(&problem.b, "B")?);
+        blas.gemm(reference, &a, &b, &mut c, m, n, k)?;
+    } else {
+        let a = stream
+            .clone_htod(&problem.a)
+            .during(|| "copying A to the device".to_string())?;
+        let b = stream
+            .clone_htod(&problem.b)
+            .during(|| "copying B to the device".to_string())?;
+        blas.gemm(reference, &a, &b, &mut c, m, n, k)?;
+    }
     let c = stream
         .clone_dtoh(&c)
         .during(|| "copying the cuBLAS result back".to_string())?;
@@ -887,6 +910,8 @@ pub struct FusedCase {
     pub in_place: bool,
     /// Elements from one product's bias vector to the next, beyond the vector's length.
     pub bias_gap: Option<u64>,
+    /// fp8 A's and B's dequantization scales (`quant: tensor`; 1 and 1 otherwise).
+    pub quant_scales: (f32, f32),
 }
 
 impl FusedCase {
@@ -896,16 +921,23 @@ impl FusedCase {
         beta: 0.0,
         in_place: false,
         bias_gap: None,
+        quant_scales: (1.0, 1.0),
     };
 
     /// Arguments for what a kernel's spec reads: α = 1.5 (with `scale`), β = -0.75 and a C-in
-    /// buffer (`alpha_beta`), a bias strided through the batch with a gap of 3 elements.
+    /// buffer (`alpha_beta`), a bias strided through the batch with a gap of 3 elements, fp8
+    /// scales 0.5 and 1.25 (`quant: tensor`; their product is exact in f32, as the kernel
+    /// forms it).
     pub fn for_spec(fused: &FusedSpec) -> FusedCase {
         FusedCase {
             alpha: if fused.scale.has_alpha() { 1.5 } else { 1.0 },
             beta: if fused.scale.reads_c() { -0.75 } else { 0.0 },
             in_place: false,
             bias_gap: fused.bias.vector().map(|_| 3),
+            quant_scales: match fused.quant {
+                Quant::Tensor => (0.5, 1.25),
+                Quant::None => (1.0, 1.0),
+            },
         }
     }
 }
@@ -1010,6 +1042,7 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             Out::from_f32(value).to_f64()
         }
     };
+    let quant_factor = f64::from(case.quant_scales.0) * f64::from(case.quant_scales.1);
     let mut aux_references = references.clone();
     for (i, (reference, aux_reference)) in references
         .iter_mut()
@@ -1020,7 +1053,7 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             for col in 0..n {
                 let at = (row * n + col) as usize;
                 let pre = fused.pre_activation(
-                    reference[at],
+                    reference[at] * quant_factor,
                     f64::from(case.alpha),
                     f64::from(case.beta),
                     c_in_products[i][at].to_f64(),
@@ -1078,6 +1111,17 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             BiasArg::output(&bias_out)
         };
         epilogue = epilogue.bias(bias.strided(bias_stride));
+    }
+    let quant_scales = [case.quant_scales.0, case.quant_scales.1]
+        .into_iter()
+        .map(|scale| {
+            stream
+                .clone_htod(&[scale])
+                .during(|| "copying an fp8 scale to the device".to_string())
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    if fused.quant == Quant::Tensor {
+        epilogue = epilogue.quant_scales(&quant_scales[0], &quant_scales[1]);
     }
     // The aux output, poisoned like C, and its references: the values before the activation.
     let writes_aux = fused.aux != Aux::None;

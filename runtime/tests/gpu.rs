@@ -1275,7 +1275,7 @@ fn cublas_baselines_compute_the_same_product() {
         types: KernelTypes,
         (m, n, k): (u32, u32, u32),
     ) {
-        let baseline = CublasGemm::baseline(types);
+        let baseline = CublasGemm::baseline(types).expect("cuBLAS multiplies these types");
         let problem = Problem::<In>::random(m, n, k, 4);
         let a = stream.clone_htod(&problem.a).unwrap();
         let b = stream.clone_htod(&problem.b).unwrap();

@@ -285,6 +285,7 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
         },
         activation: Activation::Gelu,
         aux: gemm_dsl::Aux::None,
+        quant: gemm_dsl::Quant::None,
     };
     let matmul = Matmul::<bf16, bf16>::with_set_fused(&ctx, &sets::SM90_16BIT, fused)
         .expect("the fused set loads");

@@ -167,6 +167,7 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
         // One word is no spec (a spec is `key: value` pairs): a catalog name, mistyped.
         let closest = CATALOG
             .iter()
+            .chain(catalog::FP8)
             .map(|entry| {
                 (
                     gemm_dsl::parse::edit_distance(argument, entry.name),
@@ -462,6 +463,14 @@ fn run(command: Command) -> Result<(), Failure> {
         ),
         Command::Catalog => {
             for entry in CATALOG {
+                writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
+                writeln!(out, "{:<28} {}", "", entry.spec)?;
+            }
+            writeln!(
+                out,
+                "\nfp8 kernels (e4m3 operands: load them as GemmKernel<E4m3, _>):"
+            )?;
+            for entry in catalog::FP8 {
                 writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
                 writeln!(out, "{:<28} {}", "", entry.spec)?;
             }

@@ -11,7 +11,7 @@
 //! Loads are guarded element by element: rows past M and columns past N read nothing (their
 //! accumulators are never stored), so a buffer need hold no more than the problem's elements.
 
-use gemm_dsl::{Activation, Aux, BiasAlong, DType, GemmSpec, Scale};
+use gemm_dsl::{Activation, Aux, BiasAlong, DType, GemmSpec, Quant, Scale};
 use serde::Serialize;
 
 /// Columns whose bias values one group of the transform holds in registers at once.
@@ -28,8 +28,12 @@ pub struct AccElement {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct FusedEpilogue {
-    /// Multiply by α.
+    /// Multiply by a factor: α, fp8 operands' scales, or both.
     pub alpha: bool,
+    /// The factor holds the α parameter.
+    pub alpha_param: bool,
+    /// The factor holds A's and B's dequantization scales, loaded from device memory.
+    pub quant_scales: bool,
     /// Read C-in (C's element type, C's row stride and batch stride) and add β·C.
     pub c_in: Option<ElementLoad>,
     pub bias: Option<BiasPlan>,
@@ -198,6 +202,7 @@ impl ElementLoad {
                 DType::Bf16 => "bf16",
                 DType::F16 => "f16",
                 DType::F32 | DType::Tf32 => "f32",
+                DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
             },
             bytes: dtype.size_bytes(),
             load,
@@ -284,7 +289,9 @@ impl FusedEpilogue {
             .max()
             .unwrap_or(1);
         Some(FusedEpilogue {
-            alpha: spec.scale.has_alpha(),
+            alpha: spec.scale.has_alpha() || spec.quant == Quant::Tensor,
+            alpha_param: spec.scale.has_alpha(),
+            quant_scales: spec.quant == Quant::Tensor,
             c_in: spec
                 .scale
                 .reads_c()
@@ -306,6 +313,7 @@ impl FusedEpilogue {
                     convert: "",
                     store: "st.global.f32",
                 },
+                DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
             }),
             activation: spec.activation.name(),
             fast_tanh: out_bytes == 2,
@@ -362,7 +370,10 @@ pub fn reads_memory(spec: &GemmSpec) -> bool {
 
 /// Whether the spec asks for any epilogue math at all.
 pub fn has_fused_epilogue(spec: &GemmSpec) -> bool {
-    spec.scale != Scale::None || spec.bias.vector().is_some() || spec.activation != Activation::None
+    spec.scale != Scale::None
+        || spec.bias.vector().is_some()
+        || spec.activation != Activation::None
+        || spec.quant != Quant::None
 }
 
 #[cfg(test)]

@@ -40,13 +40,13 @@ pub struct MmaShape {
 
 impl MmaShape {
     /// The shape of the tensor-core instruction for an input type; `None` for f32, which the
-    /// tensor cores do not multiply.
+    /// tensor cores do not multiply, and fp8, which only Hopper's wgmma does here.
     pub fn for_dtype(dtype: DType) -> Option<MmaShape> {
         let (k, input) = match dtype {
             DType::F16 => (16, MmaInput::F16),
             DType::Bf16 => (16, MmaInput::Bf16),
             DType::Tf32 => (8, MmaInput::Tf32),
-            DType::F32 => return None,
+            DType::F32 | DType::E4m3 | DType::E5m2 => return None,
         };
         Some(MmaShape {
             m: 16,
@@ -255,7 +255,7 @@ impl FamilyRules for MmaSync {
         DType::Bf16
     }
 
-    fn tile(&self) -> Tile {
+    fn tile(&self, _dtype: DType) -> Tile {
         Tile {
             m: 128,
             n: 128,

@@ -163,7 +163,7 @@ impl FamilyRules for Simt {
         DType::F32
     }
 
-    fn tile(&self) -> Tile {
+    fn tile(&self, _dtype: DType) -> Tile {
         Tile {
             m: 128,
             n: 128,

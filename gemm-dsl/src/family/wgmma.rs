@@ -13,6 +13,14 @@ pub const WARPGROUP_THREADS: u32 = 128;
 pub const WGMMA_M: u32 = 64;
 /// k of one wgmma instruction for 16-bit inputs.
 pub const WGMMA_K: u32 = 16;
+/// Bytes of K one wgmma instruction reads of each operand row, whatever the type: k16 of
+/// 16-bit inputs, k32 of fp8.
+pub const WGMMA_K_BYTES: u32 = 32;
+
+/// k of one wgmma instruction for `dtype`: 16 for f16/bf16, 32 for fp8.
+pub fn wgmma_k(dtype: DType) -> u32 {
+    WGMMA_K_BYTES / dtype.size_bytes()
+}
 /// The widest N of one wgmma instruction.
 pub const WGMMA_MAX_N: u32 = 256;
 /// The most rows a tensor-map box may have.
@@ -151,7 +159,9 @@ pub struct WgmmaGeometry {
     pub m_wgmmas: u32,
     /// N of each wgmma instruction: the whole block tile's width.
     pub n: u32,
-    /// wgmma k steps per k tile (`BK / 16`).
+    /// k of one wgmma: 16 for f16/bf16, 32 for fp8.
+    pub k_per_wgmma: u32,
+    /// wgmma k steps per k tile (`BK / k_per_wgmma`).
     pub k_steps: u32,
     /// The XOR swizzle span of shared-memory rows (32, 64 or 128 bytes).
     pub swizzle_bytes: u32,
@@ -181,8 +191,10 @@ pub struct WgmmaGeometry {
 /// Why a spec has no wgmma geometry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WgmmaGeometryError {
-    /// wgmma from shared memory takes f16 or bf16 here.
+    /// wgmma from shared memory takes f16, bf16 or fp8 here.
     Dtype,
+    /// fp8 wgmma reads both operands K-major: `layout: rc`.
+    Fp8Layout,
     /// TMA and wgmma share an XOR swizzle; `none` and padding are not implemented.
     Swizzle,
     Consumers,
@@ -205,9 +217,13 @@ pub enum WgmmaGeometryError {
 impl WgmmaGeometry {
     pub fn new(spec: &GemmSpec) -> Result<WgmmaGeometry, WgmmaGeometryError> {
         let element = match spec.dtype {
-            DType::F16 | DType::Bf16 => spec.dtype.size_bytes(),
+            DType::F16 | DType::Bf16 | DType::E4m3 | DType::E5m2 => spec.dtype.size_bytes(),
             DType::Tf32 | DType::F32 => return Err(WgmmaGeometryError::Dtype),
         };
+        if spec.dtype.is_fp8() && spec.layout != Layout::RowCol {
+            return Err(WgmmaGeometryError::Fp8Layout);
+        }
+        let k_per_wgmma = wgmma_k(spec.dtype);
         let swizzle_bytes = spec
             .swizzle
             .xor_width_bytes()
@@ -243,8 +259,8 @@ impl WgmmaGeometry {
         if tile.n == 0 || tile.n > WGMMA_MAX_N || !tile.n.is_multiple_of(n_step) {
             return Err(WgmmaGeometryError::TileN { step: n_step });
         }
-        // A lands as boxes of one swizzle span of K each; wgmma steps 16 k at a time.
-        let k_step = swizzle_elements.max(WGMMA_K);
+        // A lands as boxes of one swizzle span of K each; wgmma steps 32 bytes of k at a time.
+        let k_step = swizzle_elements.max(k_per_wgmma);
         if tile.k == 0 || !tile.k.is_multiple_of(k_step) {
             return Err(WgmmaGeometryError::TileK { step: k_step });
         }
@@ -302,7 +318,8 @@ impl WgmmaGeometry {
             rows_per_consumer,
             m_wgmmas: rows_per_consumer / WGMMA_M,
             n: tile.n,
-            k_steps: tile.k / WGMMA_K,
+            k_per_wgmma,
+            k_steps: tile.k / k_per_wgmma,
             swizzle_bytes,
             a_major,
             b_major,
@@ -359,12 +376,15 @@ impl FamilyRules for Wgmma {
 
     fn scope_note(&self) -> &'static str {
         "only f16/bf16 inputs with f32 accumulators, out f32 or the input type, \
+             fp8 (e4m3, e5m2) inputs with out bf16, f16 or f32, \
              copy tma, clusters 1x1, 2x1 or 1x2, is"
     }
 
     fn scope(&self, v: &Validator<'_>) -> Vec<(Key, String, bool)> {
         let s = v.spec;
-        let out_ok = s.out == DType::F32 || s.out == s.dtype;
+        let out_ok = s.out == DType::F32
+            || s.out == s.dtype
+            || (s.dtype.is_fp8() && s.out.size_bytes() == 2);
         let two_block_cluster = [Grid2 { rows: 2, cols: 1 }, Grid2 { rows: 1, cols: 2 }];
         vec![
             (Key::Out, s.out.name().to_string(), out_ok),
@@ -385,11 +405,12 @@ impl FamilyRules for Wgmma {
         DType::Bf16
     }
 
-    fn tile(&self) -> Tile {
+    /// One 128-byte swizzle span of K per k tile.
+    fn tile(&self, dtype: DType) -> Tile {
         Tile {
             m: 128,
             n: 256,
-            k: 64,
+            k: 128 / dtype.size_bytes(),
         }
     }
 
@@ -441,9 +462,9 @@ impl FamilyRules for Wgmma {
     /// 16-bit C is staged through shared memory for a TMA store; f32 C is stored from
     /// registers.
     fn epilogue(&self, out: DType) -> Epilogue {
-        match out {
-            DType::Bf16 | DType::F16 => Epilogue::Tma,
-            DType::Tf32 | DType::F32 => Epilogue::Direct,
+        match out.size_bytes() {
+            2 => Epilogue::Tma,
+            _ => Epilogue::Direct,
         }
     }
 }
@@ -534,11 +555,25 @@ impl Validator<'_> {
             WgmmaGeometryError::Dtype => self.help(
                 Key::Dtype,
                 format!(
-                    "`mma: wgmma` multiplies f16 or bf16 from shared memory, not {}",
+                    "`mma: wgmma` multiplies f16, bf16 or fp8 from shared memory, not {}",
                     s.dtype.name()
                 ),
                 "dtype: bf16",
             ),
+            WgmmaGeometryError::Fp8Layout => {
+                let error = self.error(
+                    Key::Layout,
+                    format!(
+                        "fp8 wgmma reads A and B K-major: `layout: {}` would need a transposed copy",
+                        s.layout.name()
+                    ),
+                );
+                error.notes.push(
+                    "wgmma's transpose immediates exist for f16/bf16 only, so an fp8 A must be row-major and an fp8 B column-major (K contiguous in both)"
+                        .to_string(),
+                );
+                error.help = Some("layout: rc".to_string());
+            }
             WgmmaGeometryError::Swizzle => {
                 let widest = [Swizzle::Xor128, Swizzle::Xor64, Swizzle::Xor32]
                     .into_iter()
@@ -655,9 +690,10 @@ impl Validator<'_> {
                     format!("BK = {} is not a multiple of {step}", s.tile.k),
                 );
                 error.notes.push(format!(
-                    "A lands in boxes of one `swizzle: {}` span ({step} {} values of K), read 16 k at a time",
+                    "A lands in boxes of one `swizzle: {}` span ({step} {} values of K), read {} k at a time",
                     s.swizzle,
-                    s.dtype.name()
+                    s.dtype.name(),
+                    wgmma_k(s.dtype)
                 ));
                 error.help = Some(format!("tile: {}", legal_tile(s)));
             }
@@ -687,7 +723,7 @@ fn legal_tile(s: &GemmSpec) -> Tile {
     Tile {
         m: round(s.tile.m, per_consumer, TMA_MAX_BOX_ROWS),
         n: round(s.tile.n, swizzle_elements.max(8), WGMMA_MAX_N),
-        k: round(s.tile.k, swizzle_elements.max(WGMMA_K), k_max),
+        k: round(s.tile.k, swizzle_elements.max(wgmma_k(s.dtype)), k_max),
     }
 }
 
@@ -882,6 +918,36 @@ mod tests {
     }
 
     #[test]
+    fn fp8_reads_k_major_operands_32_k_per_wgmma() {
+        let v = check_str(&format!("{HOPPER}, dtype: e4m3, quant: tensor")).unwrap();
+        // The defaults an fp8 spec gets: K-major operands, bf16 out, one 128-byte span of K.
+        assert_eq!(
+            (v.spec.layout, v.spec.out, v.spec.tile.k),
+            (crate::Layout::RowCol, crate::DType::Bf16, 128)
+        );
+        assert_eq!(v.spec.quant, crate::Quant::Tensor);
+        assert!(v.spec.to_spec_text().ends_with("quant: tensor"));
+        assert_eq!(check_str(&v.spec.to_spec_text()).unwrap().spec, v.spec);
+        let Family::Wgmma(g) = v.family else {
+            unreachable!()
+        };
+        assert_eq!((g.k_per_wgmma, g.k_steps), (32, 4));
+        // The same bytes per stage as bf16 at BK = 64: 16 KB of A, 32 KB of B.
+        assert_eq!(g.stage_bytes(1), 128 * 128 + 256 * 128);
+        assert_eq!((g.a_major, g.b_major), (super::Major::K, super::Major::K));
+        for out in ["f16", "f32"] {
+            let text = format!("{HOPPER}, dtype: e5m2, out: {out}");
+            assert!(check_str(&text).is_ok(), "{text}");
+        }
+        let e = &errors("arch: sm_90a, mma: mma_sync, dtype: e4m3")[0];
+        assert!(e.message.contains("fp8 wgmma only"), "{e:?}");
+        assert_eq!(
+            e.help.as_deref(),
+            Some("mma: wgmma, arch: sm_90a (or dtype: bf16)")
+        );
+    }
+
+    #[test]
     fn one_consumer_keeps_the_even_split() {
         let v = check_str(&format!("{HOPPER}, tile: 128x128x64, consumers: 1")).unwrap();
         let Family::Wgmma(g) = v.family else {
@@ -989,7 +1055,27 @@ mod tests {
                 "BK = 48 is not a multiple of 64",
                 "tile: 128x256x64",
             ),
-            ("dtype: tf32", "multiplies f16 or bf16", "dtype: bf16"),
+            ("dtype: tf32", "multiplies f16, bf16 or fp8", "dtype: bf16"),
+            (
+                "dtype: e4m3, layout: rr",
+                "fp8 wgmma reads A and B K-major: `layout: rr` would need a transposed copy",
+                "layout: rc",
+            ),
+            (
+                "dtype: e5m2, out: e5m2",
+                "e5m2 is an input type: the kernels write bf16, f16 or f32",
+                "out: bf16",
+            ),
+            (
+                "quant: tensor",
+                "`quant: tensor` scales fp8 operands back; bf16 operands need no scales",
+                "quant: none",
+            ),
+            (
+                "dtype: e4m3, tile: 128x256x64, swizzle: 128B",
+                "BK = 64 is not a multiple of 128",
+                "tile: 128x256x128",
+            ),
             (
                 "swizzle: none",
                 "not a layout TMA and wgmma share",

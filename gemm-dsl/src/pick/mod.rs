@@ -276,6 +276,7 @@ impl DeviceModel {
             }
             (_, DType::Tf32 | DType::F32) => tensor_16bit / 2.0,
             (_, DType::Bf16 | DType::F16) => tensor_16bit,
+            (_, DType::E4m3 | DType::E5m2) => 2.0 * tensor_16bit,
         }
     }
 

@@ -31,7 +31,6 @@ use gemm_runtime::bench::{
     BenchRecord, BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
 };
 use gemm_runtime::blas::{Cublas, CublasGemm};
-use gemm_runtime::fused_bench;
 use gemm_runtime::probe::MathOnlyKernel;
 use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
 use gemm_runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
@@ -39,6 +38,7 @@ use gemm_runtime::{
     device_key, device_model, open_context, with_kernel, AnyKernel, Batch, DeviceInfo, Element,
     Error, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder, TuneCache,
 };
+use gemm_runtime::{fp8_bench, fused_bench};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -166,6 +166,12 @@ struct Cli {
     /// --markdown, as JSON with --out). The spec: its text, @FILE, or a catalog name.
     #[arg(long, conflicts_with_all = ["specs", "set", "spec_file"])]
     fused: Option<String>,
+    /// Time this fp8 spec (`quant: tensor`, layout rc, no other epilogue) on --shapes against
+    /// cuBLASLt's fp8 GEMM with the same scales and output type, with and without its fast
+    /// accumulation; D is checked against cuBLASLt's first. Prints the table (--markdown,
+    /// --out as for --fused). The spec: its text, @FILE, or a catalog name.
+    #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused"])]
+    fp8: Option<String>,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -257,8 +263,8 @@ fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
     Ok(specs)
 }
 
-/// `--fused`: one fused-epilogue spec against its baselines, shape by shape.
-fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
+/// The spec a `--fused` or `--fp8` flag names: its text, @FILE, or a catalog name.
+fn named_spec(text: &str, flag: &str) -> Result<ValidSpec, Failure> {
     let (spec_text, origin) = match catalog::find(text) {
         Some(entry) => (entry.spec.to_string(), format!("catalog:{}", entry.name)),
         None => match text.strip_prefix('@') {
@@ -267,23 +273,69 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
                     .map_err(|error| Failure::Arguments(format!("cannot read {path}: {error}")))?,
                 path.to_string(),
             ),
-            None => (text.to_string(), "--fused".to_string()),
+            None => (text.to_string(), flag.to_string()),
         },
     };
-    let valid = gemm_dsl::check_str(&spec_text)
-        .map_err(|errors| Failure::Arguments(errors.render(&spec_text, &origin)))?;
-    let shapes = match (&cli.shapes, &cli.shape_file) {
-        (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments)?,
-        (None, Some(path)) => read_shape_file(path)?,
-        (None, None) => quick_suite(),
-    };
-    let ctx = open_context(cli.device)?;
-    let stream = ctx.default_stream();
-    let rounds = Rounds {
+    gemm_dsl::check_str(&spec_text)
+        .map_err(|errors| Failure::Arguments(errors.render(&spec_text, &origin)))
+}
+
+/// The shapes of a one-spec run: --shapes, --shape-file, or the quick suite.
+fn one_spec_shapes(cli: &Cli) -> Result<Vec<Shape>, Failure> {
+    match (&cli.shapes, &cli.shape_file) {
+        (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments),
+        (None, Some(path)) => read_shape_file(path),
+        (None, None) => Ok(quick_suite()),
+    }
+}
+
+fn rounds(cli: &Cli) -> Rounds {
+    Rounds {
         warmup: cli.warmup as usize,
         sustain: Duration::from_secs(cli.sustain),
         iters: cli.iters as usize,
-    };
+    }
+}
+
+/// A one-spec run's table under its date, device and method line; printed, written with
+/// --markdown, and its rows as JSON with --out.
+fn finish_one_spec<Row: serde::Serialize>(
+    cli: &Cli,
+    device: &DeviceInfo,
+    table: String,
+    rows: &[Row],
+) -> Result<(), Failure> {
+    let table = format!(
+        "{}, {} ({} SMs), CUDA {} driver; {} timed launches each (median), {} warm-up\n\n{table}",
+        today(),
+        device.name,
+        device.multiprocessors,
+        device.driver_version,
+        cli.iters,
+        cli.warmup,
+    );
+    println!("\n{table}");
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, &table).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    if let Some(path) = &cli.out {
+        let json = serde_json::to_string_pretty(rows).expect("rows serialize");
+        std::fs::write(path, json).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    Ok(())
+}
+
+/// `--fused`: one fused-epilogue spec against its baselines, shape by shape.
+fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
+    let valid = named_spec(text, "--fused")?;
+    let shapes = one_spec_shapes(cli)?;
+    let ctx = open_context(cli.device)?;
+    let stream = ctx.default_stream();
+    let rounds = rounds(cli);
     let device = DeviceInfo::query(&ctx)?;
     let mut rows = Vec::new();
     for shape in shapes {
@@ -300,29 +352,35 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
         );
         rows.push(row);
     }
-    let table = format!(
-        "{}, {} ({} SMs), CUDA {} driver; {} timed launches each (median), {} warm-up\n\n{}",
-        today(),
-        device.name,
-        device.multiprocessors,
-        device.driver_version,
-        cli.iters,
-        cli.warmup,
-        fused_bench::fused_table(&valid.spec, &rows)
-    );
-    println!("\n{table}");
-    if let Some(path) = &cli.markdown {
-        std::fs::write(path, &table).map_err(|error| {
-            Failure::Output(format!("cannot write {}: {error}", path.display()))
-        })?;
+    let table = fused_bench::fused_table(&valid.spec, &rows);
+    finish_one_spec(cli, &device, table, &rows)
+}
+
+/// `--fp8`: one fp8 spec against cuBLASLt's fp8 GEMM, shape by shape.
+fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
+    let valid = named_spec(text, "--fp8")?;
+    let shapes = one_spec_shapes(cli)?;
+    let ctx = open_context(cli.device)?;
+    let stream = ctx.default_stream();
+    let rounds = rounds(cli);
+    let device = DeviceInfo::query(&ctx)?;
+    let mut rows = Vec::new();
+    for shape in shapes {
+        let row = fp8_bench::time_fp8(&ctx, &stream, &valid.spec, shape, &rounds)?;
+        println!(
+            "{}: ours {:.1} TFLOP/s ({:.3} ms), cuBLASLt {:.3} ms, fast-accum {:.3} ms, ratio {:.3}, rel diff {:.1e}",
+            row.shape,
+            row.ours_tflops,
+            row.ours_ms,
+            row.cublaslt_ms,
+            row.cublaslt_fast_ms,
+            row.ratio(),
+            row.rel_diff_to_cublaslt
+        );
+        rows.push(row);
     }
-    if let Some(path) = &cli.out {
-        let json = serde_json::to_string_pretty(&rows).expect("rows serialize");
-        std::fs::write(path, json).map_err(|error| {
-            Failure::Output(format!("cannot write {}: {error}", path.display()))
-        })?;
-    }
-    Ok(())
+    let table = fp8_bench::fp8_table(&valid.spec, &rows);
+    finish_one_spec(cli, &device, table, &rows)
 }
 
 /// The kernel set `--set` names, with its types and layout.
@@ -420,6 +478,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if let Some(spec) = &cli.fused {
         return run_fused(cli, spec);
+    }
+    if let Some(spec) = &cli.fp8 {
+        return run_fp8(cli, spec);
     }
     let specs = selected_specs(cli)?;
     let (shapes, extra_shapes) = shapes_to_run(cli, &specs)?;
@@ -704,7 +765,8 @@ impl Timed<'_> {
                 }
                 progress.set_message(format!("{shape}: {name}"));
                 let types = kernel.types();
-                let baseline = CublasGemm::baseline(types);
+                let baseline =
+                    CublasGemm::baseline(types).expect("an AnyKernel holds no fp8 kernel");
                 let run = Run {
                     cli,
                     stream: self.stream,
@@ -751,7 +813,9 @@ impl Timed<'_> {
 fn method(cli: &Cli, kernels: &[AnyKernel], any_batch: bool) -> Method {
     let mut baselines: Vec<String> = Vec::new();
     for kernel in kernels {
-        let description = CublasGemm::baseline(kernel.types()).description();
+        let description = CublasGemm::baseline(kernel.types())
+            .expect("an AnyKernel holds no fp8 kernel")
+            .description();
         if !baselines.contains(&description) {
             baselines.push(description);
         }

@@ -90,6 +90,7 @@ fn set_specs(
                 bias: fused.bias,
                 activation: fused.activation,
                 aux: fused.aux,
+                quant: fused.quant,
                 ..member.spec
             };
             let text = spec.to_spec_text();
@@ -155,6 +156,7 @@ mod tests {
             },
             activation: Activation::Gelu,
             aux: Aux::PreActivation,
+            quant: gemm_dsl::Quant::None,
         };
         for (set, dtype, out) in [
             (&sets::SM90_16BIT, DType::Bf16, DType::Bf16),

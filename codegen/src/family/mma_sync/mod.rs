@@ -224,6 +224,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         DType::Bf16 => "cvt.rn.bf16x2.f32",
         DType::F16 => "cvt.rn.f16x2.f32",
         DType::F32 | DType::Tf32 => "",
+        DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
     };
 
     let batch = BatchPlan::new(spec.schedule, element, out_bytes);
@@ -274,7 +275,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         k_steps_plan: fragments.k_steps,
         epilogue,
         fused,
-        epilogue_params: epilogue_params(spec.scale, spec.bias, spec.aux),
+        epilogue_params: epilogue_params(spec.scale, spec.bias, spec.aux, spec.quant),
     }
 }
 

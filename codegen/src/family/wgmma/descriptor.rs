@@ -17,7 +17,7 @@
 //! The same two layouts serve both operands: K-major B (column-major) is read as A is, and
 //! M-major A as B is.
 
-use gemm_dsl::family::wgmma::{WgmmaGeometry, WGMMA_K, WGMMA_M};
+use gemm_dsl::family::wgmma::{WgmmaGeometry, WGMMA_K_BYTES, WGMMA_M};
 use serde::Serialize;
 
 pub use gemm_dsl::family::wgmma::Major;
@@ -162,9 +162,10 @@ impl OperandReads {
     /// The reads of geometry `g`'s stage of `element`-byte operands, B `a_tile_bytes` in.
     pub(super) fn new(g: &WgmmaGeometry, element: u32, a_tile_bytes: u32) -> OperandReads {
         let w = g.swizzle_bytes;
-        // K-major operands step 32 bytes of K along a box row per k16 (into the next box past a
-        // swizzle span) and their 8-row atoms lie SBO apart; M/N-major operands step 16 box rows
-        // per k16 and their swizzle spans of M or N lie LBO (one box) apart.
+        // K-major operands step 32 bytes of K along a box row per wgmma (k16, or k32 of fp8;
+        // into the next box past a swizzle span) and their 8-row atoms lie SBO apart; M/N-major
+        // operands (16-bit only) step 16 box rows per k16 and their swizzle spans of M or N lie
+        // LBO (one box) apart.
         let a_box_bytes = g.a_boxes.bytes_per_box(element);
         let b_box_bytes = g.b_boxes.bytes_per_box(element);
         let descriptor_of = |major: Major, start_bytes: u32, box_bytes: u32| SmemDescriptor {
@@ -180,10 +181,10 @@ impl OperandReads {
         let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes);
         let k_step_bytes = |major: Major, step: u32, box_bytes: u32| match major {
             Major::K => {
-                let k_byte = step * WGMMA_K * element;
+                let k_byte = step * WGMMA_K_BYTES;
                 (k_byte / w) * box_bytes + k_byte % w
             }
-            Major::MN => step * WGMMA_K * w,
+            Major::MN => step * g.k_per_wgmma * w,
         };
         // Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
         let m_rows_bytes = |rows: u32| match g.a_major {

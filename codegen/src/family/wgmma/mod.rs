@@ -34,7 +34,7 @@ use gemm_dsl::abi::{
     BATCH_PARAMS, SIZE_PARAMS,
 };
 use gemm_dsl::family::wgmma::{
-    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_K, WGMMA_M,
+    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
 pub use schedule::{PartialVector, PingPong, StreamK};
@@ -108,6 +108,10 @@ pub struct WgmmaPlan {
     /// The bits of a shared-memory address the descriptor's start field takes (before `>> 4`).
     pub descriptor_address_mask: String,
     pub wgmma_instruction: String,
+    /// wgmma's `imm-trans-a, imm-trans-b` operands; `None` for fp8, whose operands are
+    /// always K-major and whose form has none.
+    #[serde(skip)]
+    pub transpose_immediates: Option<(u32, u32)>,
     pub accumulators: u32,
     pub persistent: Option<TileWalk>,
     /// The product of a strided batch a tile belongs to: its index is always in `%batch`
@@ -132,6 +136,8 @@ pub struct WgmmaPlan {
     pub bias: gemm_dsl::Bias,
     #[serde(skip)]
     pub aux: gemm_dsl::Aux,
+    #[serde(skip)]
+    pub quant: gemm_dsl::Quant,
     /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
     pub stream_k: Option<StreamK>,
     /// `consumers: pingpong`: alternate tiles, turns at the tensor cores.
@@ -181,8 +187,8 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
 
     let type_name = spec.dtype.name();
     let wgmma_instruction = format!(
-        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{WGMMA_K}.f32.{type_name}.{type_name}",
-        g.n
+        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{}.f32.{type_name}.{type_name}",
+        g.n, g.k_per_wgmma
     );
     // The shared operand's map loads one block's row slice of each box.
     let tensor_box = |operand, boxes: &OperandBoxes, shared_here: bool| TensorMapBox {
@@ -199,6 +205,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         DType::Bf16 => "cvt.rn.bf16x2.f32",
         DType::F16 => "cvt.rn.f16x2.f32",
         DType::F32 | DType::Tf32 => "",
+        DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
     };
     let epilogue = WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction);
     // C's rows are 16-byte aligned (see `launch_contract`).
@@ -249,6 +256,8 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         stage_desc_units: stage_bytes / 16,
         descriptor_address_mask: format!("{:#x}", descriptor::START_ADDRESS_MASK),
         wgmma_instruction,
+        transpose_immediates: (!spec.dtype.is_fp8())
+            .then(|| (g.a_major.transpose_flag(), g.b_major.transpose_flag())),
         accumulators: g.accumulators(),
         persistent: TileWalk::of(
             spec.schedule,
@@ -280,6 +289,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         scale: spec.scale,
         bias: spec.bias,
         aux: spec.aux,
+        quant: spec.quant,
         stream_k: StreamK::of(g),
         pingpong: PingPong::of(g),
         k_steps: reads.k_steps,
@@ -357,15 +367,24 @@ impl WgmmaPlan {
                 },
             });
         }
-        params.extend(epilogue_params(self.scale, self.bias, self.aux));
+        params.extend(epilogue_params(self.scale, self.bias, self.aux, self.quant));
         params
     }
 
-    /// The `m64nNk16` HGMMA with the input type as nvdisasm prints it:
-    /// `HGMMA.64x256x16.F32.BF16` for bf16, `HGMMA.64x256x16.F32` for f16.
-    pub fn hgmma_variant(&self) -> &'static str {
-        let suffix = if self.dtype == "bf16" { ".BF16" } else { "" };
-        hgmma_variant(self.block_n, suffix)
+    /// The wgmma's SASS opcode with its shape and types as nvdisasm prints it:
+    /// `HGMMA.64x256x16.F32.BF16` for bf16, `HGMMA.64x256x16.F32` for f16,
+    /// `QGMMA.64x256x32.F32.E4M3.E4M3` for fp8.
+    pub fn gmma_variant(&self) -> &'static str {
+        let k = self.geometry.k_per_wgmma;
+        let text = match self.dtype {
+            "bf16" => format!("HGMMA.{WGMMA_M}x{}x{k}.F32.BF16", self.block_n),
+            "f16" => format!("HGMMA.{WGMMA_M}x{}x{k}.F32", self.block_n),
+            fp8 => {
+                let fp8 = fp8.to_uppercase();
+                format!("QGMMA.{WGMMA_M}x{}x{k}.F32.{fp8}.{fp8}", self.block_n)
+            }
+        };
+        interned(text)
     }
 }
 
@@ -388,25 +407,31 @@ pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
     checks
 }
 
-/// HGMMA of the kernel's exact shape and type (f16 has no type suffix, so only the exact
-/// opcode tells it from bf16).
+/// The GMMA of the kernel's exact shape and types: HGMMA for 16-bit inputs (f16 has no type
+/// suffix, so only the exact opcode tells it from bf16), QGMMA for fp8.
 pub fn math_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
-    let variant = plan.hgmma_variant();
-    vec![
-        SassCheck::Present(Opcode::Hgmma),
-        if plan.dtype == "f16" {
-            SassCheck::PresentExact(variant)
-        } else {
-            SassCheck::PresentVariant(variant)
-        },
-    ]
+    let variant = plan.gmma_variant();
+    match plan.dtype {
+        "f16" => vec![
+            SassCheck::Present(Opcode::Hgmma),
+            SassCheck::PresentExact(variant),
+        ],
+        "bf16" => vec![
+            SassCheck::Present(Opcode::Hgmma),
+            SassCheck::PresentVariant(variant),
+        ],
+        _ => vec![
+            SassCheck::Present(Opcode::Qgmma),
+            SassCheck::PresentVariant(variant),
+            SassCheck::Absent(Opcode::Hgmma),
+        ],
+    }
 }
 
-/// `HGMMA.64x{n}x16.F32{type_suffix}` as a `'static` string (SASS promises are plain data):
-/// each distinct variant, at most one per legal N and type, is made once per process.
-fn hgmma_variant(n: u32, type_suffix: &str) -> &'static str {
+/// `text` as a `'static` string (SASS promises are plain data): each distinct GMMA variant,
+/// at most one per legal N and type, is made once per process.
+fn interned(text: String) -> &'static str {
     static VARIANTS: OnceLock<Mutex<HashMap<String, &'static str>>> = OnceLock::new();
-    let text = format!("HGMMA.{WGMMA_M}x{n}x{WGMMA_K}.F32{type_suffix}");
     let mut variants = VARIANTS
         .get_or_init(Default::default)
         .lock()

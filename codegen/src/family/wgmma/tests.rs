@@ -21,6 +21,14 @@ const SPECS: &[&str] = &[
     "tile: 128x256x64, dtype: f16, out: f32",
 ];
 
+/// fp8 specs (K-major operands only): k32 per wgmma, several swizzles and k tiles per span.
+const FP8_SPECS: &[&str] = &[
+    "dtype: e4m3, tile: 128x256x128",
+    "dtype: e5m2, tile: 128x128x256, stages: 3",
+    "dtype: e4m3, tile: 64x128x64, consumers: 1, swizzle: 64B",
+    "dtype: e4m3, tile: 128x64x32, swizzle: 32B, out: f32",
+];
+
 /// Where the TMA put element (`mn`, `k`) of an operand tile: in the box of its
 /// contiguous coordinate, at its line and its place along the line.
 fn written_at(loads: &[BoxLoad], major: Major, inner: u32, mn: u32, k: u32, p: &WgmmaPlan) -> u32 {
@@ -43,22 +51,26 @@ fn written_at(loads: &[BoxLoad], major: Major, inner: u32, mn: u32, k: u32, p: &
 /// the TMA wrote there: same operand position, same shared-memory byte. Every layout.
 #[test]
 fn descriptors_read_exactly_what_the_tma_wrote() {
-    let layouts = ["rr", "rc", "cr", "cc"];
-    for spec in SPECS {
-        for layout in layouts {
+    let every_layout = SPECS
+        .iter()
+        .flat_map(|spec| ["rr", "rc", "cr", "cc"].map(|layout| (spec, layout)));
+    let fp8 = FP8_SPECS.iter().map(|spec| (spec, "rc"));
+    for (spec, layout) in every_layout.chain(fp8) {
+        {
             let spec = format!("{spec}, layout: {layout}");
             let p = wgmma(&spec);
             let element = p.in_bytes;
+            let k_per_wgmma = p.geometry.k_per_wgmma;
             for consumer in 0..p.consumers {
                 for (step, k_step) in p.k_steps.iter().enumerate() {
-                    let k0 = step as u32 * WGMMA_K;
+                    let k0 = step as u32 * k_per_wgmma;
                     for (mi, op) in k_step.mmas.iter().enumerate() {
                         let a = SmemDescriptor {
                             start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
                             ..p.a_descriptor
                         };
                         for m in 0..WGMMA_M {
-                            for k in 0..WGMMA_K {
+                            for k in 0..k_per_wgmma {
                                 let row = consumer * p.rows_per_consumer + mi as u32 * WGMMA_M + m;
                                 let written = written_at(
                                     &p.a_loads,
@@ -78,7 +90,7 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                         ..p.b_descriptor
                     };
                     for n in 0..p.block_n {
-                        for k in 0..WGMMA_K {
+                        for k in 0..k_per_wgmma {
                             let written =
                                 written_at(&p.b_loads, p.b_major, p.b_box.inner, n, k0 + k, &p);
                             let read = b.element_address(p.b_major, n, k, element);
@@ -95,7 +107,7 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
 /// on its swizzle atom, and the bytes announced per stage are the boxes' bytes.
 #[test]
 fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
-    for spec in SPECS {
+    for spec in SPECS.iter().chain(FP8_SPECS) {
         let p = wgmma(spec);
         let atom = 8 * p.a_descriptor.swizzle_bytes;
         let loads: Vec<&BoxLoad> = p.a_loads.iter().chain(&p.b_loads).collect();
@@ -118,6 +130,11 @@ fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
         let a_cover: u32 = p.a_loads.len() as u32 * p.a_box.inner;
         let b_cover: u32 = p.b_loads.len() as u32 * p.b_box.inner;
         assert_eq!((a_cover, p.a_box.outer), (p.block_k, p.block_m), "{spec}");
+        if p.b_major == Major::K {
+            // fp8: B column-major, its boxes run along K.
+            assert_eq!((b_cover, p.b_box.outer), (p.block_k, p.block_n), "{spec}");
+            continue;
+        }
         assert_eq!((b_cover, p.b_box.outer), (p.block_n, p.block_k), "{spec}");
         // The other layouts: the boxes run along each operand's contiguous dimension.
         let cc = wgmma(&format!("{spec}, layout: cc"));
@@ -145,7 +162,7 @@ fn plan_numbers_of_the_default_spec() {
         p.wgmma_instruction,
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"
     );
-    assert_eq!(p.hgmma_variant(), "HGMMA.64x256x16.F32.BF16");
+    assert_eq!(p.gmma_variant(), "HGMMA.64x256x16.F32.BF16");
     assert_eq!((p.threads, p.max_registers), (384, 168));
     assert_eq!(
         p.register_split,
@@ -175,5 +192,5 @@ fn plan_numbers_of_the_default_spec() {
     assert_eq!(direct.epilogue.rows.len(), 2);
     assert_eq!(direct.epilogue.rows[1].ld_scale, 8 * 2);
     let f16 = wgmma("dtype: f16, out: f32");
-    assert_eq!(f16.hgmma_variant(), "HGMMA.64x256x16.F32");
+    assert_eq!(f16.gmma_variant(), "HGMMA.64x256x16.F32");
 }

@@ -34,12 +34,16 @@ impl WgmmaPlan {
     }
 }
 
-/// The wgmmas of one k tile: per k16 step the B descriptor, then per wgmma row of 64 the A
+/// The wgmmas of one k tile: per k step (k16, or k32 of fp8) the B descriptor, then per wgmma row of 64 the A
 /// descriptor and the instruction. Each instruction names its N/2 accumulators, so these
 /// lines are most of the kernel's text; they are written here rather than through tera for
 /// the same reason as [`fma_block`].
 fn wgmma_block(plan: &WgmmaPlan) -> String {
-    let transpose = (plan.a_major.transpose_flag(), plan.b_major.transpose_flag());
+    // fp8 wgmma has no transpose immediates: its operands are K-major.
+    let transpose = match plan.transpose_immediates {
+        Some((a, b)) => format!(", {a}, {b}"),
+        None => String::new(),
+    };
     let mut text = String::new();
     for (index, step) in plan.k_steps.iter().enumerate() {
         let scale_d = if step.first { "%p_accumulate" } else { "1" };
@@ -61,8 +65,8 @@ fn wgmma_block(plan: &WgmmaPlan) -> String {
             );
             let _ = writeln!(
                 text,
-                "\t{}\t{{ {} }}, %a_desc, %b_desc, {scale_d}, 1, 1, {}, {};",
-                plan.wgmma_instruction, mma.accumulators, transpose.0, transpose.1
+                "\t{}\t{{ {} }}, %a_desc, %b_desc, {scale_d}, 1, 1{transpose};",
+                plan.wgmma_instruction, mma.accumulators
             );
         }
     }

@@ -1,0 +1,918 @@
+//! cuBLASLt's fp8 GEMM: the baseline the fp8 kernels are timed against, in the same process.
+//!
+//! cudarc's safe cuBLASLt `Matmul` has no fp8, so this drives the C API itself: a matmul
+//! descriptor, three matrix layouts, a workspace and the heuristic's first algorithm, planned
+//! once for a shape and reused for every launch.
+//!
+//! What cuBLASLt asks of fp8 GEMMs (cuBLAS documentation, `cublasLtMatmul()`, "To use FP8
+//! kernels…", and "Tensor Core Usage"; <https://docs.nvidia.com/cuda/cublas/#cublasltmatmul>):
+//! - A transposed and B not (the "TN" form) on Ada, Hopper and Blackwell GeForce;
+//! - compute type `CUBLAS_COMPUTE_32F`, scale type `CUDA_R_32F`;
+//! - tensor-core alignment: A, B, C and D 16-byte aligned, and in cuBLASLt's terms
+//!   `(op_A == N ? m : k)`, `(op_B == N ? k : n)`, `lda`, `ldb` (in A/B bytes) and `m`, `ldc`
+//!   (in C bytes) multiples of 16 bytes;
+//! - A/B e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3 (no e5m2 x e5m2); with a bf16, f16 or f32
+//!   D, C has D's type.
+//!
+//! Scaling is per tensor: `D = α · scale_A · scale_B · (A·B) + β · C`, the scales one f32 each
+//! in device memory (`CUBLASLT_MATMUL_DESC_A_SCALE_POINTER`, `B_SCALE_POINTER`); here α = 1
+//! and β = 0, host scalars in the default pointer mode.
+//!
+//! cuBLASLt is column-major: a row-major matrix is its transpose. Row-major D (M x N, ld N) is
+//! column-major Dᵀ (N x M, ld N) = Bᵀ·Aᵀ, so
+//! - cuBLASLt's A is B's storage (N lines of K: column-major K x N, ld K), taken with
+//!   transa = T as the N x K operand Bᵀ;
+//! - cuBLASLt's B is A's storage (M rows of K: column-major K x M, ld K), transb = N;
+//! - cuBLASLt's m, n, k are N, M, K: exactly the TN form. In our terms the alignment rules say
+//!   K is a multiple of 16 and D's rows (N · sizeof(Out)) are 16-byte multiples; M is free.
+
+use crate::check::elements_needed;
+use crate::element::{Element, Storage};
+use crate::error::{DriverContext, Error, Operand};
+use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublaslt::sys::{
+    self, cublasComputeType_t, cublasLtMatmulDescAttributes_t as DescAttribute,
+    cublasLtMatmulPreferenceAttributes_t as PreferenceAttribute, cublasStatus_t, cudaDataType,
+};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use gemm_dsl::abi::StorageOrder;
+use std::ffi::c_void;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+
+/// The workspace cuBLASLt may use (split-K and the like): NVIDIA's recommendation for Hopper.
+pub const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// The alignment of A, B, C and D that cuBLASLt's fp8 kernels need.
+const ALIGN: u32 = 16;
+
+/// Which OCP fp8 format an operand holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp8Format {
+    /// 4 exponent bits, 3 mantissa bits; finite up to ±448.
+    E4m3,
+    /// 5 exponent bits, 2 mantissa bits; up to ±57344, with infinities.
+    E5m2,
+}
+
+impl Fp8Format {
+    /// cuBLASLt's name for the format.
+    pub fn cuda_type(self) -> cudaDataType {
+        match self {
+            Fp8Format::E4m3 => cudaDataType::CUDA_R_8F_E4M3,
+            Fp8Format::E5m2 => cudaDataType::CUDA_R_8F_E5M2,
+        }
+    }
+
+    /// `e4m3` or `e5m2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Format::E4m3 => "e4m3",
+            Fp8Format::E5m2 => "e5m2",
+        }
+    }
+}
+
+impl fmt::Display for Fp8Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// cuBLASLt's name for an output type, of D and of C alike (fp8 GEMMs with a bf16, f16 or f32
+/// D take C of D's type). Exhaustive: a new storage type must say what cuBLASLt calls it.
+fn output_type(storage: Storage) -> cudaDataType {
+    match storage {
+        Storage::F32 => cudaDataType::CUDA_R_32F,
+        Storage::Bf16 => cudaDataType::CUDA_R_16BF,
+        Storage::F16 => cudaDataType::CUDA_R_16F,
+        Storage::E4m3 | Storage::E5m2 => unreachable!("fp8 is an input type only"),
+    }
+}
+
+/// Whether cuBLASLt's fp8 GEMM takes the problem `D (M x N, out) = A (M x K, a) · B (K x N, b)`
+/// with the packed layouts of [`LtFp8Gemm`]: no empty dimension, not e5m2 x e5m2, K a
+/// multiple of 16 and D's rows 16-byte multiples. [`LtFp8Gemm::new`] checks it; callers may
+/// ask first to skip shapes.
+pub fn check_problem(
+    m: u32,
+    n: u32,
+    k: u32,
+    a: Fp8Format,
+    b: Fp8Format,
+    out: Storage,
+) -> Result<(), Error> {
+    let dims = |reason: String| Error::Dims { m, n, k, reason };
+    if m == 0 || n == 0 || k == 0 {
+        return Err(dims(
+            "cuBLASLt's fp8 GEMM needs M, N and K of at least 1".to_string(),
+        ));
+    }
+    if a == Fp8Format::E5m2 && b == Fp8Format::E5m2 {
+        return Err(Error::Baseline {
+            action: format!("planning a cuBLASLt fp8 GEMM {m} x {n} x {k}"),
+            reason: "cuBLASLt has no e5m2 x e5m2 GEMM (its fp8 pairs are e4m3 x e4m3, \
+                     e4m3 x e5m2 and e5m2 x e4m3); make A or B e4m3"
+                .to_string(),
+        });
+    }
+    // A's rows and B's columns are K one-byte values, the leading dimension of both.
+    if !k.is_multiple_of(ALIGN) {
+        return Err(dims(format!(
+            "cuBLASLt's fp8 kernels need A's rows and B's columns (K = {k} fp8 values = {k} B) \
+             to be 16-byte multiples; pad K to {}",
+            u64::from(k).next_multiple_of(u64::from(ALIGN))
+        )));
+    }
+    // cuBLASLt's m and ldc are both N, counted in D's (and C's) elements.
+    let row_bytes = u64::from(n) * u64::from(out.bytes());
+    if !row_bytes.is_multiple_of(u64::from(ALIGN)) {
+        let vector = u64::from(ALIGN / out.bytes());
+        return Err(dims(format!(
+            "cuBLASLt's fp8 kernels need D's rows (N = {n} {out} values = {row_bytes} B) to be \
+             16-byte multiples; pad N to {} (a multiple of {vector})",
+            u64::from(n).next_multiple_of(vector)
+        )));
+    }
+    Ok(())
+}
+
+/// The element counts of the buffers one launch is given.
+#[derive(Clone, Copy, Debug)]
+struct BufferLens {
+    a: usize,
+    b: usize,
+    d: usize,
+    a_scale: usize,
+    b_scale: usize,
+}
+
+/// The packed operands must hold their matrices (A M rows of K, B N columns of K, D M rows of
+/// N; D is named C, the output's name everywhere else) and each scale its one f32.
+fn check_lengths(m: u32, n: u32, k: u32, lens: BufferLens) -> Result<(), Error> {
+    for (operand, order, len, lines, line) in [
+        (Operand::A, StorageOrder::RowMajor, lens.a, m, k),
+        (Operand::B, StorageOrder::ColMajor, lens.b, n, k),
+        (Operand::C, StorageOrder::RowMajor, lens.d, m, n),
+    ] {
+        let needed = elements_needed(lines, line, line);
+        if (len as u64) < needed {
+            return Err(Error::BufferTooSmall {
+                operand,
+                order,
+                len,
+                needed,
+                rows: lines,
+                cols: line,
+                ld: line,
+            });
+        }
+    }
+    for (name, len) in [("a_scale", lens.a_scale), ("b_scale", lens.b_scale)] {
+        if len == 0 {
+            return Err(Error::Baseline {
+                action: format!("launching cuBLASLt's fp8 GEMM {m} x {n} x {k}"),
+                reason: format!("{name} holds no value; it must hold the operand's f32 scale"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A cuBLASLt matrix layout: column-major `rows x cols`, columns `ld` elements apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LtLayout {
+    rows: u64,
+    cols: u64,
+    ld: i64,
+}
+
+/// The column-major product cuBLASLt computes for row-major `D = A·B` (see the module's
+/// comment): its m, n, k and the layouts of its A (B's storage, transa = T), its B (A's
+/// storage, transb = N) and its C and D.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LtProblem {
+    m: u64,
+    n: u64,
+    k: u64,
+    lt_a: LtLayout,
+    lt_b: LtLayout,
+    lt_d: LtLayout,
+}
+
+fn lt_problem(m: u32, n: u32, k: u32) -> LtProblem {
+    let (m, n, k) = (u64::from(m), u64::from(n), u64::from(k));
+    LtProblem {
+        m: n,
+        n: m,
+        k,
+        // Stored as op(A) is transposed: k x m.
+        lt_a: LtLayout {
+            rows: k,
+            cols: n,
+            ld: k as i64,
+        },
+        // Not transposed: k x n.
+        lt_b: LtLayout {
+            rows: k,
+            cols: m,
+            ld: k as i64,
+        },
+        lt_d: LtLayout {
+            rows: n,
+            cols: m,
+            ld: n as i64,
+        },
+    }
+}
+
+/// A cuBLASLt status as a result; `action` names the call in an error.
+fn lt_result(status: cublasStatus_t, action: impl FnOnce() -> String) -> Result<(), Error> {
+    status.result().map_err(|source| Error::Baseline {
+        action: action(),
+        reason: format!("{source:?}"),
+    })
+}
+
+/// Sets one attribute of a matmul descriptor to `value`.
+///
+/// # Safety
+///
+/// `desc` is live and `T` is the attribute's type as `cublasLtMatmulDescAttributes_t` lists it.
+unsafe fn set_desc_attribute<T>(
+    desc: sys::cublasLtMatmulDesc_t,
+    attribute: DescAttribute,
+    value: &T,
+) -> cublasStatus_t {
+    // SAFETY: the caller vouches for the descriptor and the type; cuBLASLt copies
+    // `size_of::<T>()` bytes out of `value` before returning.
+    unsafe {
+        sys::cublasLtMatmulDescSetAttribute(
+            desc,
+            attribute,
+            (value as *const T).cast::<c_void>(),
+            size_of::<T>(),
+        )
+    }
+}
+
+/// One cuBLASLt fp8 GEMM, planned once for a shape and reused: `D = scale_a·scale_b·(A·B)`,
+/// A row-major M x K (K contiguous, ld = K), B column-major K x N (K contiguous: N lines of
+/// K, ld = K), D row-major M x N (ld = N) of type `Out` (bf16, f16 or f32), accumulated in f32.
+///
+/// Not `Sync`: [`LtFp8Gemm::run`] writes the launch's scale pointers into the descriptor.
+#[derive(Debug)]
+pub struct LtFp8Gemm<Out> {
+    stream: Arc<CudaStream>,
+    m: u32,
+    n: u32,
+    k: u32,
+    a_format: Fp8Format,
+    b_format: Fp8Format,
+    fast_accum: bool,
+    handle: sys::cublasLtHandle_t,
+    desc: sys::cublasLtMatmulDesc_t,
+    /// cuBLASLt's A: B's storage.
+    lt_a: sys::cublasLtMatrixLayout_t,
+    /// cuBLASLt's B: A's storage.
+    lt_b: sys::cublasLtMatrixLayout_t,
+    /// C and D: the same matrix, as β = 0 never reads C.
+    lt_d: sys::cublasLtMatrixLayout_t,
+    algo: sys::cublasLtMatmulAlgo_t,
+    workspace: CudaSlice<u8>,
+    out: PhantomData<Out>,
+}
+
+impl<Out: Element> LtFp8Gemm<Out> {
+    /// Plans the GEMM for `stream`: checks the problem ([`check_problem`]), creates the
+    /// handle, descriptor and layouts, allocates the workspace and asks the heuristic for an
+    /// algorithm. `fast_accum` turns on `CUBLASLT_MATMUL_DESC_FAST_ACCUM`: faster, but partial
+    /// sums are not promoted to full f32 precision from time to time.
+    ///
+    /// `Err(Error::NoCublas)` where the library cannot be loaded.
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        m: u32,
+        n: u32,
+        k: u32,
+        a: Fp8Format,
+        b: Fp8Format,
+        fast_accum: bool,
+    ) -> Result<Self, Error> {
+        check_problem(m, n, k, a, b, Out::STORAGE)?;
+        // cudarc loads the library at its first call and panics there if it is missing.
+        // SAFETY: `is_culib_present` only tries to open the library.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoCublas);
+        }
+        stream
+            .context()
+            .bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        let workspace = stream
+            .alloc_zeros::<u8>(WORKSPACE_BYTES)
+            .during(|| "allocating cuBLASLt's workspace".to_string())?;
+        // The heuristic sees the descriptor a launch will use, scale pointers set; this one
+        // stands in for the launches' scales and is never read.
+        let placeholder_scale = stream
+            .alloc_zeros::<f32>(1)
+            .during(|| "allocating a placeholder fp8 scale".to_string())?;
+        let handle =
+            cudarc::cublaslt::result::create_handle().map_err(|source| Error::Baseline {
+                action: "creating a cuBLASLt handle".to_string(),
+                reason: format!("{source:?}"),
+            })?;
+        // Built up in place, so that on an error `Drop` destroys what was made so far.
+        let mut gemm = LtFp8Gemm {
+            stream: stream.clone(),
+            m,
+            n,
+            k,
+            a_format: a,
+            b_format: b,
+            fast_accum,
+            handle,
+            desc: ptr::null_mut(),
+            lt_a: ptr::null_mut(),
+            lt_b: ptr::null_mut(),
+            lt_d: ptr::null_mut(),
+            algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
+            workspace,
+            out: PhantomData,
+        };
+        let name = gemm.short_name();
+        let problem = lt_problem(m, n, k);
+
+        let mut desc = ptr::null_mut();
+        // SAFETY: `desc` is written on success and read only then.
+        lt_result(
+            unsafe {
+                sys::cublasLtMatmulDescCreate(
+                    &mut desc,
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    cudaDataType::CUDA_R_32F,
+                )
+            },
+            || format!("creating the matmul descriptor of {name}"),
+        )?;
+        gemm.desc = desc;
+        let (placeholder, _placeholder_done) = placeholder_scale.device_ptr(stream);
+        let placeholder = placeholder as *const c_void;
+        // The attribute types are those `cublasLtMatmulDescAttributes_t` documents: the
+        // operations int32 (`cublasOperation_t`), the scale pointers `const void*` to device
+        // memory, fast accumulation int8.
+        // SAFETY: the descriptor is live and each value has its attribute's type.
+        let statuses = unsafe {
+            [
+                (
+                    "transa = T",
+                    set_desc_attribute(
+                        desc,
+                        DescAttribute::CUBLASLT_MATMUL_DESC_TRANSA,
+                        &cublasOperation_t::CUBLAS_OP_T,
+                    ),
+                ),
+                (
+                    "transb = N",
+                    set_desc_attribute(
+                        desc,
+                        DescAttribute::CUBLASLT_MATMUL_DESC_TRANSB,
+                        &cublasOperation_t::CUBLAS_OP_N,
+                    ),
+                ),
+                (
+                    "the A scale pointer",
+                    set_desc_attribute(
+                        desc,
+                        DescAttribute::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                        &placeholder,
+                    ),
+                ),
+                (
+                    "the B scale pointer",
+                    set_desc_attribute(
+                        desc,
+                        DescAttribute::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                        &placeholder,
+                    ),
+                ),
+                (
+                    "fast accumulation",
+                    set_desc_attribute(
+                        desc,
+                        DescAttribute::CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                        &i8::from(fast_accum),
+                    ),
+                ),
+            ]
+        };
+        for (what, status) in statuses {
+            lt_result(status, || format!("setting {what} of {name}"))?;
+        }
+
+        for (layout, data_type, shape, what) in [
+            (&mut gemm.lt_a, b.cuda_type(), problem.lt_a, "B"),
+            (&mut gemm.lt_b, a.cuda_type(), problem.lt_b, "A"),
+            (&mut gemm.lt_d, output_type(Out::STORAGE), problem.lt_d, "D"),
+        ] {
+            let mut created = ptr::null_mut();
+            // SAFETY: `created` is written on success and read only then.
+            lt_result(
+                unsafe {
+                    sys::cublasLtMatrixLayoutCreate(
+                        &mut created,
+                        data_type,
+                        shape.rows,
+                        shape.cols,
+                        shape.ld,
+                    )
+                },
+                || format!("creating the layout of {what} for {name}"),
+            )?;
+            *layout = created;
+        }
+
+        let mut preference = ptr::null_mut();
+        // SAFETY: `preference` is written on success and read only then.
+        lt_result(
+            unsafe { sys::cublasLtMatmulPreferenceCreate(&mut preference) },
+            || format!("creating the heuristic's preferences for {name}"),
+        )?;
+        let mut found = sys::cublasLtMatmulHeuristicResult_t {
+            algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
+            workspaceSize: 0,
+            state: cublasStatus_t::CUBLAS_STATUS_SUCCESS,
+            wavesCount: 0.0,
+            reserved: [0; 4],
+        };
+        let mut count = 0i32;
+        let workspace_bytes = gemm.workspace.len() as u64;
+        // SAFETY: the preference, handle, descriptor and layouts are live; the workspace
+        // limit is the uint64 the attribute takes; the heuristic writes at most the one
+        // result asked for into `found` and its count into `count`.
+        let asked = unsafe {
+            let status = sys::cublasLtMatmulPreferenceSetAttribute(
+                preference,
+                PreferenceAttribute::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&workspace_bytes as *const u64).cast::<c_void>(),
+                size_of::<u64>(),
+            );
+            if status == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                sys::cublasLtMatmulAlgoGetHeuristic(
+                    gemm.handle,
+                    gemm.desc,
+                    gemm.lt_a,
+                    gemm.lt_b,
+                    gemm.lt_d,
+                    gemm.lt_d,
+                    preference,
+                    1,
+                    &mut found,
+                    &mut count,
+                )
+            } else {
+                status
+            }
+        };
+        // SAFETY: the preference is live and used no more; the chosen algorithm is a copy.
+        let destroyed = unsafe { sys::cublasLtMatmulPreferenceDestroy(preference) };
+        let fp8_devices = "cuBLASLt's fp8 GEMMs run on compute capability 8.9 or newer";
+        lt_result(asked, || {
+            format!("asking cuBLASLt for an algorithm for {name} ({fp8_devices})")
+        })?;
+        lt_result(destroyed, || {
+            format!("destroying the heuristic's preferences for {name}")
+        })?;
+        if count < 1 {
+            return Err(Error::Baseline {
+                action: format!("planning {name}"),
+                reason: format!(
+                    "cuBLASLt's heuristic returned no algorithm for {}; {fp8_devices}",
+                    gemm.layouts()
+                ),
+            });
+        }
+        lt_result(found.state, || {
+            format!("the algorithm cuBLASLt's heuristic chose for {name}")
+        })?;
+        gemm.algo = found.algo;
+        Ok(gemm)
+    }
+
+    /// Enqueues the GEMM on the stream it was made for. `a` and `b` hold one-byte fp8 values
+    /// (packed: A M x K, B N lines of K), `d` M x N values of `Out`, all 16-byte aligned;
+    /// `a_scale`/`b_scale`: one f32 each, in device memory, read by the launch.
+    pub fn run<A: DevicePtr<TA>, TA, B: DevicePtr<TB>, TB, D: DevicePtrMut<Out>>(
+        &self,
+        a: &A,
+        b: &B,
+        a_scale: &CudaSlice<f32>,
+        b_scale: &CudaSlice<f32>,
+        d: &mut D,
+    ) -> Result<(), Error> {
+        const {
+            assert!(
+                size_of::<TA>() == 1 && size_of::<TB>() == 1,
+                "fp8 operands are buffers of one-byte elements"
+            );
+        }
+        let (m, n, k) = (self.m, self.n, self.k);
+        check_lengths(
+            m,
+            n,
+            k,
+            BufferLens {
+                a: a.len(),
+                b: b.len(),
+                d: d.len(),
+                a_scale: a_scale.len(),
+                b_scale: b_scale.len(),
+            },
+        )?;
+        let stream = &self.stream;
+        stream
+            .context()
+            .bind_to_thread()
+            .during(|| "binding the CUDA context".to_string())?;
+        // The guards order these accesses after earlier work on other streams, and later work
+        // after this call; they drop when the call is enqueued.
+        let (a_ptr, _a_done) = a.device_ptr(stream);
+        let (b_ptr, _b_done) = b.device_ptr(stream);
+        let (d_ptr, _d_done) = d.device_ptr_mut(stream);
+        let (a_scale_ptr, _a_scale_done) = a_scale.device_ptr(stream);
+        let (b_scale_ptr, _b_scale_done) = b_scale.device_ptr(stream);
+        let (workspace_ptr, _workspace_done) = self.workspace.device_ptr(stream);
+        for (operand, address) in [
+            (Operand::A, a_ptr),
+            (Operand::B, b_ptr),
+            (Operand::C, d_ptr),
+        ] {
+            if !address.is_multiple_of(u64::from(ALIGN)) {
+                return Err(Error::MisalignedPointer {
+                    operand,
+                    address,
+                    align: ALIGN,
+                });
+            }
+        }
+        let name = || self.short_name();
+        // cuBLASLt's A is our B, so its A scale is b_scale; the scales are read on the device
+        // when the launch runs, their addresses when it is enqueued.
+        for (attribute, address, what) in [
+            (
+                DescAttribute::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                b_scale_ptr,
+                "b_scale",
+            ),
+            (
+                DescAttribute::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                a_scale_ptr,
+                "a_scale",
+            ),
+        ] {
+            let pointer = address as *const c_void;
+            // SAFETY: the descriptor is live (and not shared across threads: the type is not
+            // `Sync`); scale pointers are `const void*`.
+            let status = unsafe { set_desc_attribute(self.desc, attribute, &pointer) };
+            lt_result(status, || format!("setting {what} of {}", name()))?;
+        }
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        // SAFETY: the handle, descriptor, layouts and algorithm are live and were planned
+        // together; the buffers hold the packed matrices the layouts describe (checked above),
+        // with the element types they name (one-byte fp8 values, `Out`), 16-byte aligned; C is
+        // D with D's layout, which cuBLASLt computes in place (and β = 0 never reads); alpha
+        // and beta are f32, the scale type, and live across the call; the workspace holds the
+        // bytes the heuristic was allowed; the stream is the context's, bound above.
+        let status = unsafe {
+            sys::cublasLtMatmul(
+                self.handle,
+                self.desc,
+                (&alpha as *const f32).cast::<c_void>(),
+                b_ptr as *const c_void,
+                self.lt_a,
+                a_ptr as *const c_void,
+                self.lt_b,
+                (&beta as *const f32).cast::<c_void>(),
+                d_ptr as *const c_void,
+                self.lt_d,
+                d_ptr as *mut c_void,
+                self.lt_d,
+                &self.algo,
+                workspace_ptr as *mut c_void,
+                self.workspace.len(),
+                stream.cu_stream() as sys::cudaStream_t,
+            )
+        };
+        lt_result(status, || format!("{} {m} x {n} x {k}", name()))
+    }
+
+    /// M, N and K.
+    pub fn shape(&self) -> (u32, u32, u32) {
+        (self.m, self.n, self.k)
+    }
+
+    /// The formats of A and B.
+    pub fn formats(&self) -> (Fp8Format, Fp8Format) {
+        (self.a_format, self.b_format)
+    }
+
+    pub fn fast_accum(&self) -> bool {
+        self.fast_accum
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// For tables: `cuBLASLt e4m3 x e4m3 -> bf16`, with ` fast accum` where it is on.
+    pub fn short_name(&self) -> String {
+        short_name(self.a_format, self.b_format, Out::NAME, self.fast_accum)
+    }
+
+    /// The exact call, for method lines.
+    pub fn description(&self) -> String {
+        format!(
+            "{} = cublasLtMatmul, {}, CUBLAS_COMPUTE_32F, scale type CUDA_R_32F, per-tensor f32 \
+             scales, fast accumulation {}, {} MiB workspace, the heuristic's first algorithm",
+            self.short_name(),
+            self.layouts(),
+            if self.fast_accum { "on" } else { "off" },
+            self.workspace.len() >> 20,
+        )
+    }
+
+    /// The operands as cuBLASLt sees them.
+    fn layouts(&self) -> String {
+        layouts(
+            self.m,
+            self.n,
+            self.k,
+            self.a_format,
+            self.b_format,
+            output_type(Out::STORAGE),
+        )
+    }
+}
+
+fn short_name(a: Fp8Format, b: Fp8Format, out: &str, fast_accum: bool) -> String {
+    let fast = if fast_accum { " fast accum" } else { "" };
+    format!("cuBLASLt {a} x {b} -> {out}{fast}")
+}
+
+fn layouts(m: u32, n: u32, k: u32, a: Fp8Format, b: Fp8Format, out: cudaDataType) -> String {
+    let p = lt_problem(m, n, k);
+    format!(
+        "TN, m x n x k = {} x {} x {} (our N x M x K): A = our B {:?} {} x {} ld {} (transposed), \
+         B = our A {:?} {} x {} ld {}, C = D {out:?} {} x {} ld {}",
+        p.m,
+        p.n,
+        p.k,
+        b.cuda_type(),
+        p.lt_a.rows,
+        p.lt_a.cols,
+        p.lt_a.ld,
+        a.cuda_type(),
+        p.lt_b.rows,
+        p.lt_b.cols,
+        p.lt_b.ld,
+        p.lt_d.rows,
+        p.lt_d.cols,
+        p.lt_d.ld,
+    )
+}
+
+impl<Out> Drop for LtFp8Gemm<Out> {
+    fn drop(&mut self) {
+        // Destroying the handle synchronizes the device (cuBLASLt's documentation), so it
+        // needs the context; nothing can be reported from here, and a failure leaves nothing
+        // to retry.
+        let _ = self.stream.context().bind_to_thread();
+        // SAFETY: each object is null or live, made by this value and destroyed once here:
+        // the layouts and the descriptor (host objects an enqueued launch no longer reads)
+        // first, then the handle they were used with. The workspace is freed after this, in
+        // stream order behind the launches that use it.
+        unsafe {
+            for layout in [self.lt_d, self.lt_b, self.lt_a] {
+                if !layout.is_null() {
+                    let _ = sys::cublasLtMatrixLayoutDestroy(layout);
+                }
+            }
+            if !self.desc.is_null() {
+                let _ = sys::cublasLtMatmulDescDestroy(self.desc);
+            }
+            if !self.handle.is_null() {
+                let _ = sys::cublasLtDestroy(self.handle);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    #[test]
+    fn formats_are_cudas_fp8_types() {
+        assert_eq!(Fp8Format::E4m3.cuda_type(), cudaDataType::CUDA_R_8F_E4M3);
+        assert_eq!(Fp8Format::E5m2.cuda_type(), cudaDataType::CUDA_R_8F_E5M2);
+        // library_types.h's values.
+        assert_eq!(Fp8Format::E4m3.cuda_type() as u32, 28);
+        assert_eq!(Fp8Format::E5m2.cuda_type() as u32, 29);
+        assert_eq!(Fp8Format::E4m3.to_string(), "e4m3");
+        assert_eq!(Fp8Format::E5m2.to_string(), "e5m2");
+    }
+
+    #[test]
+    fn output_types_match_cublas_names() {
+        // cuBLAS and cuBLASLt each bind their own `cudaDataType`; the values are CUDA's.
+        fn same<E: Element>() {
+            assert_eq!(
+                output_type(E::STORAGE) as u32,
+                E::CUBLAS_TYPE as u32,
+                "{}",
+                E::NAME
+            );
+        }
+        same::<f32>();
+        same::<bf16>();
+        same::<f16>();
+        assert_eq!(output_type(Storage::Bf16), cudaDataType::CUDA_R_16BF);
+    }
+
+    #[test]
+    fn row_major_d_is_cublaslt_tn_on_swapped_operands() {
+        let (m, n, k) = (48, 256, 64);
+        let p = lt_problem(m, n, k);
+        assert_eq!((p.m, p.n, p.k), (256, 48, 64));
+        // cuBLASLt's A: B's N lines of K, stored k x m for transa = T.
+        assert_eq!(
+            p.lt_a,
+            LtLayout {
+                rows: 64,
+                cols: 256,
+                ld: 64
+            }
+        );
+        // cuBLASLt's B: A's M rows of K, k x n for transb = N.
+        assert_eq!(
+            p.lt_b,
+            LtLayout {
+                rows: 64,
+                cols: 48,
+                ld: 64
+            }
+        );
+        // D: N x M, ld N, column-major: row-major M x N.
+        assert_eq!(
+            p.lt_d,
+            LtLayout {
+                rows: 256,
+                cols: 48,
+                ld: 256
+            }
+        );
+        let text = layouts(
+            m,
+            n,
+            k,
+            Fp8Format::E4m3,
+            Fp8Format::E5m2,
+            cudaDataType::CUDA_R_16BF,
+        );
+        assert_eq!(
+            text,
+            "TN, m x n x k = 256 x 48 x 64 (our N x M x K): A = our B CUDA_R_8F_E5M2 64 x 256 \
+             ld 64 (transposed), B = our A CUDA_R_8F_E4M3 64 x 48 ld 64, C = D CUDA_R_16BF \
+             256 x 48 ld 256"
+        );
+    }
+
+    #[test]
+    fn problems_cublaslt_takes() {
+        use Fp8Format::{E4m3, E5m2};
+        for (a, b) in [(E4m3, E4m3), (E4m3, E5m2), (E5m2, E4m3)] {
+            check_problem(128, 256, 64, a, b, Storage::Bf16).unwrap();
+        }
+        // M is free; N need only make D's rows 16-byte multiples.
+        check_problem(1, 8, 16, E4m3, E4m3, Storage::Bf16).unwrap();
+        check_problem(3, 8, 16, E4m3, E4m3, Storage::F16).unwrap();
+        check_problem(5, 4, 16, E4m3, E4m3, Storage::F32).unwrap();
+    }
+
+    #[test]
+    fn problems_cublaslt_refuses_say_why() {
+        use Fp8Format::{E4m3, E5m2};
+        let refuse = |m, n, k, a, b, out| check_problem(m, n, k, a, b, out).unwrap_err();
+
+        let error = refuse(128, 128, 128, E5m2, E5m2, Storage::Bf16);
+        assert!(matches!(error, Error::Baseline { .. }), "{error:?}");
+        assert!(error.to_string().contains("no e5m2 x e5m2 GEMM"), "{error}");
+
+        let error = refuse(128, 128, 40, E4m3, E4m3, Storage::Bf16);
+        assert!(
+            matches!(
+                error,
+                Error::Dims {
+                    m: 128,
+                    n: 128,
+                    k: 40,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "cannot compute M x N x K = 128 x 128 x 40: cuBLASLt's fp8 kernels need A's rows \
+             and B's columns (K = 40 fp8 values = 40 B) to be 16-byte multiples; pad K to 48"
+        );
+
+        let error = refuse(128, 4, 64, E4m3, E4m3, Storage::Bf16);
+        assert_eq!(
+            error.to_string(),
+            "cannot compute M x N x K = 128 x 4 x 64: cuBLASLt's fp8 kernels need D's rows \
+             (N = 4 bf16 values = 8 B) to be 16-byte multiples; pad N to 8 (a multiple of 8)"
+        );
+        let error = refuse(128, 6, 64, E4m3, E4m3, Storage::F32);
+        assert!(
+            error.to_string().contains("pad N to 8 (a multiple of 4)"),
+            "{error}"
+        );
+
+        for (m, n, k) in [(0, 16, 16), (16, 0, 16), (16, 16, 0)] {
+            let error = refuse(m, n, k, E4m3, E4m3, Storage::F16);
+            assert!(error.to_string().contains("at least 1"), "{error}");
+        }
+    }
+
+    #[test]
+    fn short_buffers_name_their_numbers() {
+        let (m, n, k) = (32, 16, 64);
+        let full = BufferLens {
+            a: 32 * 64,
+            b: 64 * 16,
+            d: 32 * 16,
+            a_scale: 1,
+            b_scale: 1,
+        };
+        check_lengths(m, n, k, full).unwrap();
+        check_lengths(m, n, k, BufferLens { a: 4096, ..full }).unwrap();
+
+        let error = check_lengths(m, n, k, BufferLens { a: 2047, ..full }).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "A holds 2047 elements, but 32 rows x 64 columns with leading dimension 64 need \
+             2048 ((rows - 1) * ld + cols)"
+        );
+        let error = check_lengths(m, n, k, BufferLens { b: 1000, ..full }).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "B holds 1000 elements, but 16 columns x 64 rows with leading dimension 64 need \
+             1024 ((columns - 1) * ld + rows; B is column-major)"
+        );
+        let error = check_lengths(m, n, k, BufferLens { d: 511, ..full }).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::BufferTooSmall {
+                    operand: Operand::C,
+                    needed: 512,
+                    len: 511,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let error = check_lengths(m, n, k, BufferLens { b_scale: 0, ..full }).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "launching cuBLASLt's fp8 GEMM 32 x 16 x 64 failed: b_scale holds no value; it must \
+             hold the operand's f32 scale"
+        );
+    }
+
+    #[test]
+    fn launches_take_byte_buffers() {
+        // A function pointer to the instance makes the compiler build it, evaluating `run`'s
+        // compile-time check of the element sizes.
+        type Bytes = CudaSlice<u8>;
+        let run: fn(&LtFp8Gemm<bf16>, &Bytes, &Bytes, &_, &_, &mut CudaSlice<bf16>) -> _ =
+            LtFp8Gemm::<bf16>::run::<Bytes, u8, Bytes, u8, CudaSlice<bf16>>;
+        std::hint::black_box(run);
+    }
+
+    #[test]
+    fn names_for_tables() {
+        assert_eq!(
+            short_name(Fp8Format::E4m3, Fp8Format::E4m3, "bf16", false),
+            "cuBLASLt e4m3 x e4m3 -> bf16"
+        );
+        assert_eq!(
+            short_name(Fp8Format::E5m2, Fp8Format::E4m3, "f32", true),
+            "cuBLASLt e5m2 x e4m3 -> f32 fast accum"
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! Timing an fp8 kernel (`gemm-bench --fp8`) against cuBLASLt's fp8 GEMM in the same process:
+//! e4m3 or e5m2 A (row-major) and B (column-major, K contiguous, cuBLASLt's "TN"), one f32
+//! dequantization scale each in device memory, a bf16, f16 or f32 D. cuBLASLt runs twice, with
+//! and without its fast accumulation (which skips its own promotion of the partial sums). All
+//! on one stream, launches alternating, each timed by its own events; the median counts.
+//! Before timing, D is checked: no element left poisoned, and within the fp8 tolerance of
+//! cuBLASLt's D.
+
+use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
+use crate::blas_fp8::{Fp8Format, LtFp8Gemm};
+use crate::element::Element;
+use crate::epilogue::Epilogue;
+use crate::error::{DriverContext, Error};
+use crate::fp8::{E4m3, E5m2};
+use crate::kernel::GemmKernel;
+use crate::verify::{NormalRng, Tolerance};
+use crate::{Batch, LeadingDims};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use gemm_dsl::{Activation, Aux, Bias, DType, GemmSpec, Layout, Quant, Scale};
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// One shape's times in milliseconds (medians) and how far our D is from cuBLASLt's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fp8Row {
+    pub shape: String,
+    pub ours_ms: f64,
+    /// cuBLASLt, full accumulation (its partial sums promoted to f32).
+    pub cublaslt_ms: f64,
+    /// cuBLASLt with `CUBLASLT_MATMUL_DESC_FAST_ACCUM`.
+    pub cublaslt_fast_ms: f64,
+    pub ours_tflops: f64,
+    /// ‖D − D_Lt‖_F / ‖D_Lt‖_F, cuBLASLt with full accumulation.
+    pub rel_diff_to_cublaslt: f64,
+}
+
+impl Fp8Row {
+    /// Our speed over cuBLASLt's (full accumulation): above 1, ours is faster.
+    pub fn ratio(&self) -> f64 {
+        self.cublaslt_ms / self.ours_ms
+    }
+}
+
+/// Times `spec` (fp8, layout rc, `quant: tensor`, no other epilogue) on `shape`.
+pub fn time_fp8(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    spec: &GemmSpec,
+    shape: Shape,
+    rounds: &Rounds,
+) -> Result<Fp8Row, Error> {
+    let unsupported = |why: String| Error::Baseline {
+        action: format!("timing `{}`", spec.name),
+        reason: why,
+    };
+    let plain_epilogue = spec.scale == Scale::None
+        && spec.bias == Bias::None
+        && spec.activation == Activation::None
+        && spec.aux == Aux::None;
+    if !spec.dtype.is_fp8()
+        || spec.layout != Layout::RowCol
+        || spec.quant != Quant::Tensor
+        || !plain_epilogue
+    {
+        return Err(unsupported(
+            "--fp8 times fp8 kernels with `quant: tensor` and no other epilogue (layout rc), as cuBLASLt's scaled fp8 GEMM"
+                .to_string(),
+        ));
+    }
+    if shape.batch != 1 {
+        return Err(unsupported(format!(
+            "--fp8 takes single products, not {shape}"
+        )));
+    }
+    match (spec.dtype, spec.out) {
+        (DType::E4m3, DType::Bf16) => time_typed::<E4m3, bf16>(ctx, stream, spec, shape, rounds),
+        (DType::E4m3, DType::F16) => time_typed::<E4m3, f16>(ctx, stream, spec, shape, rounds),
+        (DType::E4m3, DType::F32) => time_typed::<E4m3, f32>(ctx, stream, spec, shape, rounds),
+        (DType::E5m2, DType::Bf16) => time_typed::<E5m2, bf16>(ctx, stream, spec, shape, rounds),
+        (DType::E5m2, DType::F16) => time_typed::<E5m2, f16>(ctx, stream, spec, shape, rounds),
+        (DType::E5m2, DType::F32) => time_typed::<E5m2, f32>(ctx, stream, spec, shape, rounds),
+        (dtype, out) => Err(unsupported(format!(
+            "no fp8 launcher for {} -> {}",
+            dtype.name(),
+            out.name()
+        ))),
+    }
+}
+
+/// `len` standard normals quantized to `In` with the per-tensor scale that maps their largest
+/// magnitude to the format's largest value, and that scale.
+fn quantized<In: Element>(
+    stream: &Arc<CudaStream>,
+    len: usize,
+    format_max: f32,
+    rng: &mut NormalRng,
+    what: &str,
+) -> Result<(CudaSlice<In>, CudaSlice<f32>), Error> {
+    let values: Vec<f32> = (0..len).map(|_| rng.next_normal() as f32).collect();
+    let scale = crate::fp8::amax_scale(&values, format_max);
+    let quantized: Vec<In> = values.iter().map(|&v| In::from_f32(v / scale)).collect();
+    let data = stream
+        .clone_htod(&quantized)
+        .during(|| format!("copying {what} to the device"))?;
+    let scale = stream
+        .clone_htod(&[scale])
+        .during(|| format!("copying {what}'s scale to the device"))?;
+    Ok((data, scale))
+}
+
+fn time_typed<In: Element, Out: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    spec: &GemmSpec,
+    shape: Shape,
+    rounds: &Rounds,
+) -> Result<Fp8Row, Error> {
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let (format, format_max) = match In::STORAGE {
+        crate::Storage::E5m2 => (Fp8Format::E5m2, E5m2::MAX.to_f32()),
+        _ => (Fp8Format::E4m3, E4m3::MAX.to_f32()),
+    };
+    let emitted = gemm_codegen::emit_str(&spec.to_spec_text()).map_err(|e| Error::Baseline {
+        action: format!("emitting `{}`", spec.name),
+        reason: e.to_string(),
+    })?;
+    let kernel = GemmKernel::<In, Out>::from_emitted(ctx, &emitted)?;
+    let lt = LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, false)?;
+    let lt_fast = LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, true)?;
+
+    let mut rng = NormalRng::new(0xF8F8_0000 ^ u64::from(m) ^ (u64::from(n) << 20));
+    let (m_us, n_us, k_us) = (m as usize, n as usize, k as usize);
+    let (a, a_scale) = quantized::<In>(stream, m_us * k_us, format_max, &mut rng, "A")?;
+    // B column-major: N lines of K.
+    let (b, b_scale) = quantized::<In>(stream, n_us * k_us, format_max, &mut rng, "B")?;
+    let poisoned = vec![Out::poison(); m_us * n_us];
+    let mut d_ours = stream
+        .clone_htod(&poisoned)
+        .during(|| "writing the poisoned D".to_string())?;
+    let mut d_lt = d_ours.clone();
+    let mut d_lt_fast = d_ours.clone();
+    let lds = LeadingDims {
+        lda: k,
+        ldb: k,
+        ldc: n,
+    };
+    let mut epilogue = Epilogue::none().quant_scales(&a_scale, &b_scale);
+
+    // Correct first: every element written, and near cuBLASLt's.
+    kernel.launch_fused(
+        stream,
+        &a,
+        &b,
+        &mut d_ours,
+        m,
+        n,
+        k,
+        lds,
+        Batch::ONE,
+        &mut epilogue,
+    )?;
+    lt.run(&a, &b, &a_scale, &b_scale, &mut d_lt)?;
+    let ours = stream
+        .clone_dtoh(&d_ours)
+        .during(|| format!("copying D of `{}` back", spec.name))?;
+    let theirs = stream
+        .clone_dtoh(&d_lt)
+        .during(|| "reading cuBLASLt's D back".to_string())?;
+    let unwritten = ours.iter().filter(|x| x.is_poison()).count();
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in ours.iter().zip(&theirs) {
+        let (x, y) = (x.to_f64(), y.to_f64());
+        diff += (x - y) * (x - y);
+        norm += y * y;
+    }
+    let rel_diff = (diff / norm).sqrt();
+    let bound = Tolerance::for_types(spec.dtype, spec.out, u64::from(m) * u64::from(n), k);
+    if unwritten > 0 || rel_diff.is_nan() || rel_diff > bound.rel_frobenius {
+        return Err(Error::Baseline {
+            action: format!("checking `{}` on {shape} against cuBLASLt", spec.name),
+            reason: format!(
+                "{unwritten} element(s) of D never written; ‖D − D_Lt‖/‖D_Lt‖ = {rel_diff:.2e} (bound {:.1e})",
+                bound.rel_frobenius
+            ),
+        });
+    }
+
+    let mut ours_launch = |_: usize| {
+        kernel.launch_fused(
+            stream,
+            &a,
+            &b,
+            &mut d_ours,
+            m,
+            n,
+            k,
+            lds,
+            Batch::ONE,
+            &mut epilogue,
+        )
+    };
+    let mut lt_launch = |_: usize| lt.run(&a, &b, &a_scale, &b_scale, &mut d_lt);
+    let mut lt_fast_launch = |_: usize| lt_fast.run(&a, &b, &a_scale, &b_scale, &mut d_lt_fast);
+    let mut competitors: Vec<&mut Launcher<'_>> =
+        vec![&mut ours_launch, &mut lt_launch, &mut lt_fast_launch];
+    let times = time_round_robin(stream, rounds, &mut competitors)?;
+    let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
+    Ok(Fp8Row {
+        shape: shape.to_string(),
+        ours_ms: ms(0),
+        cublaslt_ms: ms(1),
+        cublaslt_fast_ms: ms(2),
+        ours_tflops: tflops(shape, ms(0)),
+        rel_diff_to_cublaslt: rel_diff,
+    })
+}
+
+/// The markdown table of a run.
+pub fn fp8_table(spec: &GemmSpec, rows: &[Fp8Row]) -> String {
+    let mut out = format!(
+        "spec: `{}`\n\nSpeeds are time ratios: above 1, ours is faster.\n\n| shape | ours TFLOP/s | cuBLASLt TFLOP/s | speed vs cuBLASLt | cuBLASLt fast-accum TFLOP/s | speed vs fast-accum | ‖D − D_Lt‖/‖D_Lt‖ |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        spec.to_spec_text()
+    );
+    for row in rows {
+        let shape: Shape = row.shape.parse().expect("rows hold shapes");
+        out.push_str(&format!(
+            "| {} | {:.1} | {:.1} | {:.3} | {:.1} | {:.3} | {:.1e} |\n",
+            row.shape,
+            row.ours_tflops,
+            tflops(shape, row.cublaslt_ms),
+            row.ratio(),
+            tflops(shape, row.cublaslt_fast_ms),
+            row.cublaslt_fast_ms / row.ours_ms,
+            row.rel_diff_to_cublaslt,
+        ));
+    }
+    out
+}
