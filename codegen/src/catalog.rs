@@ -215,6 +215,11 @@ pub const FP8: &[CatalogSpec] = &[
         summary: "Hopper fp8, ping-pong consumers: one's epilogue under the other's QGMMAs",
     },
     CatalogSpec {
+        name: "wgmma_e4m3_128x128x128_s5_block",
+        spec: "name: wgmma_e4m3_128x128x128_s5_block, arch: sm_90a, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8), quant: block, promote: 128",
+        summary: "Hopper fp8 with DeepSeek-V3 block scales (A 1x128, B 128x128), applied as each k tile's partial sums are promoted into f32",
+    },
+    CatalogSpec {
         name: "wgmma_e4m3_64x128x128_s6_streamk",
         spec: "name: wgmma_e4m3_64x128x128_s6_streamk, arch: sm_90a, dtype: e4m3, out: bf16, layout: rc, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k), quant: tensor",
         summary: "Hopper fp8 for small M, stream-K: few tiles share their k tiles over every SM",

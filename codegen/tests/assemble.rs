@@ -5,7 +5,7 @@
 use gemm_codegen::catalog::{CATALOG, DEFAULT_SPEC, FP8, NARROW};
 use gemm_codegen::sass::{SassReport, INSTALL_HINT};
 use gemm_codegen::{Opcode, SassCheck};
-use gemm_dsl::family::wgmma::{STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
+use gemm_dsl::family::wgmma::{BLOCK_SCALE_SLOTS, STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
 
 fn assemble_and_check(name: &str, spec: &str) -> SassReport {
     let emitted = gemm_codegen::emit_str(spec).expect("catalog specs are valid");
@@ -102,12 +102,33 @@ fn fp8_kernels_assemble_to_qgmma() {
             0 => 0,
             bytes => (bytes - STREAM_K_FLAG_BYTES) / (WARPGROUP_THREADS * 16) + 1,
         };
+        // Per-tensor scales: one load each in the epilogue. Block scales: `cp.async` copies,
+        // a thread's A row and B block, for the first SLOTS - 2 k tiles at a tile's start and
+        // once in the loop.
+        let spec = emitted.spec();
+        let (scale_loads, scale_copies) = match spec.quant {
+            gemm_dsl::Quant::Block => (0, 2 * (BLOCK_SCALE_SLOTS - 1)),
+            _ => (2, 0),
+        };
         assert_eq!(
             report.count(Opcode::Ldg),
-            partial_loads as usize + 2,
+            (partial_loads + scale_loads) as usize,
             "{}: loads besides the scales",
             entry.name
         );
+        assert_eq!(
+            report.count(Opcode::Ldgsts),
+            scale_copies as usize,
+            "{}: copies of block scales",
+            entry.name
+        );
+        if spec.promote.is_some() {
+            assert!(
+                report.count(Opcode::Ffma) > 0,
+                "{}: no promotion",
+                entry.name
+            );
+        }
         assert_eq!(report.count(Opcode::Ldl) + report.count(Opcode::Stl), 0);
     }
 }

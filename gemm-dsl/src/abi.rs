@@ -427,7 +427,8 @@ pub enum EpilogueBuffer {
     Bias,
     /// The value before the activation (`aux: pre_activation`), written: laid out as C.
     Aux,
-    /// fp8 A's and B's dequantization scales (`quant: tensor`): one f32 each.
+    /// fp8 A's and B's dequantization scales: one f32 each (`quant: tensor`, read by the
+    /// epilogue), or their block scales (`quant: block`, read by the main loop).
     AScale,
     BScale,
 }
@@ -570,16 +571,27 @@ pub fn epilogue_params(
     quant: crate::Quant,
 ) -> Vec<KernelParam> {
     let mut params = Vec::new();
-    if quant == crate::Quant::Tensor {
+    let scales = match quant {
+        crate::Quant::None => None,
+        crate::Quant::Tensor => Some((
+            "A's dequantization scale, one f32, device pointer",
+            "B's dequantization scale, one f32, device pointer",
+        )),
+        crate::Quant::Block => Some((
+            "A's block scales, ceil(K/128) lines of M f32 (one per row per 128 k), device pointer",
+            "B's block scales, ceil(N/128) lines of ceil(K/128) f32 (one per 128x128 block), device pointer",
+        )),
+    };
+    if let Some((a_meaning, b_meaning)) = scales {
         params.push(KernelParam {
             name: "a_scale",
             kind: ParamKind::EpilogueBuffer(EpilogueBuffer::AScale),
-            meaning: "A's dequantization scale, one f32, device pointer",
+            meaning: a_meaning,
         });
         params.push(KernelParam {
             name: "b_scale",
             kind: ParamKind::EpilogueBuffer(EpilogueBuffer::BScale),
-            meaning: "B's dequantization scale, one f32, device pointer",
+            meaning: b_meaning,
         });
     }
     if scale.has_alpha() {

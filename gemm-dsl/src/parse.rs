@@ -103,6 +103,9 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let activation = builder.value(Key::Activation, Activation::None, parse_activation);
     let aux = builder.value(Key::Aux, Aux::None, parse_aux);
     let quant = builder.value(Key::Quant, Quant::None, parse_quant);
+    // Block scales are applied where the partial sums are promoted: every block of k.
+    let default_promote = (quant == Quant::Block).then_some(Quant::BLOCK);
+    let promote = builder.value(Key::Promote, default_promote, parse_promote);
 
     if !errors.is_empty() {
         return Err(SpecErrors(errors));
@@ -141,6 +144,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             activation,
             aux,
             quant,
+            promote,
         },
         spans: SpecSpans { whole, keys },
     })
@@ -507,11 +511,28 @@ fn parse_quant(text: &str) -> ValueResult<Quant> {
                 bad(
                     "quantization",
                     text,
-                    "one of none, tensor (one f32 dequantization scale each for A and B, in device memory)",
+                    "one of none, tensor (one f32 dequantization scale each for A and B, in device memory), block (A per row and B per 128x128 block, every 128 k)",
                 )
             },
             Ok,
         )
+}
+
+/// `none`, or the k between promotions.
+fn parse_promote(text: &str) -> ValueResult<Option<u32>> {
+    match text {
+        "none" => Ok(None),
+        _ => parse_number(text).filter(|&k| k > 0).map_or_else(
+            || {
+                bad(
+                    "promotion interval",
+                    text,
+                    "none, or the k between promotions of the partial sums, e.g. `128`",
+                )
+            },
+            |k| Ok(Some(k)),
+        ),
+    }
 }
 
 fn parse_aux(text: &str) -> ValueResult<Aux> {

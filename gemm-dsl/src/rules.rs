@@ -501,6 +501,34 @@ impl Validator<'_> {
                 "quant: none (or scale: alpha for one factor)",
             );
         }
+        if let Some(k) = s.promote {
+            if !s.dtype.is_fp8() {
+                self.help(
+                    Key::Promote,
+                    format!(
+                        "`promote: {k}` adds fp8 partial sums into f32 registers; {} wgmma accumulates in f32 already",
+                        s.dtype.name()
+                    ),
+                    "promote: none",
+                );
+            }
+        }
+        if s.quant == Quant::Block && s.promote != Some(Quant::BLOCK) {
+            let key = if self.spans.given(Key::Promote) {
+                Key::Promote
+            } else {
+                Key::Quant
+            };
+            self.help(
+                key,
+                format!(
+                    "`quant: block` applies its scales where the partial sums are promoted, every {} k, not at `promote: {}`",
+                    Quant::BLOCK,
+                    s.promote.map_or("none".to_string(), |k| k.to_string())
+                ),
+                format!("promote: {}", Quant::BLOCK),
+            );
+        }
     }
 
     /// Both families: row padding must keep 16-byte vectors aligned (`accesses` names what

@@ -320,15 +320,22 @@ pub enum Quant {
     None,
     /// One f32 dequantization scale for A and one for B, read from device memory at launch.
     Tensor,
+    /// DeepSeek-V3's fine-grained scales, applied where the partial sums are promoted (every
+    /// 128 k): A one f32 per row per 128 k (`ceil(K/128)` lines of M values), B one per block
+    /// of 128 columns by 128 k (`ceil(N/128)` lines of `ceil(K/128)` values).
+    Block,
 }
 
 impl Quant {
-    pub const ALL: [Quant; 2] = [Quant::None, Quant::Tensor];
+    pub const ALL: [Quant; 3] = [Quant::None, Quant::Tensor, Quant::Block];
+    /// The k of one block scale (`quant: block`), and the columns of one of B's.
+    pub const BLOCK: u32 = 128;
 
     pub fn name(self) -> &'static str {
         match self {
             Quant::None => "none",
             Quant::Tensor => "tensor",
+            Quant::Block => "block",
         }
     }
 }
@@ -775,6 +782,9 @@ pub struct GemmSpec {
     pub aux: Aux,
     /// fp8 operands' dequantization scales.
     pub quant: Quant,
+    /// fp8: the k between promotions of the tensor cores' partial sums into f32 registers
+    /// (`None`: no promotion).
+    pub promote: Option<u32>,
 }
 
 impl GemmSpec {
@@ -805,6 +815,7 @@ impl GemmSpec {
             Key::Activation => self.activation = from.activation,
             Key::Aux => self.aux = from.aux,
             Key::Quant => self.quant = from.quant,
+            Key::Promote => self.promote = from.promote,
         }
     }
 
@@ -845,6 +856,9 @@ impl GemmSpec {
         }
         if self.quant != Quant::None {
             fused.push_str(&format!(", quant: {}", self.quant.name()));
+        }
+        if let Some(k) = self.promote {
+            fused.push_str(&format!(", promote: {k}"));
         }
         format!(
             "name: {}, arch: {}, dtype: {}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
@@ -890,10 +904,11 @@ pub enum Key {
     Activation,
     Aux,
     Quant,
+    Promote,
 }
 
 impl Key {
-    pub const ALL: [Key; 21] = [
+    pub const ALL: [Key; 22] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -915,6 +930,7 @@ impl Key {
         Key::Activation,
         Key::Aux,
         Key::Quant,
+        Key::Promote,
     ];
 
     pub fn name(self) -> &'static str {
@@ -940,6 +956,7 @@ impl Key {
             Key::Activation => "activation",
             Key::Aux => "aux",
             Key::Quant => "quant",
+            Key::Promote => "promote",
         }
     }
 

@@ -155,7 +155,7 @@ fn values() -> Vec<String> {
         Aux::None | Aux::PreActivation => aux.name().to_string(),
     }));
     values.extend(Quant::ALL.map(|quant| match quant {
-        Quant::None | Quant::Tensor => quant.name().to_string(),
+        Quant::None | Quant::Tensor | Quant::Block => quant.name().to_string(),
     }));
     // `consumers:` takes a count or this word.
     values.push("pingpong".to_string());

@@ -283,7 +283,7 @@ pub(crate) fn check_arguments(
         c_in: c_in_given,
         bias,
         aux: aux_given,
-        quant_scales,
+        quant_scales: _,
     } = *given;
     let wrong = |problem: String| {
         Err(Error::EpilogueArguments {
@@ -309,26 +309,6 @@ pub(crate) fn check_arguments(
             if c_in_given { " with a C-in" } else { "" },
             fused.scale.name()
         ));
-    }
-    match (fused.quant, quant_scales) {
-        (Quant::Tensor, None) => {
-            return wrong(
-                "the kernel scales its fp8 operands (spec `quant: tensor`), but no scales were given: pass `Epilogue::quant_scales`"
-                    .to_string(),
-            )
-        }
-        (Quant::Tensor, Some((a_len, b_len))) if a_len == 0 || b_len == 0 => {
-            return wrong(format!(
-                "the fp8 scales hold {a_len} (A) and {b_len} (B) values; each needs one f32"
-            ))
-        }
-        (Quant::None, Some(_)) => {
-            return wrong(
-                "fp8 scales were given, but the kernel applies none (spec `quant: none`); use a kernel with `quant: tensor`"
-                    .to_string(),
-            )
-        }
-        _ => {}
     }
     match (fused.aux, aux_given) {
         (Aux::PreActivation, false) => {
@@ -383,6 +363,64 @@ pub(crate) fn check_arguments(
             Ok(())
         }
     }
+}
+
+/// The fp8 scales against the spec's `quant`: given exactly when it reads them, one value each
+/// (`tensor`), or (`block`) ceil(K/128) lines of M for A and ceil(N/128) lines of ceil(K/128)
+/// for B, one product only.
+pub(crate) fn check_quant_scales(
+    kernel: &str,
+    fused: &FusedSpec,
+    given: &GivenArguments,
+    (m, n, k, batch): (u32, u32, u32, u32),
+) -> Result<(), Error> {
+    let wrong = |problem: String| {
+        Err(Error::EpilogueArguments {
+            kernel: kernel.to_string(),
+            problem,
+        })
+    };
+    let (a_len, b_len) = match (fused.quant, given.quant_scales) {
+        (Quant::None, None) => return Ok(()),
+        (Quant::None, Some(_)) => {
+            return wrong(
+                "fp8 scales were given, but the kernel applies none (spec `quant: none`); use a kernel with `quant: tensor` or `quant: block`"
+                    .to_string(),
+            )
+        }
+        (quant, None) => {
+            return wrong(format!(
+                "the kernel scales its fp8 operands (spec `quant: {}`), but no scales were given: pass `Epilogue::quant_scales`",
+                quant.name()
+            ))
+        }
+        (_, Some(lens)) => lens,
+    };
+    let (a_needed, b_needed, what) = match fused.quant {
+        Quant::Block => {
+            if batch > 1 {
+                return wrong(format!(
+                    "block scales (spec `quant: block`) cover one product; this launch has {batch}"
+                ));
+            }
+            let k_blocks = u64::from(k.div_ceil(Quant::BLOCK));
+            let n_blocks = u64::from(n.div_ceil(Quant::BLOCK));
+            (
+                k_blocks * u64::from(m),
+                n_blocks * k_blocks,
+                format!(
+                    "A: ceil(K/128) = {k_blocks} lines of M = {m}; B: ceil(N/128) = {n_blocks} lines of {k_blocks}"
+                ),
+            )
+        }
+        _ => (1, 1, "one value each".to_string()),
+    };
+    if (a_len as u64) < a_needed || (b_len as u64) < b_needed {
+        return wrong(format!(
+            "the fp8 scales hold {a_len} (A) and {b_len} (B) values, but the kernel reads {a_needed} and {b_needed} ({what})"
+        ));
+    }
+    Ok(())
 }
 
 /// The element type a bias argument must have for a spec's bias.
@@ -505,39 +543,48 @@ mod tests {
 
     #[test]
     fn fp8_scales_are_given_exactly_when_the_spec_reads_them() {
-        let quant = FusedSpec {
+        let tensor = FusedSpec {
             quant: Quant::Tensor,
             ..FusedSpec::NONE
         };
-        let plain = GivenArguments {
+        let block = FusedSpec {
+            quant: Quant::Block,
+            ..FusedSpec::NONE
+        };
+        let given = |quant_scales| GivenArguments {
             alpha: 1.0,
             beta: 0.0,
             c_in: false,
             bias: None,
             aux: false,
-            quant_scales: None,
+            quant_scales,
         };
-        let scaled = GivenArguments {
-            quant_scales: Some((1, 1)),
-            ..plain
+        let check = |fused: &FusedSpec, lens, dims| {
+            check_quant_scales("k", fused, &given(lens), dims).map_err(|e| e.to_string())
         };
-        let check = |fused: &FusedSpec, given: &GivenArguments| {
-            check_arguments("k", fused, given, (1, 1, 1)).map_err(|e| e.to_string())
-        };
-        assert!(check(&quant, &scaled).is_ok());
-        assert!(check(&quant, &plain)
+        let one = (100, 30, 4096, 1);
+        assert!(check(&tensor, Some((1, 1)), one).is_ok());
+        assert!(check(&tensor, None, one)
             .unwrap_err()
             .contains("no scales were given"));
-        let empty = GivenArguments {
-            quant_scales: Some((1, 0)),
-            ..plain
-        };
-        assert!(check(&quant, &empty)
+        assert!(check(&tensor, Some((1, 0)), one)
             .unwrap_err()
-            .contains("hold 1 (A) and 0 (B) values"));
-        assert!(check(&FusedSpec::NONE, &scaled)
+            .contains("hold 1 (A) and 0 (B) values, but the kernel reads 1 and 1"));
+        assert!(check(&FusedSpec::NONE, Some((1, 1)), one)
             .unwrap_err()
             .contains("the kernel applies none (spec `quant: none`)"));
+        assert!(check(&FusedSpec::NONE, None, one).is_ok());
+        // Block scales: K = 4100 is 33 blocks of 128, N = 300 is 3.
+        let dims = (100, 300, 4100, 1);
+        assert!(check(&block, Some((3300, 99)), dims).is_ok());
+        let short = check(&block, Some((3299, 99)), dims).unwrap_err();
+        assert!(
+            short.contains("A: ceil(K/128) = 33 lines of M = 100; B: ceil(N/128) = 3 lines of 33"),
+            "{short}"
+        );
+        assert!(check(&block, Some((3300, 99)), (100, 300, 4100, 2))
+            .unwrap_err()
+            .contains("cover one product; this launch has 2"));
     }
 
     #[test]

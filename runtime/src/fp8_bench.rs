@@ -4,7 +4,10 @@
 //! and without its fast accumulation (which skips its own promotion of the partial sums). All
 //! on one stream, launches alternating, each timed by its own events; the median counts.
 //! Before timing, D is checked: no element left poisoned, and within the fp8 tolerance of
-//! cuBLASLt's D.
+//! cuBLASLt's D. A `quant: block` kernel (DeepSeek-V3's scales, which cuBLASLt's per-tensor
+//! GEMM does not take) runs with every block's scale equal to the tensor's, so its D is
+//! cuBLASLt's too: the speed of the block-scaled path beside the per-tensor baseline (the GPU
+//! tests check the scales' indexing with distinct values).
 
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::blas_fp8::{Fp8Format, LtFp8Gemm};
@@ -42,7 +45,8 @@ impl Fp8Row {
     }
 }
 
-/// Times `spec` (fp8, layout rc, `quant: tensor`, no other epilogue) on `shape`.
+/// Times `spec` (fp8, layout rc, `quant: tensor` or `block`, no epilogue but `scale: alpha`,
+/// run at α = 1) on `shape`.
 pub fn time_fp8(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
@@ -54,17 +58,18 @@ pub fn time_fp8(
         action: format!("timing `{}`", spec.name),
         reason: why,
     };
-    let plain_epilogue = spec.scale == Scale::None
+    // α runs at 1, as cuBLASLt's: the fused epilogue's cost with the same result.
+    let plain_epilogue = spec.scale != Scale::AlphaBeta
         && spec.bias == Bias::None
         && spec.activation == Activation::None
         && spec.aux == Aux::None;
     if !spec.dtype.is_fp8()
         || spec.layout != Layout::RowCol
-        || spec.quant != Quant::Tensor
+        || spec.quant == Quant::None
         || !plain_epilogue
     {
         return Err(unsupported(
-            "--fp8 times fp8 kernels with `quant: tensor` and no other epilogue (layout rc), as cuBLASLt's scaled fp8 GEMM"
+            "--fp8 times fp8 kernels with `quant: tensor` or `block` and no other epilogue than `scale: alpha` (layout rc), as cuBLASLt's scaled fp8 GEMM"
                 .to_string(),
         ));
     }
@@ -134,6 +139,25 @@ fn time_typed<In: Element, Out: Element>(
     let (a, a_scale) = quantized::<In>(stream, m_us * k_us, format_max, &mut rng, "A")?;
     // B column-major: N lines of K.
     let (b, b_scale) = quantized::<In>(stream, n_us * k_us, format_max, &mut rng, "B")?;
+    // Block scales all equal to the tensor's: ceil(K/128) lines of M for A, ceil(N/128)
+    // lines of ceil(K/128) for B.
+    let block_scales = |scale: &CudaSlice<f32>, len: usize, what: &str| {
+        let value = stream
+            .clone_dtoh(scale)
+            .during(|| format!("reading {what}'s scale back"))?[0];
+        stream
+            .clone_htod(&vec![value; len])
+            .during(|| format!("copying {what}'s block scales to the device"))
+    };
+    let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
+    let (a_kernel_scale, b_kernel_scale) = if spec.quant == Quant::Block {
+        (
+            block_scales(&a_scale, k_blocks * m_us, "A")?,
+            block_scales(&b_scale, n.div_ceil(Quant::BLOCK) as usize * k_blocks, "B")?,
+        )
+    } else {
+        (a_scale.clone(), b_scale.clone())
+    };
     let poisoned = vec![Out::poison(); m_us * n_us];
     let mut d_ours = stream
         .clone_htod(&poisoned)
@@ -145,7 +169,7 @@ fn time_typed<In: Element, Out: Element>(
         ldb: k,
         ldc: n,
     };
-    let mut epilogue = Epilogue::none().quant_scales(&a_scale, &b_scale);
+    let mut epilogue = Epilogue::none().quant_scales(&a_kernel_scale, &b_kernel_scale);
 
     // Correct first: every element written, and near cuBLASLt's.
     kernel.launch_fused(

@@ -2,7 +2,7 @@
 
 use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
 use crate::element::{spec_types, stores, Element};
-use crate::epilogue::{check_arguments, BiasValues, CIn, Epilogue, FusedSpec};
+use crate::epilogue::{check_arguments, check_quant_scales, BiasValues, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
 use crate::jit::{jit_cubin_logged, Module};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
@@ -283,6 +283,12 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             &self.fused,
             &epilogue.given(),
             (m, n, batch.count),
+        )?;
+        check_quant_scales(
+            self.info.name(),
+            &self.fused,
+            &epilogue.given(),
+            (m, n, k, batch.count),
         )?;
         if let Some(CIn::Buffer(c_in)) = &epilogue.c_in {
             same_context(&self.ctx, [("C-in", c_in.stream().context())])?;

@@ -327,6 +327,15 @@ impl Tolerance {
         Tolerance::scaled(FP8_REL_PER_4096 * (f64::from(k) / 4096.0).max(1.0), k)
     }
 
+    /// The same bounds for outputs up to `factor` times larger than those of standard normal
+    /// inputs (block-scaled operands): the relative error stays, the absolute one scales.
+    pub fn for_magnitude(self, factor: f64) -> Tolerance {
+        Tolerance {
+            max_abs: self.max_abs * factor,
+            ..self
+        }
+    }
+
     /// Relative error `rel_frobenius` and `max_abs` = `8 · rel_frobenius · sqrt(max(k, 32))`.
     ///
     /// An element of C has a standard deviation of sqrt(k), the largest of a big matrix about
@@ -386,6 +395,11 @@ impl Tolerance {
         }
     }
 }
+
+/// The largest block scale [`verify_fused_batch`] draws for a `quant: block` kernel (and 1 over
+/// it the smallest): powers of two, so every scaled product is exact. An output element can be
+/// `BLOCK_SCALE_MAX²` times larger than without scales ([`Tolerance::for_magnitude`]).
+pub const BLOCK_SCALE_MAX: f32 = 4.0;
 
 /// [`Tolerance::fp8_accumulation`]'s bound at k = 4096.
 pub const FP8_REL_PER_4096: f64 = 6e-3;
@@ -568,12 +582,57 @@ fn require_packed(what: &'static str, len: usize, rows: u32, cols: u32) -> Resul
 /// packed `m x k` or `k x n` is an error.
 pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Result<Vec<f64>, Error> {
     problem.check_packed()?;
-    let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
     let a: Vec<f64> = problem.a.iter().map(|x| x.to_f64()).collect();
     let b: Vec<f64> = problem.b.iter().map(|x| x.to_f64()).collect();
+    Ok(gemm_f64(&a, &b, problem.m, problem.n, problem.k))
+}
+
+/// `A·B` of a packed problem whose fp8 operands carry block scales (`quant: block`) in float64:
+/// A's element (r, k) times its scale `a_scales[(k / 128)·M + r]`, B's (k, c) times
+/// `b_scales[(c / 128)·ceil(K/128) + k / 128]`, exactly (the scales fold into the operands
+/// element by element, so one GEMM of the scaled operands is the sum of the scaled blocks).
+pub fn block_scaled_reference<In: Element>(
+    problem: &Problem<In>,
+    a_scales: &[f32],
+    b_scales: &[f32],
+) -> Result<Vec<f64>, Error> {
+    problem.check_packed()?;
+    let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
+    let block = Quant::BLOCK as usize;
+    let k_blocks = k.div_ceil(block);
+    require_packed(
+        "A's block scales",
+        a_scales.len(),
+        k_blocks as u32,
+        m as u32,
+    )?;
+    require_packed(
+        "B's block scales",
+        b_scales.len(),
+        n.div_ceil(block) as u32,
+        k_blocks as u32,
+    )?;
+    let a: Vec<f64> = (0..m * k)
+        .map(|i| {
+            let (row, kk) = (i / k, i % k);
+            problem.a[i].to_f64() * f64::from(a_scales[kk / block * m + row])
+        })
+        .collect();
+    let b: Vec<f64> = (0..k * n)
+        .map(|i| {
+            let (kk, col) = (i / n, i % n);
+            problem.b[i].to_f64() * f64::from(b_scales[col / block * k_blocks + kk / block])
+        })
+        .collect();
+    Ok(gemm_f64(&a, &b, problem.m, problem.n, problem.k))
+}
+
+/// `a·b` in float64 on all CPU cores: `a` is m x k, `b` k x n, both packed row-major.
+fn gemm_f64(a: &[f64], b: &[f64], m: u32, n: u32, k: u32) -> Vec<f64> {
+    let (m, n, k) = (m as usize, n as usize, k as usize);
     let mut c = vec![0.0f64; m * n];
     if m == 0 || n == 0 {
-        return Ok(c);
+        return c;
     }
     let threads = std::thread::available_parallelism().map_or(1, |p| p.get());
     let rows_per_thread = m.div_ceil(threads);
@@ -585,7 +644,7 @@ pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Result<Vec<f64>, Err
             scope.spawn(move || gemm_f64_rows(a_rows, b, c_rows, n, k));
         }
     });
-    Ok(c)
+    c
 }
 
 /// `c += a·b` for a band of rows: `a` is rows x k, `b` is k x n, `c` is rows x n, packed.
@@ -936,7 +995,8 @@ impl FusedCase {
             bias_gap: fused.bias.vector().map(|_| 3),
             quant_scales: match fused.quant {
                 Quant::Tensor => (0.5, 1.25),
-                Quant::None => (1.0, 1.0),
+                // Block scales are random powers of two, drawn by the verification.
+                Quant::None | Quant::Block => (1.0, 1.0),
             },
         }
     }
@@ -980,11 +1040,38 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             problem.b.clone_from(&first_b);
         }
     }
-    let kind = reference_for(m, n, k);
-    let mut references = problems
-        .iter()
-        .map(|problem| reference_of(stream, problem).map(|(reference, _)| reference))
-        .collect::<Result<Vec<_>, Error>>()?;
+    // Block scales (`quant: block`): powers of two from 1/BLOCK_SCALE_MAX to BLOCK_SCALE_MAX,
+    // so every scaled product is exact; the references scale the operands in float64. One product (the launch refuses
+    // more).
+    let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
+    let mut scale_rng = NormalRng::new(seed ^ 0xb10c_5ca1e);
+    let mut power_of_two = || {
+        let exponents = 2 * BLOCK_SCALE_MAX.log2() as u64 + 1;
+        2f32.powi((scale_rng.next_u64() % exponents) as i32 - BLOCK_SCALE_MAX.log2() as i32)
+    };
+    let (a_block_scales, b_block_scales): (Vec<f32>, Vec<f32>) = if fused.quant == Quant::Block {
+        (
+            (0..k_blocks * m as usize).map(|_| power_of_two()).collect(),
+            (0..n.div_ceil(Quant::BLOCK) as usize * k_blocks)
+                .map(|_| power_of_two())
+                .collect(),
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let (kind, mut references) = if fused.quant == Quant::Block {
+        let references = problems
+            .iter()
+            .map(|problem| block_scaled_reference(problem, &a_block_scales, &b_block_scales))
+            .collect::<Result<Vec<_>, Error>>()?;
+        (Reference::CpuF64, references)
+    } else {
+        let references = problems
+            .iter()
+            .map(|problem| reference_of(stream, problem).map(|(reference, _)| reference))
+            .collect::<Result<Vec<_>, Error>>()?;
+        (reference_for(m, n, k), references)
+    };
     let operand = |pick: fn(&Problem<In>) -> &[In], dims, order, ld, stride| {
         let matrices: Vec<&[In]> = problems.iter().map(pick).collect();
         batch_buffer(&matrices, dims, order, ld, stride, In::from_f32(0.0))
@@ -1042,7 +1129,11 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             Out::from_f32(value).to_f64()
         }
     };
-    let quant_factor = f64::from(case.quant_scales.0) * f64::from(case.quant_scales.1);
+    // Per-tensor scales multiply the product; block scales are in the references already.
+    let quant_factor = match fused.quant {
+        Quant::Tensor => f64::from(case.quant_scales.0) * f64::from(case.quant_scales.1),
+        Quant::None | Quant::Block => 1.0,
+    };
     let mut aux_references = references.clone();
     for (i, (reference, aux_reference)) in references
         .iter_mut()
@@ -1112,15 +1203,18 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
         };
         epilogue = epilogue.bias(bias.strided(bias_stride));
     }
-    let quant_scales = [case.quant_scales.0, case.quant_scales.1]
-        .into_iter()
-        .map(|scale| {
-            stream
-                .clone_htod(&[scale])
-                .during(|| "copying an fp8 scale to the device".to_string())
-        })
-        .collect::<Result<Vec<_>, Error>>()?;
-    if fused.quant == Quant::Tensor {
+    let quant_scales = match fused.quant {
+        Quant::Block => [a_block_scales, b_block_scales],
+        _ => [vec![case.quant_scales.0], vec![case.quant_scales.1]],
+    }
+    .into_iter()
+    .map(|scales| {
+        stream
+            .clone_htod(&scales)
+            .during(|| "copying fp8 scales to the device".to_string())
+    })
+    .collect::<Result<Vec<_>, Error>>()?;
+    if fused.quant != Quant::None {
         epilogue = epilogue.quant_scales(&quant_scales[0], &quant_scales[1]);
     }
     // The aux output, poisoned like C, and its references: the values before the activation.

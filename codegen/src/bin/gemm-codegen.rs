@@ -80,12 +80,14 @@ enum Command {
         /// A's and B's element type.
         #[arg(long, default_value = "bf16")]
         dtype: String,
-        /// C's element type (default: the dtype).
+        /// C's element type (default: the spec's for the dtype: the dtype itself, f32 for
+        /// tf32, bf16 for fp8).
         #[arg(long)]
         out: Option<String>,
-        /// rr, rc, cr or cc: whether A and B are row- or column-major.
-        #[arg(long, default_value = "rr")]
-        layout: String,
+        /// rr, rc, cr or cc: whether A and B are row- or column-major (default: the spec's
+        /// for the dtype: rr, rc for fp8).
+        #[arg(long)]
+        layout: Option<String>,
         /// Leading dimensions LDA,LDB,LDC in elements (default: packed operands).
         #[arg(long)]
         lds: Option<String>,
@@ -222,7 +224,7 @@ fn pick(
     arch: &str,
     dtype: &str,
     out_type: Option<&str>,
-    layout: &str,
+    layout: Option<&str>,
     lds: Option<&str>,
     sms: Option<u32>,
     set: Option<&str>,
@@ -230,11 +232,16 @@ fn pick(
     use gemm_codegen::pick::{rank, reasons, set_candidates, sets, DeviceModel, Problem};
     let arch = spec_value("arch", arch, |s| s.arch)?;
     let dtype = spec_value("dtype", dtype, |s| s.dtype)?;
+    // Left out, C's type and the layout are the spec language's defaults for the dtype.
+    let dtype_text = format!("{}, mma: wgmma", dtype.name());
     let out_type = match out_type {
         Some(text) => spec_value("out", text, |s| s.out)?,
-        None => dtype,
+        None => spec_value("dtype", &dtype_text, |s| s.out)?,
     };
-    let layout = spec_value("layout", layout, |s| s.layout)?;
+    let layout = match layout {
+        Some(text) => spec_value("layout", text, |s| s.layout)?,
+        None => spec_value("dtype", &dtype_text, |s| s.layout)?,
+    };
     let bad = |message: String| Failure::InvalidSpec(format!("error: {message}\n"));
     let mut problem = Problem::parse(shape, layout).map_err(bad)?;
     if let Some(text) = lds {
@@ -456,7 +463,7 @@ fn run(command: Command) -> Result<(), Failure> {
             &arch,
             &dtype,
             out_type.as_deref(),
-            &layout,
+            layout.as_deref(),
             lds.as_deref(),
             sms,
             set.as_deref(),

@@ -373,7 +373,7 @@ pub fn has_fused_epilogue(spec: &GemmSpec) -> bool {
     spec.scale != Scale::None
         || spec.bias.vector().is_some()
         || spec.activation != Activation::None
-        || spec.quant != Quant::None
+        || spec.quant == Quant::Tensor
 }
 
 #[cfg(test)]

@@ -35,6 +35,14 @@ pub const RING_ALIGN_BYTES: u32 = 1024;
 /// (at most two), padded so the next block's slots stay 16-byte aligned.
 pub const STREAM_K_FLAG_BYTES: u32 = 16;
 
+/// `quant: block`: the k tiles of scales a consumer warpgroup keeps in shared memory: the one
+/// in use, the one read before it (a slot is rewritten only after a promotion's barrier has
+/// seen every thread done with it) and the next ones on their way (`cp.async` under load takes
+/// longer than one k tile's wgmmas).
+pub const BLOCK_SCALE_SLOTS: u32 = 4;
+// The slot after `s` is `(s + 1) & (SLOTS - 1)`.
+const _: () = assert!(BLOCK_SCALE_SLOTS.is_power_of_two());
+
 /// Rows of one buffer of a TMA-store epilogue: a warpgroup's rows of one wgmma row.
 pub const STORE_BOX_ROWS: u32 = WGMMA_M;
 pub use crate::geometry::{MBARRIER_BYTES, STAGING_ALIGN_BYTES};
@@ -186,6 +194,12 @@ pub struct WgmmaGeometry {
     /// `tail = stream_k`: the persistent walk splits its last round's tiles along K, and
     /// the blocks meet in a global workspace ([`WgmmaGeometry::workspace_bytes_per_block`]).
     pub stream_k: bool,
+    /// `promote: K` (fp8): k tiles between promotions of the partial sums into a second set
+    /// of f32 registers.
+    pub promote_k_tiles: Option<u32>,
+    /// `quant: block`: each consumer warpgroup copies its k tiles' scales into shared memory
+    /// ([`WgmmaGeometry::block_scale_bytes`]).
+    pub block_scales: bool,
 }
 
 /// Why a spec has no wgmma geometry.
@@ -212,6 +226,14 @@ pub enum WgmmaGeometryError {
     Cluster,
     /// Ping-pong consumers alternate the tiles of a persistent walk whose tiles are whole.
     PingPongSchedule,
+    /// Promotions happen at k-tile boundaries: the interval is a multiple of BK.
+    PromoteInterval,
+    /// `quant: block`: B's scales cover 128 columns, so a tile holds whole blocks of them or
+    /// lies within one.
+    BlockScaleColumns,
+    /// `quant: block`: one k tile is one block of 128 k, so that every stream-K unit's tiles
+    /// start on a block.
+    BlockScaleK,
 }
 
 impl WgmmaGeometry {
@@ -296,6 +318,20 @@ impl WgmmaGeometry {
             }
             _ => return Err(WgmmaGeometryError::Cluster),
         };
+        let promote_k_tiles = match spec.promote {
+            None => None,
+            Some(k) if k.is_multiple_of(tile.k) => Some(k / tile.k),
+            Some(_) => return Err(WgmmaGeometryError::PromoteInterval),
+        };
+        let block = Quant::BLOCK;
+        if spec.quant == Quant::Block {
+            if tile.k != block {
+                return Err(WgmmaGeometryError::BlockScaleK);
+            }
+            if !(tile.n.is_multiple_of(block) || block.is_multiple_of(tile.n)) {
+                return Err(WgmmaGeometryError::BlockScaleColumns);
+            }
+        }
         let rows_per_consumer = tile.m / splitting_consumers;
         let store_staging = (spec.epilogue == Epilogue::Tma).then(|| {
             let out = spec.out.size_bytes();
@@ -336,7 +372,29 @@ impl WgmmaGeometry {
                     ..
                 }
             ),
+            promote_k_tiles,
+            block_scales: spec.quant == Quant::Block,
         })
+    }
+
+    /// `quant: block`: one k tile's scales for one consumer warpgroup, in shared memory: one
+    /// per row of its rows, one per block of 128 columns of the tile, padded to 16 bytes.
+    pub fn block_scale_slot_bytes(&self) -> u32 {
+        ((self.rows_per_consumer + self.block_scale_col_blocks()) * 4).next_multiple_of(16)
+    }
+
+    /// `quant: block`: B's scale blocks a tile spans (1 where BN divides 128).
+    pub fn block_scale_col_blocks(&self) -> u32 {
+        (self.n / Quant::BLOCK).max(1)
+    }
+
+    /// `quant: block`: shared memory for every consumer warpgroup's [`BLOCK_SCALE_SLOTS`]
+    /// slots (one k tile's in use, the next ones' on their way by `cp.async`); 0 otherwise.
+    pub fn block_scale_bytes(&self) -> u32 {
+        if !self.block_scales {
+            return 0;
+        }
+        self.consumers * BLOCK_SCALE_SLOTS * self.block_scale_slot_bytes()
     }
 
     /// Global workspace a stream-K kernel needs per launched block: one slot of partial
@@ -673,6 +731,58 @@ impl Validator<'_> {
                 };
                 self.help(key, message, help);
             }
+            WgmmaGeometryError::PromoteInterval => {
+                let promote = s.promote.unwrap_or(s.tile.k);
+                let error = self.error(
+                    Key::Promote,
+                    format!(
+                        "`promote: {promote}` is not a multiple of BK = {}",
+                        s.tile.k
+                    ),
+                );
+                error.notes.push(
+                    "the partial sums are promoted between k tiles, when a tile's wgmmas have retired"
+                        .to_string(),
+                );
+                error.help = Some(format!(
+                    "promote: {}",
+                    promote.next_multiple_of(s.tile.k.max(1))
+                ));
+            }
+            WgmmaGeometryError::BlockScaleK => {
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "`quant: block` takes k tiles of one 128-k block of scales, not BK = {}",
+                        s.tile.k
+                    ),
+                );
+                error.notes.push(
+                    "each k tile's partial sums are scaled and promoted at its end".to_string(),
+                );
+                error.help = Some(format!("tile: {}x{}x128", s.tile.m, s.tile.n));
+            }
+            WgmmaGeometryError::BlockScaleColumns => {
+                let error = self.error(
+                    Key::Tile,
+                    format!(
+                        "BN = {} neither holds whole 128-column blocks of B's scales nor lies within one",
+                        s.tile.n
+                    ),
+                );
+                error
+                    .notes
+                    .push("`quant: block` scales B per block of 128 columns by 128 k".to_string());
+                let n = if s.tile.n > Quant::BLOCK {
+                    s.tile.n / Quant::BLOCK * Quant::BLOCK
+                } else {
+                    [64, 32, 16, 8]
+                        .into_iter()
+                        .find(|&n| n < s.tile.n)
+                        .unwrap_or(8)
+                };
+                error.help = Some(format!("tile: {}x{n}x{}", s.tile.m, s.tile.k));
+            }
             WgmmaGeometryError::TileKRows => {
                 let error = self.error(
                     Key::Tile,
@@ -763,6 +873,15 @@ pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
             },
         ]
         .into_iter()
+        .chain(g.block_scales.then(|| LedgerLine {
+            what: format!(
+                "block scales: {} consumer(s) x {BLOCK_SCALE_SLOTS} k tiles x ({} rows + {} column block(s)) f32, 16 B each",
+                g.consumers,
+                g.rows_per_consumer,
+                g.block_scale_col_blocks()
+            ),
+            bytes: g.block_scale_bytes(),
+        }))
         .chain(g.store_staging.map(|staging| {
             let ring_bytes = s.stages * g.stage_bytes(element);
             let align = ring_bytes.next_multiple_of(STAGING_ALIGN_BYTES) - ring_bytes;
@@ -819,6 +938,10 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
         .chain(g.stream_k.then(|| RegisterLine {
             what: "stream-K: tail position and end, k range, partial-sum addresses".to_string(),
             registers: 10,
+        }))
+        .chain(g.promote_k_tiles.map(|_| RegisterLine {
+            what: "promoted sums: the accumulators again, in f32".to_string(),
+            registers: g.accumulators(),
         }))
         .collect(),
         limit: g.consumer_registers,
@@ -945,6 +1068,42 @@ mod tests {
             e.help.as_deref(),
             Some("mma: wgmma, arch: sm_90a (or dtype: bf16)")
         );
+    }
+
+    #[test]
+    fn block_scales_promote_every_128_k_into_a_second_set_of_sums() {
+        let v = check_str(&format!(
+            "{HOPPER}, dtype: e4m3, tile: 128x128x128, quant: block"
+        ))
+        .unwrap();
+        assert_eq!(v.spec.promote, Some(128));
+        assert!(v
+            .spec
+            .to_spec_text()
+            .ends_with("quant: block, promote: 128"));
+        assert_eq!(check_str(&v.spec.to_spec_text()).unwrap().spec, v.spec);
+        let Family::Wgmma(g) = v.family else {
+            unreachable!()
+        };
+        assert_eq!((g.promote_k_tiles, g.accumulators()), (Some(1), 64));
+        // The promoted sums double the accumulators' registers.
+        let plain = check_str(&format!("{HOPPER}, dtype: e4m3, tile: 128x128x128")).unwrap();
+        assert_eq!(v.registers.total(), plain.registers.total() + 64);
+        // Per consumer, four slots of 64 row scales and one column block's, padded to 16 B.
+        assert_eq!(g.block_scale_bytes(), 2 * 4 * 272);
+        assert_eq!(
+            v.smem.total(),
+            plain.smem.total() + u64::from(g.block_scale_bytes())
+        );
+        // Promotion alone, every two k tiles of 64.
+        let v = check_str(&format!(
+            "{HOPPER}, dtype: e5m2, tile: 128x128x64, swizzle: 64B, quant: tensor, promote: 128"
+        ))
+        .unwrap();
+        let Family::Wgmma(g) = v.family else {
+            unreachable!()
+        };
+        assert_eq!(g.promote_k_tiles, Some(2));
     }
 
     #[test]
@@ -1075,6 +1234,36 @@ mod tests {
                 "dtype: e4m3, tile: 128x256x64, swizzle: 128B",
                 "BK = 64 is not a multiple of 128",
                 "tile: 128x256x128",
+            ),
+            (
+                "dtype: e4m3, tile: 128x128x128, quant: block, promote: 256",
+                "`quant: block` applies its scales where the partial sums are promoted, every 128 k, not at `promote: 256`",
+                "promote: 128",
+            ),
+            (
+                "dtype: e4m3, tile: 128x128x128, promote: 64",
+                "`promote: 64` is not a multiple of BK = 128",
+                "promote: 128",
+            ),
+            (
+                "promote: 128",
+                "`promote: 128` adds fp8 partial sums into f32 registers; bf16 wgmma accumulates in f32 already",
+                "promote: none",
+            ),
+            (
+                "dtype: e4m3, tile: 128x192x128, swizzle: 64B, quant: block",
+                "BN = 192 neither holds whole 128-column blocks of B's scales nor lies within one",
+                "tile: 128x128x128",
+            ),
+            (
+                "dtype: e4m3, tile: 128x128x64, swizzle: 64B, quant: block, promote: 128",
+                "`quant: block` takes k tiles of one 128-k block of scales, not BK = 64",
+                "tile: 128x128x128",
+            ),
+            (
+                "dtype: e4m3, quant: block",
+                "registers per thread",
+                "use a smaller tile",
             ),
             (
                 "swizzle: none",

@@ -163,6 +163,37 @@ pub const SM80_16BIT: KernelSet = KernelSet {
     ],
 };
 
+/// The Hopper set for fp8 inputs: the fp8 wgmma reads both operands K-major, so its members
+/// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
+pub const SM90_FP8: KernelSet = KernelSet {
+    name: "sm90_fp8",
+    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, a 64-row stream-K tile for small M",
+    dtypes: &[DType::E4m3, DType::E5m2],
+    runs_on: RunsOn::Exactly(90),
+    members: &[
+        SetMember {
+            name: "w128x256",
+            body: "arch: sm_90a, tile: 128x256x128, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "large problems whose tiles fill whole rounds",
+        },
+        SetMember {
+            name: "w128x128_pp",
+            body: "arch: sm_90a, tile: 128x128x128, consumers: pingpong, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "large problems: one consumer's epilogue under the other's wgmmas",
+        },
+        SetMember {
+            name: "w128x256_c2x1",
+            body: "arch: sm_90a, tile: 128x256x128, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
+            role: "large problems, B loaded once per two tiles down M",
+        },
+        SetMember {
+            name: "w64x128_sk",
+            body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "small M: few tiles share their k tiles over every SM",
+        },
+    ],
+};
+
 /// The f32 SIMT set (runs on every board from sm_80).
 pub const SM80_F32: KernelSet = KernelSet {
     name: "f32",
@@ -189,7 +220,7 @@ pub const SM80_F32: KernelSet = KernelSet {
 };
 
 /// Every set.
-pub const SETS: &[KernelSet] = &[SM90_16BIT, SM80_16BIT, SM80_F32];
+pub const SETS: &[KernelSet] = &[SM90_16BIT, SM90_FP8, SM80_16BIT, SM80_F32];
 
 /// A set by name.
 pub fn find(name: &str) -> Option<&'static KernelSet> {
@@ -197,7 +228,7 @@ pub fn find(name: &str) -> Option<&'static KernelSet> {
 }
 
 /// The set for a device of compute capability `cc` and inputs of `dtype`: the Hopper set on
-/// exactly 9.0 for 16-bit inputs, else the first set whose members run there.
+/// exactly 9.0 for 16-bit and fp8 inputs, else the first set whose members run there.
 pub fn for_device(cc: u32, dtype: DType) -> Option<&'static KernelSet> {
     SETS.iter()
         .find(|set| set.dtypes.contains(&dtype) && set.runs_on.admits(cc))
@@ -232,10 +263,20 @@ impl KernelSet {
         )
     }
 
-    /// Every member's spec in every layout, for one pair of element types: what a picker over
-    /// this set chooses among.
+    /// The layouts a set's members take for inputs `dtype`: every one, or `rc` alone for fp8
+    /// (whose wgmma reads both operands K-major).
+    pub fn layouts(dtype: DType) -> &'static [Layout] {
+        if dtype.is_fp8() {
+            &[Layout::RowCol]
+        } else {
+            &LAYOUTS
+        }
+    }
+
+    /// Every member's spec in every layout it takes, for one pair of element types: what a
+    /// picker over this set chooses among.
     pub fn specs(&self, dtype: DType, out: DType) -> Vec<String> {
-        LAYOUTS
+        KernelSet::layouts(dtype)
             .iter()
             .flat_map(|&layout| {
                 self.members

@@ -166,10 +166,11 @@ struct Cli {
     /// --markdown, as JSON with --out). The spec: its text, @FILE, or a catalog name.
     #[arg(long, conflicts_with_all = ["specs", "set", "spec_file"])]
     fused: Option<String>,
-    /// Time this fp8 spec (`quant: tensor`, layout rc, no other epilogue) on --shapes against
-    /// cuBLASLt's fp8 GEMM with the same scales and output type, with and without its fast
-    /// accumulation; D is checked against cuBLASLt's first. Prints the table (--markdown,
-    /// --out as for --fused). The spec: its text, @FILE, or a catalog name.
+    /// Time this fp8 spec (`quant: tensor` or `block`, layout rc, no epilogue but `scale:
+    /// alpha`) on --shapes against cuBLASLt's fp8 GEMM with the same per-tensor scales and
+    /// output type, with and without its fast accumulation (block scales all equal the
+    /// tensor's); D is checked against cuBLASLt's first. Prints the table (--markdown, --out
+    /// as for --fused). The spec: its text, @FILE, or a catalog name.
     #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused"])]
     fp8: Option<String>,
     /// CUDA device ordinal.

@@ -11,7 +11,7 @@ use cudarc::driver::CudaContext;
 use gemm_dsl::abi::LaunchShape;
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::DeviceModel;
-use gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Scale, ValidSpec};
+use gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Quant, Scale, ValidSpec};
 use std::sync::Arc;
 
 impl<In: Element, Out: Element> Matmul<In, Out> {
@@ -91,6 +91,11 @@ fn set_specs(
                 activation: fused.activation,
                 aux: fused.aux,
                 quant: fused.quant,
+                // Block scales are applied where the partial sums are promoted.
+                promote: match fused.quant {
+                    Quant::Block => Some(Quant::BLOCK),
+                    Quant::None | Quant::Tensor => member.spec.promote,
+                },
                 ..member.spec
             };
             let text = spec.to_spec_text();
@@ -119,7 +124,12 @@ fn epilogue_suffix(fused: &FusedSpec) -> String {
         Aux::None => String::new(),
         Aux::PreActivation => "aux".to_string(),
     };
-    [scale, bias, activation, aux]
+    let quant = match fused.quant {
+        Quant::None => String::new(),
+        Quant::Tensor => "qt".to_string(),
+        Quant::Block => "qb".to_string(),
+    };
+    [quant, scale, bias, activation, aux]
         .into_iter()
         .filter(|part| !part.is_empty())
         .collect::<Vec<_>>()
@@ -132,6 +142,8 @@ fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
     let named = |name: &str| match name {
         "bf16" => DType::Bf16,
         "f16" => DType::F16,
+        "e4m3" => DType::E4m3,
+        "e5m2" => DType::E5m2,
         _ => DType::F32,
     };
     let (dtype, out) = (named(In::NAME), named(Out::NAME));

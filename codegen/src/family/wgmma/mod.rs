@@ -13,6 +13,7 @@
 pub mod copy;
 pub mod descriptor;
 pub mod epilogue;
+pub mod promotion;
 pub mod schedule;
 
 mod explain;
@@ -37,6 +38,7 @@ use gemm_dsl::family::wgmma::{
     OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
+pub use promotion::Promotion;
 pub use schedule::{PartialVector, PingPong, StreamK};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -142,6 +144,9 @@ pub struct WgmmaPlan {
     pub stream_k: Option<StreamK>,
     /// `consumers: pingpong`: alternate tiles, turns at the tensor cores.
     pub pingpong: Option<PingPong>,
+    /// `promote: K` (fp8): partial sums added into f32 registers every interval, with
+    /// `quant: block`'s scales.
+    pub promotion: Option<Promotion>,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
     #[serde(skip)]
     pub k_steps: Vec<WgmmaKStep>,
@@ -210,6 +215,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let epilogue = WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction);
     // C's rows are 16-byte aligned (see `launch_contract`).
     let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), 16);
+    let promotion = Promotion::of(g, spec.quant, &epilogue, ring.bytes_with_barriers());
     WgmmaPlan {
         geometry: *g,
         threads: g.threads,
@@ -292,6 +298,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         quant: spec.quant,
         stream_k: StreamK::of(g),
         pingpong: PingPong::of(g),
+        promotion,
         k_steps: reads.k_steps,
     }
 }
@@ -391,10 +398,19 @@ impl WgmmaPlan {
 /// The Hopper kernel's SASS: TMA loads, mbarrier traffic, the HGMMA shape, `setmaxnreg`
 /// where the registers are split.
 pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
+    // Operands come by TMA alone; block scales come by `cp.async`.
+    let block_scales = plan
+        .promotion
+        .as_ref()
+        .is_some_and(|promotion| promotion.block.is_some());
     let mut checks = vec![
         SassCheck::Present(Opcode::Utmaldg),
         SassCheck::Present(Opcode::Syncs),
-        SassCheck::Absent(Opcode::Ldgsts),
+        if block_scales {
+            SassCheck::Present(Opcode::Ldgsts)
+        } else {
+            SassCheck::Absent(Opcode::Ldgsts)
+        },
     ];
     checks.extend(math_promises(plan));
     if plan.register_split.is_some() {

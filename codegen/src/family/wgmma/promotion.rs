@@ -1,0 +1,173 @@
+//! Promotion of fp8 partial sums (`promote: K`) and block scales (`quant: block`).
+//!
+//! The fp8 wgmma keeps about 14 bits of its running sums, so a long K loses precision. With a
+//! promotion interval, each interval of k tiles starts the accumulators afresh (scale-d false)
+//! and, once its wgmmas have retired, adds them into a second set of f32 registers, the
+//! promoted sums; after the last k tile the sums move back into the accumulators, so the
+//! stream-K fixup and the epilogue read them where they always do. With `quant: block` the
+//! interval is one k tile of 128 and each accumulator is multiplied by its row's A scale and
+//! its column block's B scale as it is added (`fma`): the scales of DeepSeek-V3's 1x128 and
+//! 128x128 blocks. Each consumer warpgroup keeps [`BLOCK_SCALE_SLOTS`] k tiles of scales in
+//! shared memory: at the start of k tile `kb` its threads copy (`cp.async`, thread `t` row `t`'s
+//! A scale, threads `c` the B scales) those of `kb + SLOTS - 2` into a free slot, so that they
+//! arrive under two tiles of wgmmas; the promotion waits for its own copies, meets the
+//! warpgroup at a barrier and reads its rows' scales. Loads into registers would make every
+//! promotion wait for them; a copy per thread of its own rows' scales (four threads share each
+//! row) kept the L1 busy enough to slow the wgmmas by a third (H100, 2026-11-25).
+
+use super::epilogue::WgmmaEpilogue;
+use gemm_dsl::family::wgmma::{WgmmaGeometry, BLOCK_SCALE_SLOTS, WARPGROUP_THREADS};
+use gemm_dsl::Quant;
+use serde::Serialize;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Promotion {
+    /// k tiles per interval.
+    pub k_tiles: u32,
+    /// Accumulators, and promoted sums, per consumer thread.
+    pub accumulators: u32,
+    pub block: Option<BlockScales>,
+}
+
+/// A consumer thread's block scales: one A scale per distinct row it holds, one B scale per
+/// 128-column block its tile spans, and the product of each pair it needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BlockScales {
+    /// The thread's rows, as offsets from its first row.
+    pub rows: Vec<u32>,
+    /// B's column blocks the tile spans: `BN / 128`, or 1 where BN divides 128.
+    pub col_blocks: u32,
+    /// `BN <= 128`: the tile's first column over 128 is its block (else the tile starts a
+    /// block and spans `col_blocks` of them).
+    pub block_n: u32,
+    /// `%bs_f{i} = %bs_a{row} · %bs_b{col}` for each pair an accumulator needs.
+    pub factors: Vec<ScaleFactor>,
+    /// Each accumulator and the factor it is promoted with.
+    pub terms: Vec<ScaledTerm>,
+    /// Where the consumers' slots start, in bytes from the ring's base (after the barriers);
+    /// each consumer warpgroup has `slots` slots of `slot_bytes` (`consumer_bytes` in all), each
+    /// a k tile's A scales of the consumer's `rows_per_consumer` rows, then from `col_offset`
+    /// the tile's B scales.
+    pub slots_offset: u32,
+    pub slots: u32,
+    /// `slots - 2`: the k tiles of copies in flight beyond the one in use.
+    pub ahead: u32,
+    pub slot_bytes: u32,
+    pub consumer_bytes: u32,
+    pub rows_per_consumer: u32,
+    pub col_offset: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ScaleFactor {
+    pub row: usize,
+    pub col: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ScaledTerm {
+    pub acc: u32,
+    pub factor: usize,
+}
+
+impl Promotion {
+    /// The plan of geometry `g`'s promotion; block scales' slots start `slots_offset` bytes
+    /// from the ring's base.
+    pub fn of(
+        g: &WgmmaGeometry,
+        quant: Quant,
+        epilogue: &WgmmaEpilogue,
+        slots_offset: u32,
+    ) -> Option<Promotion> {
+        let k_tiles = g.promote_k_tiles?;
+        let block = (quant == Quant::Block).then(|| {
+            let elements: Vec<_> = epilogue.fused_segments().into_iter().flatten().collect();
+            let mut rows: Vec<u32> = elements.iter().map(|e| e.row).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            // A thread's columns start within its first 8, so column offset / 128 is the block
+            // of the tile's column blocks it lies in.
+            let col_blocks = (g.n / Quant::BLOCK).max(1);
+            let mut factors: Vec<ScaleFactor> = Vec::new();
+            let mut terms: Vec<ScaledTerm> = elements
+                .iter()
+                .map(|e| {
+                    let factor = ScaleFactor {
+                        row: rows.binary_search(&e.row).expect("every row is listed"),
+                        col: e.col / Quant::BLOCK,
+                    };
+                    let index = factors
+                        .iter()
+                        .position(|&f| f == factor)
+                        .unwrap_or_else(|| {
+                            factors.push(factor);
+                            factors.len() - 1
+                        });
+                    ScaledTerm {
+                        acc: e.acc,
+                        factor: index,
+                    }
+                })
+                .collect();
+            terms.sort_by_key(|t| t.acc);
+            // Thread t of a consumer copies row t's A scale: every row has its thread.
+            assert!(g.rows_per_consumer <= WARPGROUP_THREADS);
+            let slot_bytes = g.block_scale_slot_bytes();
+            BlockScales {
+                rows,
+                col_blocks,
+                block_n: g.n,
+                factors,
+                terms,
+                slots_offset,
+                slots: BLOCK_SCALE_SLOTS,
+                ahead: BLOCK_SCALE_SLOTS - 2,
+                slot_bytes,
+                consumer_bytes: BLOCK_SCALE_SLOTS * slot_bytes,
+                rows_per_consumer: g.rows_per_consumer,
+                col_offset: g.rows_per_consumer * 4,
+            }
+        });
+        Some(Promotion {
+            k_tiles,
+            accumulators: g.accumulators(),
+            block,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_spec;
+
+    #[test]
+    fn each_accumulator_is_scaled_by_its_row_and_column_block() {
+        let (valid, g) = test_spec("dtype: e4m3, tile: 128x128x128, quant: block");
+        let plan = super::super::plan(&valid, &g);
+        let promotion = plan.promotion.expect("quant: block promotes");
+        assert_eq!(promotion.k_tiles, 1);
+        let block = promotion.block.expect("block scales");
+        // One wgmma row of 64 per consumer: rows 0 and 8 of the thread; one block of columns.
+        assert_eq!((block.rows.as_slice(), block.col_blocks), (&[0, 8][..], 1));
+        assert_eq!(block.factors.len(), 2);
+        assert_eq!(block.terms.len() as u32, g.accumulators());
+        // m64nN: accumulator 4j + 2h + e holds row 8h, column 8j + e.
+        for term in &block.terms {
+            let h = (term.acc % 4) / 2;
+            let factor = block.factors[term.factor];
+            assert_eq!((block.rows[factor.row], factor.col), (8 * h, 0));
+        }
+        // A tile within one block of B's columns.
+        let (valid, g) = test_spec("dtype: e4m3, tile: 128x64x128, swizzle: 64B, quant: block");
+        let block = super::super::plan(&valid, &g)
+            .promotion
+            .unwrap()
+            .block
+            .unwrap();
+        assert_eq!((block.col_blocks, block.block_n), (1, 64));
+        // Promotion alone keeps no scales.
+        let (valid, g) = test_spec("dtype: e4m3, tile: 128x128x128, quant: tensor, promote: 256");
+        let promotion = super::super::plan(&valid, &g).promotion.unwrap();
+        assert_eq!((promotion.k_tiles, promotion.block), (2, None));
+    }
+}
