@@ -53,6 +53,19 @@ gemm_runtime::gemm! {
     schedule: persistent(tail = stream_k),
 }
 
+// fp8 on Hopper: e4m3 operands (A row-major, B column-major: the fp8 wgmma reads both along
+// K), one f32 dequantization scale each in device memory, bf16 out.
+gemm_runtime::gemm! {
+    name: fp8_linear,
+    arch: sm_90a,
+    mma: wgmma,
+    dtype: e4m3,
+    tile: 128x256x128,
+    stages: 4,
+    schedule: persistent,
+    quant: tensor,
+}
+
 // A kernel set for the entry point that picks (`Matmul::from_kernels(&ctx, llm::KERNELS)`):
 // large tiles for prefill, 64-row tiles with and without split-K for decode.
 gemm_runtime::gemm_set! {
@@ -69,6 +82,22 @@ gemm_runtime::gemm_set! {
 mod tests {
     use super::*;
     use gemm_runtime::{Opcode, SassCheck};
+
+    #[test]
+    fn fp8_kernels_take_fp8_operands_and_their_scales() {
+        assert!(fp8_linear::PTX.contains("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"));
+        let names: Vec<&str> = fp8_linear::PARAMS.iter().map(|p| p.name).collect();
+        assert!(names.ends_with(&["a_scale", "b_scale"]), "{names:?}");
+        assert!(fp8_linear::SPEC.contains("layout: rc"));
+        assert!(fp8_linear::EXPECTED_SASS
+            .contains(&SassCheck::PresentVariant("QGMMA.64x256x32.F32.E4M3.E4M3")));
+        let _: fn() -> (fp8_linear::Input, fp8_linear::Output) = || {
+            (
+                gemm_runtime::fp8::E4m3::ZERO,
+                gemm_runtime::half::bf16::ZERO,
+            )
+        };
+    }
 
     #[test]
     fn the_macro_bakes_the_kernel_into_the_crate() {
