@@ -5,7 +5,7 @@
 use gemm_codegen::catalog::{CATALOG, DEFAULT_SPEC, FP8, NARROW};
 use gemm_codegen::sass::{SassReport, INSTALL_HINT};
 use gemm_codegen::{Opcode, SassCheck};
-use gemm_dsl::family::wgmma::{BLOCK_SCALE_SLOTS, STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
+use gemm_dsl::family::wgmma::{STREAM_K_FLAG_BYTES, WARPGROUP_THREADS};
 
 fn assemble_and_check(name: &str, spec: &str) -> SassReport {
     let emitted = gemm_codegen::emit_str(spec).expect("catalog specs are valid");
@@ -102,12 +102,11 @@ fn fp8_kernels_assemble_to_qgmma() {
             0 => 0,
             bytes => (bytes - STREAM_K_FLAG_BYTES) / (WARPGROUP_THREADS * 16) + 1,
         };
-        // Per-tensor scales: one load each in the epilogue. Block scales: `cp.async` copies,
-        // a thread's A row and B block, for the first SLOTS - 2 k tiles at a tile's start and
-        // once in the loop.
+        // Per-tensor scales: one load each in the epilogue. Block scales: the producer's
+        // `cp.async` of each B block per k tile (A's rows come by one bulk copy).
         let spec = emitted.spec();
         let (scale_loads, scale_copies) = match spec.quant {
-            gemm_dsl::Quant::Block => (0, 2 * (BLOCK_SCALE_SLOTS - 1)),
+            gemm_dsl::Quant::Block => (0, (spec.tile.n / 128).max(1)),
             _ => (2, 0),
         };
         assert_eq!(

@@ -578,7 +578,7 @@ pub fn epilogue_params(
             "B's dequantization scale, one f32, device pointer",
         )),
         crate::Quant::Block => Some((
-            "A's block scales, ceil(K/128) lines of M f32 (one per row per 128 k), device pointer",
+            "A's block scales, ceil(K/128) lines of M rounded up to 4 f32 (one per row per 128 k), device pointer, 16-byte aligned",
             "B's block scales, ceil(N/128) lines of ceil(K/128) f32 (one per 128x128 block), device pointer",
         )),
     };

@@ -29,7 +29,7 @@
 //! | `bias` | `none`, `row` (one value per row of D, length M), `col` (one per column, length N, broadcast down the rows); `row(f32)` / `col(f32)` for an f32 vector, else the output type; shared by a batch or strided through it | `none` |
 //! | `activation` | applied last, on f32: `none`, `relu`, `gelu` (the tanh approximation), `gelu_erf` (the exact form), `silu` | `none` |
 //! | `aux` | `none`, `pre_activation` (also store the values before the activation, in the output type, laid out as C: cuBLASLt's `GELU_AUX`; needs an activation) | `none` |
-//! | `quant` | fp8 operands' dequantization scales: `none`, `tensor` (one f32 each for A and B, device pointers read at launch as cuBLASLt's scale pointers: `D = act(α·s_A·s_B·A·B + β·C + bias)`), `block` (DeepSeek-V3's: A one f32 per row per 128 k, `ceil(K/128)` lines of M; B one per 128x128 block, `ceil(N/128)` lines of `ceil(K/128)`; applied as each k tile of 128 is promoted; BK = 128, one product per launch) | `none` |
+//! | `quant` | fp8 operands' dequantization scales: `none`, `tensor` (one f32 each for A and B, device pointers read at launch as cuBLASLt's scale pointers: `D = act(α·s_A·s_B·A·B + β·C + bias)`), `block` (DeepSeek-V3's: A one f32 per row per 128 k, `ceil(K/128)` lines of M rounded up to 4, 16-byte aligned; B one per 128x128 block, `ceil(N/128)` lines of `ceil(K/128)`; applied as each k tile of 128 is promoted; BK = 128, one product per launch) | `none` |
 //! | `promote` | fp8: the k between promotions of the tensor cores' partial sums (about 14 bits) into f32 registers, a multiple of BK: `none` or a count; doubles the accumulators' registers | `none` (`128` with `quant: block`) |
 //!
 //! ```

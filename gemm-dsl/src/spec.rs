@@ -321,8 +321,9 @@ pub enum Quant {
     /// One f32 dequantization scale for A and one for B, read from device memory at launch.
     Tensor,
     /// DeepSeek-V3's fine-grained scales, applied where the partial sums are promoted (every
-    /// 128 k): A one f32 per row per 128 k (`ceil(K/128)` lines of M values), B one per block
-    /// of 128 columns by 128 k (`ceil(N/128)` lines of `ceil(K/128)` values).
+    /// 128 k): A one f32 per row per 128 k (`ceil(K/128)` lines of M values, each line
+    /// rounded up to a multiple of 4, 16-byte aligned), B one per block of 128 columns by
+    /// 128 k (`ceil(N/128)` lines of `ceil(K/128)` values).
     Block,
 }
 

@@ -366,8 +366,8 @@ pub(crate) fn check_arguments(
 }
 
 /// The fp8 scales against the spec's `quant`: given exactly when it reads them, one value each
-/// (`tensor`), or (`block`) ceil(K/128) lines of M for A and ceil(N/128) lines of ceil(K/128)
-/// for B, one product only.
+/// (`tensor`), or (`block`) ceil(K/128) lines of M rounded up to 4 for A (each tile's rows are
+/// copied in 16-byte units) and ceil(N/128) lines of ceil(K/128) for B, one product only.
 pub(crate) fn check_quant_scales(
     kernel: &str,
     fused: &FusedSpec,
@@ -405,11 +405,12 @@ pub(crate) fn check_quant_scales(
             }
             let k_blocks = u64::from(k.div_ceil(Quant::BLOCK));
             let n_blocks = u64::from(n.div_ceil(Quant::BLOCK));
+            let m_lines = u64::from(m).next_multiple_of(4);
             (
-                k_blocks * u64::from(m),
+                k_blocks * m_lines,
                 n_blocks * k_blocks,
                 format!(
-                    "A: ceil(K/128) = {k_blocks} lines of M = {m}; B: ceil(N/128) = {n_blocks} lines of {k_blocks}"
+                    "A: ceil(K/128) = {k_blocks} lines of M rounded up to 4 = {m_lines}; B: ceil(N/128) = {n_blocks} lines of {k_blocks}"
                 ),
             )
         }
@@ -579,9 +580,16 @@ mod tests {
         assert!(check(&block, Some((3300, 99)), dims).is_ok());
         let short = check(&block, Some((3299, 99)), dims).unwrap_err();
         assert!(
-            short.contains("A: ceil(K/128) = 33 lines of M = 100; B: ceil(N/128) = 3 lines of 33"),
+            short.contains(
+                "A: ceil(K/128) = 33 lines of M rounded up to 4 = 100; B: ceil(N/128) = 3 lines of 33"
+            ),
             "{short}"
         );
+        // M = 101: A's lines hold 104 values.
+        assert!(check(&block, Some((3300, 99)), (101, 300, 4100, 1))
+            .unwrap_err()
+            .contains("lines of M rounded up to 4 = 104"));
+        assert!(check(&block, Some((3432, 99)), (101, 300, 4100, 1)).is_ok());
         assert!(check(&block, Some((3300, 99)), (100, 300, 4100, 2))
             .unwrap_err()
             .contains("cover one product; this launch has 2"));

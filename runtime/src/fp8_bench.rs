@@ -139,8 +139,8 @@ fn time_typed<In: Element, Out: Element>(
     let (a, a_scale) = quantized::<In>(stream, m_us * k_us, format_max, &mut rng, "A")?;
     // B column-major: N lines of K.
     let (b, b_scale) = quantized::<In>(stream, n_us * k_us, format_max, &mut rng, "B")?;
-    // Block scales all equal to the tensor's: ceil(K/128) lines of M for A, ceil(N/128)
-    // lines of ceil(K/128) for B.
+    // Block scales all equal to the tensor's: ceil(K/128) lines of M (rounded up to 4) for A,
+    // ceil(N/128) lines of ceil(K/128) for B.
     let block_scales = |scale: &CudaSlice<f32>, len: usize, what: &str| {
         let value = stream
             .clone_dtoh(scale)
@@ -152,7 +152,7 @@ fn time_typed<In: Element, Out: Element>(
     let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
     let (a_kernel_scale, b_kernel_scale) = if spec.quant == Quant::Block {
         (
-            block_scales(&a_scale, k_blocks * m_us, "A")?,
+            block_scales(&a_scale, k_blocks * m_us.next_multiple_of(4), "A")?,
             block_scales(&b_scale, n.div_ceil(Quant::BLOCK) as usize * k_blocks, "B")?,
         )
     } else {

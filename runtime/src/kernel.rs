@@ -380,10 +380,18 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             {
                 same_context(&self.ctx, [(what, buffer.stream().context())])?;
                 let (ptr, done) = buffer.device_ptr(stream);
-                if ptr % 4 != 0 {
+                // Block scales of A are copied in 16-byte units.
+                let align = if self.fused.quant == gemm_dsl::Quant::Block && what == "A's scale" {
+                    16
+                } else {
+                    4
+                };
+                if ptr % align != 0 {
                     return Err(Error::EpilogueArguments {
                         kernel: self.info.name().to_string(),
-                        problem: format!("{what} lies at {ptr:#x}, which is not 4-byte aligned"),
+                        problem: format!(
+                            "{what} lies at {ptr:#x}, which is not {align}-byte aligned"
+                        ),
                     });
                 }
                 *slot = ptr;

@@ -588,7 +588,8 @@ pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Result<Vec<f64>, Err
 }
 
 /// `A·B` of a packed problem whose fp8 operands carry block scales (`quant: block`) in float64:
-/// A's element (r, k) times its scale `a_scales[(k / 128)·M + r]`, B's (k, c) times
+/// A's element (r, k) times its scale `a_scales[(k / 128)·M' + r]` (M' = M rounded up to 4,
+/// the length of A's scale lines), B's (k, c) times
 /// `b_scales[(c / 128)·ceil(K/128) + k / 128]`, exactly (the scales fold into the operands
 /// element by element, so one GEMM of the scaled operands is the sum of the scaled blocks).
 pub fn block_scaled_reference<In: Element>(
@@ -600,11 +601,12 @@ pub fn block_scaled_reference<In: Element>(
     let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
     let block = Quant::BLOCK as usize;
     let k_blocks = k.div_ceil(block);
+    let m_lines = m.next_multiple_of(4);
     require_packed(
         "A's block scales",
         a_scales.len(),
         k_blocks as u32,
-        m as u32,
+        m_lines as u32,
     )?;
     require_packed(
         "B's block scales",
@@ -615,7 +617,7 @@ pub fn block_scaled_reference<In: Element>(
     let a: Vec<f64> = (0..m * k)
         .map(|i| {
             let (row, kk) = (i / k, i % k);
-            problem.a[i].to_f64() * f64::from(a_scales[kk / block * m + row])
+            problem.a[i].to_f64() * f64::from(a_scales[kk / block * m_lines + row])
         })
         .collect();
     let b: Vec<f64> = (0..k * n)
@@ -1051,7 +1053,9 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
     };
     let (a_block_scales, b_block_scales): (Vec<f32>, Vec<f32>) = if fused.quant == Quant::Block {
         (
-            (0..k_blocks * m as usize).map(|_| power_of_two()).collect(),
+            (0..k_blocks * (m as usize).next_multiple_of(4))
+                .map(|_| power_of_two())
+                .collect(),
             (0..n.div_ceil(Quant::BLOCK) as usize * k_blocks)
                 .map(|_| power_of_two())
                 .collect(),

@@ -35,14 +35,6 @@ pub const RING_ALIGN_BYTES: u32 = 1024;
 /// (at most two), padded so the next block's slots stay 16-byte aligned.
 pub const STREAM_K_FLAG_BYTES: u32 = 16;
 
-/// `quant: block`: the k tiles of scales a consumer warpgroup keeps in shared memory: the one
-/// in use, the one read before it (a slot is rewritten only after a promotion's barrier has
-/// seen every thread done with it) and the next ones on their way (`cp.async` under load takes
-/// longer than one k tile's wgmmas).
-pub const BLOCK_SCALE_SLOTS: u32 = 4;
-// The slot after `s` is `(s + 1) & (SLOTS - 1)`.
-const _: () = assert!(BLOCK_SCALE_SLOTS.is_power_of_two());
-
 /// Rows of one buffer of a TMA-store epilogue: a warpgroup's rows of one wgmma row.
 pub const STORE_BOX_ROWS: u32 = WGMMA_M;
 pub use crate::geometry::{MBARRIER_BYTES, STAGING_ALIGN_BYTES};
@@ -197,7 +189,7 @@ pub struct WgmmaGeometry {
     /// `promote: K` (fp8): k tiles between promotions of the partial sums into a second set
     /// of f32 registers.
     pub promote_k_tiles: Option<u32>,
-    /// `quant: block`: each consumer warpgroup copies its k tiles' scales into shared memory
+    /// `quant: block`: the producer copies each k tile's scales into a slot beside its stage
     /// ([`WgmmaGeometry::block_scale_bytes`]).
     pub block_scales: bool,
 }
@@ -377,10 +369,11 @@ impl WgmmaGeometry {
         })
     }
 
-    /// `quant: block`: one k tile's scales for one consumer warpgroup, in shared memory: one
-    /// per row of its rows, one per block of 128 columns of the tile, padded to 16 bytes.
+    /// `quant: block`: one stage's scales in shared memory, beside the ring: the tile's BM
+    /// rows' A scales (one bulk copy), then its column blocks' B scales, padded to 16 bytes.
     pub fn block_scale_slot_bytes(&self) -> u32 {
-        ((self.rows_per_consumer + self.block_scale_col_blocks()) * 4).next_multiple_of(16)
+        (self.tile.m * 4 + (self.block_scale_col_blocks() * 4).next_multiple_of(16))
+            .next_multiple_of(16)
     }
 
     /// `quant: block`: B's scale blocks a tile spans (1 where BN divides 128).
@@ -388,13 +381,12 @@ impl WgmmaGeometry {
         (self.n / Quant::BLOCK).max(1)
     }
 
-    /// `quant: block`: shared memory for every consumer warpgroup's [`BLOCK_SCALE_SLOTS`]
-    /// slots (one k tile's in use, the next ones' on their way by `cp.async`); 0 otherwise.
-    pub fn block_scale_bytes(&self) -> u32 {
+    /// `quant: block`: one slot of scales per stage of the ring; 0 otherwise.
+    pub fn block_scale_bytes(&self, stages: u32) -> u32 {
         if !self.block_scales {
             return 0;
         }
-        self.consumers * BLOCK_SCALE_SLOTS * self.block_scale_slot_bytes()
+        stages * self.block_scale_slot_bytes()
     }
 
     /// Global workspace a stream-K kernel needs per launched block: one slot of partial
@@ -875,12 +867,12 @@ pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
         .into_iter()
         .chain(g.block_scales.then(|| LedgerLine {
             what: format!(
-                "block scales: {} consumer(s) x {BLOCK_SCALE_SLOTS} k tiles x ({} rows + {} column block(s)) f32, 16 B each",
-                g.consumers,
-                g.rows_per_consumer,
+                "block scales: {} stages x ({} rows + {} column block(s)) f32, 16 B aligned",
+                s.stages,
+                s.tile.m,
                 g.block_scale_col_blocks()
             ),
-            bytes: g.block_scale_bytes(),
+            bytes: g.block_scale_bytes(s.stages),
         }))
         .chain(g.store_staging.map(|staging| {
             let ring_bytes = s.stages * g.stage_bytes(element);
@@ -1089,11 +1081,11 @@ mod tests {
         // The promoted sums double the accumulators' registers.
         let plain = check_str(&format!("{HOPPER}, dtype: e4m3, tile: 128x128x128")).unwrap();
         assert_eq!(v.registers.total(), plain.registers.total() + 64);
-        // Per consumer, four slots of 64 row scales and one column block's, padded to 16 B.
-        assert_eq!(g.block_scale_bytes(), 2 * 4 * 272);
+        // Per stage, the tile's 128 row scales and one column block's, padded to 16 B.
+        assert_eq!(g.block_scale_bytes(4), 4 * (512 + 16));
         assert_eq!(
             v.smem.total(),
-            plain.smem.total() + u64::from(g.block_scale_bytes())
+            plain.smem.total() + u64::from(g.block_scale_bytes(4))
         );
         // Promotion alone, every two k tiles of 64.
         let v = check_str(&format!(

@@ -7,16 +7,15 @@
 //! stream-K fixup and the epilogue read them where they always do. With `quant: block` the
 //! interval is one k tile of 128 and each accumulator is multiplied by its row's A scale and
 //! its column block's B scale as it is added (`fma`): the scales of DeepSeek-V3's 1x128 and
-//! 128x128 blocks. Each consumer warpgroup keeps [`BLOCK_SCALE_SLOTS`] k tiles of scales in
-//! shared memory: at the start of k tile `kb` its threads copy (`cp.async`, thread `t` row `t`'s
-//! A scale, threads `c` the B scales) those of `kb + SLOTS - 2` into a free slot, so that they
-//! arrive under two tiles of wgmmas; the promotion waits for its own copies, meets the
-//! warpgroup at a barrier and reads its rows' scales. Loads into registers would make every
-//! promotion wait for them; a copy per thread of its own rows' scales (four threads share each
-//! row) kept the L1 busy enough to slow the wgmmas by a third (H100, 2026-11-25).
+//! 128x128 blocks. They travel with the operands: for each k tile the producer copies the
+//! tile's BM rows of A scales (one bulk copy: A's scale lines hold a multiple of 4 rows) and its
+//! B scales (`cp.async`) into a slot beside the stage, both counted by the stage's full
+//! barrier; the consumers read their rows' scales from the slot before the tile's wgmmas.
+//! Copies by the consumers themselves, shared through a barrier at every promotion, ran a
+//! fifth slower (H100, 2026-11-25: `results/fp8-2026-11-25/`).
 
 use super::epilogue::WgmmaEpilogue;
-use gemm_dsl::family::wgmma::{WgmmaGeometry, BLOCK_SCALE_SLOTS, WARPGROUP_THREADS};
+use gemm_dsl::family::wgmma::WgmmaGeometry;
 use gemm_dsl::Quant;
 use serde::Serialize;
 
@@ -44,17 +43,12 @@ pub struct BlockScales {
     pub factors: Vec<ScaleFactor>,
     /// Each accumulator and the factor it is promoted with.
     pub terms: Vec<ScaledTerm>,
-    /// Where the consumers' slots start, in bytes from the ring's base (after the barriers);
-    /// each consumer warpgroup has `slots` slots of `slot_bytes` (`consumer_bytes` in all), each
-    /// a k tile's A scales of the consumer's `rows_per_consumer` rows, then from `col_offset`
-    /// the tile's B scales.
+    /// Where the slots of scales start, in bytes from the ring's base (after the barriers):
+    /// one slot of `slot_bytes` per stage, the tile's `block_m` rows' A scales then, from
+    /// `col_offset`, its B scales.
     pub slots_offset: u32,
-    pub slots: u32,
-    /// `slots - 2`: the k tiles of copies in flight beyond the one in use.
-    pub ahead: u32,
     pub slot_bytes: u32,
-    pub consumer_bytes: u32,
-    pub rows_per_consumer: u32,
+    pub block_m: u32,
     pub col_offset: u32,
 }
 
@@ -110,9 +104,6 @@ impl Promotion {
                 })
                 .collect();
             terms.sort_by_key(|t| t.acc);
-            // Thread t of a consumer copies row t's A scale: every row has its thread.
-            assert!(g.rows_per_consumer <= WARPGROUP_THREADS);
-            let slot_bytes = g.block_scale_slot_bytes();
             BlockScales {
                 rows,
                 col_blocks,
@@ -120,12 +111,9 @@ impl Promotion {
                 factors,
                 terms,
                 slots_offset,
-                slots: BLOCK_SCALE_SLOTS,
-                ahead: BLOCK_SCALE_SLOTS - 2,
-                slot_bytes,
-                consumer_bytes: BLOCK_SCALE_SLOTS * slot_bytes,
-                rows_per_consumer: g.rows_per_consumer,
-                col_offset: g.rows_per_consumer * 4,
+                slot_bytes: g.block_scale_slot_bytes(),
+                block_m: g.tile.m,
+                col_offset: g.tile.m * 4,
             }
         });
         Some(Promotion {
