@@ -170,20 +170,12 @@ fn time_typed<In: Element, Out: Element>(
         ldc: n,
     };
     let mut epilogue = Epilogue::none().quant_scales(&a_kernel_scale, &b_kernel_scale);
+    let launch_ours = |d: &mut CudaSlice<Out>, epilogue: &mut Epilogue<'_, Out>| {
+        kernel.launch_fused(stream, &a, &b, d, m, n, k, lds, Batch::ONE, epilogue)
+    };
 
     // Correct first: every element written, and near cuBLASLt's.
-    kernel.launch_fused(
-        stream,
-        &a,
-        &b,
-        &mut d_ours,
-        m,
-        n,
-        k,
-        lds,
-        Batch::ONE,
-        &mut epilogue,
-    )?;
+    launch_ours(&mut d_ours, &mut epilogue)?;
     lt.run(&a, &b, &a_scale, &b_scale, &mut d_lt)?;
     let ours = stream
         .clone_dtoh(&d_ours)
@@ -210,20 +202,7 @@ fn time_typed<In: Element, Out: Element>(
         });
     }
 
-    let mut ours_launch = |_: usize| {
-        kernel.launch_fused(
-            stream,
-            &a,
-            &b,
-            &mut d_ours,
-            m,
-            n,
-            k,
-            lds,
-            Batch::ONE,
-            &mut epilogue,
-        )
-    };
+    let mut ours_launch = |_: usize| launch_ours(&mut d_ours, &mut epilogue);
     let mut lt_launch = |_: usize| lt.run(&a, &b, &a_scale, &b_scale, &mut d_lt);
     let mut lt_fast_launch = |_: usize| lt_fast.run(&a, &b, &a_scale, &b_scale, &mut d_lt_fast);
     let mut competitors: Vec<&mut Launcher<'_>> =

@@ -25,7 +25,7 @@ use gemm_codegen::{Emitted, KernelInfo};
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::{DeviceModel, Problem as PickProblem};
 use gemm_dsl::ValidSpec;
-use gemm_dsl::{DType, Layout};
+use gemm_dsl::{DType, GemmSpec, Layout};
 use gemm_runtime::bench::{
     full_suite, input_sets, median, parse_shapes, quick_suite, time_round_robin, today,
     BenchRecord, BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
@@ -35,8 +35,9 @@ use gemm_runtime::probe::MathOnlyKernel;
 use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
 use gemm_runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
 use gemm_runtime::{
-    device_key, device_model, open_context, with_kernel, AnyKernel, Batch, DeviceInfo, Element,
-    Error, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder, TuneCache,
+    device_key, device_model, open_context, with_kernel, AnyKernel, Batch, CudaContext, DeviceInfo,
+    Element, Error, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder,
+    TuneCache,
 };
 use gemm_runtime::{fp8_bench, fused_bench};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -330,9 +331,17 @@ fn finish_one_spec<Row: serde::Serialize>(
     Ok(())
 }
 
-/// `--fused`: one fused-epilogue spec against its baselines, shape by shape.
-fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
-    let valid = named_spec(text, "--fused")?;
+/// One spec timed shape by shape by `time`, each row printed as `line` says as it is measured,
+/// then the table `table` writes of them all.
+fn run_one_spec<Row: serde::Serialize>(
+    cli: &Cli,
+    text: &str,
+    flag: &str,
+    time: impl Fn(&Arc<CudaContext>, &Arc<CudaStream>, &GemmSpec, Shape, &Rounds) -> Result<Row, Error>,
+    line: impl Fn(&Row) -> String,
+    table: impl Fn(&GemmSpec, &[Row]) -> String,
+) -> Result<(), Failure> {
+    let valid = named_spec(text, flag)?;
     let shapes = one_spec_shapes(cli)?;
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
@@ -340,48 +349,57 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
     let device = DeviceInfo::query(&ctx)?;
     let mut rows = Vec::new();
     for shape in shapes {
-        let row = fused_bench::time_fused(&ctx, &stream, &valid.spec, shape, &rounds)?;
-        println!(
-            "{}: fused {:.1} TFLOP/s ({:.3} ms), plain {:.3} ms, unfused {:.3} ms, cuBLASLt {}, cuBLAS {:.3} ms",
-            row.shape,
-            row.fused_tflops,
-            row.fused_ms,
-            row.plain_ms,
-            row.unfused_ms,
-            row.cublaslt_ms.map_or("—".to_string(), |ms| format!("{ms:.3} ms")),
-            row.cublas_ms
-        );
+        let row = time(&ctx, &stream, &valid.spec, shape, &rounds)?;
+        println!("{}", line(&row));
         rows.push(row);
     }
-    let table = fused_bench::fused_table(&valid.spec, &rows);
-    finish_one_spec(cli, &device, table, &rows)
+    finish_one_spec(cli, &device, table(&valid.spec, &rows), &rows)
+}
+
+/// `--fused`: one fused-epilogue spec against its baselines, shape by shape.
+fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
+    run_one_spec(
+        cli,
+        text,
+        "--fused",
+        fused_bench::time_fused,
+        |row| {
+            format!(
+                "{}: fused {:.1} TFLOP/s ({:.3} ms), plain {:.3} ms, unfused {:.3} ms, cuBLASLt {}, cuBLAS {:.3} ms",
+                row.shape,
+                row.fused_tflops,
+                row.fused_ms,
+                row.plain_ms,
+                row.unfused_ms,
+                row.cublaslt_ms.map_or("—".to_string(), |ms| format!("{ms:.3} ms")),
+                row.cublas_ms
+            )
+        },
+        fused_bench::fused_table,
+    )
 }
 
 /// `--fp8`: one fp8 spec against cuBLASLt's fp8 GEMM, shape by shape.
 fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
-    let valid = named_spec(text, "--fp8")?;
-    let shapes = one_spec_shapes(cli)?;
-    let ctx = open_context(cli.device)?;
-    let stream = ctx.default_stream();
-    let rounds = rounds(cli);
-    let device = DeviceInfo::query(&ctx)?;
-    let mut rows = Vec::new();
-    for shape in shapes {
-        let row = fp8_bench::time_fp8(&ctx, &stream, &valid.spec, shape, &rounds)?;
-        println!(
-            "{}: ours {:.1} TFLOP/s ({:.3} ms), cuBLASLt {:.3} ms, fast-accum {:.3} ms, ratio {:.3}, rel diff {:.1e}",
-            row.shape,
-            row.ours_tflops,
-            row.ours_ms,
-            row.cublaslt_ms,
-            row.cublaslt_fast_ms,
-            row.ratio(),
-            row.rel_diff_to_cublaslt
-        );
-        rows.push(row);
-    }
-    let table = fp8_bench::fp8_table(&valid.spec, &rows);
-    finish_one_spec(cli, &device, table, &rows)
+    run_one_spec(
+        cli,
+        text,
+        "--fp8",
+        fp8_bench::time_fp8,
+        |row| {
+            format!(
+                "{}: ours {:.1} TFLOP/s ({:.3} ms), cuBLASLt {:.3} ms, fast-accum {:.3} ms, ratio {:.3}, rel diff {:.1e}",
+                row.shape,
+                row.ours_tflops,
+                row.ours_ms,
+                row.cublaslt_ms,
+                row.cublaslt_fast_ms,
+                row.ratio(),
+                row.rel_diff_to_cublaslt
+            )
+        },
+        fp8_bench::fp8_table,
+    )
 }
 
 /// The kernel set `--set` names, with its types and layout.
