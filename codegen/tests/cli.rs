@@ -216,6 +216,11 @@ fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
             &["pick", "8x512x512x4096", "--dtype", "f32"][..],
             "mma: fma",
         ),
+        // fp8: the fp8 set, with the spec's defaults for the rest (bf16 out, layout rc).
+        (
+            &["pick", "4096x4096x4096", "--dtype", "e4m3"][..],
+            "dtype: e4m3, acc: f32, out: bf16, layout: rc",
+        ),
     ] {
         let output = gemm_codegen(args);
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));

@@ -118,6 +118,26 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             major.transpose_flag()
         );
     }
+    if let Some(promotion) = &p.promotion {
+        let _ = writeln!(
+            out,
+            "  promotion: every {} k tile(s) ({} k) each consumer waits for its wgmmas and adds the {} partial sums into as many f32 registers; the next interval starts them afresh (scale-d false), so the tensor cores' short accumulation spans one interval",
+            promotion.k_tiles,
+            promotion.k_tiles * p.block_k,
+            promotion.accumulators
+        );
+        if let Some(block) = &promotion.block {
+            let _ = writeln!(
+                out,
+                "  block scales: per k tile the producer copies the tile's rows of A scales (one bulk copy of up to {} B, counted by the full barrier's bytes) and {} B scale(s) (cp.async, the full barrier's second arrival) into a {} B slot beside the stage; each consumer thread reads its {} row scales before the tile's wgmmas and promotes with fma by row scale x column-block scale ({} products)",
+                block.block_m * 4,
+                block.col_blocks,
+                block.slot_bytes,
+                block.rows.len(),
+                block.factors.len()
+            );
+        }
+    }
     let pairs = if p.epilogue.pack_instruction.is_empty() {
         "f32 pairs".to_string()
     } else {
