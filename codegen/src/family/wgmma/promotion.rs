@@ -34,11 +34,9 @@ pub struct Promotion {
 pub struct BlockScales {
     /// The thread's rows, as offsets from its first row.
     pub rows: Vec<u32>,
-    /// B's column blocks the tile spans: `BN / 128`, or 1 where BN divides 128.
+    /// B's column blocks the tile spans from its first column's (`block_n / 128`): `BN / 128`,
+    /// or 1 where BN divides 128 (the tile lies within one).
     pub col_blocks: u32,
-    /// `BN <= 128`: the tile's first column over 128 is its block (else the tile starts a
-    /// block and spans `col_blocks` of them).
-    pub block_n: u32,
     /// `%bs_f{i} = %bs_a{row} · %bs_b{col}` for each pair an accumulator needs.
     pub factors: Vec<ScaleFactor>,
     /// Each accumulator and the factor it is promoted with.
@@ -107,7 +105,6 @@ impl Promotion {
             BlockScales {
                 rows,
                 col_blocks,
-                block_n: g.n,
                 factors,
                 terms,
                 slots_offset,
@@ -152,7 +149,7 @@ mod tests {
             .unwrap()
             .block
             .unwrap();
-        assert_eq!((block.col_blocks, block.block_n), (1, 64));
+        assert_eq!(block.col_blocks, 1);
         // Promotion alone keeps no scales.
         let (valid, g) = test_spec("dtype: e4m3, tile: 128x128x128, quant: tensor, promote: 256");
         let promotion = super::super::plan(&valid, &g).promotion.unwrap();
