@@ -331,6 +331,9 @@ impl Quant {
     pub const ALL: [Quant; 3] = [Quant::None, Quant::Tensor, Quant::Block];
     /// The k of one block scale (`quant: block`), and the columns of one of B's.
     pub const BLOCK: u32 = 128;
+    /// `quant: block`: A's scale lines hold M rounded up to this many values, so that a tile's
+    /// rows of them are whole 16-byte units.
+    pub const A_LINE_MULTIPLE: u32 = 4;
 
     pub fn name(self) -> &'static str {
         match self {

@@ -405,7 +405,7 @@ pub(crate) fn check_quant_scales(
             }
             let k_blocks = u64::from(k.div_ceil(Quant::BLOCK));
             let n_blocks = u64::from(n.div_ceil(Quant::BLOCK));
-            let m_lines = u64::from(m).next_multiple_of(4);
+            let m_lines = u64::from(m).next_multiple_of(u64::from(Quant::A_LINE_MULTIPLE));
             (
                 k_blocks * m_lines,
                 n_blocks * k_blocks,

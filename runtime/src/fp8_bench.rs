@@ -152,7 +152,11 @@ fn time_typed<In: Element, Out: Element>(
     let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
     let (a_kernel_scale, b_kernel_scale) = if spec.quant == Quant::Block {
         (
-            block_scales(&a_scale, k_blocks * m_us.next_multiple_of(4), "A")?,
+            block_scales(
+                &a_scale,
+                k_blocks * m_us.next_multiple_of(Quant::A_LINE_MULTIPLE as usize),
+                "A",
+            )?,
             block_scales(&b_scale, n.div_ceil(Quant::BLOCK) as usize * k_blocks, "B")?,
         )
     } else {

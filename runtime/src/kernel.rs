@@ -374,18 +374,18 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
         let mut quant_guards = Vec::new();
         let mut quant_addresses = [0u64; 2];
         if let Some(scales) = &epilogue.quant_scales {
-            for (slot, (what, buffer)) in quant_addresses
+            // Block scales of A are copied in 16-byte units.
+            let a_align = if self.fused.quant == gemm_dsl::Quant::Block {
+                16
+            } else {
+                4
+            };
+            for (slot, (what, buffer, align)) in quant_addresses
                 .iter_mut()
-                .zip([("A's scale", scales.a), ("B's scale", scales.b)])
+                .zip([("A's scale", scales.a, a_align), ("B's scale", scales.b, 4)])
             {
                 same_context(&self.ctx, [(what, buffer.stream().context())])?;
                 let (ptr, done) = buffer.device_ptr(stream);
-                // Block scales of A are copied in 16-byte units.
-                let align = if self.fused.quant == gemm_dsl::Quant::Block && what == "A's scale" {
-                    16
-                } else {
-                    4
-                };
                 if ptr % align != 0 {
                     return Err(Error::EpilogueArguments {
                         kernel: self.info.name().to_string(),

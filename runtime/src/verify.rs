@@ -601,7 +601,7 @@ pub fn block_scaled_reference<In: Element>(
     let (m, n, k) = (problem.m as usize, problem.n as usize, problem.k as usize);
     let block = Quant::BLOCK as usize;
     let k_blocks = k.div_ceil(block);
-    let m_lines = m.next_multiple_of(4);
+    let m_lines = m.next_multiple_of(Quant::A_LINE_MULTIPLE as usize);
     require_packed(
         "A's block scales",
         a_scales.len(),
@@ -1047,13 +1047,14 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
     // more).
     let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
     let mut scale_rng = NormalRng::new(seed ^ 0xb10c_5ca1e);
+    let max_exponent = BLOCK_SCALE_MAX.log2() as i32;
     let mut power_of_two = || {
-        let exponents = 2 * BLOCK_SCALE_MAX.log2() as u64 + 1;
-        2f32.powi((scale_rng.next_u64() % exponents) as i32 - BLOCK_SCALE_MAX.log2() as i32)
+        let exponent = (scale_rng.next_u64() % (2 * max_exponent as u64 + 1)) as i32;
+        2f32.powi(exponent - max_exponent)
     };
     let (a_block_scales, b_block_scales): (Vec<f32>, Vec<f32>) = if fused.quant == Quant::Block {
         (
-            (0..k_blocks * (m as usize).next_multiple_of(4))
+            (0..k_blocks * (m as usize).next_multiple_of(Quant::A_LINE_MULTIPLE as usize))
                 .map(|_| power_of_two())
                 .collect(),
             (0..n.div_ceil(Quant::BLOCK) as usize * k_blocks)

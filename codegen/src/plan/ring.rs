@@ -56,6 +56,9 @@ pub struct Mbarriers {
     /// Bytes one fill brings: every box of the stage, counted whole even where the TMA fills
     /// parts outside the matrix with zeros.
     pub expect_tx_bytes: u32,
+    /// Arrivals that complete a full barrier's phase besides its bytes: the producer's
+    /// `arrive.expect_tx`, and one more where `cp.async` copies arrive on it when they land.
+    pub full_arrivals: u32,
     /// Arrivals that complete an empty barrier's phase: one per consumer warp of every block
     /// whose stage the slot's loads fill (the cluster's, under multicast).
     pub empty_arrivals: u32,
@@ -135,10 +138,18 @@ impl Ring<Mbarriers> {
                 full_offset,
                 empty_offset: full_offset + stages * MBARRIER_BYTES,
                 expect_tx_bytes: stage_bytes,
+                full_arrivals: 1,
                 empty_arrivals,
                 barrier_offsets: (0..stages).map(|slot| slot * MBARRIER_BYTES).collect(),
             },
         }
+    }
+
+    /// The ring with a second arrival on each full barrier: `cp.async` copies of the producer
+    /// (`cp.async.mbarrier.arrive.noinc`) that land beside the stage's TMA boxes.
+    pub fn with_copies_arriving(mut self) -> Self {
+        self.guard.full_arrivals = 2;
+        self
     }
 
     /// Bytes from the ring base to the end of the barriers.

@@ -329,13 +329,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         C: DevicePtrMut<Out>,
     {
         let kernel = self.kernel_for(problem)?;
-        let batch = Batch::packed(
-            kernel.info().launch(),
-            problem.batch,
-            (problem.m, problem.n, problem.k),
-            leading_dims(problem),
-        );
-        self.run_strided(stream, a, b, c, problem, batch)
+        self.run_strided(stream, a, b, c, problem, packed_batch(kernel, problem))
     }
 
     /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
@@ -356,15 +350,18 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         C: DevicePtrMut<Out>,
     {
         let kernel = self.kernel_for(problem)?;
-        let lds = leading_dims(problem);
-        let batch = Batch::packed(
-            kernel.info().launch(),
-            problem.batch,
-            (problem.m, problem.n, problem.k),
-            lds,
-        );
+        let batch = packed_batch(kernel, problem);
         kernel.launch_fused(
-            stream, a, b, c, problem.m, problem.n, problem.k, lds, batch, epilogue,
+            stream,
+            a,
+            b,
+            c,
+            problem.m,
+            problem.n,
+            problem.k,
+            leading_dims(problem),
+            batch,
+            epilogue,
         )
     }
 
@@ -393,6 +390,19 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         let lds = leading_dims(problem);
         kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
     }
+}
+
+/// The batch of `problem` with its matrices back to back, as `kernel` lays them out.
+fn packed_batch<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out>,
+    problem: &Problem,
+) -> Batch {
+    Batch::packed(
+        kernel.info().launch(),
+        problem.batch,
+        (problem.m, problem.n, problem.k),
+        leading_dims(problem),
+    )
 }
 
 fn leading_dims(problem: &Problem) -> LeadingDims {

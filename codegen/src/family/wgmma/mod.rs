@@ -177,12 +177,16 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     // releases it: a ping-pong slot belongs to one consumer's tile.
     let staging_bytes = g.store_staging.map_or(0, |st| st.bytes(g.consumers));
     let reading_consumers = if g.pingpong { 1 } else { g.consumers };
-    let ring = Ring::mbarriers(
+    let mut ring = Ring::mbarriers(
         spec.stages,
         stage_bytes,
         reading_consumers * 4 * cluster_blocks,
         staging_bytes,
     );
+    if g.block_scales {
+        // The producer's copies of B's block scales arrive on the full barrier.
+        ring = ring.with_copies_arriving();
+    }
     let cluster = g.cluster.map(|c| ClusterPlan::new(c, g, spec));
     let reads = OperandReads::new(g, element, a_tile_bytes);
     let (walk_tile_m, walk_tile_n) = match g.cluster {

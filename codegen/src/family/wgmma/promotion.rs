@@ -42,12 +42,22 @@ pub struct BlockScales {
     /// Each accumulator and the factor it is promoted with.
     pub terms: Vec<ScaledTerm>,
     /// Where the slots of scales start, in bytes from the ring's base (after the barriers):
-    /// one slot of `slot_bytes` per stage, the tile's `block_m` rows' A scales then, from
-    /// `col_offset`, its B scales.
+    /// one slot of `slot_bytes` per stage, the tile's `block_m` rows' A scales then its B
+    /// scales.
     pub slots_offset: u32,
     pub slot_bytes: u32,
     pub block_m: u32,
-    pub col_offset: u32,
+    /// Bytes into a slot of the thread's row scales (from its first row's) and of the tile's
+    /// B scales.
+    pub a_offsets: Vec<u32>,
+    pub b_offsets: Vec<u32>,
+    /// `log2(128)` and `128 - 1`: a k coordinate or column over a block, and a count of them
+    /// rounded up.
+    pub block_shift: u32,
+    pub block_round_up: u32,
+    /// A's scale lines: M rounded up by adding this and masking with `a_line_mask`.
+    pub a_line_round_up: u32,
+    pub a_line_mask: i32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -79,7 +89,7 @@ impl Promotion {
             rows.dedup();
             // A thread's columns start within its first 8, so column offset / 128 is the block
             // of the tile's column blocks it lies in.
-            let col_blocks = (g.n / Quant::BLOCK).max(1);
+            let col_blocks = g.block_scale_col_blocks();
             let mut factors: Vec<ScaleFactor> = Vec::new();
             let mut terms: Vec<ScaledTerm> = elements
                 .iter()
@@ -103,14 +113,19 @@ impl Promotion {
                 .collect();
             terms.sort_by_key(|t| t.acc);
             BlockScales {
-                rows,
                 col_blocks,
                 factors,
                 terms,
+                a_offsets: rows.iter().map(|row| row * 4).collect(),
+                b_offsets: (0..col_blocks).map(|c| (g.tile.m + c) * 4).collect(),
+                block_shift: Quant::BLOCK.trailing_zeros(),
+                block_round_up: Quant::BLOCK - 1,
+                a_line_round_up: Quant::A_LINE_MULTIPLE - 1,
+                a_line_mask: -(Quant::A_LINE_MULTIPLE as i32),
                 slots_offset,
                 slot_bytes: g.block_scale_slot_bytes(),
                 block_m: g.tile.m,
-                col_offset: g.tile.m * 4,
+                rows,
             }
         });
         Some(Promotion {
