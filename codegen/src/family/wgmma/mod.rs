@@ -35,7 +35,7 @@ use gemm_dsl::abi::{
     BATCH_PARAMS, SIZE_PARAMS,
 };
 use gemm_dsl::family::wgmma::{
-    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WGMMA_M,
+    OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS, WARPGROUP_THREADS, WGMMA_M,
 };
 use gemm_dsl::{DType, ValidSpec};
 pub use promotion::Promotion;
@@ -147,9 +147,35 @@ pub struct WgmmaPlan {
     /// `promote: K` (fp8): partial sums added into f32 registers every interval, with
     /// `quant: block`'s scales.
     pub promotion: Option<Promotion>,
+    /// Which consumer threads arrive on a slot's empty barrier once they are done with it.
+    pub slot_release: SlotRelease,
     /// The k steps of one k tile, written by the PTX writer (`ptx::wgmma_block`).
     #[serde(skip)]
     pub k_steps: Vec<WgmmaKStep>,
+}
+
+/// Who releases a ring slot to the producer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotRelease {
+    /// Lane 0 of each consumer warp: the warp's wgmmas read the slot through the async proxy,
+    /// and `wgmma.wait_group` retires the whole warp's reads at once.
+    EachWarp,
+    /// Every consumer thread, where each reads the slot with its own loads too (block scales).
+    /// A warp sync before lane 0's arrival orders them as well under the PTX memory model,
+    /// but compute-sanitizer's racecheck orders a read before the producer's next write only
+    /// through the reader's own arrival, and reports the rest as races.
+    EachThread,
+}
+
+impl SlotRelease {
+    /// Arrivals one consumer warpgroup makes on a slot's empty barrier.
+    pub fn arrivals_per_consumer(self) -> u32 {
+        match self {
+            SlotRelease::EachWarp => WARPGROUP_THREADS / 32,
+            SlotRelease::EachThread => WARPGROUP_THREADS,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -177,10 +203,15 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     // releases it: a ping-pong slot belongs to one consumer's tile.
     let staging_bytes = g.store_staging.map_or(0, |st| st.bytes(g.consumers));
     let reading_consumers = if g.pingpong { 1 } else { g.consumers };
+    let slot_release = if g.block_scales {
+        SlotRelease::EachThread
+    } else {
+        SlotRelease::EachWarp
+    };
     let mut ring = Ring::mbarriers(
         spec.stages,
         stage_bytes,
-        reading_consumers * 4 * cluster_blocks,
+        reading_consumers * slot_release.arrivals_per_consumer() * cluster_blocks,
         staging_bytes,
     );
     if g.block_scales {
@@ -303,6 +334,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         stream_k: StreamK::of(g),
         pingpong: PingPong::of(g),
         promotion,
+        slot_release,
         k_steps: reads.k_steps,
     }
 }

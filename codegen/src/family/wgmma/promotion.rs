@@ -170,4 +170,27 @@ mod tests {
         let promotion = super::super::plan(&valid, &g).promotion.unwrap();
         assert_eq!((promotion.k_tiles, promotion.block), (2, None));
     }
+
+    /// Consumers read block scales from the slot with their own loads, so every consumer
+    /// thread releases it; kernels whose slots only wgmma reads keep one arrival a warp.
+    #[test]
+    fn block_scale_slots_are_released_by_every_reader() {
+        use super::super::SlotRelease;
+        for (text, release, arrivals) in [
+            ("quant: block", SlotRelease::EachThread, 2 * 128),
+            ("quant: tensor, promote: 128", SlotRelease::EachWarp, 2 * 4),
+            (
+                "quant: block, cluster: 2x1, copy: tma(multicast = 2), schedule: persistent",
+                SlotRelease::EachThread,
+                2 * 2 * 128,
+            ),
+        ] {
+            let (valid, g) = test_spec(&format!(
+                "dtype: e4m3, tile: 128x128x128, stages: 4, {text}"
+            ));
+            let plan = super::super::plan(&valid, &g);
+            assert_eq!(plan.slot_release, release, "{text}");
+            assert_eq!(plan.ring.guard.empty_arrivals, arrivals, "{text}");
+        }
+    }
 }
