@@ -132,6 +132,26 @@ fn fp8_kernels_assemble_to_qgmma() {
     }
 }
 
+/// The mixed fp8 pairs (`b_dtype`): QGMMA with A's type then B's, as promised.
+#[test]
+fn mixed_fp8_pairs_assemble_to_their_qgmma() {
+    for (a, b) in [("e4m3", "e5m2"), ("e5m2", "e4m3")] {
+        let spec = format!(
+            "name: mixed_{a}_{b}, arch: sm_90a, mma: wgmma, dtype: {a}, b_dtype: {b}, tile: 128x128x128, consumers: pingpong, stages: 6, schedule: persistent, quant: tensor"
+        );
+        let report = assemble_and_check(&format!("mixed {a} x {b}"), &spec);
+        let qgmma = format!(
+            "QGMMA.64x128x32.F32.{}.{}",
+            a.to_uppercase(),
+            b.to_uppercase()
+        );
+        assert!(
+            report.instructions.iter().any(|i| i.opcode == qgmma),
+            "{spec}: no {qgmma}"
+        );
+    }
+}
+
 #[test]
 fn default_spec_assembles() {
     assemble_and_check("default", DEFAULT_SPEC);

@@ -82,6 +82,14 @@ fn fp8_ptx() {
         let emitted = gemm_codegen::emit_str(entry.spec).unwrap();
         insta::assert_snapshot!(entry.name, emitted.ptx());
     }
+    // A mixed pair (`b_dtype`): the catalog's ping-pong kernel with e5m2 A and e4m3 B.
+    let pingpong = gemm_codegen::catalog::find("wgmma_e4m3_128x128x128_s6_pingpong").unwrap();
+    let mixed = pingpong
+        .spec
+        .replace(pingpong.name, "fp8_e5m2_e4m3_pingpong")
+        .replace("dtype: e4m3", "dtype: e5m2, b_dtype: e4m3");
+    let emitted = gemm_codegen::emit_str(&mixed).unwrap();
+    insta::assert_snapshot!("fp8_e5m2_e4m3_pingpong", emitted.ptx());
 }
 
 #[test]

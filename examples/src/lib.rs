@@ -66,6 +66,21 @@ gemm_runtime::gemm! {
     quant: tensor,
 }
 
+// A mixed fp8 pair, as in a backward pass: e5m2 gradients (the wider range) times e4m3
+// weights. The launcher takes `&CudaSlice<E5m2>` for A and `&CudaSlice<E4m3>` for B.
+gemm_runtime::gemm! {
+    name: fp8_dgrad,
+    arch: sm_90a,
+    mma: wgmma,
+    dtype: e5m2,
+    b_dtype: e4m3,
+    tile: 128x128x128,
+    consumers: pingpong,
+    stages: 6,
+    schedule: persistent,
+    quant: tensor,
+}
+
 // A kernel set for the entry point that picks (`Matmul::from_kernels(&ctx, llm::KERNELS)`):
 // large tiles for prefill, 64-row tiles with and without split-K for decode.
 gemm_runtime::gemm_set! {
@@ -97,6 +112,15 @@ mod tests {
                 gemm_runtime::half::bf16::ZERO,
             )
         };
+    }
+
+    #[test]
+    fn a_mixed_fp8_pair_types_each_operand() {
+        assert!(fp8_dgrad::PTX.contains("wgmma.mma_async.sync.aligned.m64n128k32.f32.e5m2.e4m3"));
+        assert!(fp8_dgrad::EXPECTED_SASS
+            .contains(&SassCheck::PresentVariant("QGMMA.64x128x32.F32.E5M2.E4M3")));
+        let _: fn() -> (fp8_dgrad::Input, fp8_dgrad::InputB) =
+            || (gemm_runtime::fp8::E5m2::ZERO, gemm_runtime::fp8::E4m3::ZERO);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! | `name` | identifier (becomes the PTX kernel and Rust module name) | `gemm` |
 //! | `arch` | `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a` | `sm_80` |
 //! | `dtype` | A/B element type: `f16`, `bf16`, `tf32`, `f32`; `e4m3`, `e5m2` (OCP fp8, `mma: wgmma` only: k32 per wgmma, QGMMA) | `f32` for `mma: fma`, else `bf16` |
+//! | `b_dtype` | B's element type where it differs from A's: the fp8 pairs `e4m3` x `e5m2` and `e5m2` x `e4m3` | `dtype` |
 //! | `acc` | accumulator type: `f32` (the only one implemented; `f16`, `bf16`, `tf32` parse and are refused) | `f32` |
 //! | `out` | C type (fp8 inputs: `bf16`, `f16` or `f32`) | `dtype` (`f32` for `tf32`, `bf16` for fp8) |
 //! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family; fp8 reads both K-major: `rc` only) | `rr` (`rc` for fp8) |

@@ -66,6 +66,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     // Defaults that depend on the family are the family's (`crate::family`).
     let family = family::rules(mma);
     let dtype = builder.value(Key::Dtype, family.dtype(), parse_dtype);
+    let b_dtype = builder.value(Key::BDtype, dtype, parse_dtype);
     let acc = builder.value(Key::Acc, DType::F32, parse_dtype);
     // fp8 is an input type only: its products come out as bf16, as cuBLASLt's usual choice.
     let default_out = match dtype {
@@ -125,6 +126,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             name,
             arch,
             dtype,
+            b_dtype,
             acc,
             out,
             layout,

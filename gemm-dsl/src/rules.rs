@@ -480,6 +480,17 @@ impl Validator<'_> {
                 "mma: wgmma, arch: sm_90a (or dtype: bf16)",
             );
         }
+        if s.b_dtype != s.dtype && !(s.dtype.is_fp8() && s.b_dtype.is_fp8()) {
+            self.help(
+                Key::BDtype,
+                format!(
+                    "A and B differ in type only as an fp8 pair (e4m3 with e5m2); no instruction multiplies {} by {}",
+                    s.dtype.name(),
+                    s.b_dtype.name()
+                ),
+                format!("b_dtype: {}", s.dtype.name()),
+            );
+        }
         if s.out.is_fp8() {
             self.help(
                 Key::Out,

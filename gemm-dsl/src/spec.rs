@@ -744,8 +744,11 @@ pub struct GemmSpec {
     pub name: String,
     /// The compute capability the PTX targets (`sm_90a` runs on exactly 9.0).
     pub arch: Arch,
-    /// A's and B's element type (`tf32`: f32 in memory, rounded to tf32 for the math).
+    /// A's and B's element type (`tf32`: f32 in memory, rounded to tf32 for the math); A's
+    /// alone where `b_dtype` differs.
     pub dtype: DType,
+    /// B's element type: `dtype`, except in the fp8 pairs that mix e4m3 and e5m2.
+    pub b_dtype: DType,
     /// The accumulator type: f32 for every family.
     pub acc: DType,
     /// C's element type.
@@ -798,6 +801,7 @@ impl GemmSpec {
             Key::Name => self.name = from.name.clone(),
             Key::Arch => self.arch = from.arch,
             Key::Dtype => self.dtype = from.dtype,
+            Key::BDtype => self.b_dtype = from.b_dtype,
             Key::Acc => self.acc = from.acc,
             Key::Out => self.out = from.out,
             Key::Layout => self.layout = from.layout,
@@ -834,8 +838,8 @@ impl GemmSpec {
 
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma); the fused epilogue's keys (`scale`, `bias`, `activation`, `aux`) and `quant` where they are
-    /// not `none`.
+    /// wgmma); `b_dtype` where it is not `dtype`; the fused epilogue's keys (`scale`, `bias`,
+    /// `activation`, `aux`), `quant` and `promote` where they are not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers_value()),
@@ -844,6 +848,11 @@ impl GemmSpec {
         let epilogue = match self.mma {
             Mma::Wgmma => format!(", epilogue: {}", self.epilogue.name()),
             Mma::Fma | Mma::MmaSync => String::new(),
+        };
+        let b_dtype = if self.b_dtype == self.dtype {
+            String::new()
+        } else {
+            format!(", b_dtype: {}", self.b_dtype.name())
         };
         let mut fused = String::new();
         if self.scale != Scale::None {
@@ -865,7 +874,7 @@ impl GemmSpec {
             fused.push_str(&format!(", promote: {k}"));
         }
         format!(
-            "name: {}, arch: {}, dtype: {}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
+            "name: {}, arch: {}, dtype: {}{b_dtype}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
              stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}{epilogue}{fused}",
             self.name,
             self.arch.name(),
@@ -890,6 +899,7 @@ pub enum Key {
     Name,
     Arch,
     Dtype,
+    BDtype,
     Acc,
     Out,
     Layout,
@@ -912,10 +922,11 @@ pub enum Key {
 }
 
 impl Key {
-    pub const ALL: [Key; 22] = [
+    pub const ALL: [Key; 23] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
+        Key::BDtype,
         Key::Acc,
         Key::Out,
         Key::Layout,
@@ -942,6 +953,7 @@ impl Key {
             Key::Name => "name",
             Key::Arch => "arch",
             Key::Dtype => "dtype",
+            Key::BDtype => "b_dtype",
             Key::Acc => "acc",
             Key::Out => "out",
             Key::Layout => "layout",

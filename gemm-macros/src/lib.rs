@@ -26,9 +26,10 @@ const RUNTIME_PACKAGE: &str = "gemm-runtime";
 /// - `SMEM_BYTES`, `THREADS`, `LAUNCH` (the `LaunchShape`: tile, alignments, schedule,
 ///   cluster, workspace), `PARAMS` (the entry's typed parameters), `EXPECTED_SASS` (what the
 ///   kernel's SASS must and must not contain), and `INFO`, all of it as one `KernelInfo`;
-/// - `Input` and `Output`, the Rust element types of A/B and C;
+/// - `Input`, `InputB` and `Output`, the Rust element types of A, B and C (`InputB` is
+///   `Input` unless the spec's `b_dtype` pairs two fp8 types);
 /// - `grid(m, n, k, resident_blocks)` and `grid_batched(..)`, the launch grid;
-/// - `load(&ctx)`, which JIT-loads the kernel into a typed `GemmKernel<Input, Output>` whose
+/// - `load(&ctx)`, which JIT-loads the kernel into a typed `GemmKernel<Input, Output, InputB>` whose
 ///   `launch` and `launch_strided_batched` check every size, stride and alignment.
 ///
 /// ```text
@@ -207,6 +208,7 @@ fn expand(emitted: &Emitted, path: &str) -> TokenStream2 {
         .iter()
         .map(|param| tokens(&param.rust_expr(path)));
     let input = element_type(emitted.spec().dtype, &runtime);
+    let input_b = element_type(emitted.spec().b_dtype, &runtime);
     let output = element_type(emitted.spec().out, &runtime);
     let doc = format!("GEMM kernel `{kernel}` generated from `{spec}`.");
     quote! {
@@ -244,8 +246,10 @@ fn expand(emitted: &Emitted, path: &str) -> TokenStream2 {
                         expected_sass: EXPECTED_SASS,
                     })
                 };
-            /// A/B element type.
+            /// A's element type (and B's, unless the spec pairs two fp8 types).
             pub type Input = #input;
+            /// B's element type.
+            pub type InputB = #input_b;
             /// C element type.
             pub type Output = #output;
 
@@ -272,7 +276,10 @@ fn expand(emitted: &Emitted, path: &str) -> TokenStream2 {
             /// Loads the kernel into `ctx` (JIT-compiling the PTX for the device).
             pub fn load(
                 ctx: &::std::sync::Arc<#runtime::CudaContext>,
-            ) -> ::std::result::Result<#runtime::GemmKernel<Input, Output>, #runtime::Error> {
+            ) -> ::std::result::Result<
+                #runtime::GemmKernel<Input, Output, InputB>,
+                #runtime::Error,
+            > {
                 #runtime::GemmKernel::load(ctx, &INFO)
             }
         }

@@ -238,35 +238,51 @@ impl fmt::Display for Storage {
     }
 }
 
-/// A kernel's element types as its spec names them: `dtype` (A and B) and `out` (C).
+/// A kernel's element types as its spec names them: `dtype` (A, and B unless `b_dtype` differs)
+/// and `out` (C).
 ///
-/// Only pairs the runtime has a launcher for exist: f32 or tf32 in with f32 out, bf16 or f16
-/// in with the same type or f32 out, and fp8 (e4m3, e5m2) in with bf16, f16 or f32 out.
+/// Only sets the runtime has a launcher for exist: f32 or tf32 in with f32 out, bf16 or f16
+/// in with the same type or f32 out, and fp8 (e4m3, e5m2, or one of each) in with bf16, f16
+/// or f32 out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelTypes {
     dtype: DType,
+    b_dtype: DType,
     out: DType,
 }
 
 impl KernelTypes {
-    /// The pair, or `None` where no launcher takes it.
+    /// One input type for A and B, or `None` where no launcher takes the pair.
     pub fn new(dtype: DType, out: DType) -> Option<KernelTypes> {
+        KernelTypes::with_b(dtype, dtype, out)
+    }
+
+    /// A's, B's and C's types, or `None` where no launcher takes them: A and B differ only
+    /// as two fp8 types.
+    pub fn with_b(dtype: DType, b_dtype: DType, out: DType) -> Option<KernelTypes> {
         let supported = match (Storage::of(dtype), out) {
+            _ if b_dtype != dtype => dtype.is_fp8() && b_dtype.is_fp8() && !out.is_fp8(),
             (_, DType::Tf32 | DType::E4m3 | DType::E5m2) => false,
             (Storage::F32, out) => out == DType::F32,
             (Storage::E4m3 | Storage::E5m2, _) => true,
             (_, DType::F32) => true,
             (_, out) => out == dtype,
         };
-        supported.then_some(KernelTypes { dtype, out })
+        supported.then_some(KernelTypes {
+            dtype,
+            b_dtype,
+            out,
+        })
     }
 
     /// The types of a validated spec.
     pub fn of_spec(spec: &GemmSpec) -> Result<KernelTypes, Error> {
-        KernelTypes::new(spec.dtype, spec.out).ok_or_else(|| Error::UnsupportedTypes {
-            kernel: spec.name.clone(),
-            dtype: spec.dtype.name().to_string(),
-            out: spec.out.name().to_string(),
+        KernelTypes::with_b(spec.dtype, spec.b_dtype, spec.out).ok_or_else(|| {
+            Error::UnsupportedTypes {
+                kernel: spec.name.clone(),
+                dtype: spec.dtype.name().to_string(),
+                out: spec.out.name().to_string(),
+            }
         })
     }
 
@@ -274,25 +290,41 @@ impl KernelTypes {
     /// the text leaves a key out, the spec's defaults apply (those of the family its `mma`
     /// names).
     pub fn of_info(info: &KernelInfo<'_>) -> Result<KernelTypes, Error> {
-        let (dtype, out) = spec_types(info)?;
-        KernelTypes::new(dtype, out).ok_or_else(|| Error::UnsupportedTypes {
+        let (dtype, b_dtype, out) = spec_types(info)?;
+        KernelTypes::with_b(dtype, b_dtype, out).ok_or_else(|| Error::UnsupportedTypes {
             kernel: info.name().to_string(),
             dtype: dtype.name().to_string(),
             out: out.name().to_string(),
         })
     }
 
+    /// A's type (and B's, unless [`KernelTypes::b_dtype`] differs).
     pub fn dtype(self) -> DType {
         self.dtype
+    }
+
+    /// B's type.
+    pub fn b_dtype(self) -> DType {
+        self.b_dtype
+    }
+
+    /// Whether A and B are of two types (an fp8 pair).
+    pub fn is_mixed(self) -> bool {
+        self.b_dtype != self.dtype
     }
 
     pub fn out(self) -> DType {
         self.out
     }
 
-    /// The Rust type of A and B.
+    /// The Rust type of A (and of B, unless the pair is mixed).
     pub fn input(self) -> Storage {
         Storage::of(self.dtype)
+    }
+
+    /// The Rust type of B.
+    pub fn input_b(self) -> Storage {
+        Storage::of(self.b_dtype)
     }
 
     /// The Rust type of C.
@@ -302,17 +334,22 @@ impl KernelTypes {
 }
 
 impl fmt::Display for KernelTypes {
-    /// `dtype->out`, e.g. `bf16->f32`.
+    /// `dtype->out`, e.g. `bf16->f32`; a mixed pair as `e4m3xe5m2->bf16`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}->{}", self.dtype.name(), self.out.name())
+        if self.is_mixed() {
+            let (a, b, out) = (self.dtype.name(), self.b_dtype.name(), self.out.name());
+            write!(f, "{a}x{b}->{out}")
+        } else {
+            write!(f, "{}->{}", self.dtype.name(), self.out.name())
+        }
     }
 }
 
-/// A kernel's A/B and C element types (`dtype`, `out`) from its spec text, parsed as the
-/// `gemm!` macro and the CLI parse it, defaults included.
-pub(crate) fn spec_types(info: &KernelInfo<'_>) -> Result<(DType, DType), Error> {
+/// A kernel's A, B and C element types (`dtype`, `b_dtype`, `out`) from its spec text, parsed
+/// as the `gemm!` macro and the CLI parse it, defaults included.
+pub(crate) fn spec_types(info: &KernelInfo<'_>) -> Result<(DType, DType, DType), Error> {
     match gemm_dsl::parse_str(info.spec()) {
-        Ok(parsed) => Ok((parsed.spec.dtype, parsed.spec.out)),
+        Ok(parsed) => Ok((parsed.spec.dtype, parsed.spec.b_dtype, parsed.spec.out)),
         Err(errors) => Err(Error::SpecText {
             kernel: info.name().to_string(),
             errors: errors.to_string(),

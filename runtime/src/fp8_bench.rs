@@ -1,5 +1,6 @@
 //! Timing an fp8 kernel (`gemm-bench --fp8`) against cuBLASLt's fp8 GEMM in the same process:
-//! e4m3 or e5m2 A (row-major) and B (column-major, K contiguous, cuBLASLt's "TN"), one f32
+//! e4m3 or e5m2 A (row-major) and B (column-major, K contiguous, cuBLASLt's "TN"), of one type
+//! or a mixed pair (`b_dtype`), one f32
 //! dequantization scale each in device memory, a bf16, f16 or f32 D. cuBLASLt runs twice, with
 //! and without its fast accumulation (which skips its own promotion of the partial sums). All
 //! on one stream, launches alternating, each timed by its own events; the median counts.
@@ -78,18 +79,47 @@ pub fn time_fp8(
             "--fp8 takes single products, not {shape}"
         )));
     }
-    match (spec.dtype, spec.out) {
-        (DType::E4m3, DType::Bf16) => time_typed::<E4m3, bf16>(ctx, stream, spec, shape, rounds),
-        (DType::E4m3, DType::F16) => time_typed::<E4m3, f16>(ctx, stream, spec, shape, rounds),
-        (DType::E4m3, DType::F32) => time_typed::<E4m3, f32>(ctx, stream, spec, shape, rounds),
-        (DType::E5m2, DType::Bf16) => time_typed::<E5m2, bf16>(ctx, stream, spec, shape, rounds),
-        (DType::E5m2, DType::F16) => time_typed::<E5m2, f16>(ctx, stream, spec, shape, rounds),
-        (DType::E5m2, DType::F32) => time_typed::<E5m2, f32>(ctx, stream, spec, shape, rounds),
-        (dtype, out) => Err(unsupported(format!(
-            "no fp8 launcher for {} -> {}",
-            dtype.name(),
-            out.name()
+    let args = (ctx, stream, spec, shape, rounds);
+    match (spec.dtype, spec.b_dtype) {
+        (DType::E4m3, DType::E4m3) => time_out::<E4m3, E4m3>(args),
+        (DType::E4m3, DType::E5m2) => time_out::<E4m3, E5m2>(args),
+        (DType::E5m2, DType::E4m3) => time_out::<E5m2, E4m3>(args),
+        (DType::E5m2, DType::E5m2) => time_out::<E5m2, E5m2>(args),
+        (a, b) => Err(unsupported(format!(
+            "no fp8 launcher for {} x {}",
+            a.name(),
+            b.name()
         ))),
+    }
+}
+
+type TimeArgs<'a> = (
+    &'a Arc<CudaContext>,
+    &'a Arc<CudaStream>,
+    &'a GemmSpec,
+    Shape,
+    &'a Rounds,
+);
+
+/// [`time_typed`] at the spec's output type.
+fn time_out<In: Element, InB: Element>(args: TimeArgs<'_>) -> Result<Fp8Row, Error> {
+    let (ctx, stream, spec, shape, rounds) = args;
+    match spec.out {
+        DType::Bf16 => time_typed::<In, bf16, InB>(ctx, stream, spec, shape, rounds),
+        DType::F16 => time_typed::<In, f16, InB>(ctx, stream, spec, shape, rounds),
+        DType::F32 => time_typed::<In, f32, InB>(ctx, stream, spec, shape, rounds),
+        out => Err(Error::Baseline {
+            action: format!("timing `{}`", spec.name),
+            reason: format!("no fp8 launcher writes {}", out.name()),
+        }),
+    }
+}
+
+/// The cuBLASLt format of an fp8 element type, and its largest finite value.
+fn format_of<E: Element>() -> (Fp8Format, f32) {
+    match E::STORAGE {
+        crate::Storage::E5m2 => (Fp8Format::E5m2, E5m2::MAX.to_f32()),
+        _ => (Fp8Format::E4m3, E4m3::MAX.to_f32()),
     }
 }
 
@@ -114,7 +144,7 @@ fn quantized<In: Element>(
     Ok((data, scale))
 }
 
-fn time_typed<In: Element, Out: Element>(
+fn time_typed<In: Element, Out: Element, InB: Element>(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     spec: &GemmSpec,
@@ -122,23 +152,21 @@ fn time_typed<In: Element, Out: Element>(
     rounds: &Rounds,
 ) -> Result<Fp8Row, Error> {
     let (m, n, k) = (shape.m, shape.n, shape.k);
-    let (format, format_max) = match In::STORAGE {
-        crate::Storage::E5m2 => (Fp8Format::E5m2, E5m2::MAX.to_f32()),
-        _ => (Fp8Format::E4m3, E4m3::MAX.to_f32()),
-    };
+    let (a_format, a_max) = format_of::<In>();
+    let (b_format, b_max) = format_of::<InB>();
     let emitted = gemm_codegen::emit_str(&spec.to_spec_text()).map_err(|e| Error::Baseline {
         action: format!("emitting `{}`", spec.name),
         reason: e.to_string(),
     })?;
-    let kernel = GemmKernel::<In, Out>::from_emitted(ctx, &emitted)?;
-    let lt = LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, false)?;
-    let lt_fast = LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, true)?;
+    let kernel = GemmKernel::<In, Out, InB>::from_emitted(ctx, &emitted)?;
+    let lt = LtFp8Gemm::<Out>::new(stream, m, n, k, a_format, b_format, false)?;
+    let lt_fast = LtFp8Gemm::<Out>::new(stream, m, n, k, a_format, b_format, true)?;
 
     let mut rng = NormalRng::new(0xF8F8_0000 ^ u64::from(m) ^ (u64::from(n) << 20));
     let (m_us, n_us, k_us) = (m as usize, n as usize, k as usize);
-    let (a, a_scale) = quantized::<In>(stream, m_us * k_us, format_max, &mut rng, "A")?;
+    let (a, a_scale) = quantized::<In>(stream, m_us * k_us, a_max, &mut rng, "A")?;
     // B column-major: N lines of K.
-    let (b, b_scale) = quantized::<In>(stream, n_us * k_us, format_max, &mut rng, "B")?;
+    let (b, b_scale) = quantized::<InB>(stream, n_us * k_us, b_max, &mut rng, "B")?;
     // Block scales all equal to the tensor's: ceil(K/128) lines of M (rounded up to 4) for A,
     // ceil(N/128) lines of ceil(K/128) for B.
     let block_scales = |scale: &CudaSlice<f32>, len: usize, what: &str| {

@@ -27,8 +27,9 @@ const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
 
 /// A GEMM kernel compiled by the driver for one context, launched with checked arguments.
 ///
-/// `In` is the element type of A and B, `Out` of C; both must match the kernel's spec.
-pub struct GemmKernel<In, Out> {
+/// `In` is the element type of A and B, `Out` of C; both must match the kernel's spec. `InB`
+/// is B's where the spec's `b_dtype` pairs two fp8 types (`GemmKernel<E4m3, bf16, E5m2>`).
+pub struct GemmKernel<In, Out, InB = In> {
     info: KernelInfo<'static>,
     ctx: Arc<CudaContext>,
     function: sys::CUfunction,
@@ -43,15 +44,15 @@ pub struct GemmKernel<In, Out> {
     /// What the spec fuses into the epilogue, which [`GemmKernel::launch_fused`]'s
     /// arguments must match.
     fused: FusedSpec,
-    elements: PhantomData<fn(In) -> Out>,
+    elements: PhantomData<fn(In, InB) -> Out>,
 }
 
 // SAFETY: `function` is a handle into `module`, which lives as long as the kernel; driver
 // handles may be used from any thread that binds the context, which every call does.
-unsafe impl<In, Out> Send for GemmKernel<In, Out> {}
-unsafe impl<In, Out> Sync for GemmKernel<In, Out> {}
+unsafe impl<In, Out, InB> Send for GemmKernel<In, Out, InB> {}
+unsafe impl<In, Out, InB> Sync for GemmKernel<In, Out, InB> {}
 
-impl<In, Out> std::fmt::Debug for GemmKernel<In, Out> {
+impl<In, Out, InB> std::fmt::Debug for GemmKernel<In, Out, InB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GemmKernel")
             .field("name", &self.info.name())
@@ -61,7 +62,7 @@ impl<In, Out> std::fmt::Debug for GemmKernel<In, Out> {
     }
 }
 
-impl<In: Element, Out: Element> GemmKernel<In, Out> {
+impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
     /// Compiles the kernel's PTX for the context's device and prepares it for launches.
     ///
     /// Checks the element types, the parameter list and the device's compute capability
@@ -71,9 +72,10 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     /// (once per kernel and device per process; see [`GemmKernel::sass`]).
     pub fn load(ctx: &Arc<CudaContext>, info: &KernelInfo<'static>) -> Result<Self, Error> {
         check_params(info)?;
-        let (dtype, out) = spec_types(info)?;
+        let (dtype, b_dtype, out) = spec_types(info)?;
         let fused = FusedSpec::of_info(info)?;
         check_element::<In>(info, "input", dtype, info.launch().input_element_bytes)?;
+        check_element::<InB>(info, "B input", b_dtype, info.launch().input_element_bytes)?;
         check_element::<Out>(info, "output", out, info.launch().output_element_bytes)?;
         let device_cc = device_compute_capability(ctx)?;
         check_arch(info.name(), info.launch(), device_cc)?;
@@ -165,7 +167,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         let LeadingDims { lda, ldb, ldc } = LeadingDims::packed(self.info.launch(), m, n, k);
@@ -192,7 +194,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         let lds = LeadingDims { lda, ldb, ldc };
@@ -233,7 +235,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         let mut plain = Epilogue::none();
@@ -265,7 +267,7 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         let LeadingDims { lda, ldb, ldc } = lds;
@@ -420,7 +422,8 @@ impl<In: Element, Out: Element> GemmKernel<In, Out> {
             }
             None => (None, None),
         };
-        let mut values = bind_params::<In, Out>(&self.info, &args, workspace_ptr, &fused_values)?;
+        let mut values =
+            bind_params::<In, Out, InB>(&self.info, &args, workspace_ptr, &fused_values)?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
         let launch = self.info.launch();
         // SAFETY: the description is the PTX's own (`KernelInfo` comes only from codegen or
@@ -801,7 +804,7 @@ impl ParamValue {
 /// pointers, problem numbers, batch strides, and tensor maps encoded over the operands as
 /// they lie in memory (a column-major operand's map runs down its columns, its third
 /// dimension over the batch's matrices).
-fn bind_params<In: Element, Out: Element>(
+fn bind_params<In: Element, Out: Element, InB: Element>(
     info: &KernelInfo<'_>,
     args: &LaunchArgs,
     workspace: Option<u64>,
@@ -812,7 +815,7 @@ fn bind_params<In: Element, Out: Element>(
         let (rows, cols) = launch.stored_dims(operand, args.m, args.n, args.k);
         match operand {
             Operand::A => (args.a, rows, cols, In::BYTES, In::TENSOR_MAP_TYPE),
-            Operand::B => (args.b, rows, cols, In::BYTES, In::TENSOR_MAP_TYPE),
+            Operand::B => (args.b, rows, cols, InB::BYTES, InB::TENSOR_MAP_TYPE),
             Operand::C => (args.c, rows, cols, Out::BYTES, Out::TENSOR_MAP_TYPE),
         }
     };
@@ -1069,7 +1072,7 @@ mod tests {
         parts.launch.output_element_bytes = 2;
         // SAFETY: only checked, never loaded.
         let bf16_info = unsafe { KernelInfo::from_parts(parts) };
-        let (_, out) = spec_types(&bf16_info).unwrap();
+        let (_, _, out) = spec_types(&bf16_info).unwrap();
         check_element::<half::bf16>(&bf16_info, "output", out, 2).unwrap();
         assert!(matches!(
             check_element::<half::f16>(&bf16_info, "output", out, 2),

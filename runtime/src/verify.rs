@@ -16,18 +16,19 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-/// One GEMM problem: row-major, packed `A` (m x k) and `B` (k x n).
+/// One GEMM problem: row-major, packed `A` (m x k) and `B` (k x n); B of its own type in a
+/// mixed fp8 pair.
 #[derive(Clone, Debug)]
-pub struct Problem<In> {
+pub struct Problem<In, InB = In> {
     pub m: u32,
     pub n: u32,
     pub k: u32,
     pub a: Vec<In>,
-    pub b: Vec<In>,
+    pub b: Vec<InB>,
 }
 
-impl<In: Element> Problem<In> {
-    /// Standard normal entries (rounded to `In`), reproducible from `seed` (see
+impl<In: Element, InB: Element> Problem<In, InB> {
+    /// Standard normal entries (rounded to `In` and `InB`), reproducible from `seed` (see
     /// [`normal_values`]).
     pub fn random(m: u32, n: u32, k: u32, seed: u64) -> Self {
         let mut seeds = NormalRng::new(seed);
@@ -252,9 +253,9 @@ pub fn reference_for(m: u32, n: u32, k: u32) -> Reference {
 
 /// `A·B` of a packed problem by the reference [`reference_for`] picks for its size, and
 /// which one that was.
-pub fn reference_of<In: Element>(
+pub fn reference_of<In: Element, InB: Element>(
     stream: &Arc<CudaStream>,
-    problem: &Problem<In>,
+    problem: &Problem<In, InB>,
 ) -> Result<(Vec<f64>, Reference), Error> {
     let kind = reference_for(problem.m, problem.n, problem.k);
     let reference = match kind {
@@ -580,7 +581,9 @@ fn require_packed(what: &'static str, len: usize, rows: u32, cols: u32) -> Resul
 
 /// `A·B` in float64 on all CPU cores: packed `m x n`. A problem whose `a` or `b` is not
 /// packed `m x k` or `k x n` is an error.
-pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Result<Vec<f64>, Error> {
+pub fn cpu_reference<In: Element, InB: Element>(
+    problem: &Problem<In, InB>,
+) -> Result<Vec<f64>, Error> {
     problem.check_packed()?;
     let a: Vec<f64> = problem.a.iter().map(|x| x.to_f64()).collect();
     let b: Vec<f64> = problem.b.iter().map(|x| x.to_f64()).collect();
@@ -592,8 +595,8 @@ pub fn cpu_reference<In: Element>(problem: &Problem<In>) -> Result<Vec<f64>, Err
 /// the length of A's scale lines), B's (k, c) times
 /// `b_scales[(c / 128)·ceil(K/128) + k / 128]`, exactly (the scales fold into the operands
 /// element by element, so one GEMM of the scaled operands is the sum of the scaled blocks).
-pub fn block_scaled_reference<In: Element>(
-    problem: &Problem<In>,
+pub fn block_scaled_reference<In: Element, InB: Element>(
+    problem: &Problem<In, InB>,
     a_scales: &[f32],
     b_scales: &[f32],
 ) -> Result<Vec<f64>, Error> {
@@ -705,9 +708,9 @@ fn gemm_f64_rows(a: &[f64], b: &[f64], c: &mut [f64], n: usize, k: usize) {
 }
 
 /// `A·B` by cuBLAS on the exact inputs with f32 accumulation ([`CublasGemm::reference`]).
-pub fn cublas_reference<In: Element>(
+pub fn cublas_reference<In: Element, InB: Element>(
     stream: &Arc<CudaStream>,
-    problem: &Problem<In>,
+    problem: &Problem<In, InB>,
 ) -> Result<Vec<f64>, Error> {
     problem.check_packed()?;
     let blas = Cublas::new(stream)?;
@@ -718,19 +721,28 @@ pub fn cublas_reference<In: Element>(
     let (m, n, k) = (problem.m, problem.n, problem.k);
     if In::STORAGE.is_fp8() {
         // cuBLAS's GemmEx takes no fp8: the same values as bf16, exactly.
-        let upload = |values: &[In], what: &str| {
+        let widened = |values: Vec<half::bf16>, what: &str| {
             stream
-                .clone_htod(&crate::blas::widen_fp8(values))
+                .clone_htod(&values)
                 .during(|| format!("copying {what}, widened to bf16, to the device"))
         };
-        let (a, b) = (upload(&problem.a, "A")?, upload(&problem.b, "B")?);
+        let a = widened(crate::blas::widen_fp8(&problem.a), "A")?;
+        let b = widened(crate::blas::widen_fp8(&problem.b), "B")?;
         blas.gemm(reference, &a, &b, &mut c, m, n, k)?;
+    } else if InB::STORAGE != In::STORAGE {
+        return Err(Error::UnsupportedTypes {
+            kernel: "the cuBLAS reference".to_string(),
+            dtype: format!("{}x{}", In::NAME, InB::NAME),
+            out: "f32".to_string(),
+        });
     } else {
         let a = stream
             .clone_htod(&problem.a)
             .during(|| "copying A to the device".to_string())?;
+        // B's type is A's here: its values pass through f32 unchanged.
+        let b: Vec<In> = problem.b.iter().map(|v| In::from_f32(v.to_f32())).collect();
         let b = stream
-            .clone_htod(&problem.b)
+            .clone_htod(&b)
             .during(|| "copying B to the device".to_string())?;
         blas.gemm(reference, &a, &b, &mut c, m, n, k)?;
     }
@@ -756,10 +768,10 @@ pub fn in_order<T: Copy>(packed: &[T], rows: u32, cols: u32, order: StorageOrder
 
 /// Runs the kernel once on the problem with C (row stride `ldc`) poisoned first, A and B
 /// laid out as the kernel's layout says; returns all of C, gaps between rows included.
-pub fn run_poisoned<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+pub fn run_poisoned<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     stream: &Arc<CudaStream>,
-    problem: &Problem<In>,
+    problem: &Problem<In, InB>,
     ldc: u32,
 ) -> Result<Vec<Out>, Error> {
     let Problem { m, n, k, .. } = *problem;
@@ -773,34 +785,32 @@ pub fn run_poisoned<In: Element, Out: Element>(
 /// [`run_poisoned`] with leading dimensions `(lda, ldb, ldc)` at least the lines' lengths:
 /// the padding of A and B holds NaN (a kernel that reads past a line computes NaNs), C's is
 /// poisoned like the rest of C and returned with it.
-pub fn run_poisoned_with_ld<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+pub fn run_poisoned_with_ld<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     stream: &Arc<CudaStream>,
-    problem: &Problem<In>,
+    problem: &Problem<In, InB>,
     (lda, ldb, ldc): (u32, u32, u32),
 ) -> Result<Vec<Out>, Error> {
     problem.check_packed()?;
     let Problem { m, n, k, .. } = *problem;
     let launch = kernel.info().launch();
-    let padded = |operand, values: &[In], rows: u32, cols: u32, ld: u32| -> Vec<In> {
-        let (lines, len) = launch.stored_dims(operand, m, n, k);
-        let values = in_order(values, rows, cols, launch.order(operand));
-        if ld <= len {
-            // Too short a stride is the launch's error to report; pass the packed lines.
-            return values;
-        }
-        let (ld, len) = (ld as usize, len as usize);
-        let mut padded = vec![In::from_f32(f32::NAN); lines as usize * ld];
-        for (line, values) in values.chunks_exact(len).enumerate() {
-            padded[line * ld..][..len].copy_from_slice(values);
-        }
-        padded
-    };
     let a = stream
-        .clone_htod(&padded(Operand::A, &problem.a, m, k, lda))
+        .clone_htod(&padded_operand(
+            launch,
+            Operand::A,
+            &problem.a,
+            (m, n, k),
+            lda,
+        ))
         .during(|| "copying A to the device".to_string())?;
     let b = stream
-        .clone_htod(&padded(Operand::B, &problem.b, k, n, ldb))
+        .clone_htod(&padded_operand(
+            launch,
+            Operand::B,
+            &problem.b,
+            (m, n, k),
+            ldb,
+        ))
         .during(|| "copying B to the device".to_string())?;
     let c_len = m as usize * ldc as usize;
     let mut c = stream
@@ -812,12 +822,39 @@ pub fn run_poisoned_with_ld<In: Element, Out: Element>(
         .during(|| format!("copying C of `{}` back", kernel.info().name()))
 }
 
+/// A packed row-major operand laid out as the kernel reads it (its storage order), each line
+/// padded with NaN to `ld` (a kernel that reads past a line computes NaNs).
+fn padded_operand<E: Element>(
+    launch: &LaunchShape,
+    operand: Operand,
+    values: &[E],
+    (m, n, k): (u32, u32, u32),
+    ld: u32,
+) -> Vec<E> {
+    let (lines, len) = launch.stored_dims(operand, m, n, k);
+    let (rows, cols) = match operand {
+        Operand::A => (m, k),
+        _ => (k, n),
+    };
+    let values = in_order(values, rows, cols, launch.order(operand));
+    if ld <= len {
+        // Too short a stride is the launch's error to report; pass the packed lines.
+        return values;
+    }
+    let (ld, len) = (ld as usize, len as usize);
+    let mut padded = vec![E::from_f32(f32::NAN); lines as usize * ld];
+    for (line, values) in values.chunks_exact(len).enumerate() {
+        padded[line * ld..][..len].copy_from_slice(values);
+    }
+    padded
+}
+
 /// Runs the kernel on `problem` and measures it against a precomputed reference (packed
 /// `m x n`, else an error before anything runs).
-pub fn check_against<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+pub fn check_against<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     stream: &Arc<CudaStream>,
-    problem: &Problem<In>,
+    problem: &Problem<In, InB>,
     reference: &[f64],
     kind: Reference,
 ) -> Result<ErrorReport, Error> {
@@ -828,15 +865,15 @@ pub fn check_against<In: Element, Out: Element>(
 
 /// One verification: fresh inputs from `seed`, poisoned C, and the reference `reference_for`
 /// picks for the size.
-pub fn verify<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+pub fn verify<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     stream: &Arc<CudaStream>,
     m: u32,
     n: u32,
     k: u32,
     seed: u64,
 ) -> Result<ErrorReport, Error> {
-    let problem = Problem::<In>::random(m, n, k, seed);
+    let problem = Problem::<In, InB>::random(m, n, k, seed);
     let (reference, kind) = reference_of(stream, &problem)?;
     check_against(kernel, stream, &problem, &reference, kind)
 }
@@ -946,8 +983,8 @@ pub fn batch_buffer<T: Copy>(
 /// [`reference_for`] picks) and checks that nothing outside the products was written. An
 /// operand of stride 0 is the first problem's, shared by every product.
 #[allow(clippy::too_many_arguments)]
-pub fn verify_batch<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+pub fn verify_batch<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     stream: &Arc<CudaStream>,
     m: u32,
     n: u32,
@@ -1011,8 +1048,8 @@ impl FusedCase {
 /// gets a poisoned one; its products follow D's in the report, measured against the values
 /// before the activation, and its gaps count with C's.
 #[allow(clippy::too_many_arguments)]
-pub fn verify_fused_batch<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     stream: &Arc<CudaStream>,
     m: u32,
     n: u32,
@@ -1030,7 +1067,7 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
     }
     let fused = FusedSpec::of_info(kernel.info())?;
     let launch = kernel.info().launch();
-    let mut problems: Vec<Problem<In>> = (0..u64::from(batch.count))
+    let mut problems: Vec<Problem<In, InB>> = (0..u64::from(batch.count))
         .map(|i| Problem::random(m, n, k, seed + i))
         .collect();
     let (first_a, first_b) = (problems[0].a.clone(), problems[0].b.clone());
@@ -1077,12 +1114,24 @@ pub fn verify_fused_batch<In: Element, Out: Element>(
             .collect::<Result<Vec<_>, Error>>()?;
         (reference_for(m, n, k), references)
     };
-    let operand = |pick: fn(&Problem<In>) -> &[In], dims, order, ld, stride| {
-        let matrices: Vec<&[In]> = problems.iter().map(pick).collect();
-        batch_buffer(&matrices, dims, order, ld, stride, In::from_f32(0.0))
-    };
-    let a = operand(|p| &p.a, (m, k), launch.a_order, lds.lda, batch.stride_a);
-    let b = operand(|p| &p.b, (k, n), launch.b_order, lds.ldb, batch.stride_b);
+    let a_matrices: Vec<&[In]> = problems.iter().map(|p| p.a.as_slice()).collect();
+    let a = batch_buffer(
+        &a_matrices,
+        (m, k),
+        launch.a_order,
+        lds.lda,
+        batch.stride_a,
+        In::from_f32(0.0),
+    );
+    let b_matrices: Vec<&[InB]> = problems.iter().map(|p| p.b.as_slice()).collect();
+    let b = batch_buffer(
+        &b_matrices,
+        (k, n),
+        launch.b_order,
+        lds.ldb,
+        batch.stride_b,
+        InB::from_f32(0.0),
+    );
     let c_len =
         (batch.count as usize - 1) * batch.stride_c as usize + m as usize * lds.ldc as usize;
     let a = stream

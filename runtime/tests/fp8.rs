@@ -1,5 +1,6 @@
 //! fp8 kernels (Hopper, `dtype: e4m3 | e5m2`) on the GPU: the catalog's fp8 specs and variants
-//! of them (e5m2, f16 and f32 out, a fused epilogue after the scales) on edge shapes and
+//! of them (e5m2, the mixed pairs, f16 and f32 out, a fused epilogue after the scales, block
+//! scales on stream-K units and in a cluster) on edge shapes and
 //! batches, against float64 on the decoded inputs, C poisoned first. The tests that are not
 //! ignored check, without a GPU, what the specs promise; run the rest with `--ignored` on a
 //! machine with an NVIDIA Hopper GPU.
@@ -16,8 +17,8 @@ use gemm_runtime::{
 use half::{bf16, f16};
 use std::sync::Arc;
 
-/// The catalog's fp8 specs, then variants: e5m2, f16 and f32 out (f32 C stored from
-/// registers), and α, a column bias and GELU after the scales.
+/// The catalog's fp8 specs, then variants: e5m2, e4m3 x e5m2 and e5m2 x e4m3, f16 and f32 out
+/// (f32 C stored from registers), and α, a column bias and GELU after the scales.
 fn specs() -> Vec<String> {
     let persistent = FP8[0].spec;
     let mut specs: Vec<String> = FP8.iter().map(|entry| entry.spec.to_string()).collect();
@@ -26,6 +27,16 @@ fn specs() -> Vec<String> {
             .replace(FP8[0].name, "fp8_e5m2")
             .replace("dtype: e4m3", "dtype: e5m2"),
     );
+    for (name, types) in [
+        ("fp8_e4m3_e5m2", "dtype: e4m3, b_dtype: e5m2"),
+        ("fp8_e5m2_e4m3", "dtype: e5m2, b_dtype: e4m3"),
+    ] {
+        specs.push(
+            catalog_spec("wgmma_e4m3_128x128x128_s6_pingpong")
+                .replace("wgmma_e4m3_128x128x128_s6_pingpong", name)
+                .replace("dtype: e4m3", types),
+        );
+    }
     specs.push(
         persistent
             .replace(FP8[0].name, "fp8_f16_out")
@@ -53,6 +64,12 @@ fn specs() -> Vec<String> {
         catalog_spec("wgmma_e4m3_64x128x128_s6_streamk")
             .replace("wgmma_e4m3_64x128x128_s6_streamk", "fp8_block_streamk")
             .replace("quant: tensor", "quant: block"),
+    );
+    // Block scales in two-block clusters, B multicast: each block copies its own scales.
+    specs.push(
+        block
+            .replace("wgmma_e4m3_128x128x128_s5_block", "fp8_block_cluster")
+            .replace("copy: tma,", "copy: tma(multicast = 2), cluster: 2x1,"),
     );
     specs
 }
@@ -108,12 +125,12 @@ const SHAPES: &[(u32, u32, u32, u32)] = &[
     (333, 520, 1040, 3),
 ];
 
-fn check<In: Element, Out: Element>(
+fn check<In: Element, Out: Element, InB: Element>(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     emitted: &Emitted,
 ) -> usize {
-    let kernel = GemmKernel::<In, Out>::from_emitted(ctx, emitted)
+    let kernel = GemmKernel::<In, Out, InB>::from_emitted(ctx, emitted)
         .unwrap_or_else(|e| panic!("{}: {e}", emitted.kernel_name()));
     let fused = FusedSpec::of_spec(emitted.spec());
     let case = FusedCase::for_spec(&fused);
@@ -191,15 +208,14 @@ fn fp8_kernels_match_float64_on_edges_and_batches() {
     let mut checked = 0;
     for e in emitted() {
         let spec = e.spec();
-        checked += match (spec.dtype, spec.out) {
-            (gemm_dsl::DType::E4m3, gemm_dsl::DType::Bf16) => {
-                check::<E4m3, bf16>(&ctx, &stream, &e)
-            }
-            (gemm_dsl::DType::E4m3, gemm_dsl::DType::F16) => check::<E4m3, f16>(&ctx, &stream, &e),
-            (gemm_dsl::DType::E4m3, gemm_dsl::DType::F32) => check::<E4m3, f32>(&ctx, &stream, &e),
-            (gemm_dsl::DType::E5m2, gemm_dsl::DType::Bf16) => {
-                check::<E5m2, bf16>(&ctx, &stream, &e)
-            }
+        use gemm_dsl::DType::{Bf16, E4m3 as A4, E5m2 as A5, F16, F32};
+        checked += match (spec.dtype, spec.b_dtype, spec.out) {
+            (A4, A4, Bf16) => check::<E4m3, bf16, E4m3>(&ctx, &stream, &e),
+            (A4, A4, F16) => check::<E4m3, f16, E4m3>(&ctx, &stream, &e),
+            (A4, A4, F32) => check::<E4m3, f32, E4m3>(&ctx, &stream, &e),
+            (A5, A5, Bf16) => check::<E5m2, bf16, E5m2>(&ctx, &stream, &e),
+            (A4, A5, Bf16) => check::<E4m3, bf16, E5m2>(&ctx, &stream, &e),
+            (A5, A4, Bf16) => check::<E5m2, bf16, E4m3>(&ctx, &stream, &e),
             other => panic!("no case for {other:?}"),
         };
     }

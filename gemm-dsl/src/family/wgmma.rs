@@ -1054,6 +1054,19 @@ mod tests {
             let text = format!("{HOPPER}, dtype: e5m2, out: {out}");
             assert!(check_str(&text).is_ok(), "{text}");
         }
+        // The mixed pairs: B's type is written back only where it differs from A's.
+        for (a, b) in [("e4m3", "e5m2"), ("e5m2", "e4m3")] {
+            let v = check_str(&format!("{HOPPER}, dtype: {a}, b_dtype: {b}")).unwrap();
+            assert_eq!((v.spec.dtype.name(), v.spec.b_dtype.name()), (a, b));
+            let text = v.spec.to_spec_text();
+            assert!(
+                text.contains(&format!("dtype: {a}, b_dtype: {b}, acc")),
+                "{text}"
+            );
+            assert_eq!(check_str(&text).unwrap().spec, v.spec);
+        }
+        let same = check_str(&format!("{HOPPER}, dtype: e4m3, b_dtype: e4m3")).unwrap();
+        assert!(!same.spec.to_spec_text().contains("b_dtype"));
         let e = &errors("arch: sm_90a, mma: mma_sync, dtype: e4m3")[0];
         assert!(e.message.contains("fp8 wgmma only"), "{e:?}");
         assert_eq!(
@@ -1211,6 +1224,16 @@ mod tests {
                 "dtype: e4m3, layout: rr",
                 "fp8 wgmma reads A and B K-major: `layout: rr` would need a transposed copy",
                 "layout: rc",
+            ),
+            (
+                "b_dtype: f16",
+                "A and B differ in type only as an fp8 pair (e4m3 with e5m2); no instruction multiplies bf16 by f16",
+                "b_dtype: bf16",
+            ),
+            (
+                "dtype: e4m3, b_dtype: bf16",
+                "no instruction multiplies e4m3 by bf16",
+                "b_dtype: e4m3",
             ),
             (
                 "dtype: e5m2, out: e5m2",

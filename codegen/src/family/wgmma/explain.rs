@@ -5,7 +5,7 @@ use super::{BoxLoad, WgmmaPlan};
 use crate::explain::common::budgets;
 use crate::sass::PtxasResources;
 use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
-use gemm_dsl::ValidSpec;
+use gemm_dsl::{DType, ValidSpec};
 use std::fmt::Write;
 
 impl WgmmaPlan {
@@ -28,7 +28,11 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     let _ = writeln!(
         out,
         "family: Hopper (mma: wgmma), {} in, f32 accumulate, {} out",
-        spec.dtype.name(),
+        if spec.b_dtype == spec.dtype {
+            spec.dtype.name().to_string()
+        } else {
+            format!("{} (A) and {} (B)", spec.dtype.name(), spec.b_dtype.name())
+        },
         spec.out.name()
     );
     let _ = writeln!(out, "  {}", p.wgmma_instruction);
@@ -70,19 +74,19 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             );
         }
     }
-    let boxes = |name: char, loads: &[BoxLoad], outer: u32, inner: u32| {
+    let boxes = |name: char, dtype: DType, loads: &[BoxLoad], outer: u32, inner: u32| {
         format!(
             "{name} {} box(es) of {outer} rows x {inner} {} ({} B each)",
             loads.len(),
-            spec.dtype.name(),
+            dtype.name(),
             loads.first().map_or(0, |l| l.bytes)
         )
     };
     let _ = writeln!(
         out,
         "  TMA per stage: {}, {}; arrive.expect_tx {} B",
-        boxes('A', &p.a_loads, p.a_box.outer, p.a_box.inner),
-        boxes('B', &p.b_loads, p.b_box.outer, p.b_box.inner),
+        boxes('A', spec.dtype, &p.a_loads, p.a_box.outer, p.a_box.inner),
+        boxes('B', spec.b_dtype, &p.b_loads, p.b_box.outer, p.b_box.inner),
         p.ring.guard.expect_tx_bytes
     );
     for (operand, descriptor, major, per_step) in [

@@ -59,6 +59,8 @@ pub struct WgmmaPlan {
     pub register_split: Option<RegisterSplit>,
     pub consumers: u32,
     pub dtype: &'static str,
+    /// B's element type: `dtype`, or the other fp8 type of a mixed pair.
+    pub b_dtype: &'static str,
     pub out_dtype: &'static str,
     pub in_bytes: u32,
     pub out_bytes: u32,
@@ -225,10 +227,12 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         None => (spec.tile.m, spec.tile.n),
     };
 
-    let type_name = spec.dtype.name();
     let wgmma_instruction = format!(
-        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{}.f32.{type_name}.{type_name}",
-        g.n, g.k_per_wgmma
+        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{}.f32.{}.{}",
+        g.n,
+        g.k_per_wgmma,
+        spec.dtype.name(),
+        spec.b_dtype.name()
     );
     // The shared operand's map loads one block's row slice of each box.
     let tensor_box = |operand, boxes: &OperandBoxes, shared_here: bool| TensorMapBox {
@@ -260,6 +264,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             .map(|(producer, consumer)| RegisterSplit { producer, consumer }),
         consumers: g.consumers,
         dtype: spec.dtype.name(),
+        b_dtype: spec.b_dtype.name(),
         out_dtype: spec.out.name(),
         in_bytes: element,
         out_bytes: spec.out.size_bytes(),
@@ -416,16 +421,18 @@ impl WgmmaPlan {
 
     /// The wgmma's SASS opcode with its shape and types as nvdisasm prints it:
     /// `HGMMA.64x256x16.F32.BF16` for bf16, `HGMMA.64x256x16.F32` for f16,
-    /// `QGMMA.64x256x32.F32.E4M3.E4M3` for fp8.
+    /// `QGMMA.64x256x32.F32.E4M3.E4M3` for fp8 (A's type, then B's).
     pub fn gmma_variant(&self) -> &'static str {
         let k = self.geometry.k_per_wgmma;
         let text = match self.dtype {
             "bf16" => format!("HGMMA.{WGMMA_M}x{}x{k}.F32.BF16", self.block_n),
             "f16" => format!("HGMMA.{WGMMA_M}x{}x{k}.F32", self.block_n),
-            fp8 => {
-                let fp8 = fp8.to_uppercase();
-                format!("QGMMA.{WGMMA_M}x{}x{k}.F32.{fp8}.{fp8}", self.block_n)
-            }
+            a => format!(
+                "QGMMA.{WGMMA_M}x{}x{k}.F32.{}.{}",
+                self.block_n,
+                a.to_uppercase(),
+                self.b_dtype.to_uppercase()
+            ),
         };
         interned(text)
     }
