@@ -1,19 +1,24 @@
 //! `gemm-run`: load one catalog kernel with its element types, launch it once on a small
-//! problem, verify the result against float64, exit. Small enough to run under
+//! problem, verify the result against float64, exit. fp8 kernels run with the scales their
+//! spec reads (`quant: tensor | block`). Small enough to run under
 //! `compute-sanitizer --tool memcheck|racecheck|synccheck`.
 //!
 //! Exit codes: 0 correct, 1 wrong result or GPU error, 2 bad arguments.
 
 use clap::Parser;
 use gemm_codegen::catalog;
+use gemm_dsl::Quant;
 use gemm_runtime::bench::Shape;
+use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::verify::{
-    compare, cpu_reference, run_poisoned_with_ld, verify_batch, ErrorReport, Problem, Reference,
+    compare, cpu_reference, run_poisoned_with_ld, verify_batch, verify_fused_batch, ErrorReport,
+    FusedCase, Problem, Reference, BLOCK_SCALE_MAX,
 };
 use gemm_runtime::{
-    open_context, with_kernel, AnyKernel, Batch, CudaStream, Element, GemmKernel, GridSchedule,
-    KernelInfo, LeadingDims, Operand,
+    open_context, with_kernel, AnyKernel, Batch, CudaStream, Element, FusedSpec, GemmKernel,
+    GridSchedule, KernelInfo, KernelTypes, LeadingDims, Operand, Storage,
 };
+use half::{bf16, f16};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -63,7 +68,11 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let names: Vec<&str> = catalog::CATALOG.iter().map(|e| e.name).collect();
+    let names: Vec<&str> = catalog::CATALOG
+        .iter()
+        .chain(catalog::FP8)
+        .map(|e| e.name)
+        .collect();
     if cli.list {
         println!("{}", names.join("\n"));
         return ExitCode::SUCCESS;
@@ -120,7 +129,8 @@ fn main() -> ExitCode {
 fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Error> {
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
-    let kernel = AnyKernel::load(&ctx, info)?;
+    // The SASS first: it is written for kernels the run-time-typed loader refuses too (fp8),
+    // so a sanitizer's offsets into any kernel can be read against it.
     if let Some(path) = &cli.sass {
         let (cubin, log) = gemm_runtime::jit_cubin_logged(&ctx, info.ptx(), info.name())?;
         let sass = gemm_dsl::sass::disassemble(&cubin)?;
@@ -128,13 +138,22 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
             eprintln!("error: writing {}: {error}", path.display());
         }
     }
-    let launch = *info.launch();
-    let shape = cli.shape.unwrap_or_else(|| match launch.schedule {
-        GridSchedule::Tiles => Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 8 * launch.tile_k),
-        GridSchedule::Persistent { .. } => {
-            let resident = with_kernel!(&kernel, typed => typed.resident_blocks());
-            Shape::rounds_of(&launch, resident, 2, 4)
-        }
+    let types = KernelTypes::of_info(info)?;
+    if types.input().is_fp8() {
+        let args = (cli, info, &stream);
+        return match (types.input(), types.input_b()) {
+            (Storage::E4m3, Storage::E4m3) => run_fp8_out::<E4m3, E4m3>(args, types),
+            (Storage::E4m3, _) => run_fp8_out::<E4m3, E5m2>(args, types),
+            (_, Storage::E4m3) => run_fp8_out::<E5m2, E4m3>(args, types),
+            (_, _) => run_fp8_out::<E5m2, E5m2>(args, types),
+        };
+    }
+    let kernel = AnyKernel::load(&ctx, info)?;
+    let shape = cli.shape.unwrap_or_else(|| {
+        default_shape(
+            info,
+            || with_kernel!(&kernel, typed => typed.resident_blocks()),
+        )
     });
     if shape.batch > 1 {
         return run_batch(cli, info, &kernel, &stream, shape);
@@ -161,6 +180,97 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
         }
     );
     Ok(verdict.is_ok() && gap_writes == 0)
+}
+
+/// `--shape`'s default: 2 x 2 block tiles 8 k tiles deep, or for a persistent grid two or three
+/// tiles a resident block, 4 k tiles deep.
+fn default_shape(info: &KernelInfo<'static>, resident_blocks: impl FnOnce() -> u32) -> Shape {
+    let launch = *info.launch();
+    match launch.schedule {
+        GridSchedule::Tiles => Shape::new(2 * launch.tile_m, 2 * launch.tile_n, 8 * launch.tile_k),
+        GridSchedule::Persistent { .. } => Shape::rounds_of(&launch, resident_blocks(), 2, 4),
+    }
+}
+
+type Fp8Args<'a> = (
+    &'a Cli,
+    &'a KernelInfo<'static>,
+    &'a std::sync::Arc<CudaStream>,
+);
+
+/// [`run_fp8`] at the kernel's output type.
+fn run_fp8_out<In: Element, InB: Element>(
+    (cli, info, stream): Fp8Args<'_>,
+    types: KernelTypes,
+) -> Result<bool, gemm_runtime::Error> {
+    match types.output() {
+        Storage::Bf16 => run_fp8::<In, bf16, InB>(cli, info, stream),
+        Storage::F16 => run_fp8::<In, f16, InB>(cli, info, stream),
+        _ => run_fp8::<In, f32, InB>(cli, info, stream),
+    }
+}
+
+/// An fp8 kernel, loaded with its types: each product of the shape against float64 on the
+/// decoded inputs, with the scales the spec reads (per-tensor 0.5 and 1.25, or random
+/// power-of-two block scales), C poisoned first.
+fn run_fp8<In: Element, Out: Element, InB: Element>(
+    cli: &Cli,
+    info: &KernelInfo<'static>,
+    stream: &std::sync::Arc<CudaStream>,
+) -> Result<bool, gemm_runtime::Error> {
+    let kernel = GemmKernel::<In, Out, InB>::load(stream.context(), info)?;
+    let shape = cli
+        .shape
+        .unwrap_or_else(|| default_shape(info, || kernel.resident_blocks()));
+    let Shape { m, n, k, batch } = shape;
+    let launch = *info.launch();
+    let ld = |operand, bytes| {
+        shape.leading_dim(launch.stored_dims(operand, m, n, k).1, bytes, cli.ld_align)
+    };
+    let lds = LeadingDims {
+        lda: ld(Operand::A, In::BYTES),
+        ldb: ld(Operand::B, InB::BYTES),
+        ldc: ld(Operand::C, Out::BYTES),
+    };
+    let fused = FusedSpec::of_info(info)?;
+    let strides = Batch::packed(&launch, batch, (m, n, k), lds);
+    let report = verify_fused_batch(
+        &kernel,
+        stream,
+        m,
+        n,
+        k,
+        lds,
+        strides,
+        cli.seed,
+        &FusedCase::for_spec(&fused),
+    )?;
+    let types = KernelTypes::of_info(info)?;
+    let tolerance = match fused.quant {
+        // Block scales up to BLOCK_SCALE_MAX on each operand grow the products' magnitude.
+        Quant::Block => types
+            .tolerance(m, n, k)
+            .for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX)),
+        Quant::None | Quant::Tensor => types.tolerance(m, n, k),
+    };
+    println!(
+        "{}: {} registers per thread as loaded",
+        info.name(),
+        kernel.registers()?
+    );
+    let verdict = report.check(&tolerance);
+    println!(
+        "{} ({types}) {shape}: {}: {}",
+        info.name(),
+        report
+            .worst()
+            .map_or_else(|| "no product".to_string(), |worst| worst.to_string()),
+        match &verdict {
+            Ok(()) => "ok".to_string(),
+            Err(broken) => format!("FAILED: {broken}"),
+        }
+    );
+    Ok(verdict.is_ok())
 }
 
 /// One poisoned launch on random normal inputs of the kernel's type, against float64; also
