@@ -92,6 +92,35 @@ fn fp8_ptx() {
     insta::assert_snapshot!("fp8_e5m2_e4m3_pingpong", emitted.ptx());
 }
 
+/// Fused epilogues, one kernel per family: the Hopper flagship with α, β·C-in (loaded by TMA
+/// into the store buffers and read back with `ldmatrix`), a column bias and GELU; mma.sync
+/// with α, β·C-in, a row bias and SiLU; SIMT with α, a column bias and ReLU.
+#[test]
+fn fused_epilogue_ptx() {
+    for (name, keys) in [
+        (
+            "wgmma_bf16_128x256x64_s4_persistent",
+            "scale: alpha_beta, bias: col, activation: gelu",
+        ),
+        (
+            "mma_bf16_128x128x32_s3",
+            "scale: alpha_beta, bias: row, activation: silu",
+        ),
+        (
+            "simt_128x128x8_cp2",
+            "scale: alpha, bias: col, activation: relu",
+        ),
+    ] {
+        let entry = gemm_codegen::catalog::find(name).unwrap();
+        let fused = format!(
+            "{}, {keys}",
+            entry.spec.replace(name, &format!("fused_{name}"))
+        );
+        let emitted = gemm_codegen::emit_str(&fused).unwrap();
+        insta::assert_snapshot!(format!("fused_{name}"), emitted.ptx());
+    }
+}
+
 #[test]
 fn emit_is_deterministic() {
     for entry in CATALOG {

@@ -409,6 +409,9 @@ pub enum ParamKind {
     /// Elements from one product's bias vector to the next (`.u64`; 0: one bias for the
     /// whole batch).
     BiasBatchStride,
+    /// A 128-byte `CUtensorMap` over C-in, laid out as C (its sizes, leading dimension and
+    /// batch stride) with C's box: an epilogue that loads C-in's boxes with the TMA.
+    CInTensorMap(TensorMapBox),
 }
 
 /// The factors of `D = act(α·A·B + β·C + bias)`.
@@ -457,14 +460,14 @@ impl KernelParam {
             | ParamKind::BiasBatchStride => ".u64",
             ParamKind::U32(_) => ".u32",
             ParamKind::Factor(_) => ".f32",
-            ParamKind::TensorMap(_) => ".align 64 .b8",
+            ParamKind::TensorMap(_) | ParamKind::CInTensorMap(_) => ".align 64 .b8",
         }
     }
 
     /// The full `.param` declaration for `kernel`'s entry.
     pub fn ptx_declaration(&self, kernel: &str) -> String {
         match self.kind {
-            ParamKind::TensorMap(_) => format!(
+            ParamKind::TensorMap(_) | ParamKind::CInTensorMap(_) => format!(
                 ".param {} {kernel}_{}[{TENSOR_MAP_BYTES}]",
                 self.ptx_type(),
                 self.name
@@ -898,6 +901,16 @@ impl RustExpr for ParamKind {
                 )
             }
             ParamKind::BiasBatchStride => format!("{path}::ParamKind::BiasBatchStride"),
+            ParamKind::CInTensorMap(TensorMapBox {
+                operand,
+                inner,
+                outer,
+                swizzle_bytes,
+            }) => format!(
+                "{path}::ParamKind::CInTensorMap({path}::TensorMapBox {{ operand: {}, \
+                 inner: {inner}, outer: {outer}, swizzle_bytes: {swizzle_bytes} }})",
+                operand.rust_expr(path)
+            ),
         }
     }
 }

@@ -863,6 +863,20 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
                     };
                     ParamValue::TensorMap(Box::new(TensorMap::encode(&tile, matrix, data_type)?))
                 }
+                ParamKind::CInTensorMap(tile) => {
+                    // C-in is laid out as C: C's sizes, leading dimension and batch stride.
+                    let (c, rows, cols, element_bytes, data_type) = operand(Operand::C);
+                    let matrix = GlobalMatrix {
+                        address: fused.c_in,
+                        rows,
+                        cols,
+                        ld: c.ld,
+                        element_bytes,
+                        matrices: args.batch.count,
+                        matrix_stride: args.batch.stride(Operand::C),
+                    };
+                    ParamValue::TensorMap(Box::new(TensorMap::encode(&tile, matrix, data_type)?))
+                }
             })
         })
         .collect()

@@ -53,6 +53,9 @@ pub struct StoreStaging {
     pub swizzle_bytes: u32,
     /// Boxes of one consumer's rows per output tile.
     pub boxes_per_tile: u32,
+    /// `scale: alpha_beta`: C-in's boxes come by TMA into the buffers, each buffer with an
+    /// mbarrier that counts the load's bytes.
+    pub c_in_loads: bool,
 }
 
 impl StoreStaging {
@@ -63,6 +66,15 @@ impl StoreStaging {
     /// All consumers' buffers.
     pub fn bytes(&self, consumers: u32) -> u32 {
         consumers * STORE_BUFFERS * self.buffer_bytes()
+    }
+
+    /// The mbarriers of C-in's loads: one per buffer of every consumer, or none.
+    pub fn c_in_barrier_bytes(&self, consumers: u32) -> u32 {
+        if self.c_in_loads {
+            consumers * STORE_BUFFERS * MBARRIER_BYTES
+        } else {
+            0
+        }
     }
 }
 
@@ -336,6 +348,7 @@ impl WgmmaGeometry {
                 box_cols,
                 swizzle_bytes,
                 boxes_per_tile: (rows_per_consumer / STORE_BOX_ROWS) * tile.n / box_cols,
+                c_in_loads: spec.scale.reads_c(),
             }
         });
         Ok(WgmmaGeometry {
@@ -889,6 +902,17 @@ pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
                 bytes: staging.bytes(g.consumers) + align,
             }
         }))
+        .chain(
+            g.store_staging
+                .filter(|staging| staging.c_in_loads)
+                .map(|staging| LedgerLine {
+                    what: format!(
+                        "C-in loads: {} consumer(s) x {STORE_BUFFERS} mbarriers x {MBARRIER_BYTES} B",
+                        g.consumers
+                    ),
+                    bytes: staging.c_in_barrier_bytes(g.consumers),
+                }),
+        )
         .collect(),
         overlay: None,
         limit: s.arch.max_smem_per_block(),

@@ -22,7 +22,7 @@ use crate::plan::store::{
 };
 use gemm_dsl::family::wgmma::WARPGROUP_THREADS;
 use gemm_dsl::family::wgmma::{
-    StoreStaging, WgmmaGeometry, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
+    StoreStaging, WgmmaGeometry, MBARRIER_BYTES, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
 };
 use serde::Serialize;
 
@@ -139,6 +139,78 @@ impl WgmmaEpilogue {
                 .map(|row| pair_elements(std::slice::from_ref(row)))
                 .collect(),
         }
+    }
+}
+
+/// `scale: alpha_beta` under TMA stores: C-in's boxes come by TMA into the store buffers, and
+/// each thread reads its elements back with `ldmatrix` at the addresses its `stmatrix` will
+/// write D to (the same fragments). The first two boxes load at the epilogue's start, one into
+/// each buffer; box b + 1 loads at box b's start into the buffer box b - 1's store has read.
+/// Each buffer has an mbarrier that counts its load's bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CInLoads {
+    /// Offset of consumer 0's first mbarrier from the ring base; a consumer's two lie 8 B apart
+    /// and the next consumer's 16 B on.
+    pub barriers_offset: u32,
+    /// Every consumer's mbarriers, from the ring base (to initialise them).
+    pub barrier_offsets: Vec<u32>,
+    /// Bytes of one mbarrier, and of one consumer's.
+    pub barrier_bytes: u32,
+    pub consumer_bytes: u32,
+    /// Bytes one load brings: the whole box (parts past the matrix are zero-filled, and count).
+    pub box_bytes: u32,
+    /// The boxes loaded at the epilogue's start, in box order.
+    pub first: Vec<BoxOrigin>,
+    /// Per box, the box whose C-in its start loads into the other buffer, if any.
+    pub ahead: Vec<Option<BoxOrigin>>,
+}
+
+/// A store box's first row and column within the consumer's part of the tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BoxOrigin {
+    pub row: u32,
+    pub col: u32,
+}
+
+impl CInLoads {
+    /// The loads of a consumer's boxes `tma`, with the consumers' barriers from
+    /// `barriers_offset`; `None` without C-in or TMA stores.
+    pub fn of(g: &WgmmaGeometry, path: &StorePath, barriers_offset: u32) -> Option<CInLoads> {
+        let staging = g.store_staging.filter(|staging| staging.c_in_loads)?;
+        let StorePath::Tma(tma) = path else {
+            return None;
+        };
+        let origins: Vec<BoxOrigin> = tma
+            .boxes
+            .iter()
+            .map(|b| BoxOrigin {
+                row: b.row,
+                col: b.col,
+            })
+            .collect();
+        let first = origins
+            .iter()
+            .take(STORE_BUFFERS as usize)
+            .copied()
+            .collect();
+        let ahead = (0..origins.len())
+            .map(|b| {
+                (b + 1 >= STORE_BUFFERS as usize)
+                    .then(|| origins.get(b + 1).copied())
+                    .flatten()
+            })
+            .collect();
+        Some(CInLoads {
+            barriers_offset,
+            barrier_offsets: (0..g.consumers * STORE_BUFFERS)
+                .map(|i| barriers_offset + i * MBARRIER_BYTES)
+                .collect(),
+            barrier_bytes: MBARRIER_BYTES,
+            consumer_bytes: STORE_BUFFERS * MBARRIER_BYTES,
+            box_bytes: staging.buffer_bytes(),
+            first,
+            ahead,
+        })
     }
 }
 
@@ -283,5 +355,57 @@ mod tests {
         let e = WgmmaEpilogue::new(&g, 4, "");
         assert!(e.path.tma().is_none());
         assert_eq!(e.rows.len(), 2);
+    }
+    /// C-in's loads: two boxes ahead at the epilogue's start, then each box's start loads the
+    /// next into the buffer the box before it was stored from, so a buffer is loaded only
+    /// after its previous box; the barriers follow the ring's and move the block-scale slots.
+    #[test]
+    fn c_in_loads_run_one_box_ahead_into_the_freed_buffer() {
+        let (valid, g) = super::super::test_spec("scale: alpha_beta, schedule: persistent");
+        let plan = super::super::plan(&valid, &g);
+        let loads = plan
+            .c_in_loads
+            .expect("alpha_beta under TMA stores loads C-in");
+        let StorePath::Tma(tma) = &plan.epilogue.path else {
+            unreachable!()
+        };
+        let origin = |b: &StoreBox| BoxOrigin {
+            row: b.row,
+            col: b.col,
+        };
+        assert_eq!(tma.boxes.len(), 4);
+        assert_eq!(loads.first, [origin(&tma.boxes[0]), origin(&tma.boxes[1])]);
+        assert_eq!(
+            loads.ahead,
+            [
+                None,
+                Some(origin(&tma.boxes[2])),
+                Some(origin(&tma.boxes[3])),
+                None
+            ]
+        );
+        // Box b + 1 is loaded at box b's start into box b - 1's buffer: every box is loaded
+        // exactly once, and into the buffer of its parity.
+        let mut loaded: Vec<usize> = (0..loads.first.len()).collect();
+        for (b, ahead) in loads.ahead.iter().enumerate() {
+            if ahead.is_some() {
+                assert!(b >= 1, "box 0's start has no freed buffer");
+                loaded.push(b + 1);
+            }
+        }
+        assert_eq!(loaded, [0, 1, 2, 3]);
+        assert_eq!(loads.box_bytes, 64 * 128);
+        assert_eq!(loads.barriers_offset, plan.ring.bytes_with_barriers());
+        assert_eq!(
+            loads.barrier_offsets,
+            (0..4)
+                .map(|i| loads.barriers_offset + 8 * i)
+                .collect::<Vec<_>>()
+        );
+        // No C-in, or direct stores: loaded by each thread instead.
+        for text in ["scale: alpha", "scale: alpha_beta, epilogue: direct"] {
+            let (valid, g) = super::super::test_spec(text);
+            assert_eq!(super::super::plan(&valid, &g).c_in_loads, None, "{text}");
+        }
     }
 }

@@ -28,8 +28,8 @@ use copy::{box_loads, coordinates};
 pub use copy::{BoxCoordinates, BoxLoad, ClusterPlan};
 use descriptor::{Major, OperandReads, SmemDescriptor};
 pub use descriptor::{WgmmaKStep, WgmmaOp};
-pub use epilogue::CInPrefetch;
 use epilogue::WgmmaEpilogue;
+pub use epilogue::{BoxOrigin, CInLoads, CInPrefetch};
 use gemm_dsl::abi::{
     epilogue_params, KernelParam, Opcode, Operand, ParamKind, SassCheck, Scalar, TensorMapBox,
     BATCH_PARAMS, SIZE_PARAMS,
@@ -134,6 +134,8 @@ pub struct WgmmaPlan {
     /// `scale: alpha_beta`: each consumer asks L2 for its rows of C-in when its tile starts,
     /// so that the epilogue's reads find them there rather than in DRAM.
     pub c_in_prefetch: Option<CInPrefetch>,
+    /// `scale: alpha_beta` under TMA stores: C-in's boxes by TMA into the store buffers.
+    pub c_in_loads: Option<CInLoads>,
     #[serde(skip)]
     pub scale: gemm_dsl::Scale,
     #[serde(skip)]
@@ -254,7 +256,17 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let epilogue = WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction);
     // C's rows are 16-byte aligned (see `launch_contract`).
     let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), 16);
-    let promotion = Promotion::of(g, spec.quant, &epilogue, ring.bytes_with_barriers());
+    // C-in's mbarriers follow the ring's; block scales' slots follow them.
+    let c_in_loads = CInLoads::of(g, &epilogue.path, ring.bytes_with_barriers());
+    let c_in_barrier_bytes = g
+        .store_staging
+        .map_or(0, |staging| staging.c_in_barrier_bytes(g.consumers));
+    let promotion = Promotion::of(
+        g,
+        spec.quant,
+        &epilogue,
+        ring.bytes_with_barriers() + c_in_barrier_bytes,
+    );
     WgmmaPlan {
         geometry: *g,
         threads: g.threads,
@@ -332,6 +344,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             .scale
             .reads_c()
             .then(|| CInPrefetch::new(g.rows_per_consumer, spec.tile.n, spec.out.size_bytes())),
+        c_in_loads,
         scale: spec.scale,
         bias: spec.bias,
         aux: spec.aux,
@@ -389,6 +402,13 @@ impl WgmmaPlan {
                 kind: ParamKind::TensorMap(c_box),
                 meaning: "tensor map over C (M x N, row-major, written)",
             });
+            if self.c_in_loads.is_some() {
+                params.push(KernelParam {
+                    name: "c_in_map",
+                    kind: ParamKind::CInTensorMap(c_box),
+                    meaning: "tensor map over C-in (laid out as C, read), C's box",
+                });
+            }
         }
         params.push(KernelParam {
             name: "c",
