@@ -103,6 +103,17 @@ impl AnyKernel {
         crate::with_kernel!(self, kernel => kernel.info())
     }
 
+    /// [`GemmKernel::limit_grid`].
+    pub fn limit_grid(&mut self, blocks: u32) -> u32 {
+        match &mut self.kernel {
+            TypedKernel::F32(kernel) => kernel.limit_grid(blocks),
+            TypedKernel::Bf16(kernel) => kernel.limit_grid(blocks),
+            TypedKernel::Bf16F32(kernel) => kernel.limit_grid(blocks),
+            TypedKernel::F16(kernel) => kernel.limit_grid(blocks),
+            TypedKernel::F16F32(kernel) => kernel.limit_grid(blocks),
+        }
+    }
+
     /// [`GemmKernel::sass`].
     pub fn sass(&self) -> Result<SassReport, Error> {
         crate::with_kernel!(self, kernel => kernel.sass())

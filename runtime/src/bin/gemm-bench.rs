@@ -174,6 +174,11 @@ struct Cli {
     /// as for --fused). The spec: its text, @FILE, or a catalog name.
     #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused"])]
     fp8: Option<String>,
+    /// Launch persistent kernels on at most this many blocks (whole clusters) instead of
+    /// every block the device holds at once (`GemmKernel::limit_grid`): whether a grid
+    /// smaller than the SM count runs faster.
+    #[arg(long)]
+    grid_blocks: Option<u32>,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -552,10 +557,19 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         work.retain(|(_, admitting)| !admitting.is_empty());
     }
     let stream = ctx.default_stream();
-    let kernels: Vec<AnyKernel> = infos
+    let mut kernels: Vec<AnyKernel> = infos
         .iter()
         .map(|info| AnyKernel::load(&ctx, info))
         .collect::<Result<_, _>>()?;
+    if let Some(blocks) = cli.grid_blocks {
+        for kernel in &mut kernels {
+            let grid = kernel.limit_grid(blocks);
+            eprintln!(
+                "{}: persistent grid at most {grid} blocks",
+                kernel.info().name()
+            );
+        }
+    }
     let probes: Vec<Option<MathOnlyKernel>> = valid
         .iter()
         .map(|valid| {
