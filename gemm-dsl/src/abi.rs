@@ -867,6 +867,22 @@ impl RustExpr for LaunchShape {
     }
 }
 
+impl RustExpr for TensorMapBox {
+    fn rust_expr(&self, path: &str) -> String {
+        let TensorMapBox {
+            operand,
+            inner,
+            outer,
+            swizzle_bytes,
+        } = *self;
+        format!(
+            "{path}::TensorMapBox {{ operand: {}, inner: {inner}, outer: {outer}, \
+             swizzle_bytes: {swizzle_bytes} }}",
+            operand.rust_expr(path)
+        )
+    }
+}
+
 impl RustExpr for ParamKind {
     fn rust_expr(&self, path: &str) -> String {
         match *self {
@@ -874,16 +890,9 @@ impl RustExpr for ParamKind {
                 format!("{path}::ParamKind::Pointer({})", operand.rust_expr(path))
             }
             ParamKind::U32(scalar) => format!("{path}::ParamKind::U32({})", scalar.rust_expr(path)),
-            ParamKind::TensorMap(TensorMapBox {
-                operand,
-                inner,
-                outer,
-                swizzle_bytes,
-            }) => format!(
-                "{path}::ParamKind::TensorMap({path}::TensorMapBox {{ operand: {}, \
-                 inner: {inner}, outer: {outer}, swizzle_bytes: {swizzle_bytes} }})",
-                operand.rust_expr(path)
-            ),
+            ParamKind::TensorMap(tile) => {
+                format!("{path}::ParamKind::TensorMap({})", tile.rust_expr(path))
+            }
             ParamKind::BatchStride(operand) => {
                 format!(
                     "{path}::ParamKind::BatchStride({})",
@@ -901,16 +910,9 @@ impl RustExpr for ParamKind {
                 )
             }
             ParamKind::BiasBatchStride => format!("{path}::ParamKind::BiasBatchStride"),
-            ParamKind::CInTensorMap(TensorMapBox {
-                operand,
-                inner,
-                outer,
-                swizzle_bytes,
-            }) => format!(
-                "{path}::ParamKind::CInTensorMap({path}::TensorMapBox {{ operand: {}, \
-                 inner: {inner}, outer: {outer}, swizzle_bytes: {swizzle_bytes} }})",
-                operand.rust_expr(path)
-            ),
+            ParamKind::CInTensorMap(tile) => {
+                format!("{path}::ParamKind::CInTensorMap({})", tile.rust_expr(path))
+            }
         }
     }
 }
