@@ -194,3 +194,63 @@ fn plan_numbers_of_the_default_spec() {
     let f16 = wgmma("dtype: f16, out: f32");
     assert_eq!(f16.gmma_variant(), "HGMMA.64x256x16.F32");
 }
+
+/// The block's shared memory: the ring, C's store buffers, the ring's barriers, C-in's
+/// barriers and the block scales' slots lie apart, in that order, and end inside the dynamic
+/// shared memory the launch asks for (after the up to 1 KB the ring's alignment takes).
+#[test]
+fn shared_memory_regions_lie_apart_inside_the_launch() {
+    for text in [
+        "schedule: persistent",
+        "schedule: persistent, scale: alpha_beta",
+        "tile: 128x128x64, consumers: pingpong, stages: 6, schedule: persistent, scale: alpha_beta",
+        "dtype: e4m3, tile: 128x128x128, stages: 5, quant: block, scale: alpha_beta",
+        "dtype: e4m3, tile: 64x128x128, consumers: 1, stages: 6, quant: block",
+        "tile: 64x128x64, consumers: 1, epilogue: direct, scale: alpha_beta",
+    ] {
+        let (valid, g) = test_spec(text);
+        let p = plan(&valid, &g);
+        let guard = &p.ring.guard;
+        let mut regions = vec![("ring", 0, p.ring.ring_bytes)];
+        if let Some(tma) = p.epilogue.path.tma() {
+            regions.push((
+                "store buffers",
+                guard.staging_offset,
+                guard.staging_offset + tma.consumer_bytes * p.consumers,
+            ));
+        }
+        regions.push((
+            "ring barriers",
+            guard.full_offset,
+            p.ring.bytes_with_barriers(),
+        ));
+        if let Some(loads) = &p.c_in_loads {
+            regions.push((
+                "C-in barriers",
+                loads.barriers_offset,
+                loads.barriers_offset + loads.consumer_bytes * p.consumers,
+            ));
+        }
+        if let Some(block) = p.promotion.as_ref().and_then(|p| p.block.as_ref()) {
+            assert_eq!(block.slots_offset % 16, 0, "{text}");
+            regions.push((
+                "block-scale slots",
+                block.slots_offset,
+                block.slots_offset + block.slot_bytes * p.ring.stages,
+            ));
+        }
+        for pair in regions.windows(2) {
+            let ((first, _, end), (second, start, _)) = (pair[0], pair[1]);
+            assert!(
+                end <= start,
+                "{text}: {first} ends at {end}, {second} starts at {start}"
+            );
+        }
+        let end = regions.last().unwrap().2;
+        let launched = valid.smem.total();
+        assert!(
+            end + 1024 <= launched as u32,
+            "{text}: the regions end at {end}, the launch asks for {launched} B"
+        );
+    }
+}
