@@ -163,6 +163,13 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             "  epilogue: direct; {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
         ),
     };
+    if let Some(loads) = &p.c_in_loads {
+        let _ = writeln!(
+            out,
+            "  C-in: each box's C-in comes by TMA ({} B, the map c_in_map) into the buffer the box is staged in, counted by that buffer's mbarrier; the warps read it back with ldmatrix at the addresses their stmatrix writes D to and apply alpha*acc + beta*C there; boxes 0 and 1 load when the epilogue starts, box b + 1 at box b's start into the buffer box b - 1's store has read",
+            loads.box_bytes
+        );
+    }
     if let Some(c) = &p.cluster {
         let _ = writeln!(
             out,
