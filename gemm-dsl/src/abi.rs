@@ -278,6 +278,40 @@ impl LaunchShape {
         }
     }
 
+    /// [`LaunchShape::grid_batched`] with a walk of whole tiles spread evenly: the rounds of
+    /// tiles the `resident_blocks` need, on as few blocks (whole clusters) as take that many
+    /// rounds (512 tiles on 132 SMs: 4 rounds on 128 blocks, not 116 blocks with 4 and 16 with
+    /// 3). A stream-K walk and a one-tile-per-block grid are as `grid_batched` makes them.
+    pub const fn balanced_grid_batched(
+        &self,
+        m: u32,
+        n: u32,
+        k: u32,
+        batch: u32,
+        resident_blocks: u32,
+    ) -> (u32, u32, u32) {
+        let full = self.grid_batched(m, n, k, batch, resident_blocks);
+        let (rows, cols) = self.cluster;
+        let per_cluster = rows * cols;
+        match self.schedule {
+            GridSchedule::Persistent { .. } if self.workspace_bytes_per_block == 0 => {
+                let (tiles_m, tiles_n) = self.tiles(m, n);
+                let walk_tiles = tiles_m
+                    .div_ceil(rows)
+                    .saturating_mul(tiles_n.div_ceil(cols))
+                    .saturating_mul(batch);
+                let clusters = full.0 / per_cluster;
+                if clusters == 0 || walk_tiles <= clusters {
+                    full
+                } else {
+                    let rounds = walk_tiles.div_ceil(clusters);
+                    (walk_tiles.div_ceil(rounds) * per_cluster, 1, 1)
+                }
+            }
+            _ => full,
+        }
+    }
+
     /// Whether the kernel can compute this problem: positive sizes, tile multiples unless the
     /// kernel computes partial tiles, and tile counts a persistent schedule's 32-bit indices hold.
     pub fn check_dims(&self, m: u32, n: u32, k: u32) -> Result<(), String> {

@@ -630,6 +630,44 @@ mod tests {
     }
 
     #[test]
+    fn balanced_grids_keep_the_rounds_on_fewer_blocks() {
+        let persistent = LaunchShape {
+            schedule: GridSchedule::Persistent { group: 8 },
+            ..SHAPE
+        };
+        let balanced = |shape: &LaunchShape, m, n, k, batch| {
+            shape.balanced_grid_batched(m, n, k, batch, RESIDENT)
+        };
+        // 32 x 32 tiles: 8 rounds of 132 blocks, or of 128; 24 x 24: 5 rounds on 116.
+        assert_eq!(balanced(&persistent, 4096, 4096, 64, 1), (128, 1, 1));
+        assert_eq!(balanced(&persistent, 3072, 3072, 64, 1), (116, 1, 1));
+        // Three products of 32 x 32 tiles: 24 rounds on 128 blocks; fewer tiles than blocks:
+        // one block per tile, as without balancing.
+        assert_eq!(balanced(&persistent, 4096, 4096, 64, 3), (128, 1, 1));
+        assert_eq!(balanced(&persistent, 256, 384, 64, 1), (6, 1, 1));
+        // Two-block clusters: 512 cluster tiles, 8 rounds of the 66 clusters, or of 64.
+        let cluster = LaunchShape {
+            cluster: (2, 1),
+            ..persistent
+        };
+        assert_eq!(balanced(&cluster, 4096, 4096, 64, 1), (128, 1, 1));
+        // A stream-K walk keeps every block: each takes a share of the tail.
+        let stream_k = LaunchShape {
+            workspace_bytes_per_block: 64 << 10,
+            ..persistent
+        };
+        assert_eq!(balanced(&stream_k, 4096, 4096, 64, 1), (RESIDENT, 1, 1));
+        // Whatever the shape, the rounds stay those of the full grid.
+        for size in (256..=8192).step_by(256) {
+            let full = persistent.grid(size, size, 64, RESIDENT).0;
+            let even = balanced(&persistent, size, size, 64, 1).0;
+            let tiles = (size / 128) * (size / 128);
+            assert!(even <= full, "{size}");
+            assert_eq!(tiles.div_ceil(even), tiles.div_ceil(full), "{size}");
+        }
+    }
+
+    #[test]
     fn padded_leading_dims_pass_when_aligned() {
         let mut args = packed(128, 128, 16);
         args.a.ld = 20;

@@ -103,6 +103,17 @@ impl AnyKernel {
         crate::with_kernel!(self, kernel => kernel.info())
     }
 
+    /// [`GemmKernel::balance_grid`].
+    pub fn balance_grid(&mut self, on: bool) {
+        match &mut self.kernel {
+            TypedKernel::F32(kernel) => kernel.balance_grid(on),
+            TypedKernel::Bf16(kernel) => kernel.balance_grid(on),
+            TypedKernel::Bf16F32(kernel) => kernel.balance_grid(on),
+            TypedKernel::F16(kernel) => kernel.balance_grid(on),
+            TypedKernel::F16F32(kernel) => kernel.balance_grid(on),
+        }
+    }
+
     /// [`GemmKernel::limit_grid`].
     pub fn limit_grid(&mut self, blocks: u32) -> u32 {
         match &mut self.kernel {

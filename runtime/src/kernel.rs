@@ -44,6 +44,9 @@ pub struct GemmKernel<In, Out, InB = In> {
     /// What the spec fuses into the epilogue, which [`GemmKernel::launch_fused`]'s
     /// arguments must match.
     fused: FusedSpec,
+    /// A whole-tile persistent walk spread evenly over the blocks
+    /// ([`GemmKernel::balance_grid`]).
+    balanced_grid: bool,
     elements: PhantomData<fn(In, InB) -> Out>,
 }
 
@@ -93,6 +96,7 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             resident_blocks,
             workspace,
             fused,
+            balanced_grid: false,
             elements: PhantomData,
         };
         if cfg!(debug_assertions) {
@@ -147,6 +151,16 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
     /// schedule.
     pub fn resident_blocks(&self) -> u32 {
         self.resident_blocks
+    }
+
+    /// Spreads a persistent walk of whole tiles evenly from now on: the rounds of tiles the
+    /// device's blocks need, on as few blocks as take that many rounds
+    /// ([`LaunchShape::balanced_grid_batched`]; measured on an H100 in
+    /// `results/grid-2026-11-25/`). Off by default; stream-K walks keep every block.
+    ///
+    /// [`LaunchShape::balanced_grid_batched`]: gemm_dsl::abi::LaunchShape::balanced_grid_batched
+    pub fn balance_grid(&mut self, on: bool) {
+        self.balanced_grid = on;
     }
 
     /// Caps a persistent kernel's grid at `blocks`, rounded down to whole clusters (one cluster
@@ -341,7 +355,16 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             },
             batch,
         };
-        let grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
+        let mut grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
+        if self.balanced_grid {
+            grid = self.info.launch().balanced_grid_batched(
+                m,
+                n,
+                k,
+                batch.count,
+                self.resident_blocks,
+            );
+        }
         // C-in's buffer follows C's rules; the guards keep it (and the bias) borrowed for
         // the launch.
         let (c_in_address, _c_in_done) = match &epilogue.c_in {

@@ -179,6 +179,10 @@ struct Cli {
     /// smaller than the SM count runs faster.
     #[arg(long)]
     grid_blocks: Option<u32>,
+    /// Spread persistent walks of whole tiles evenly (`GemmKernel::balance_grid`): the rounds
+    /// of tiles the device's blocks need, on as few blocks as take them.
+    #[arg(long)]
+    balanced_grid: bool,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -561,6 +565,11 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .iter()
         .map(|info| AnyKernel::load(&ctx, info))
         .collect::<Result<_, _>>()?;
+    if cli.balanced_grid {
+        for kernel in &mut kernels {
+            kernel.balance_grid(true);
+        }
+    }
     if let Some(blocks) = cli.grid_blocks {
         for kernel in &mut kernels {
             let grid = kernel.limit_grid(blocks);
