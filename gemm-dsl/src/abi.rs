@@ -235,6 +235,17 @@ impl LaunchShape {
         self.grid_batched(m, n, k, 1, resident_blocks)
     }
 
+    /// The units of a persistent walk over `batch` products: output tiles, or a cluster's
+    /// tiles where blocks form clusters.
+    const fn walk_tiles(&self, m: u32, n: u32, batch: u32) -> u32 {
+        let (tiles_m, tiles_n) = self.tiles(m, n);
+        let (rows, cols) = self.cluster;
+        tiles_m
+            .div_ceil(rows)
+            .saturating_mul(tiles_n.div_ceil(cols))
+            .saturating_mul(batch)
+    }
+
     /// Grid for `batch` products of `m x n x k`: a one-tile-per-block grid runs the batch
     /// along z, a persistent grid walks `batch` times the tiles of one product. A stream-K
     /// walk shares out k tiles, not only tiles: its grid fills the device even where the
@@ -257,10 +268,7 @@ impl LaunchShape {
             ),
             GridSchedule::Persistent { .. } => {
                 let per_cluster = rows * cols;
-                let walk_tiles = tiles_m
-                    .div_ceil(rows)
-                    .saturating_mul(tiles_n.div_ceil(cols))
-                    .saturating_mul(batch);
+                let walk_tiles = self.walk_tiles(m, n, batch);
                 let units = if self.workspace_bytes_per_block > 0 {
                     walk_tiles.saturating_mul(k.div_ceil(self.tile_k))
                 } else {
@@ -295,11 +303,7 @@ impl LaunchShape {
         let per_cluster = rows * cols;
         match self.schedule {
             GridSchedule::Persistent { .. } if self.workspace_bytes_per_block == 0 => {
-                let (tiles_m, tiles_n) = self.tiles(m, n);
-                let walk_tiles = tiles_m
-                    .div_ceil(rows)
-                    .saturating_mul(tiles_n.div_ceil(cols))
-                    .saturating_mul(batch);
+                let walk_tiles = self.walk_tiles(m, n, batch);
                 let clusters = full.0 / per_cluster;
                 if clusters == 0 || walk_tiles <= clusters {
                     full
