@@ -79,12 +79,11 @@ pub fn time_fp8(
             "--fp8 takes single products, not {shape}"
         )));
     }
-    let args = (ctx, stream, spec, shape, rounds);
     match (spec.dtype, spec.b_dtype) {
-        (DType::E4m3, DType::E4m3) => time_out::<E4m3, E4m3>(args),
-        (DType::E4m3, DType::E5m2) => time_out::<E4m3, E5m2>(args),
-        (DType::E5m2, DType::E4m3) => time_out::<E5m2, E4m3>(args),
-        (DType::E5m2, DType::E5m2) => time_out::<E5m2, E5m2>(args),
+        (DType::E4m3, DType::E4m3) => time_out::<E4m3, E4m3>(ctx, stream, spec, shape, rounds),
+        (DType::E4m3, DType::E5m2) => time_out::<E4m3, E5m2>(ctx, stream, spec, shape, rounds),
+        (DType::E5m2, DType::E4m3) => time_out::<E5m2, E4m3>(ctx, stream, spec, shape, rounds),
+        (DType::E5m2, DType::E5m2) => time_out::<E5m2, E5m2>(ctx, stream, spec, shape, rounds),
         (a, b) => Err(unsupported(format!(
             "no fp8 launcher for {} x {}",
             a.name(),
@@ -93,17 +92,14 @@ pub fn time_fp8(
     }
 }
 
-type TimeArgs<'a> = (
-    &'a Arc<CudaContext>,
-    &'a Arc<CudaStream>,
-    &'a GemmSpec,
-    Shape,
-    &'a Rounds,
-);
-
 /// [`time_typed`] at the spec's output type.
-fn time_out<In: Element, InB: Element>(args: TimeArgs<'_>) -> Result<Fp8Row, Error> {
-    let (ctx, stream, spec, shape, rounds) = args;
+fn time_out<In: Element, InB: Element>(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    spec: &GemmSpec,
+    shape: Shape,
+    rounds: &Rounds,
+) -> Result<Fp8Row, Error> {
     match spec.out {
         DType::Bf16 => time_typed::<In, bf16, InB>(ctx, stream, spec, shape, rounds),
         DType::F16 => time_typed::<In, f16, InB>(ctx, stream, spec, shape, rounds),

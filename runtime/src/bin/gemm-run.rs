@@ -140,12 +140,11 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
     }
     let types = KernelTypes::of_info(info)?;
     if types.input().is_fp8() {
-        let args = (cli, info, &stream);
         return match (types.input(), types.input_b()) {
-            (Storage::E4m3, Storage::E4m3) => run_fp8_out::<E4m3, E4m3>(args, types),
-            (Storage::E4m3, _) => run_fp8_out::<E4m3, E5m2>(args, types),
-            (_, Storage::E4m3) => run_fp8_out::<E5m2, E4m3>(args, types),
-            (_, _) => run_fp8_out::<E5m2, E5m2>(args, types),
+            (Storage::E4m3, Storage::E4m3) => run_fp8_out::<E4m3, E4m3>(cli, info, &stream, types),
+            (Storage::E4m3, _) => run_fp8_out::<E4m3, E5m2>(cli, info, &stream, types),
+            (_, Storage::E4m3) => run_fp8_out::<E5m2, E4m3>(cli, info, &stream, types),
+            (_, _) => run_fp8_out::<E5m2, E5m2>(cli, info, &stream, types),
         };
     }
     let kernel = AnyKernel::load(&ctx, info)?;
@@ -192,15 +191,11 @@ fn default_shape(info: &KernelInfo<'static>, resident_blocks: impl FnOnce() -> u
     }
 }
 
-type Fp8Args<'a> = (
-    &'a Cli,
-    &'a KernelInfo<'static>,
-    &'a std::sync::Arc<CudaStream>,
-);
-
 /// [`run_fp8`] at the kernel's output type.
 fn run_fp8_out<In: Element, InB: Element>(
-    (cli, info, stream): Fp8Args<'_>,
+    cli: &Cli,
+    info: &KernelInfo<'static>,
+    stream: &std::sync::Arc<CudaStream>,
     types: KernelTypes,
 ) -> Result<bool, gemm_runtime::Error> {
     match types.output() {
