@@ -36,6 +36,10 @@ pub struct FusedEpilogue {
     pub quant_scales: bool,
     /// Read C-in (C's element type, C's row stride and batch stride) and add β·C.
     pub c_in: Option<ElementLoad>,
+    /// C-in reaches the threads through the family's own buffers (the Hopper TMA-store
+    /// epilogue loads it by TMA and reads it back with `ldmatrix`): the family applies
+    /// α·acc + β·C itself, and the shared macros load no C-in.
+    pub c_in_staged: bool,
     pub bias: Option<BiasPlan>,
     /// `aux: pre_activation`: each value is stored before the activation, to aux laid out as
     /// C, with this conversion (`cvt.rn.bf16.f32`; empty for f32).
@@ -211,6 +215,14 @@ impl ElementLoad {
 }
 
 impl FusedEpilogue {
+    /// The epilogue with C-in staged by the family ([`FusedEpilogue::c_in_staged`]).
+    pub fn with_c_in_staged(self) -> Self {
+        FusedEpilogue {
+            c_in_staged: self.c_in.is_some(),
+            ..self
+        }
+    }
+
     /// The spec's fused epilogue over a thread's accumulators, segment by segment, or none if
     /// the spec has none. `c_align_bytes` is the alignment the launch guarantees C's rows
     /// (and so C-in's): pairs of C-in elements load as one access where it covers a pair.
@@ -296,6 +308,7 @@ impl FusedEpilogue {
                 .scale
                 .reads_c()
                 .then(|| ElementLoad::of(spec.out, "ld.global")),
+            c_in_staged: false,
             bias: spec.bias.vector().map(|(along, dtype)| BiasPlan {
                 along: along.name(),
                 element: ElementLoad::of(dtype, "ld.global.nc"),

@@ -255,9 +255,15 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     };
     let epilogue = WgmmaEpilogue::new(g, spec.out.size_bytes(), pack_instruction);
     // C's rows are 16-byte aligned (see `launch_contract`).
-    let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), 16);
     // C-in's mbarriers follow the ring's; block scales' slots follow them.
     let c_in_loads = CInLoads::of(g, &epilogue.path, ring.bytes_with_barriers());
+    let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), 16).map(|fused| {
+        if c_in_loads.is_some() {
+            fused.with_c_in_staged()
+        } else {
+            fused
+        }
+    });
     let c_in_barrier_bytes = g
         .store_staging
         .map_or(0, |staging| staging.c_in_barrier_bytes(g.consumers));
