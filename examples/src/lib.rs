@@ -131,8 +131,9 @@ mod tests {
         assert_eq!(sgemm_cp_async::THREADS, 256);
         assert_eq!(sgemm_cp_async::SMEM_BYTES, 2 * (128 * 8 + 8 * 128) * 4);
         assert_eq!(sgemm_cp_async::grid(4096, 2048, 512, 132), (16, 32, 1));
-        // 32 x 16 tiles on a device holding 132 blocks at once, or 4 x 4 tiles.
-        assert_eq!(bf16_persistent::grid(4096, 2048, 512, 132), (132, 1, 1));
+        // 32 x 16 tiles on a device holding 132 blocks at once: 4 rounds, spread evenly over
+        // 128 blocks; or 4 x 4 tiles, one block each.
+        assert_eq!(bf16_persistent::grid(4096, 2048, 512, 132), (128, 1, 1));
         assert_eq!(bf16_persistent::grid(512, 512, 512, 132), (16, 1, 1));
         assert!(bf16_persistent::PTX.contains("$L_tile:"));
         assert!(sgemm_cp_async::EXPECTED_SASS.contains(&SassCheck::Present(Opcode::Ldgsts)));
@@ -145,14 +146,14 @@ mod tests {
     #[test]
     fn a_strided_batch_runs_along_z_or_through_the_tile_walk() {
         // Eight products of 1000 x 1023 x 999: z runs over them, or the persistent grid walks
-        // all 8 x 64 of their tiles with the device's resident blocks.
+        // all 8 x 64 of their tiles: 4 rounds of the device's 132 resident blocks, on 128.
         assert_eq!(
             sgemm_cp_async::grid_batched(1000, 1023, 999, 8, 132),
             (8, 8, 8)
         );
         assert_eq!(
             bf16_persistent::grid_batched(1000, 1023, 999, 8, 132),
-            (132, 1, 1)
+            (128, 1, 1)
         );
         assert_eq!(
             bf16_persistent::grid_batched(256, 256, 64, 3, 132),

@@ -229,7 +229,8 @@ impl LaunchShape {
 
     /// Grid for an `m x n x k` problem. `resident_blocks` is how many blocks of this kernel
     /// the device holds at once (SMs times blocks per SM, whole clusters): a persistent grid
-    /// launches no more, a one-tile-per-block grid ignores it. Clustered grids are whole
+    /// launches no more (and spreads its tiles evenly, see [`LaunchShape::grid_batched`]), a
+    /// one-tile-per-block grid ignores it. Clustered grids are whole
     /// clusters; the blocks over the matrix's edge compute nothing they store.
     pub const fn grid(&self, m: u32, n: u32, k: u32, resident_blocks: u32) -> (u32, u32, u32) {
         self.grid_batched(m, n, k, 1, resident_blocks)
@@ -246,11 +247,45 @@ impl LaunchShape {
             .saturating_mul(batch)
     }
 
-    /// Grid for `batch` products of `m x n x k`: a one-tile-per-block grid runs the batch
-    /// along z, a persistent grid walks `batch` times the tiles of one product. A stream-K
-    /// walk shares out k tiles, not only tiles: its grid fills the device even where the
-    /// tiles are fewer than the blocks it holds.
+    /// Grid for `batch` products of `m x n x k`, as kernels launch it: a one-tile-per-block
+    /// grid runs the batch along z, a persistent grid walks `batch` times the tiles of one
+    /// product. A walk of whole tiles is spread evenly: the rounds of tiles the
+    /// `resident_blocks` need, on as few blocks (whole clusters) as take that many rounds (512
+    /// tiles on 132 SMs: 4 rounds on 128 blocks, not 116 blocks with 4 and 16 with 3; measured
+    /// in `results/grid-2026-11-25/`). A stream-K walk keeps
+    /// [`LaunchShape::full_grid_batched`]: each block takes a share of the tail.
     pub const fn grid_batched(
+        &self,
+        m: u32,
+        n: u32,
+        k: u32,
+        batch: u32,
+        resident_blocks: u32,
+    ) -> (u32, u32, u32) {
+        let full = self.full_grid_batched(m, n, k, batch, resident_blocks);
+        let (rows, cols) = self.cluster;
+        let per_cluster = rows * cols;
+        match self.schedule {
+            GridSchedule::Persistent { .. } if self.workspace_bytes_per_block == 0 => {
+                let walk_tiles = self.walk_tiles(m, n, batch);
+                let clusters = full.0 / per_cluster;
+                if clusters == 0 || walk_tiles <= clusters {
+                    full
+                } else {
+                    let rounds = walk_tiles.div_ceil(clusters);
+                    (walk_tiles.div_ceil(rounds) * per_cluster, 1, 1)
+                }
+            }
+            _ => full,
+        }
+    }
+
+    /// [`LaunchShape::grid_batched`] without the even spread: a persistent grid takes every
+    /// block the device holds at once (whole clusters), up to one per unit of its walk (a
+    /// tile, or a k tile of a stream-K walk, which shares out k tiles and so fills the device
+    /// even where the tiles are fewer than the blocks it holds). A one-tile-per-block grid is
+    /// the same either way.
+    pub const fn full_grid_batched(
         &self,
         m: u32,
         n: u32,
@@ -283,36 +318,6 @@ impl LaunchShape {
                 let blocks = blocks / per_cluster * per_cluster;
                 (if blocks == 0 { per_cluster } else { blocks }, 1, 1)
             }
-        }
-    }
-
-    /// [`LaunchShape::grid_batched`] with a walk of whole tiles spread evenly: the rounds of
-    /// tiles the `resident_blocks` need, on as few blocks (whole clusters) as take that many
-    /// rounds (512 tiles on 132 SMs: 4 rounds on 128 blocks, not 116 blocks with 4 and 16 with
-    /// 3). A stream-K walk and a one-tile-per-block grid are as `grid_batched` makes them.
-    pub const fn balanced_grid_batched(
-        &self,
-        m: u32,
-        n: u32,
-        k: u32,
-        batch: u32,
-        resident_blocks: u32,
-    ) -> (u32, u32, u32) {
-        let full = self.grid_batched(m, n, k, batch, resident_blocks);
-        let (rows, cols) = self.cluster;
-        let per_cluster = rows * cols;
-        match self.schedule {
-            GridSchedule::Persistent { .. } if self.workspace_bytes_per_block == 0 => {
-                let walk_tiles = self.walk_tiles(m, n, batch);
-                let clusters = full.0 / per_cluster;
-                if clusters == 0 || walk_tiles <= clusters {
-                    full
-                } else {
-                    let rounds = walk_tiles.div_ceil(clusters);
-                    (walk_tiles.div_ceil(rounds) * per_cluster, 1, 1)
-                }
-            }
-            _ => full,
         }
     }
 

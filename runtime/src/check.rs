@@ -389,9 +389,10 @@ mod tests {
             check_launch(&persistent, &args, RESIDENT).unwrap(),
             (42, 1, 1)
         );
+        // 3 x 32 x 32 tiles: 24 rounds of the resident blocks, spread over 128.
         assert_eq!(
             check_launch(&persistent, &batched(4096, 4096, 64, 3), RESIDENT).unwrap(),
-            (RESIDENT, 1, 1)
+            (128, 1, 1)
         );
         // Column-major operands: a matrix is its columns.
         let cc = LaunchShape {
@@ -596,10 +597,11 @@ mod tests {
             schedule: GridSchedule::Persistent { group: 8 },
             ..SHAPE
         };
-        // 32 x 32 tiles: one block per resident slot; 2 x 3 tiles: one block per tile.
+        // 32 x 32 tiles: 8 rounds of the resident blocks, spread over 128 of them; 2 x 3
+        // tiles: one block per tile.
         assert_eq!(
             check_launch(&persistent, &packed(4096, 4096, 64), RESIDENT).unwrap(),
-            (132, 1, 1)
+            (128, 1, 1)
         );
         assert_eq!(
             check_launch(&persistent, &packed(256, 384, 64), RESIDENT).unwrap(),
@@ -635,9 +637,8 @@ mod tests {
             schedule: GridSchedule::Persistent { group: 8 },
             ..SHAPE
         };
-        let balanced = |shape: &LaunchShape, m, n, k, batch| {
-            shape.balanced_grid_batched(m, n, k, batch, RESIDENT)
-        };
+        let balanced =
+            |shape: &LaunchShape, m, n, k, batch| shape.grid_batched(m, n, k, batch, RESIDENT);
         // 32 x 32 tiles: 8 rounds of 132 blocks, or of 128; 24 x 24: 5 rounds on 116.
         assert_eq!(balanced(&persistent, 4096, 4096, 64, 1), (128, 1, 1));
         assert_eq!(balanced(&persistent, 3072, 3072, 64, 1), (116, 1, 1));
@@ -659,7 +660,7 @@ mod tests {
         assert_eq!(balanced(&stream_k, 4096, 4096, 64, 1), (RESIDENT, 1, 1));
         // Whatever the shape, the rounds stay those of the full grid.
         for size in (256..=8192).step_by(256) {
-            let full = persistent.grid(size, size, 64, RESIDENT).0;
+            let full = persistent.full_grid_batched(size, size, 64, 1, RESIDENT).0;
             let even = balanced(&persistent, size, size, 64, 1).0;
             let tiles = (size / 128) * (size / 128);
             assert!(even <= full, "{size}");

@@ -146,13 +146,15 @@ fn upload(
 }
 
 /// Times `spec` (bf16, layout rr, batch 1) on `shape` against the plain kernel, the unfused
-/// pair, cuBLASLt and cuBLAS.
+/// pair, cuBLASLt and cuBLAS; `balanced_grid` launches the fused and the plain kernel on a
+/// balanced persistent grid (`GemmKernel::balance_grid`).
 pub fn time_fused(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
     spec: &GemmSpec,
     shape: Shape,
     rounds: &Rounds,
+    balanced_grid: bool,
 ) -> Result<FusedRow, Error> {
     let unsupported = |why: String| Error::Baseline {
         action: format!("timing `{}`", spec.name),
@@ -170,15 +172,17 @@ pub fn time_fused(
     }
     let (m, n, k) = (shape.m, shape.n, shape.k);
     let fused_spec = FusedSpec::of_spec(spec);
-    let fused = GemmKernel::<bf16, bf16>::from_emitted(
+    let mut fused = GemmKernel::<bf16, bf16>::from_emitted(
         ctx,
         &gemm_codegen::emit_str(&spec.to_spec_text()).map_err(|e| unsupported(e.to_string()))?,
     )?;
-    let plain = GemmKernel::<bf16, bf16>::from_emitted(
+    let mut plain = GemmKernel::<bf16, bf16>::from_emitted(
         ctx,
         &gemm_codegen::emit_str(&plain_spec(spec).to_spec_text())
             .map_err(|e| unsupported(e.to_string()))?,
     )?;
+    fused.balance_grid(balanced_grid);
+    plain.balance_grid(balanced_grid);
     let mut rng = NormalRng::new(0xF05E_D000 ^ u64::from(m) ^ (u64::from(n) << 20));
     let a = upload(stream, (m * k) as usize, &mut rng, "A")?;
     let b = upload(stream, (k * n) as usize, &mut rng, "B")?;

@@ -96,7 +96,7 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             resident_blocks,
             workspace,
             fused,
-            balanced_grid: false,
+            balanced_grid: true,
             elements: PhantomData,
         };
         if cfg!(debug_assertions) {
@@ -153,12 +153,14 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
         self.resident_blocks
     }
 
-    /// Spreads a persistent walk of whole tiles evenly from now on: the rounds of tiles the
-    /// device's blocks need, on as few blocks as take that many rounds
-    /// ([`LaunchShape::balanced_grid_batched`]; measured on an H100 in
-    /// `results/grid-2026-11-25/`). Off by default; stream-K walks keep every block.
+    /// Whether a persistent walk of whole tiles is spread evenly from now on: the rounds of
+    /// tiles the device's blocks need, on as few blocks as take that many rounds
+    /// ([`LaunchShape::grid_batched`], the default and what the cost model prices), or
+    /// launched on every block the device holds ([`LaunchShape::full_grid_batched`], to
+    /// compare). Stream-K walks keep every block either way.
     ///
-    /// [`LaunchShape::balanced_grid_batched`]: gemm_dsl::abi::LaunchShape::balanced_grid_batched
+    /// [`LaunchShape::grid_batched`]: gemm_dsl::abi::LaunchShape::grid_batched
+    /// [`LaunchShape::full_grid_batched`]: gemm_dsl::abi::LaunchShape::full_grid_batched
     pub fn balance_grid(&mut self, on: bool) {
         self.balanced_grid = on;
     }
@@ -356,14 +358,11 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             batch,
         };
         let mut grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
-        if self.balanced_grid {
-            grid = self.info.launch().balanced_grid_batched(
-                m,
-                n,
-                k,
-                batch.count,
-                self.resident_blocks,
-            );
+        if !self.balanced_grid {
+            grid = self
+                .info
+                .launch()
+                .full_grid_batched(m, n, k, batch.count, self.resident_blocks);
         }
         // C-in's buffer follows C's rules; the guards keep it (and the bias) borrowed for
         // the launch.

@@ -4,8 +4,9 @@
 //! SM holds, the schedule (tile per block, persistent walk, stream-K tail), the pipeline depth —
 //! and a [`DeviceModel`]'s few numbers. The busiest SM's work bounds the kernel from below:
 //!
-//! - **Tiles and waves.** `⌈M/BM⌉·⌈N/BN⌉·batch` tiles share out over the SMs; the SM with the
-//!   most tiles sets the time. Padded edge tiles cost as much as full ones (the *waste*).
+//! - **Tiles and waves.** `⌈M/BM⌉·⌈N/BN⌉·batch` tiles share out over the grid the kernel
+//!   launches (a persistent walk spread evenly over as few blocks as keep its rounds); the SM
+//!   with the most tiles sets the time. Padded edge tiles cost as much as full ones (the *waste*).
 //! - **One k tile** costs the slowest of three: the math (flops over the family's rate, the
 //!   math-only ceiling), the feed (bytes of the A and B tiles over the SM's share of L2
 //!   bandwidth; doubled for an operand whose rows split 128-byte lines), and the latency the

@@ -179,10 +179,11 @@ struct Cli {
     /// smaller than the SM count runs faster.
     #[arg(long)]
     grid_blocks: Option<u32>,
-    /// Spread persistent walks of whole tiles evenly (`GemmKernel::balance_grid`): the rounds
-    /// of tiles the device's blocks need, on as few blocks as take them.
+    /// Launch persistent walks of whole tiles on every block the device holds, not spread
+    /// evenly over as few blocks as take the same rounds of tiles (the default;
+    /// `GemmKernel::balance_grid`), also under --fused: to compare the two.
     #[arg(long)]
-    balanced_grid: bool,
+    full_grid: bool,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -371,7 +372,9 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
         cli,
         text,
         "--fused",
-        fused_bench::time_fused,
+        |ctx, stream, spec, shape, rounds| {
+            fused_bench::time_fused(ctx, stream, spec, shape, rounds, !cli.full_grid)
+        },
         |row| {
             format!(
                 "{}: fused {:.1} TFLOP/s ({:.3} ms), plain {:.3} ms, unfused {:.3} ms, cuBLASLt {}, cuBLAS {:.3} ms",
@@ -565,9 +568,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .iter()
         .map(|info| AnyKernel::load(&ctx, info))
         .collect::<Result<_, _>>()?;
-    if cli.balanced_grid {
+    if cli.full_grid {
         for kernel in &mut kernels {
-            kernel.balance_grid(true);
+            kernel.balance_grid(false);
         }
     }
     if let Some(blocks) = cli.grid_blocks {
