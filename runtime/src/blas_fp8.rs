@@ -229,7 +229,10 @@ fn lt_problem(m: u32, n: u32, k: u32) -> LtProblem {
 }
 
 /// A cuBLASLt status as a result; `action` names the call in an error.
-fn lt_result(status: cublasStatus_t, action: impl FnOnce() -> String) -> Result<(), Error> {
+pub(crate) fn lt_result(
+    status: cublasStatus_t,
+    action: impl FnOnce() -> String,
+) -> Result<(), Error> {
     status.result().map_err(|source| Error::Baseline {
         action: action(),
         reason: format!("{source:?}"),
@@ -241,7 +244,7 @@ fn lt_result(status: cublasStatus_t, action: impl FnOnce() -> String) -> Result<
 /// # Safety
 ///
 /// `desc` is live and `T` is the attribute's type as `cublasLtMatmulDescAttributes_t` lists it.
-unsafe fn set_desc_attribute<T>(
+pub(crate) unsafe fn set_desc_attribute<T>(
     desc: sys::cublasLtMatmulDesc_t,
     attribute: DescAttribute,
     value: &T,

@@ -3,15 +3,17 @@
 //! - that plain kernel followed by a separate elementwise kernel doing the epilogue (what
 //!   fusing saves),
 //! - cuBLASLt with the matching epilogue (`BIAS`, `RELU_BIAS`, `GELU_BIAS`, `GELU`, `RELU`,
-//!   with α and β), and plain cuBLAS,
+//!   with α and β; `GELU_AUX_BIAS` where the spec stores the pre-activation too), and plain
+//!   cuBLAS,
 //!
 //! all in one process on one stream, launches alternating, each timed by its own events; the
 //! median counts. bf16 kernels, layout `rr`, C-in read in place (as cuBLASLt's C). Before
-//! timing, the fused kernel's D is compared with cuBLASLt's where cuBLASLt computes the same
-//! epilogue.
+//! timing, the fused kernel's D (and aux) is compared with cuBLASLt's where cuBLASLt computes
+//! the same epilogue.
 
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::blas::{Cublas, CublasGemm};
+use crate::blas_aux::LtGeluAuxBias;
 use crate::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
 use crate::kernel::GemmKernel;
@@ -21,7 +23,7 @@ use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use gemm_dsl::{Activation, Bias, BiasAlong, DType, GemmSpec, Layout, Scale};
+use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, GemmSpec, Layout, Scale};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -39,23 +41,29 @@ pub struct FusedRow {
     pub cublas_ms: f64,
     /// ‖D − D_cuBLASLt‖_F / ‖D_cuBLASLt‖_F, where cuBLASLt computes the same epilogue.
     pub rel_diff_to_cublaslt: Option<f64>,
+    /// The same for the pre-activation output, where the spec stores one and cuBLASLt's
+    /// `GELU_AUX_BIAS` computes it.
+    #[serde(default)]
+    pub aux_rel_diff_to_cublaslt: Option<f64>,
     pub fused_tflops: f64,
 }
 
-/// The spec without its epilogue math, named `<name>_plain`.
+/// The spec without its epilogue math or aux output, named `<name>_plain`.
 pub fn plain_spec(spec: &GemmSpec) -> GemmSpec {
     GemmSpec {
         name: format!("{}_plain", spec.name),
         scale: Scale::None,
         bias: Bias::None,
         activation: Activation::None,
+        aux: Aux::None,
         ..spec.clone()
     }
 }
 
 /// The elementwise epilogue as a CUDA kernel, compiled at run time: 8 bf16 of D per thread,
 /// `D = act(α·D + β·C + bias[col])` in place (C-in is D's earlier value, as in the fused
-/// run, so β·C is β·D before the product overwrote it: the same traffic).
+/// run, so β·C is β·D before the product overwrote it: the same traffic), and the value before
+/// the activation into `aux` where that is not null.
 const ELEMENTWISE_SOURCE: &str = r#"
 __device__ float from_bf16(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
 __device__ unsigned short to_bf16(float f) {
@@ -71,14 +79,16 @@ __device__ float activate(float x, int act) {
     return x;
 }
 extern "C" __global__ void epilogue_bf16(unsigned short* d, const unsigned short* c_in,
-        const unsigned short* bias, unsigned long long vectors, unsigned int n, float alpha,
-        float beta, int bias_along, int act) {
+        const unsigned short* bias, unsigned short* aux, unsigned long long vectors,
+        unsigned int n, float alpha, float beta, int bias_along, int act) {
     unsigned long long v = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (v >= vectors) return;
     uint4 packed = ((uint4*)d)[v];
     uint4 c = c_in ? ((const uint4*)c_in)[v] : make_uint4(0, 0, 0, 0);
+    uint4 pre;
     unsigned short* h = (unsigned short*)&packed;
     unsigned short* ch = (unsigned short*)&c;
+    unsigned short* pre_h = (unsigned short*)&pre;
     unsigned long long first = v * 8;
     for (int i = 0; i < 8; ++i) {
         unsigned long long at = first + i;
@@ -86,9 +96,11 @@ extern "C" __global__ void epilogue_bf16(unsigned short* d, const unsigned short
         if (c_in) x += beta * from_bf16(ch[i]);
         if (bias_along == 1) x += from_bf16(bias[at / n]);
         if (bias_along == 2) x += from_bf16(bias[at % n]);
+        pre_h[i] = to_bf16(x);
         h[i] = to_bf16(activate(x, act));
     }
     ((uint4*)d)[v] = packed;
+    if (aux) ((uint4*)aux)[v] = pre;
 }
 "#;
 
@@ -115,20 +127,93 @@ fn elementwise_kernel(ctx: &Arc<CudaContext>) -> Result<CudaFunction, Error> {
         .during(|| "finding the elementwise epilogue".to_string())
 }
 
+/// The cuBLASLt epilogue that computes what a spec fuses.
+enum LtEpilogue {
+    /// Through cudarc's safe API: `BIAS`, `RELU_BIAS`, `GELU_BIAS`, `RELU`, `GELU` or none.
+    Safe(Option<cudarc::cublaslt::Activation>),
+    /// `GELU_AUX_BIAS` ([`LtGeluAuxBias`]): the tanh GELU of the biased sum, the sum stored too.
+    GeluAuxBias,
+}
+
 /// cuBLASLt's epilogue for the spec, if it has one: a column bias of the output type (its
-/// `BIAS` runs along our columns, cuBLAS's rows) and ReLU or the tanh GELU.
-fn cublaslt_epilogue(fused: &FusedSpec) -> Option<Option<cudarc::cublaslt::Activation>> {
-    let bias_ok = match fused.bias {
-        Bias::None => true,
-        Bias::Vector { along, dtype } => along == BiasAlong::Col && dtype == DType::Bf16,
+/// `BIAS` runs along our columns, cuBLAS's rows) and ReLU or the tanh GELU; with the
+/// pre-activation stored, only the biased GELU (cuBLASLt's `RELU_AUX` stores a bit mask, not
+/// the value).
+fn cublaslt_epilogue(fused: &FusedSpec) -> Option<LtEpilogue> {
+    let col_bias = match fused.bias {
+        Bias::None => false,
+        Bias::Vector { along, dtype } => {
+            if along != BiasAlong::Col || dtype != DType::Bf16 {
+                return None;
+            }
+            true
+        }
     };
+    if fused.aux == Aux::PreActivation {
+        return (col_bias && fused.activation == Activation::Gelu)
+            .then_some(LtEpilogue::GeluAuxBias);
+    }
     let activation = match fused.activation {
         Activation::None => None,
         Activation::Relu => Some(cudarc::cublaslt::Activation::Relu),
         Activation::Gelu => Some(cudarc::cublaslt::Activation::Gelu),
         Activation::GeluErf | Activation::Silu => return None,
     };
-    bias_ok.then_some(activation)
+    Some(LtEpilogue::Safe(activation))
+}
+
+/// The fused kernel's launch arguments: α, β with C-in read in place, the bias (of the output
+/// type, or `bias_wide` for an f32 bias), and the pre-activation written to `aux`.
+fn fused_epilogue<'a>(
+    spec: &GemmSpec,
+    alpha: f32,
+    beta: f32,
+    bias: &'a CudaSlice<bf16>,
+    bias_wide: &'a CudaSlice<f32>,
+    aux: &'a mut CudaSlice<bf16>,
+) -> Epilogue<'a, bf16> {
+    let mut epilogue = Epilogue::none().alpha(alpha);
+    if spec.aux != Aux::None {
+        epilogue = epilogue.aux(aux);
+    }
+    if spec.scale.reads_c() {
+        epilogue = epilogue.beta(beta, CIn::Output);
+    }
+    if let Some((_, dtype)) = spec.bias.vector() {
+        epilogue = epilogue.bias(match dtype {
+            DType::F32 => BiasArg::f32(bias_wide),
+            _ => BiasArg::output(bias),
+        });
+    }
+    epilogue
+}
+
+/// A planned cuBLASLt baseline.
+enum LtBaseline {
+    Safe(CudaBlasLT, Option<cudarc::cublaslt::Activation>),
+    GeluAuxBias(LtGeluAuxBias),
+}
+
+/// ‖ours − theirs‖_F / ‖theirs‖_F of two device buffers.
+fn rel_diff(
+    stream: &Arc<CudaStream>,
+    ours: &CudaSlice<bf16>,
+    theirs: &CudaSlice<bf16>,
+    what: &str,
+) -> Result<f64, Error> {
+    let ours = stream
+        .clone_dtoh(ours)
+        .during(|| format!("reading {what} back"))?;
+    let theirs = stream
+        .clone_dtoh(theirs)
+        .during(|| format!("reading cuBLASLt's {what} back"))?;
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in ours.iter().zip(&theirs) {
+        let (x, y) = (x.to_f64(), y.to_f64());
+        diff += (x - y) * (x - y);
+        norm += y * y;
+    }
+    Ok((diff / norm).sqrt())
 }
 
 fn upload(
@@ -209,28 +294,18 @@ pub fn time_fused(
         ldb: n,
         ldc: n,
     };
-    let mut aux = c_start.clone();
-    let mut epilogue = Epilogue::none().alpha(alpha);
-    if spec.aux != gemm_dsl::Aux::None {
-        epilogue = epilogue.aux(&mut aux);
-    }
-    if spec.scale.reads_c() {
-        epilogue = epilogue.beta(beta, CIn::Output);
-    }
-    if let Some((_, dtype)) = spec.bias.vector() {
-        epilogue = epilogue.bias(match dtype {
-            DType::F32 => BiasArg::f32(&bias_wide),
-            _ => BiasArg::output(&bias),
-        });
-    }
-    let lt_epilogue = cublaslt_epilogue(&fused_spec);
-    let lt = match lt_epilogue {
-        Some(_) => Some(
-            CudaBlasLT::new(stream.clone()).map_err(|source| Error::Baseline {
-                action: "creating a cuBLASLt handle".to_string(),
-                reason: format!("{source:?}"),
-            })?,
-        ),
+    let lt_error = |source| Error::Baseline {
+        action: "creating a cuBLASLt handle".to_string(),
+        reason: format!("{source:?}"),
+    };
+    let lt = match cublaslt_epilogue(&fused_spec) {
+        Some(LtEpilogue::Safe(activation)) => Some(LtBaseline::Safe(
+            CudaBlasLT::new(stream.clone()).map_err(lt_error)?,
+            activation,
+        )),
+        Some(LtEpilogue::GeluAuxBias) => Some(LtBaseline::GeluAuxBias(LtGeluAuxBias::new(
+            stream, m, n, k,
+        )?)),
         None => None,
     };
     // cuBLAS is column-major: D^T = B^T·A^T, so cuBLAS's m is our N, its rows our columns.
@@ -267,22 +342,27 @@ pub fn time_fused(
         Some((BiasAlong::Col, _)) => 2,
     };
     let act = act_code(spec.activation);
-    let run_lt = |d: &mut CudaSlice<bf16>| -> Result<(), Error> {
-        let (Some(lt), Some(activation)) = (&lt, &lt_epilogue) else {
-            return Ok(());
-        };
-        let bias = spec.bias.vector().map(|_| &bias);
-        // SAFETY: the buffers hold the packed matrices the configuration describes (A k x n
-        // and B m x k in cuBLAS's column-major terms), the bias N elements.
-        unsafe { lt.matmul(lt_config, &b, &a, d, bias, activation.as_ref()) }.map_err(|source| {
-            Error::Baseline {
-                action: "cuBLASLt matmul with an epilogue".to_string(),
-                reason: format!("{source:?}"),
+    let run_lt = |d: &mut CudaSlice<bf16>, aux: &mut CudaSlice<bf16>| -> Result<(), Error> {
+        match &lt {
+            None => Ok(()),
+            Some(LtBaseline::Safe(lt, activation)) => {
+                let bias = spec.bias.vector().map(|_| &bias);
+                // SAFETY: the buffers hold the packed matrices the configuration describes (A
+                // k x n and B m x k in cuBLAS's column-major terms), the bias N elements.
+                unsafe { lt.matmul(lt_config, &b, &a, d, bias, activation.as_ref()) }.map_err(
+                    |source| Error::Baseline {
+                        action: "cuBLASLt matmul with an epilogue".to_string(),
+                        reason: format!("{source:?}"),
+                    },
+                )
             }
-        })
+            Some(LtBaseline::GeluAuxBias(lt)) => lt.run(&a, &b, &bias, (alpha, beta), d, aux),
+        }
     };
 
-    // Correct first: the fused D against cuBLASLt's, from the same C.
+    // Correct first: the fused D (and aux) against cuBLASLt's, from the same C.
+    let mut aux_fused = c_start.clone();
+    let mut aux_lt = c_start.clone();
     fused.launch_fused(
         stream,
         &a,
@@ -293,26 +373,22 @@ pub fn time_fused(
         k,
         lds,
         Batch::ONE,
-        &mut epilogue,
+        &mut fused_epilogue(spec, alpha, beta, &bias, &bias_wide, &mut aux_fused),
     )?;
-    let rel_diff = if lt.is_some() {
-        run_lt(&mut d_lt)?;
-        let ours = stream
-            .clone_dtoh(&d_fused)
-            .during(|| "reading D back".to_string())?;
-        let theirs = stream
-            .clone_dtoh(&d_lt)
-            .during(|| "reading cuBLASLt's D back".to_string())?;
-        let (mut diff, mut norm) = (0.0f64, 0.0f64);
-        for (x, y) in ours.iter().zip(&theirs) {
-            let (x, y) = (x.to_f64(), y.to_f64());
-            diff += (x - y) * (x - y);
-            norm += y * y;
+    let (rel_diff, aux_rel_diff) = match &lt {
+        None => (None, None),
+        Some(baseline) => {
+            run_lt(&mut d_lt, &mut aux_lt)?;
+            let aux_diff = match baseline {
+                LtBaseline::GeluAuxBias(_) => {
+                    Some(rel_diff(stream, &aux_fused, &aux_lt, "the pre-activation")?)
+                }
+                LtBaseline::Safe(..) => None,
+            };
+            (Some(rel_diff(stream, &d_fused, &d_lt, "D")?), aux_diff)
         }
-        Some((diff / norm).sqrt())
-    } else {
-        None
     };
+    let mut epilogue = fused_epilogue(spec, alpha, beta, &bias, &bias_wide, &mut aux_fused);
 
     let alpha_arg = alpha;
     let beta_arg = beta;
@@ -333,6 +409,8 @@ pub fn time_fused(
     };
     let mut plain_launch = |_: usize| plain.launch(stream, &a, &b, &mut d_plain, m, n, k);
     let mut d_unfused = c_start.clone();
+    // The unfused pair stores the pre-activation too where the fused kernel does.
+    let mut aux_unfused = (spec.aux != Aux::None).then(|| c_start.clone());
     let mut unfused_launch = |_: usize| -> Result<(), Error> {
         plain.launch(stream, &a, &b, &mut d_unfused, m, n, k)?;
         let mut builder = stream.launch_builder(&elementwise);
@@ -343,19 +421,24 @@ pub fn time_fused(
             None => builder.arg(&null),
         };
         builder.arg(&bias);
+        match aux_unfused.as_mut() {
+            Some(aux) => builder.arg(aux),
+            None => builder.arg(&null),
+        };
         builder.arg(&vectors);
         builder.arg(&n);
         builder.arg(&alpha_arg);
         builder.arg(&beta_arg);
         builder.arg(&bias_along);
         builder.arg(&act);
-        // SAFETY: the kernel reads and writes `vectors` 16-byte vectors of D and C-in (both
-        // m·n bf16, m·n a multiple of 8) and reads the bias at indices below its length.
+        // SAFETY: the kernel reads and writes `vectors` 16-byte vectors of D, C-in and aux
+        // (each m·n bf16, m·n a multiple of 8; C-in and aux may be null) and reads the bias
+        // at indices below its length.
         unsafe { builder.launch(elementwise_config) }
             .map(|_| ())
             .during(|| "launching the elementwise epilogue".to_string())
     };
-    let mut lt_launch = |_: usize| run_lt(&mut d_lt);
+    let mut lt_launch = |_: usize| run_lt(&mut d_lt, &mut aux_lt);
     let mut blas_launch = |_: usize| {
         blas.gemm(
             CublasGemm::baseline(
@@ -389,6 +472,7 @@ pub fn time_fused(
         cublas_ms: ms(3),
         cublaslt_ms: lt.is_some().then(|| ms(4)),
         rel_diff_to_cublaslt: rel_diff,
+        aux_rel_diff_to_cublaslt: aux_rel_diff,
         fused_tflops: tflops(shape, ms(0)),
     })
 }
@@ -403,9 +487,11 @@ pub fn fused_table(spec: &GemmSpec, rows: &[FusedRow]) -> String {
         let lt = row
             .cublaslt_ms
             .map_or("—".to_string(), |lt| format!("{:.3}", lt / row.fused_ms));
-        let diff = row
-            .rel_diff_to_cublaslt
-            .map_or("—".to_string(), |d| format!("{d:.1e}"));
+        let diff = match (row.rel_diff_to_cublaslt, row.aux_rel_diff_to_cublaslt) {
+            (None, _) => "—".to_string(),
+            (Some(d), None) => format!("{d:.1e}"),
+            (Some(d), Some(aux)) => format!("{d:.1e} (aux {aux:.1e})"),
+        };
         out.push_str(&format!(
             "| {} | {:.1} | {lt} | {:.3} | {:.3} | {:.3} | {diff} |\n",
             row.shape,
@@ -416,4 +502,77 @@ pub fn fused_table(spec: &GemmSpec, rows: &[FusedRow]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemm_dsl::Quant;
+
+    fn fused(bias: Bias, activation: Activation, aux: Aux) -> FusedSpec {
+        FusedSpec {
+            scale: Scale::AlphaBeta,
+            bias,
+            activation,
+            aux,
+            quant: Quant::None,
+        }
+    }
+
+    #[test]
+    fn cublaslt_baselines_compute_what_the_spec_fuses() {
+        let col = Bias::Vector {
+            along: BiasAlong::Col,
+            dtype: DType::Bf16,
+        };
+        let row = Bias::Vector {
+            along: BiasAlong::Row,
+            dtype: DType::Bf16,
+        };
+        let is_safe = |e: Option<LtEpilogue>| matches!(e, Some(LtEpilogue::Safe(_)));
+        assert!(is_safe(cublaslt_epilogue(&fused(
+            col,
+            Activation::Gelu,
+            Aux::None
+        ))));
+        assert!(is_safe(cublaslt_epilogue(&fused(
+            Bias::None,
+            Activation::None,
+            Aux::None
+        ))));
+        assert!(matches!(
+            cublaslt_epilogue(&fused(col, Activation::Gelu, Aux::PreActivation)),
+            Some(LtEpilogue::GeluAuxBias)
+        ));
+        // cuBLASLt's RELU_AUX stores a bit mask, GELU_AUX without a bias is not timed, and
+        // a row bias or SiLU has no cuBLASLt epilogue.
+        for (bias, activation, aux) in [
+            (col, Activation::Relu, Aux::PreActivation),
+            (Bias::None, Activation::Gelu, Aux::PreActivation),
+            (row, Activation::Gelu, Aux::None),
+            (col, Activation::Silu, Aux::None),
+        ] {
+            assert!(
+                cublaslt_epilogue(&fused(bias, activation, aux)).is_none(),
+                "{bias:?} {activation:?} {aux:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_plain_twin_drops_every_epilogue_key() {
+        let spec = gemm_dsl::parse_str(
+            "name: k, arch: sm_90a, dtype: bf16, tile: 128x128x64, stages: 4, swizzle: 128B, \
+             copy: tma, mma: wgmma, scale: alpha_beta, bias: col, activation: gelu, \
+             aux: pre_activation",
+        )
+        .unwrap()
+        .spec;
+        let plain = plain_spec(&spec);
+        assert_eq!(plain.name, "k_plain");
+        assert_eq!(
+            (plain.scale, plain.bias, plain.activation, plain.aux),
+            (Scale::None, Bias::None, Activation::None, Aux::None)
+        );
+    }
 }

@@ -31,6 +31,7 @@
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod blas;
+pub mod blas_aux;
 pub mod blas_fp8;
 pub mod check;
 mod device;

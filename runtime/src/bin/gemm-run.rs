@@ -11,8 +11,8 @@ use gemm_dsl::Quant;
 use gemm_runtime::bench::Shape;
 use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::verify::{
-    compare, cpu_reference, run_poisoned_with_ld, verify_batch, verify_fused_batch, ErrorReport,
-    FusedCase, Problem, Reference, BLOCK_SCALE_MAX,
+    compare, cpu_reference, run_poisoned_with_ld, verify_fused_batch, ErrorReport, FusedCase,
+    Problem, Reference, BLOCK_SCALE_MAX,
 };
 use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, CudaStream, Element, FusedSpec, GemmKernel,
@@ -154,8 +154,11 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
             || with_kernel!(&kernel, typed => typed.resident_blocks()),
         )
     });
-    if shape.batch > 1 {
-        return run_batch(cli, info, &kernel, &stream, shape);
+    // A fused epilogue needs its arguments (α, β, C-in, bias, aux), which the batch path
+    // passes; a plain single product runs once here, with the per-block report.
+    let fused = FusedSpec::of_info(info)?;
+    if shape.batch > 1 || fused != FusedSpec::NONE {
+        return run_batch(cli, info, &kernel, &stream, shape, &fused);
     }
     let (report, blocks, gap_writes) =
         with_kernel!(&kernel, typed => run_once(typed, &stream, shape, cli.seed, cli.ld_align)?);
@@ -316,14 +319,17 @@ fn run_once<In: Element, Out: Element>(
     Ok((report, table, gap_writes))
 }
 
-/// A strided batch (`--shape BxMxNxK`): the products back to back, leading dimensions padded
-/// to `--ld-align` bytes, each product against float64 and nothing written between them.
+/// A strided batch (`--shape BxMxNxK`), or any shape of a kernel with a fused epilogue: the
+/// products back to back, leading dimensions padded to `--ld-align` bytes, the epilogue's
+/// arguments as [`FusedCase::for_spec`] makes them, each product (and its aux output) against
+/// float64 and nothing written between them.
 fn run_batch(
     cli: &Cli,
     info: &KernelInfo<'static>,
     kernel: &AnyKernel,
     stream: &std::sync::Arc<CudaStream>,
     shape: Shape,
+    fused: &FusedSpec,
 ) -> Result<bool, gemm_runtime::Error> {
     let Shape { m, n, k, batch } = shape;
     let launch = *info.launch();
@@ -336,8 +342,9 @@ fn run_batch(
         ldc: ld(Operand::C, launch.output_element_bytes),
     };
     let strides = Batch::packed(&launch, batch, (m, n, k), lds);
+    let case = FusedCase::for_spec(fused);
     let report = with_kernel!(kernel, typed => {
-        verify_batch(typed, stream, m, n, k, lds, strides, cli.seed)?
+        verify_fused_batch(typed, stream, m, n, k, lds, strides, cli.seed, &case)?
     });
     let types = kernel.types();
     for (index, product) in report.products.iter().enumerate() {
