@@ -92,23 +92,24 @@ fn fp8_ptx() {
     insta::assert_snapshot!("fp8_e5m2_e4m3_pingpong", emitted.ptx());
 }
 
-/// Fused epilogues, one kernel per family: the Hopper flagship with α, β·C-in (loaded by TMA
-/// into the store buffers and read back with `ldmatrix`), a column bias and GELU; mma.sync
-/// with α, β·C-in, a row bias and SiLU; SIMT with α, a column bias and ReLU.
+/// Fused epilogues, one kernel per family, each storing its pre-activation too (aux): the
+/// Hopper flagship with α, β·C-in (loaded by TMA into the store buffers and read back with
+/// `ldmatrix`), a column bias and GELU; mma.sync with α, β·C-in, a row bias and SiLU; SIMT
+/// with α, a column bias and ReLU.
 #[test]
 fn fused_epilogue_ptx() {
     for (name, keys) in [
         (
             "wgmma_bf16_128x256x64_s4_persistent",
-            "scale: alpha_beta, bias: col, activation: gelu",
+            "scale: alpha_beta, bias: col, activation: gelu, aux: pre_activation",
         ),
         (
             "mma_bf16_128x128x32_s3",
-            "scale: alpha_beta, bias: row, activation: silu",
+            "scale: alpha_beta, bias: row, activation: silu, aux: pre_activation",
         ),
         (
             "simt_128x128x8_cp2",
-            "scale: alpha, bias: col, activation: relu",
+            "scale: alpha, bias: col, activation: relu, aux: pre_activation",
         ),
     ] {
         let entry = gemm_codegen::catalog::find(name).unwrap();

@@ -78,6 +78,9 @@ pub struct AuxStore {
     pub convert: &'static str,
     /// `st.global.b16` or `st.global.f32`.
     pub store: &'static str,
+    /// `st.global.b32` for a pair of adjacent 16-bit values (where C's alignment pairs the
+    /// columns, see [`ChunkElement::pair_first`]); none for f32.
+    pub pair_store: Option<&'static str>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -130,6 +133,16 @@ pub struct ChunkElement {
     pub c_load: Option<CLoad>,
     /// `%fe_c_lo` or `%fe_c_hi`: the register its C-in value is in.
     pub c_value: &'static str,
+    /// The second of a pair of columns `2j, 2j + 1`: the first's column (an index into the
+    /// chunk's `cols`) and C offset. The pair's aux values go out in one store, here.
+    pub pair_first: Option<PairFirst>,
+}
+
+/// The first element of a pair, as its second sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PairFirst {
+    pub col: usize,
+    pub c_offset: u32,
 }
 
 /// One load of C-in: an element, or a pair of adjacent elements in one access (an edge
@@ -267,6 +280,7 @@ impl FusedEpilogue {
                                 row_bias_offset: e.row * bias_bytes(BiasAlong::Row),
                                 c_load: None,
                                 c_value: "%fe_c_lo",
+                                pair_first: None,
                             })
                         })
                         .collect();
@@ -317,14 +331,17 @@ impl FusedEpilogue {
                 DType::Bf16 => AuxStore {
                     convert: "cvt.rn.bf16.f32",
                     store: "st.global.b16",
+                    pair_store: Some("st.global.b32"),
                 },
                 DType::F16 => AuxStore {
                     convert: "cvt.rn.f16.f32",
                     store: "st.global.b16",
+                    pair_store: Some("st.global.b32"),
                 },
                 DType::F32 | DType::Tf32 => AuxStore {
                     convert: "",
                     store: "st.global.f32",
+                    pair_store: None,
                 },
                 DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
             }),
@@ -347,7 +364,8 @@ impl FusedEpilogue {
 }
 
 /// Pairs each element in an even column with the next column's element of its row: one
-/// access loads both (elements are in row, then column order).
+/// access loads both C-in values, one stores both aux values (elements are in row, then
+/// column order).
 fn pair_c_loads(elements: &mut [ChunkElement], cols: &[u32]) {
     let mut i = 0;
     while i < elements.len() {
@@ -366,6 +384,10 @@ fn pair_c_loads(elements: &mut [ChunkElement], cols: &[u32]) {
                 });
                 next.c_load = None;
                 next.c_value = "%fe_c_hi";
+                next.pair_first = Some(PairFirst {
+                    col: element.col,
+                    c_offset: element.c_offset,
+                });
                 i += 2;
             }
             None => {
