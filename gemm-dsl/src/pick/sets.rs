@@ -51,7 +51,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, stream-K tails, ping-pong 128x128 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 160-column tiles, stream-K tails, ping-pong 128x128 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -79,6 +79,11 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "w128x192",
             body: "arch: sm_90a, tile: 128x192x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "M of a few hundred with N a multiple of 192: a round of tiles closer to the SM count",
+        },
+        SetMember {
+            name: "w256x160",
+            body: "arch: sm_90a, tile: 256x160x32, consumers: 2, stages: 7, swizzle: 64B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "N a multiple of 160 (5120, 10240): one round of 128 tiles where 128x256 tiles leave a ragged last round (64-byte swizzle: 160 columns are five 32-column atoms)",
         },
         SetMember {
             name: "w128x128",
