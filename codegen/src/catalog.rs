@@ -139,6 +139,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16, persistent with a stream-K tail: the tiles left after whole rounds are split along K over every block",
     },
     CatalogSpec {
+        name: "wgmma_bf16_256x160x32_s7_sw64",
+        spec: "name: wgmma_bf16_256x160x32_s7_sw64, arch: sm_90a, dtype: bf16, tile: 256x160x32, consumers: 2, stages: 7, swizzle: 64B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16, 160-column tiles (five 32-column atoms of the 64-byte swizzle): one round of 128 tiles at 512x10240, five at 5120^3, where 128x256 tiles leave a ragged last round",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_128x256x64_s4",
         spec: "name: wgmma_bf16_128x256x64_s4, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
         summary: "Hopper bf16: TMA ring of 4 stages, 2 consumer warpgroups of m64n256, one tile per block",
