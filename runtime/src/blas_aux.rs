@@ -11,16 +11,14 @@
 //! M, ld K), its m, n, k are N, M, K, and aux is laid out as D. The bias runs along
 //! cuBLASLt's m: our N.
 
-use crate::blas_fp8::{lt_result, set_desc_attribute, WORKSPACE_BYTES};
+use crate::blas_lt::{lt_result, set_desc_attribute, start_plan, LtObjects};
 use crate::error::{DriverContext, Error};
 use cudarc::cublaslt::sys::{
-    self, cublasComputeType_t, cublasLtEpilogue_t, cublasLtMatmulDescAttributes_t as DescAttribute,
-    cublasLtMatmulPreferenceAttributes_t as PreferenceAttribute, cublasStatus_t, cudaDataType,
+    self, cublasLtEpilogue_t, cublasLtMatmulDescAttributes_t as DescAttribute, cudaDataType,
 };
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::bf16;
 use std::ffi::c_void;
-use std::ptr;
 use std::sync::Arc;
 
 /// One `GELU_AUX_BIAS` GEMM on row-major bf16 operands: A M x K (ld K), B K x N (ld N), D and
@@ -30,18 +28,15 @@ use std::sync::Arc;
 /// descriptor.
 #[derive(Debug)]
 pub struct LtGeluAuxBias {
+    /// cuBLASLt's A is B's storage, its B A's; C, D and aux share one layout.
+    ///
+    /// First, so that it drops first (fields drop in order, after `Drop::drop` binds the
+    /// context), while the stream and the workspace still live.
+    lt: LtObjects,
     stream: Arc<CudaStream>,
     m: u32,
     n: u32,
     k: u32,
-    handle: sys::cublasLtHandle_t,
-    desc: sys::cublasLtMatmulDesc_t,
-    /// cuBLASLt's A: B's storage.
-    lt_a: sys::cublasLtMatrixLayout_t,
-    /// cuBLASLt's B: A's storage.
-    lt_b: sys::cublasLtMatrixLayout_t,
-    /// C, D and aux share one layout.
-    lt_d: sys::cublasLtMatrixLayout_t,
     algo: sys::cublasLtMatmulAlgo_t,
     workspace: CudaSlice<u8>,
 }
@@ -62,54 +57,24 @@ impl LtGeluAuxBias {
                     .to_string(),
             });
         }
-        // SAFETY: `is_culib_present` only tries to open the library.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(Error::NoCublas);
-        }
-        stream
-            .context()
-            .bind_to_thread()
-            .during(|| "binding the CUDA context".to_string())?;
-        let workspace = stream
-            .alloc_zeros::<u8>(WORKSPACE_BYTES)
-            .during(|| "allocating cuBLASLt's workspace".to_string())?;
+        let workspace = start_plan(stream)?;
         // Stand-ins for the launches' bias and aux, so that the heuristic sees the descriptor
         // a launch uses; never read or written.
         let placeholder = stream
             .alloc_zeros::<bf16>(8)
             .during(|| "allocating a placeholder bias".to_string())?;
-        let handle =
-            cudarc::cublaslt::result::create_handle().map_err(|source| Error::Baseline {
-                action: "creating a cuBLASLt handle".to_string(),
-                reason: format!("{source:?}"),
-            })?;
         // Built up in place, so that on an error `Drop` destroys what was made so far.
         let mut gemm = LtGeluAuxBias {
             stream: stream.clone(),
             m,
             n,
             k,
-            handle,
-            desc: ptr::null_mut(),
-            lt_a: ptr::null_mut(),
-            lt_b: ptr::null_mut(),
-            lt_d: ptr::null_mut(),
+            lt: LtObjects::new()?,
             algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
             workspace,
         };
-        let mut desc = ptr::null_mut();
-        // SAFETY: `desc` is written on success and read only then.
-        lt_result(
-            unsafe {
-                sys::cublasLtMatmulDescCreate(
-                    &mut desc,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    cudaDataType::CUDA_R_32F,
-                )
-            },
-            || format!("creating the matmul descriptor of {name}"),
-        )?;
-        gemm.desc = desc;
+        gemm.lt.create_desc(&name)?;
+        let desc = gemm.lt.desc;
         let (placeholder_ptr, _placeholder_done) = placeholder.device_ptr(stream);
         let placeholder_ptr = placeholder_ptr as *const c_void;
         let aux_ld = i64::from(n);
@@ -156,86 +121,20 @@ impl LtGeluAuxBias {
             lt_result(status, || format!("setting {what} of {name}"))?;
         }
         let (m64, n64, k64) = (u64::from(m), u64::from(n), u64::from(k));
-        for (layout, rows, cols, ld, what) in [
-            (&mut gemm.lt_a, n64, k64, n64, "B"),
-            (&mut gemm.lt_b, k64, m64, k64, "A"),
-            (&mut gemm.lt_d, n64, m64, n64, "D"),
-        ] {
-            let mut created = ptr::null_mut();
-            // SAFETY: `created` is written on success and read only then.
-            lt_result(
-                unsafe {
-                    sys::cublasLtMatrixLayoutCreate(
-                        &mut created,
-                        cudaDataType::CUDA_R_16BF,
-                        rows,
-                        cols,
-                        ld as i64,
-                    )
-                },
-                || format!("creating the layout of {what} for {name}"),
-            )?;
-            *layout = created;
-        }
-        let mut preference = ptr::null_mut();
-        // SAFETY: `preference` is written on success and read only then.
-        lt_result(
-            unsafe { sys::cublasLtMatmulPreferenceCreate(&mut preference) },
-            || format!("creating the heuristic's preferences for {name}"),
+        let bf16_type = cudaDataType::CUDA_R_16BF;
+        gemm.lt.create_layouts(
+            [
+                (bf16_type, n64, k64, i64::from(n), "B"),
+                (bf16_type, k64, m64, i64::from(k), "A"),
+                (bf16_type, n64, m64, i64::from(n), "D"),
+            ],
+            &name,
         )?;
-        let mut found = sys::cublasLtMatmulHeuristicResult_t {
-            algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
-            workspaceSize: 0,
-            state: cublasStatus_t::CUBLAS_STATUS_SUCCESS,
-            wavesCount: 0.0,
-            reserved: [0; 4],
-        };
-        let mut count = 0i32;
-        let workspace_bytes = gemm.workspace.len() as u64;
-        // SAFETY: the preference, handle, descriptor and layouts are live; the workspace limit
-        // is the uint64 the attribute takes; the heuristic writes at most one result.
-        let asked = unsafe {
-            let status = sys::cublasLtMatmulPreferenceSetAttribute(
-                preference,
-                PreferenceAttribute::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&workspace_bytes as *const u64).cast::<c_void>(),
-                size_of::<u64>(),
-            );
-            if status == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-                sys::cublasLtMatmulAlgoGetHeuristic(
-                    gemm.handle,
-                    gemm.desc,
-                    gemm.lt_a,
-                    gemm.lt_b,
-                    gemm.lt_d,
-                    gemm.lt_d,
-                    preference,
-                    1,
-                    &mut found,
-                    &mut count,
-                )
-            } else {
-                status
-            }
-        };
-        // SAFETY: the preference is live and used no more; the chosen algorithm is a copy.
-        let destroyed = unsafe { sys::cublasLtMatmulPreferenceDestroy(preference) };
-        lt_result(asked, || {
-            format!("asking cuBLASLt for an algorithm for {name}")
-        })?;
-        lt_result(destroyed, || {
-            format!("destroying the heuristic's preferences for {name}")
-        })?;
-        if count < 1 {
-            return Err(Error::Baseline {
-                action: format!("planning {name}"),
-                reason: "cuBLASLt's heuristic returned no algorithm".to_string(),
-            });
-        }
-        lt_result(found.state, || {
-            format!("the algorithm cuBLASLt's heuristic chose for {name}")
-        })?;
-        gemm.algo = found.algo;
+        gemm.algo = gemm
+            .lt
+            .first_algorithm(gemm.workspace.len() as u64, &name, "", || {
+                "cuBLASLt's heuristic returned no algorithm".to_string()
+            })?;
         Ok(gemm)
     }
 
@@ -278,47 +177,33 @@ impl LtGeluAuxBias {
         let (d_ptr, _d_done) = d.device_ptr_mut(stream);
         let (aux_ptr, _aux_done) = aux.device_ptr_mut(stream);
         let (workspace_ptr, _workspace_done) = self.workspace.device_ptr(stream);
-        for (attribute, address, what) in [
-            (
-                DescAttribute::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                bias_ptr,
-                "the bias",
-            ),
-            (
-                DescAttribute::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                aux_ptr,
-                "aux",
-            ),
-        ] {
-            let pointer = address as *const c_void;
-            // SAFETY: the descriptor is live (and not shared across threads: the type is not
-            // `Sync`); both attributes are device pointers.
-            let status = unsafe { set_desc_attribute(self.desc, attribute, &pointer) };
-            lt_result(status, || format!("setting {what} of {}", name()))?;
-        }
+        self.lt.point_at(
+            [
+                (
+                    DescAttribute::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                    bias_ptr,
+                    "the bias",
+                ),
+                (
+                    DescAttribute::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                    aux_ptr,
+                    "aux",
+                ),
+            ],
+            &name(),
+        )?;
         // SAFETY: the handle, descriptor, layouts and algorithm are live and were planned
         // together; the buffers hold at least the packed bf16 matrices the layouts describe
         // (checked above); C is D with D's layout, which cuBLASLt reads before it writes;
         // alpha and beta are f32, the scale type, and live across the call; the workspace
         // holds the bytes the heuristic was allowed; the stream is the context's, bound above.
         let status = unsafe {
-            sys::cublasLtMatmul(
-                self.handle,
-                self.desc,
-                (&alpha as *const f32).cast::<c_void>(),
-                b_ptr as *const c_void,
-                self.lt_a,
-                a_ptr as *const c_void,
-                self.lt_b,
-                (&beta as *const f32).cast::<c_void>(),
-                d_ptr as *const c_void,
-                self.lt_d,
-                d_ptr as *mut c_void,
-                self.lt_d,
+            self.lt.matmul(
                 &self.algo,
-                workspace_ptr as *mut c_void,
-                self.workspace.len(),
-                stream.cu_stream() as sys::cudaStream_t,
+                (alpha, beta),
+                [b_ptr, a_ptr, d_ptr],
+                (workspace_ptr, self.workspace.len()),
+                stream,
             )
         };
         lt_result(status, name)
@@ -327,23 +212,8 @@ impl LtGeluAuxBias {
 
 impl Drop for LtGeluAuxBias {
     fn drop(&mut self) {
-        // As `LtFp8Gemm`'s: destroying the handle synchronizes the device, so it needs the
-        // context; nothing can be reported from here.
+        // As `LtFp8Gemm`'s: destroying the handle synchronizes the device, so the context is
+        // bound before the fields drop.
         let _ = self.stream.context().bind_to_thread();
-        // SAFETY: each object is null or live, made by this value and destroyed once here,
-        // the layouts and the descriptor before the handle they were used with.
-        unsafe {
-            for layout in [self.lt_d, self.lt_b, self.lt_a] {
-                if !layout.is_null() {
-                    let _ = sys::cublasLtMatrixLayoutDestroy(layout);
-                }
-            }
-            if !self.desc.is_null() {
-                let _ = sys::cublasLtMatmulDescDestroy(self.desc);
-            }
-            if !self.handle.is_null() {
-                let _ = sys::cublasLtDestroy(self.handle);
-            }
-        }
     }
 }

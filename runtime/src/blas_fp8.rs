@@ -26,24 +26,20 @@
 //! - cuBLASLt's m, n, k are N, M, K: exactly the TN form. In our terms the alignment rules say
 //!   K is a multiple of 16 and D's rows (N · sizeof(Out)) are 16-byte multiples; M is free.
 
+use crate::blas_lt::{lt_result, set_desc_attribute, start_plan, LtObjects};
 use crate::check::elements_needed;
 use crate::element::{Element, Storage};
 use crate::error::{DriverContext, Error, Operand};
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::cublaslt::sys::{
-    self, cublasComputeType_t, cublasLtMatmulDescAttributes_t as DescAttribute,
-    cublasLtMatmulPreferenceAttributes_t as PreferenceAttribute, cublasStatus_t, cudaDataType,
-};
+use cudarc::cublaslt::sys::{self, cublasLtMatmulDescAttributes_t as DescAttribute, cudaDataType};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::StorageOrder;
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
-use std::ptr;
 use std::sync::Arc;
 
-/// The workspace cuBLASLt may use (split-K and the like): NVIDIA's recommendation for Hopper.
-pub const WORKSPACE_BYTES: usize = 32 << 20;
+pub use crate::blas_lt::WORKSPACE_BYTES;
 
 /// The alignment of A, B, C and D that cuBLASLt's fp8 kernels need.
 const ALIGN: u32 = 16;
@@ -228,39 +224,6 @@ fn lt_problem(m: u32, n: u32, k: u32) -> LtProblem {
     }
 }
 
-/// A cuBLASLt status as a result; `action` names the call in an error.
-pub(crate) fn lt_result(
-    status: cublasStatus_t,
-    action: impl FnOnce() -> String,
-) -> Result<(), Error> {
-    status.result().map_err(|source| Error::Baseline {
-        action: action(),
-        reason: format!("{source:?}"),
-    })
-}
-
-/// Sets one attribute of a matmul descriptor to `value`.
-///
-/// # Safety
-///
-/// `desc` is live and `T` is the attribute's type as `cublasLtMatmulDescAttributes_t` lists it.
-pub(crate) unsafe fn set_desc_attribute<T>(
-    desc: sys::cublasLtMatmulDesc_t,
-    attribute: DescAttribute,
-    value: &T,
-) -> cublasStatus_t {
-    // SAFETY: the caller vouches for the descriptor and the type; cuBLASLt copies
-    // `size_of::<T>()` bytes out of `value` before returning.
-    unsafe {
-        sys::cublasLtMatmulDescSetAttribute(
-            desc,
-            attribute,
-            (value as *const T).cast::<c_void>(),
-            size_of::<T>(),
-        )
-    }
-}
-
 /// One cuBLASLt fp8 GEMM, planned once for a shape and reused: `D = scale_a·scale_b·(A·B)`,
 /// A row-major M x K (K contiguous, ld = K), B column-major K x N (K contiguous: N lines of
 /// K, ld = K), D row-major M x N (ld = N) of type `Out` (bf16, f16 or f32), accumulated in f32.
@@ -268,6 +231,12 @@ pub(crate) unsafe fn set_desc_attribute<T>(
 /// Not `Sync`: [`LtFp8Gemm::run`] writes the launch's scale pointers into the descriptor.
 #[derive(Debug)]
 pub struct LtFp8Gemm<Out> {
+    /// cuBLASLt's A is B's storage, its B A's; C and D are the same matrix, as β = 0 never
+    /// reads C.
+    ///
+    /// First, so that it drops first (fields drop in order, after `Drop::drop` binds the
+    /// context), while the stream and the workspace still live.
+    lt: LtObjects,
     stream: Arc<CudaStream>,
     m: u32,
     n: u32,
@@ -275,14 +244,6 @@ pub struct LtFp8Gemm<Out> {
     a_format: Fp8Format,
     b_format: Fp8Format,
     fast_accum: bool,
-    handle: sys::cublasLtHandle_t,
-    desc: sys::cublasLtMatmulDesc_t,
-    /// cuBLASLt's A: B's storage.
-    lt_a: sys::cublasLtMatrixLayout_t,
-    /// cuBLASLt's B: A's storage.
-    lt_b: sys::cublasLtMatrixLayout_t,
-    /// C and D: the same matrix, as β = 0 never reads C.
-    lt_d: sys::cublasLtMatrixLayout_t,
     algo: sys::cublasLtMatmulAlgo_t,
     workspace: CudaSlice<u8>,
     out: PhantomData<Out>,
@@ -305,28 +266,12 @@ impl<Out: Element> LtFp8Gemm<Out> {
         fast_accum: bool,
     ) -> Result<Self, Error> {
         check_problem(m, n, k, a, b, Out::STORAGE)?;
-        // cudarc loads the library at its first call and panics there if it is missing.
-        // SAFETY: `is_culib_present` only tries to open the library.
-        if !unsafe { sys::is_culib_present() } {
-            return Err(Error::NoCublas);
-        }
-        stream
-            .context()
-            .bind_to_thread()
-            .during(|| "binding the CUDA context".to_string())?;
-        let workspace = stream
-            .alloc_zeros::<u8>(WORKSPACE_BYTES)
-            .during(|| "allocating cuBLASLt's workspace".to_string())?;
+        let workspace = start_plan(stream)?;
         // The heuristic sees the descriptor a launch will use, scale pointers set; this one
         // stands in for the launches' scales and is never read.
         let placeholder_scale = stream
             .alloc_zeros::<f32>(1)
             .during(|| "allocating a placeholder fp8 scale".to_string())?;
-        let handle =
-            cudarc::cublaslt::result::create_handle().map_err(|source| Error::Baseline {
-                action: "creating a cuBLASLt handle".to_string(),
-                reason: format!("{source:?}"),
-            })?;
         // Built up in place, so that on an error `Drop` destroys what was made so far.
         let mut gemm = LtFp8Gemm {
             stream: stream.clone(),
@@ -336,31 +281,15 @@ impl<Out: Element> LtFp8Gemm<Out> {
             a_format: a,
             b_format: b,
             fast_accum,
-            handle,
-            desc: ptr::null_mut(),
-            lt_a: ptr::null_mut(),
-            lt_b: ptr::null_mut(),
-            lt_d: ptr::null_mut(),
+            lt: LtObjects::new()?,
             algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
             workspace,
             out: PhantomData,
         };
         let name = gemm.short_name();
         let problem = lt_problem(m, n, k);
-
-        let mut desc = ptr::null_mut();
-        // SAFETY: `desc` is written on success and read only then.
-        lt_result(
-            unsafe {
-                sys::cublasLtMatmulDescCreate(
-                    &mut desc,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                    cudaDataType::CUDA_R_32F,
-                )
-            },
-            || format!("creating the matmul descriptor of {name}"),
-        )?;
-        gemm.desc = desc;
+        gemm.lt.create_desc(&name)?;
+        let desc = gemm.lt.desc;
         let (placeholder, _placeholder_done) = placeholder_scale.device_ptr(stream);
         let placeholder = placeholder as *const c_void;
         // The attribute types are those `cublasLtMatmulDescAttributes_t` documents: the
@@ -415,92 +344,24 @@ impl<Out: Element> LtFp8Gemm<Out> {
             lt_result(status, || format!("setting {what} of {name}"))?;
         }
 
-        for (layout, data_type, shape, what) in [
-            (&mut gemm.lt_a, b.cuda_type(), problem.lt_a, "B"),
-            (&mut gemm.lt_b, a.cuda_type(), problem.lt_b, "A"),
-            (&mut gemm.lt_d, output_type(Out::STORAGE), problem.lt_d, "D"),
-        ] {
-            let mut created = ptr::null_mut();
-            // SAFETY: `created` is written on success and read only then.
-            lt_result(
-                unsafe {
-                    sys::cublasLtMatrixLayoutCreate(
-                        &mut created,
-                        data_type,
-                        shape.rows,
-                        shape.cols,
-                        shape.ld,
-                    )
-                },
-                || format!("creating the layout of {what} for {name}"),
-            )?;
-            *layout = created;
-        }
-
-        let mut preference = ptr::null_mut();
-        // SAFETY: `preference` is written on success and read only then.
-        lt_result(
-            unsafe { sys::cublasLtMatmulPreferenceCreate(&mut preference) },
-            || format!("creating the heuristic's preferences for {name}"),
+        let layout =
+            |data_type, shape: LtLayout, what| (data_type, shape.rows, shape.cols, shape.ld, what);
+        gemm.lt.create_layouts(
+            [
+                layout(b.cuda_type(), problem.lt_a, "B"),
+                layout(a.cuda_type(), problem.lt_b, "A"),
+                layout(output_type(Out::STORAGE), problem.lt_d, "D"),
+            ],
+            &name,
         )?;
-        let mut found = sys::cublasLtMatmulHeuristicResult_t {
-            algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
-            workspaceSize: 0,
-            state: cublasStatus_t::CUBLAS_STATUS_SUCCESS,
-            wavesCount: 0.0,
-            reserved: [0; 4],
-        };
-        let mut count = 0i32;
-        let workspace_bytes = gemm.workspace.len() as u64;
-        // SAFETY: the preference, handle, descriptor and layouts are live; the workspace
-        // limit is the uint64 the attribute takes; the heuristic writes at most the one
-        // result asked for into `found` and its count into `count`.
-        let asked = unsafe {
-            let status = sys::cublasLtMatmulPreferenceSetAttribute(
-                preference,
-                PreferenceAttribute::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&workspace_bytes as *const u64).cast::<c_void>(),
-                size_of::<u64>(),
-            );
-            if status == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-                sys::cublasLtMatmulAlgoGetHeuristic(
-                    gemm.handle,
-                    gemm.desc,
-                    gemm.lt_a,
-                    gemm.lt_b,
-                    gemm.lt_d,
-                    gemm.lt_d,
-                    preference,
-                    1,
-                    &mut found,
-                    &mut count,
-                )
-            } else {
-                status
-            }
-        };
-        // SAFETY: the preference is live and used no more; the chosen algorithm is a copy.
-        let destroyed = unsafe { sys::cublasLtMatmulPreferenceDestroy(preference) };
         let fp8_devices = "cuBLASLt's fp8 GEMMs run on compute capability 8.9 or newer";
-        lt_result(asked, || {
-            format!("asking cuBLASLt for an algorithm for {name} ({fp8_devices})")
-        })?;
-        lt_result(destroyed, || {
-            format!("destroying the heuristic's preferences for {name}")
-        })?;
-        if count < 1 {
-            return Err(Error::Baseline {
-                action: format!("planning {name}"),
-                reason: format!(
-                    "cuBLASLt's heuristic returned no algorithm for {}; {fp8_devices}",
-                    gemm.layouts()
-                ),
-            });
-        }
-        lt_result(found.state, || {
-            format!("the algorithm cuBLASLt's heuristic chose for {name}")
-        })?;
-        gemm.algo = found.algo;
+        let layouts = gemm.layouts();
+        gemm.algo = gemm.lt.first_algorithm(
+            gemm.workspace.len() as u64,
+            &name,
+            &format!(" ({fp8_devices})"),
+            || format!("cuBLASLt's heuristic returned no algorithm for {layouts}; {fp8_devices}"),
+        )?;
         Ok(gemm)
     }
 
@@ -563,24 +424,21 @@ impl<Out: Element> LtFp8Gemm<Out> {
         let name = || self.short_name();
         // cuBLASLt's A is our B, so its A scale is b_scale; the scales are read on the device
         // when the launch runs, their addresses when it is enqueued.
-        for (attribute, address, what) in [
-            (
-                DescAttribute::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                b_scale_ptr,
-                "b_scale",
-            ),
-            (
-                DescAttribute::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                a_scale_ptr,
-                "a_scale",
-            ),
-        ] {
-            let pointer = address as *const c_void;
-            // SAFETY: the descriptor is live (and not shared across threads: the type is not
-            // `Sync`); scale pointers are `const void*`.
-            let status = unsafe { set_desc_attribute(self.desc, attribute, &pointer) };
-            lt_result(status, || format!("setting {what} of {}", name()))?;
-        }
+        self.lt.point_at(
+            [
+                (
+                    DescAttribute::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                    b_scale_ptr,
+                    "b_scale",
+                ),
+                (
+                    DescAttribute::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                    a_scale_ptr,
+                    "a_scale",
+                ),
+            ],
+            &name(),
+        )?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: the handle, descriptor, layouts and algorithm are live and were planned
         // together; the buffers hold the packed matrices the layouts describe (checked above),
@@ -589,23 +447,12 @@ impl<Out: Element> LtFp8Gemm<Out> {
         // and beta are f32, the scale type, and live across the call; the workspace holds the
         // bytes the heuristic was allowed; the stream is the context's, bound above.
         let status = unsafe {
-            sys::cublasLtMatmul(
-                self.handle,
-                self.desc,
-                (&alpha as *const f32).cast::<c_void>(),
-                b_ptr as *const c_void,
-                self.lt_a,
-                a_ptr as *const c_void,
-                self.lt_b,
-                (&beta as *const f32).cast::<c_void>(),
-                d_ptr as *const c_void,
-                self.lt_d,
-                d_ptr as *mut c_void,
-                self.lt_d,
+            self.lt.matmul(
                 &self.algo,
-                workspace_ptr as *mut c_void,
-                self.workspace.len(),
-                stream.cu_stream() as sys::cudaStream_t,
+                (alpha, beta),
+                [b_ptr, a_ptr, d_ptr],
+                (workspace_ptr, self.workspace.len()),
+                stream,
             )
         };
         lt_result(status, || format!("{} {m} x {n} x {k}", name()))
@@ -689,26 +536,9 @@ fn layouts(m: u32, n: u32, k: u32, a: Fp8Format, b: Fp8Format, out: cudaDataType
 impl<Out> Drop for LtFp8Gemm<Out> {
     fn drop(&mut self) {
         // Destroying the handle synchronizes the device (cuBLASLt's documentation), so it
-        // needs the context; nothing can be reported from here, and a failure leaves nothing
-        // to retry.
+        // needs the context: bound here, before the fields (`lt`, then the workspace, freed in
+        // stream order behind the launches that use it) drop.
         let _ = self.stream.context().bind_to_thread();
-        // SAFETY: each object is null or live, made by this value and destroyed once here:
-        // the layouts and the descriptor (host objects an enqueued launch no longer reads)
-        // first, then the handle they were used with. The workspace is freed after this, in
-        // stream order behind the launches that use it.
-        unsafe {
-            for layout in [self.lt_d, self.lt_b, self.lt_a] {
-                if !layout.is_null() {
-                    let _ = sys::cublasLtMatrixLayoutDestroy(layout);
-                }
-            }
-            if !self.desc.is_null() {
-                let _ = sys::cublasLtMatmulDescDestroy(self.desc);
-            }
-            if !self.handle.is_null() {
-                let _ = sys::cublasLtDestroy(self.handle);
-            }
-        }
     }
 }
 

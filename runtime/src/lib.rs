@@ -33,6 +33,7 @@ pub mod bench;
 pub mod blas;
 pub mod blas_aux;
 pub mod blas_fp8;
+mod blas_lt;
 pub mod check;
 mod device;
 mod dispatch;
