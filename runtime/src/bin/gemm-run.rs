@@ -158,6 +158,9 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
     // passes; a plain single product runs once here, with the per-block report.
     let fused = FusedSpec::of_info(info)?;
     if shape.batch > 1 || fused != FusedSpec::NONE {
+        if cli.blocks {
+            eprintln!("note: --blocks reports a plain kernel's single product; not printed here");
+        }
         return run_batch(cli, info, &kernel, &stream, shape, &fused);
     }
     let (report, blocks, gap_writes) =
