@@ -264,6 +264,10 @@ pub struct Method {
     /// Seconds of untimed rounds after the warm-up (reports from before it existed: none).
     #[serde(default)]
     pub sustain_s: u64,
+    /// Milliseconds of untimed rounds after the warm-up, for clocks to ramp up (reports from
+    /// before it existed: none).
+    #[serde(default)]
+    pub warm_ms: u64,
     pub iters: usize,
     pub max_input_sets: u32,
     pub inputs: String,
@@ -341,10 +345,11 @@ impl BenchReport {
             clock(device.memory_clock_mhz)
         ));
         let method = &self.method;
-        let sustain = if method.sustain_s > 0 {
-            format!(", {} s of untimed launches", method.sustain_s)
-        } else {
-            String::new()
+        let sustain = match (method.sustain_s, method.warm_ms) {
+            (0, 0) => String::new(),
+            (0, ms) => format!(", at least {ms} ms of untimed launches"),
+            (s, 0) => format!(", {s} s of untimed launches"),
+            (s, ms) => format!(", {s} s and {ms} ms of untimed launches"),
         };
         out.push_str(&format!(
             "- Method: {}; {} warm-up launches{sustain}, then {} timed launches each, {}; baseline {}; \
@@ -708,6 +713,7 @@ mod tests {
             method: Method {
                 warmup: 5,
                 sustain_s: 0,
+                warm_ms: 0,
                 iters: 20,
                 max_input_sets: 8,
                 inputs: "random normal f32".to_string(),

@@ -134,6 +134,11 @@ struct Cli {
     /// (spec, shape): times taken at the clocks the board holds under sustained load.
     #[arg(long, default_value_t = 0)]
     sustain: u64,
+    /// After the warm-up launches, keep launching (untimed) for at least this many milliseconds
+    /// per (spec, shape): a kernel of a few microseconds is then timed at the clocks a busy
+    /// board runs, not while they ramp up after the host's checks left the GPU idle.
+    #[arg(long, default_value_t = 0)]
+    warm_ms: u64,
     /// Also time each spec's math-only probe in the rotation (its main-loop instructions with
     /// no memory traffic, on the kernel's resident blocks, as many k tiles per block as the
     /// kernel runs at that shape): for mma.sync kernels, how close the kernel comes to its
@@ -304,7 +309,7 @@ fn one_spec_shapes(cli: &Cli) -> Result<Vec<Shape>, Failure> {
 fn rounds(cli: &Cli) -> Rounds {
     Rounds {
         warmup: cli.warmup as usize,
-        sustain: Duration::from_secs(cli.sustain),
+        sustain: Duration::from_secs(cli.sustain) + Duration::from_millis(cli.warm_ms),
         iters: cli.iters as usize,
     }
 }
@@ -868,6 +873,7 @@ fn method(cli: &Cli, kernels: &[AnyKernel], any_batch: bool) -> Method {
     Method {
         warmup: cli.warmup as usize,
         sustain_s: cli.sustain,
+        warm_ms: cli.warm_ms,
         iters: cli.iters as usize,
         max_input_sets: cli.max_input_sets,
         inputs: format!(
@@ -1255,7 +1261,8 @@ impl Run<'_> {
         };
         let rounds = Rounds {
             warmup: self.cli.warmup as usize,
-            sustain: Duration::from_secs(self.cli.sustain),
+            sustain: Duration::from_secs(self.cli.sustain)
+                + Duration::from_millis(self.cli.warm_ms),
             iters: self.cli.iters as usize,
         };
         let Some(probe) = probe else {
