@@ -134,6 +134,16 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16, ping-pong: 2 consumer warpgroups take alternate 128x128 tiles (two m64n128 rows each) and turns at the tensor cores, so one stores while the other multiplies",
     },
     CatalogSpec {
+        name: "wgmma_bf16_128x192x64_s4_pingpong",
+        spec: "name: wgmma_bf16_128x192x64_s4_pingpong, arch: sm_90a, dtype: bf16, tile: 128x192x64, consumers: pingpong, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16, ping-pong on 128x192 tiles (two m64n192 rows per consumer): 3072^3 in 256 tiles, 1.5 times the flops per tile of 128x128",
+    },
+    CatalogSpec {
+        name: "wgmma_bf16_128x64x64_s8_pingpong",
+        spec: "name: wgmma_bf16_128x64x64_s8_pingpong, arch: sm_90a, dtype: bf16, tile: 128x64x64, consumers: pingpong, stages: 8, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16, ping-pong on 128x64 tiles with an 8-stage ring: 128 tiles at 1024^3 and at M = 128 with N = 8192, each consumer's store under the other's wgmmas",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_128x256x64_s4_streamk",
         spec: "name: wgmma_bf16_128x256x64_s4_streamk, arch: sm_90a, dtype: bf16, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
         summary: "Hopper bf16, persistent with a stream-K tail: the tiles left after whole rounds are split along K over every block",

@@ -326,7 +326,8 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             ran += 1;
         }
     }
-    assert_eq!(ran, EDGE_SHAPES.len() * sets::SM90_16BIT.members.len());
+    let fusing = sets::SM90_16BIT.members.iter().filter(|m| m.fuses).count();
+    assert_eq!(ran, EDGE_SHAPES.len() * fusing);
     for (m, n, k) in [(16, 4096, 4096), (512, 2048, 1024)] {
         let problem = Problem::new(m, n, k, Layout::RowRow);
         let kernel = matmul.kernel_for(&problem).unwrap();

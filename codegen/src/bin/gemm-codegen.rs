@@ -488,9 +488,14 @@ fn run(command: Command) -> Result<(), Failure> {
             for set in gemm_codegen::pick::sets::SETS {
                 writeln!(out, "{:<28} {}", set.name, set.about)?;
                 for member in set.members {
+                    let plain_only = if member.fuses {
+                        ""
+                    } else {
+                        " (no fused epilogue: it would spill)"
+                    };
                     writeln!(
                         out,
-                        "  {:<26} {}: {}",
+                        "  {:<26} {}{plain_only}: {}",
                         member.name, member.role, member.body
                     )?;
                 }

@@ -33,6 +33,9 @@ pub struct SetMember {
     pub body: &'static str,
     /// Which problems it is in the set for.
     pub role: &'static str,
+    /// Whether it also builds with a fused epilogue (`Matmul::with_set_fused`): not where the
+    /// epilogue's registers on top of the tile's accumulators make ptxas spill.
+    pub fuses: bool,
 }
 
 /// A named set of specs for one target.
@@ -51,7 +54,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 160-column tiles, stream-K tails, ping-pong 128x128 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 160-column tiles, stream-K tails, ping-pong 128x192, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -59,81 +62,109 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "w128x256",
             body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "large problems whose tiles fill whole rounds",
+            fuses: true,
         },
         SetMember {
             name: "w128x256_sk",
             body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "large problems with a small last round",
+            fuses: true,
         },
         SetMember {
             name: "w256x128_sk",
             body: "arch: sm_90a, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "large problems whose B rows split cache lines (half the B bytes per flop)",
+            fuses: true,
         },
         SetMember {
             name: "w128x256_c2x1",
             body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
             role: "large problems, B multicast to two blocks",
+            fuses: true,
         },
         SetMember {
             name: "w128x192",
             body: "arch: sm_90a, tile: 128x192x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "M of a few hundred with N a multiple of 192: a round of tiles closer to the SM count",
+            fuses: true,
         },
         SetMember {
             name: "w256x160",
             body: "arch: sm_90a, tile: 256x160x32, consumers: 2, stages: 7, swizzle: 64B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "N a multiple of 160 (5120, 10240): one round of 128 tiles where 128x256 tiles leave a ragged last round (64-byte swizzle: 160 columns are five 32-column atoms)",
+            fuses: true,
         },
         SetMember {
             name: "w128x128",
             body: "arch: sm_90a, tile: 128x128x64, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "M of a few hundred: twice the tiles of 128x256",
+            fuses: true,
         },
         SetMember {
             name: "w128x128_sk",
             body: "arch: sm_90a, tile: 128x128x64, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "M of 128 to 512 with deep K: split-K on mid-size tiles",
+            fuses: true,
         },
         SetMember {
             name: "w128x128_pp",
             body: "arch: sm_90a, tile: 128x128x64, consumers: pingpong, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "M of a few hundred with rounds of tiles to spare: one consumer stores its tile while the other multiplies",
+            fuses: true,
+        },
+        SetMember {
+            name: "w128x192_pp",
+            body: "arch: sm_90a, tile: 128x192x64, consumers: pingpong, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "squares of 1536 to 3072 and problems whose 128x256 tiles leave a ragged round: one consumer stores while the other multiplies, on 1.5 times the 128x128 tile",
+            fuses: false,
+        },
+        SetMember {
+            name: "w128x64_pp",
+            body: "arch: sm_90a, tile: 128x64x64, consumers: pingpong, stages: 8, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "M of about 128 with N of a few thousand, and 1024^3: enough 64-wide columns for every SM, the stores under the other consumer's math",
+            fuses: true,
         },
         SetMember {
             name: "w64x256",
             body: "arch: sm_90a, tile: 64x256x64, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma",
             role: "M of a few hundred",
+            fuses: true,
         },
         SetMember {
             name: "w64x128_sk",
             body: "arch: sm_90a, tile: 64x128x64, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "small M with few tiles: split-K over every SM",
+            fuses: true,
         },
         SetMember {
             name: "w64x64",
             body: "arch: sm_90a, tile: 64x64x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
             role: "small M, enough 64-wide columns for every SM",
+            fuses: true,
         },
         SetMember {
             name: "w64x64_sk",
             body: "arch: sm_90a, tile: 64x64x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "small M and N, deep K: split-K",
+            fuses: true,
         },
         SetMember {
             name: "m16x64",
             body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 (decode): no rows wasted",
+            fuses: true,
         },
         SetMember {
             name: "m16x64_s8",
             body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 8, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 with a small weight: more loads in flight per block",
+            fuses: true,
         },
         SetMember {
             name: "m64x16",
             body: "arch: sm_90, tile: 64x16x128, warps: 2x1, stages: 6, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "N of at most 16 (a weight times a few columns): no columns wasted",
+            fuses: true,
         },
     ],
 };
@@ -149,21 +180,25 @@ pub const SM80_16BIT: KernelSet = KernelSet {
             name: "m128x256",
             body: "arch: sm_80, tile: 128x256x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "large problems",
+            fuses: true,
         },
         SetMember {
             name: "m128x128",
             body: "arch: sm_80, tile: 128x128x32, warps: 2x2, stages: 3, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "medium problems",
+            fuses: true,
         },
         SetMember {
             name: "m64x64",
             body: "arch: sm_80, tile: 64x64x64, warps: 2x2, stages: 2, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "small problems",
+            fuses: true,
         },
         SetMember {
             name: "m16x64",
             body: "arch: sm_80, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 (decode)",
+            fuses: true,
         },
     ],
 };
@@ -180,21 +215,25 @@ pub const SM90_FP8: KernelSet = KernelSet {
             name: "w128x256",
             body: "arch: sm_90a, tile: 128x256x128, consumers: 2, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "large problems whose tiles fill whole rounds",
+            fuses: true,
         },
         SetMember {
             name: "w128x128_pp",
             body: "arch: sm_90a, tile: 128x128x128, consumers: pingpong, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "large problems: one consumer's epilogue under the other's wgmmas",
+            fuses: true,
         },
         SetMember {
             name: "w128x256_c2x1",
             body: "arch: sm_90a, tile: 128x256x128, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
             role: "large problems, B loaded once per two tiles down M",
+            fuses: true,
         },
         SetMember {
             name: "w64x128_sk",
             body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
             role: "small M: few tiles share their k tiles over every SM",
+            fuses: true,
         },
     ],
 };
@@ -210,16 +249,19 @@ pub const SM80_F32: KernelSet = KernelSet {
             name: "s128x128",
             body: "arch: sm_80, tile: 128x128x16, warps: 4x2, stages: 3, copy: cp_async, mma: fma",
             role: "large problems",
+            fuses: true,
         },
         SetMember {
             name: "s64x128",
             body: "arch: sm_80, tile: 64x128x32, warps: 2x2, stages: 3, copy: cp_async, mma: fma",
             role: "medium problems",
+            fuses: true,
         },
         SetMember {
             name: "s64x64",
             body: "arch: sm_80, tile: 64x64x16, warps: 2x1, stages: 4, copy: cp_async, mma: fma",
             role: "small problems",
+            fuses: true,
         },
     ],
 };
@@ -286,6 +328,19 @@ impl KernelSet {
             .flat_map(|&layout| {
                 self.members
                     .iter()
+                    .map(move |member| self.spec(member, dtype, out, layout))
+            })
+            .collect()
+    }
+
+    /// [`KernelSet::specs`] of the members that take a fused epilogue ([`SetMember::fuses`]).
+    pub fn fused_specs(&self, dtype: DType, out: DType) -> Vec<String> {
+        KernelSet::layouts(dtype)
+            .iter()
+            .flat_map(|&layout| {
+                self.members
+                    .iter()
+                    .filter(|member| member.fuses)
                     .map(move |member| self.spec(member, dtype, out, layout))
             })
             .collect()
