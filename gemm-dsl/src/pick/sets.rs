@@ -155,9 +155,9 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             fuses: true,
         },
         SetMember {
-            name: "m16x64_s8",
-            body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 8, swizzle: 128B, copy: cp_async, mma: mma_sync",
-            role: "M of at most 16 with a small weight: more loads in flight per block",
+            name: "m16x64_w4",
+            body: "arch: sm_90, tile: 16x64x64, warps: 1x4, stages: 8, swizzle: 128B, copy: cp_async, mma: mma_sync",
+            role: "M of at most 16 with a small weight: 8 stages in flight, 4 warps of 16 columns each",
             fuses: true,
         },
         SetMember {
