@@ -615,10 +615,12 @@ fn the_emitted_tail_is_the_split_rule() {
     .into_iter()
     .filter_map(parse)
     .collect();
-    // 544 tiles: 16 left over, split over every walker (8 a tile would be 128).
-    assert_eq!(tail(&setup, 132, 544, 64), (528, 16 * 64, 128));
-    // 5 left over: over 40 walkers, 8 a tile.
-    assert_eq!(tail(&setup, 132, 533, 64), (528, 5 * 64, 40));
+    // 544 tiles: 16 left over, over 64 walkers (4 a tile).
+    assert_eq!(tail(&setup, 132, 544, 64), (528, 16 * 64, 64));
+    // 5 left over: over 20 walkers, 4 a tile.
+    assert_eq!(tail(&setup, 132, 533, 64), (528, 5 * 64, 20));
+    // 40 left over: 4 a tile would be 160, more than the grid: every walker.
+    assert_eq!(tail(&setup, 132, 568, 64), (528, 40 * 64, 132));
     // Fewer tiles than walkers: all split (split-K).
     assert_eq!(tail(&setup, 132, 64, 112), (0, 64 * 112, 132));
     // 512 tiles: 116 left over, most walkers busy: the last round goes whole.

@@ -620,8 +620,9 @@ pub enum Tail {
 /// busy goes whole too (splitting it saves less than the partial sums cost); a smaller one is
 /// split, each of its tiles over `grid / leftover` walkers but at most
 /// [`StreamKSplit::MAX_WALKERS_PER_TILE`] (measured: 2560³ with 128x128 tiles 0.58 -> 0.93 of
-/// cuBLAS, 5120³ +4-6 %); with fewer tiles than walkers, every tile is split (split-K). The kernel's `stream_k_setup` computes the same
-/// (`codegen/tests/stream_k_walk.rs` replays it against this function).
+/// cuBLAS at 8, +8 % more at 4); with fewer tiles than walkers, every tile is split (split-K).
+/// The kernel's `stream_k_setup` computes the same (`codegen/tests/stream_k_walk.rs` replays
+/// it against this function).
 ///
 /// Measured and not adopted (H100, 2026-11-25, `results/stream-k-2026-11-25/`): splitting
 /// the last whole round together with a small leftover, so each split tile has two or three
@@ -640,8 +641,12 @@ impl StreamKSplit {
     /// The most walkers one split tile is shared by: its finisher reads one partial sum per
     /// other walker, so a few split tiles over the whole grid (16 walkers a tile at 5120³
     /// with 128x256 tiles, 33 at 2560³ with 128x128) cost more in partial sums than they
-    /// save in k tiles.
-    pub const MAX_WALKERS_PER_TILE: u32 = 8;
+    /// save in k tiles. 4 against 8 (H100, the set's four stream-K members at ten problems
+    /// with a split tail, `results/squares-2026-11-26/cap.txt`): up to +22 % (1536³,
+    /// 128x128), +15 % at 512x10240x8192 (128x256), +5 % at 3072³, at most 2 % slower
+    /// anywhere (noise level). 2 gains more on the smallest problems and loses up to 4 %
+    /// on others.
+    pub const MAX_WALKERS_PER_TILE: u32 = 4;
 
     pub const fn of(tiles: u64, grid: u64) -> StreamKSplit {
         let grid = if grid == 0 { 1 } else { grid };

@@ -1869,7 +1869,7 @@ fn repeats_bitwise<In: Element, Out: Element + PartialEq>(
 }
 
 /// Stream-K tails of every kind, against float64 (or cuBLAS): one tile of 41 k tiles split
-/// over a grid of 41 walkers (the finisher adds 40 others' sums); one tile left after whole
+/// over the most walkers a tile takes (the finisher adds the others' sums); one tile left after whole
 /// rounds; a third of a round left; one k tile per tile
 /// (nothing to split); a leftover of all walkers but one (too many to split: the last round
 /// goes whole); a strided batch whose tiles are all tail. Every shape runs again twice, once
