@@ -323,24 +323,21 @@ impl KernelSet {
     /// Every member's spec in every layout it takes, for one pair of element types: what a
     /// picker over this set chooses among.
     pub fn specs(&self, dtype: DType, out: DType) -> Vec<String> {
-        KernelSet::layouts(dtype)
-            .iter()
-            .flat_map(|&layout| {
-                self.members
-                    .iter()
-                    .map(move |member| self.spec(member, dtype, out, layout))
-            })
-            .collect()
+        self.specs_of(dtype, out, |_| true)
     }
 
     /// [`KernelSet::specs`] of the members that take a fused epilogue ([`SetMember::fuses`]).
     pub fn fused_specs(&self, dtype: DType, out: DType) -> Vec<String> {
+        self.specs_of(dtype, out, |member| member.fuses)
+    }
+
+    fn specs_of(&self, dtype: DType, out: DType, keep: fn(&SetMember) -> bool) -> Vec<String> {
         KernelSet::layouts(dtype)
             .iter()
             .flat_map(|&layout| {
                 self.members
                     .iter()
-                    .filter(|member| member.fuses)
+                    .filter(move |member| keep(member))
                     .map(move |member| self.spec(member, dtype, out, layout))
             })
             .collect()
