@@ -38,9 +38,10 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         Self::with_set_fused(ctx, set, fused)
     }
 
-    /// Every member of `set` with the fused epilogue `fused` (its `scale`, `bias` and
-    /// `activation`; each kernel named `<member>_<epilogue>`, e.g. `..._ab_colbf16_gelu`),
-    /// in every layout; run with [`Matmul::run_fused`]. The picker picks as for the plain set:
+    /// Every member of `set` that takes a fused epilogue ([`sets::SetMember::fuses`]; not `sm90`'s
+    /// 128x192 ping-pong tile, which would spill) with the fused epilogue `fused` (its
+    /// `scale`, `bias` and `activation`; each kernel named `<member>_<epilogue>`, e.g.
+    /// `..._ab_colbf16_gelu`), in every layout; run with [`Matmul::run_fused`]. The picker picks as for the plain set:
     /// the epilogue runs once per output tile, the same work for every member.
     pub fn with_set_fused(
         ctx: &Arc<CudaContext>,
