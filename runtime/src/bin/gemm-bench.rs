@@ -1259,12 +1259,7 @@ impl Run<'_> {
                 cublas_batch,
             )
         };
-        let rounds = Rounds {
-            warmup: self.cli.warmup as usize,
-            sustain: Duration::from_secs(self.cli.sustain)
-                + Duration::from_millis(self.cli.warm_ms),
-            iters: self.cli.iters as usize,
-        };
+        let rounds = rounds(self.cli);
         let Some(probe) = probe else {
             let [ours_ms, theirs_ms]: [Vec<f32>; 2] =
                 time_round_robin(stream, &rounds, &mut [&mut ours, &mut theirs])?
