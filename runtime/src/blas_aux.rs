@@ -11,7 +11,7 @@
 //! M, ld K), its m, n, k are N, M, K, and aux is laid out as D. The bias runs along
 //! cuBLASLt's m: our N.
 
-use crate::blas_lt::{lt_result, set_desc_attribute, start_plan, LtObjects};
+use crate::blas_lt::{self, lt_result, set_desc_attribute, start_plan, LtObjects};
 use crate::error::{DriverContext, Error};
 use cudarc::cublaslt::sys::{
     self, cublasLtEpilogue_t, cublasLtMatmulDescAttributes_t as DescAttribute, cudaDataType,
@@ -167,10 +167,7 @@ impl LtGeluAuxBias {
             }
         }
         let stream = &self.stream;
-        stream
-            .context()
-            .bind_to_thread()
-            .during(|| "binding the CUDA context".to_string())?;
+        blas_lt::bind(stream)?;
         let (a_ptr, _a_done) = a.device_ptr(stream);
         let (b_ptr, _b_done) = b.device_ptr(stream);
         let (bias_ptr, _bias_done) = bias.device_ptr(stream);

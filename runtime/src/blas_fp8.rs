@@ -26,7 +26,7 @@
 //! - cuBLASLt's m, n, k are N, M, K: exactly the TN form. In our terms the alignment rules say
 //!   K is a multiple of 16 and D's rows (N · sizeof(Out)) are 16-byte multiples; M is free.
 
-use crate::blas_lt::{lt_result, set_desc_attribute, start_plan, LtObjects};
+use crate::blas_lt::{self, lt_result, set_desc_attribute, start_plan, LtObjects};
 use crate::check::elements_needed;
 use crate::element::{Element, Storage};
 use crate::error::{DriverContext, Error, Operand};
@@ -396,10 +396,7 @@ impl<Out: Element> LtFp8Gemm<Out> {
             },
         )?;
         let stream = &self.stream;
-        stream
-            .context()
-            .bind_to_thread()
-            .during(|| "binding the CUDA context".to_string())?;
+        blas_lt::bind(stream)?;
         // The guards order these accesses after earlier work on other streams, and later work
         // after this call; they drop when the call is enqueued.
         let (a_ptr, _a_done) = a.device_ptr(stream);

@@ -23,13 +23,18 @@ pub(crate) fn start_plan(stream: &Arc<CudaStream>) -> Result<CudaSlice<u8>, Erro
     if !unsafe { sys::is_culib_present() } {
         return Err(Error::NoCublas);
     }
-    stream
-        .context()
-        .bind_to_thread()
-        .during(|| "binding the CUDA context".to_string())?;
+    bind(stream)?;
     stream
         .alloc_zeros::<u8>(WORKSPACE_BYTES)
         .during(|| "allocating cuBLASLt's workspace".to_string())
+}
+
+/// Binds `stream`'s context to this thread: the C-API calls that follow act on it.
+pub(crate) fn bind(stream: &CudaStream) -> Result<(), Error> {
+    stream
+        .context()
+        .bind_to_thread()
+        .during(|| "binding the CUDA context".to_string())
 }
 
 /// A cuBLASLt status as a result; `action` names the call in an error.
