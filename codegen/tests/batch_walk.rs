@@ -21,9 +21,19 @@ fn walk_block(ptx: &str) -> Vec<&str> {
     lines[start..end].to_vec()
 }
 
-/// Runs the walk's u32 arithmetic with `%tile = index` and the kernel parameters `params`.
-fn replay(block: &[&str], params: &HashMap<&str, u32>, index: u32) -> HashMap<String, u32> {
-    let mut registers: HashMap<String, u32> = HashMap::from([("%tile".to_string(), index)]);
+/// Runs the walk's u32 arithmetic with `%tile = index`, the kernel parameters `params` and
+/// `walkers` blocks and clusters (predicates hold 0 or 1).
+fn replay(
+    block: &[&str],
+    params: &HashMap<&str, u32>,
+    walkers: u32,
+    index: u32,
+) -> HashMap<String, u32> {
+    let mut registers: HashMap<String, u32> = HashMap::from([
+        ("%tile".to_string(), index),
+        ("%nctaid.x".to_string(), walkers),
+        ("%nclusterid.x".to_string(), walkers),
+    ]);
     for line in block {
         let line = line.trim();
         if line.is_empty() || line.starts_with("//") || line.starts_with('.') || line == "{" {
@@ -51,6 +61,21 @@ fn replay(block: &[&str], params: &HashMap<&str, u32>, index: u32) -> HashMap<St
             "div.u32" => value(operands[1]) / value(operands[2]),
             "rem.u32" => value(operands[1]) % value(operands[2]),
             "min.u32" => value(operands[1]).min(value(operands[2])),
+            "mov.u32" => value(operands[1]),
+            "setp.gt.u32" => u32::from(value(operands[1]) > value(operands[2])),
+            "setp.lt.and.u32" => {
+                u32::from(value(operands[1]) < value(operands[2]) && value(operands[3]) == 1)
+            }
+            "setp.le.and.u32" => {
+                u32::from(value(operands[1]) <= value(operands[2]) && value(operands[3]) == 1)
+            }
+            "selp.b32" => {
+                if value(operands[3]) == 1 {
+                    value(operands[1])
+                } else {
+                    value(operands[2])
+                }
+            }
             other => panic!("the replay does not know {other}: {line}"),
         };
         registers.insert(operands[0].to_string(), result);
@@ -74,13 +99,24 @@ fn the_emitted_walk_covers_every_products_tiles_once() {
             launch.tile_n * launch.cluster.1,
         );
         let schedule = emitted.spec().schedule;
-        for (batch, m, n) in [(1, 1000, 700), (3, 129, 257), (5, 3 * walk_m, 2 * walk_n + 1)] {
+        // Some walks go along their bands first, some not: each spec walks both ways.
+        let mut orders = std::collections::HashSet::new();
+        for (batch, m, n, walkers) in [
+            (1, 1000, 700, 132),
+            (1, 700, 5000, 132),
+            (1, 700, 5000, 8),
+            (1, 1000, 200, 132),
+            (3, 129, 257, 132),
+            (5, 3 * walk_m, 2 * walk_n + 1, 132),
+        ] {
             let (tiles_m, tiles_n) = (m.div_ceil(walk_m), n.div_ceil(walk_n));
+            let order = schedule.band_order((tiles_m, tiles_n), (walk_m, walk_n), walkers);
+            orders.insert(order);
             let params = HashMap::from([("m", m), ("n", n), ("batch", batch)]);
             let mut seen = vec![false; (batch * tiles_m * tiles_n) as usize];
             for index in 0..batch * tiles_m * tiles_n {
-                let registers = replay(&block, &params, index);
-                let (product, row, col) = schedule.batched_tile_at(index, tiles_m, tiles_n);
+                let registers = replay(&block, &params, walkers, index);
+                let (product, row, col) = schedule.batched_tile_at(index, tiles_m, tiles_n, order);
                 assert_eq!(
                     (
                         registers["%batch"],
@@ -88,7 +124,7 @@ fn the_emitted_walk_covers_every_products_tiles_once() {
                         registers["%block_n"]
                     ),
                     (product, row * walk_m, col * walk_n),
-                    "{spec}: tile {index} of {batch} x {m} x {n}"
+                    "{spec}: tile {index} of {batch} x {m} x {n}, {walkers} walkers ({order:?})"
                 );
                 let slot = &mut seen[((product * tiles_m + row) * tiles_n + col) as usize];
                 assert!(!*slot, "{spec}: product {product} tile ({row}, {col}) twice");
@@ -96,5 +132,6 @@ fn the_emitted_walk_covers_every_products_tiles_once() {
             }
             assert!(seen.iter().all(|&s| s), "{spec}: a tile never walked");
         }
+        assert_eq!(orders.len(), 2, "{spec}: walked only {orders:?}");
     }
 }

@@ -582,6 +582,18 @@ pub enum Raster {
     N,
 }
 
+/// The order of the tiles inside one band of a persistent walk ([`Schedule::band_order`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BandOrder {
+    /// Across the band first: consecutive tiles share the tile row (raster `m`) or column
+    /// (raster `n`) the band is at, so consecutive blocks read the same A (raster `m`) or B
+    /// tiles.
+    AcrossFirst,
+    /// Along the band first: consecutive tiles share the tile column (raster `m`) or row
+    /// (raster `n`), so consecutive blocks read the same B (raster `m`) or A tiles.
+    AlongFirst,
+}
+
 /// How output tiles are assigned to thread blocks (`schedule:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Schedule {
@@ -672,11 +684,48 @@ impl Tail {
 }
 
 impl Schedule {
+    /// The order inside the bands of a walk over `tiles_m x tiles_n` tiles of
+    /// `tile_m x tile_n` elements by `walkers` blocks (or clusters) at once.
+    ///
+    /// Where a whole band runs in one round, the order inside it does not change which tiles
+    /// run together, only which blocks share an operand's tiles, and blocks with nearby
+    /// indices share them best. Across first, the readers of one A tile (raster `m`) are
+    /// consecutive and those of one B tile `group` blocks apart; along first, the B readers
+    /// are consecutive and the A readers as many blocks apart as the band is long. So a band
+    /// shorter than `group` tiles goes along first, where the across side is the longer one
+    /// (the larger operand's readers consecutive). Measured (H100,
+    /// `results/two-speeds-2026-11-26`): 128x128 ping-pong at 512x28672x4096 ran at 750 or
+    /// 570 TFLOP/s across first (the slow launches read 100-130 MB more of B from DRAM), 760
+    /// every time along first; 256x128 stream-K at 4096-row problems (bands 16 tiles long)
+    /// lost 4-17 % along first.
+    pub fn band_order(
+        self,
+        (tiles_m, tiles_n): (u32, u32),
+        (tile_m, tile_n): (u32, u32),
+        walkers: u32,
+    ) -> BandOrder {
+        let Schedule::Persistent { raster, group, .. } = self else {
+            return BandOrder::AcrossFirst;
+        };
+        let extent_m = u64::from(tiles_m) * u64::from(tile_m);
+        let extent_n = u64::from(tiles_n) * u64::from(tile_n);
+        let (along_count, along_extent, across_extent) = match raster {
+            Raster::M => (tiles_m, extent_m, extent_n),
+            Raster::N => (tiles_n, extent_n, extent_m),
+        };
+        let band_tiles = u64::from(group) * u64::from(along_count);
+        if band_tiles <= u64::from(walkers) && along_count < group && across_extent > along_extent {
+            BandOrder::AlongFirst
+        } else {
+            BandOrder::AcrossFirst
+        }
+    }
+
     /// The (tile row, tile column) of tile `index` of a `tiles_m x tiles_n` output: row-major
     /// for `Tile` (`blockIdx.y`, `blockIdx.x`), grouped bands for `Persistent` (the last band
-    /// is narrower where `group` does not divide the tile count). `index` is below
-    /// `tiles_m * tiles_n`.
-    pub fn tile_at(self, index: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32) {
+    /// is narrower where `group` does not divide the tile count), in `order` inside each band.
+    /// `index` is below `tiles_m * tiles_n`.
+    pub fn tile_at(self, index: u32, tiles_m: u32, tiles_n: u32, order: BandOrder) -> (u32, u32) {
         match self {
             Schedule::Tile => (index / tiles_n, index % tiles_n),
             Schedule::Persistent { raster, group, .. } => {
@@ -691,11 +740,15 @@ impl Schedule {
                 let band_start = index / band_tiles * group;
                 let width = group.min(u64::from(across_count) - band_start);
                 let within = index % band_tiles;
+                let (along, across) = match order {
+                    BandOrder::AcrossFirst => (within / width, within % width),
+                    BandOrder::AlongFirst => (
+                        within % u64::from(along_count),
+                        within / u64::from(along_count),
+                    ),
+                };
                 // Both are below `along_count` and `across_count`, so they fit 32 bits.
-                let (along, across) = (
-                    (within / width) as u32,
-                    (band_start + within % width) as u32,
-                );
+                let (along, across) = (along as u32, (band_start + across) as u32);
                 match raster {
                     Raster::M => (along, across),
                     Raster::N => (across, along),
@@ -709,9 +762,15 @@ impl Schedule {
     /// The (product, tile row, tile column) of tile `index` of a strided batch of products of
     /// `tiles_m x tiles_n` tiles each: the products one after another, each walked in
     /// [`Schedule::tile_at`] order. `index` is below `batch * tiles_m * tiles_n`.
-    pub fn batched_tile_at(self, index: u32, tiles_m: u32, tiles_n: u32) -> (u32, u32, u32) {
+    pub fn batched_tile_at(
+        self,
+        index: u32,
+        tiles_m: u32,
+        tiles_n: u32,
+        order: BandOrder,
+    ) -> (u32, u32, u32) {
         let per_product = tiles_m * tiles_n;
-        let (row, col) = self.tile_at(index % per_product, tiles_m, tiles_n);
+        let (row, col) = self.tile_at(index % per_product, tiles_m, tiles_n, order);
         (index / per_product, row, col)
     }
 }
@@ -1039,14 +1098,19 @@ mod tests {
                 tail: Tail::Whole,
             },
         ];
-        for schedule in schedules {
+        for (schedule, order) in schedules.into_iter().flat_map(|schedule| {
+            [BandOrder::AcrossFirst, BandOrder::AlongFirst].map(|order| (schedule, order))
+        }) {
             for (tiles_m, tiles_n) in [(1, 1), (7, 11), (16, 8), (64, 32), (5, 100)] {
                 let mut seen = vec![false; (tiles_m * tiles_n) as usize];
                 for index in 0..tiles_m * tiles_n {
-                    let (row, col) = schedule.tile_at(index, tiles_m, tiles_n);
-                    assert!(row < tiles_m && col < tiles_n, "{schedule} {index}");
+                    let (row, col) = schedule.tile_at(index, tiles_m, tiles_n, order);
+                    assert!(
+                        row < tiles_m && col < tiles_n,
+                        "{schedule} {order:?} {index}"
+                    );
                     let slot = &mut seen[(row * tiles_n + col) as usize];
-                    assert!(!*slot, "{schedule}: tile ({row}, {col}) twice");
+                    assert!(!*slot, "{schedule} {order:?}: tile ({row}, {col}) twice");
                     *slot = true;
                 }
             }
@@ -1068,50 +1132,130 @@ mod tests {
                 tail: Tail::Whole,
             },
         ];
-        for schedule in schedules {
+        for (schedule, order) in schedules.into_iter().flat_map(|schedule| {
+            [BandOrder::AcrossFirst, BandOrder::AlongFirst].map(|order| (schedule, order))
+        }) {
             for (batch, tiles_m, tiles_n) in [(1, 7, 11), (3, 1, 1), (3, 5, 4), (17, 16, 8)] {
                 let per_product = tiles_m * tiles_n;
                 let mut seen = vec![false; (batch * per_product) as usize];
                 for index in 0..batch * per_product {
-                    let (product, row, col) = schedule.batched_tile_at(index, tiles_m, tiles_n);
+                    let (product, row, col) =
+                        schedule.batched_tile_at(index, tiles_m, tiles_n, order);
                     assert!(product < batch && row < tiles_m && col < tiles_n);
                     // Within a product the walk is the unbatched one.
                     assert_eq!(
                         (row, col),
-                        schedule.tile_at(index - product * per_product, tiles_m, tiles_n)
+                        schedule.tile_at(index - product * per_product, tiles_m, tiles_n, order)
                     );
                     let slot = &mut seen[(product * per_product + row * tiles_n + col) as usize];
                     assert!(
                         !*slot,
-                        "{schedule}: product {product} tile ({row}, {col}) twice"
+                        "{schedule} {order:?}: product {product} tile ({row}, {col}) twice"
                     );
                     *slot = true;
                 }
-                assert!(seen.iter().all(|&s| s), "{schedule}: a tile never visited");
+                assert!(
+                    seen.iter().all(|&s| s),
+                    "{schedule} {order:?}: a tile never visited"
+                );
             }
         }
     }
 
     #[test]
     fn raster_bands_advance_in_their_direction() {
+        let across = BandOrder::AcrossFirst;
         let m = Schedule::Persistent {
             raster: Raster::M,
             group: 4,
             tail: Tail::Whole,
         };
         // 10 x 6 tiles: band 0 is columns 0-3, walked row by row; band 1 columns 4-5.
-        let order: Vec<_> = (0..6).map(|i| m.tile_at(i, 10, 6)).collect();
+        let order: Vec<_> = (0..6).map(|i| m.tile_at(i, 10, 6, across)).collect();
         assert_eq!(order, [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]);
-        assert_eq!(m.tile_at(40, 10, 6), (0, 4));
-        assert_eq!(m.tile_at(43, 10, 6), (1, 5));
+        assert_eq!(m.tile_at(40, 10, 6, across), (0, 4));
+        assert_eq!(m.tile_at(43, 10, 6, across), (1, 5));
         let n = Schedule::Persistent {
             raster: Raster::N,
             group: 4,
             tail: Tail::Whole,
         };
-        let order: Vec<_> = (0..6).map(|i| n.tile_at(i, 6, 10)).collect();
+        let order: Vec<_> = (0..6).map(|i| n.tile_at(i, 6, 10, across)).collect();
         assert_eq!(order, [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1)]);
-        assert_eq!(n.tile_at(40, 6, 10), (4, 0));
+        assert_eq!(n.tile_at(40, 6, 10, across), (4, 0));
+    }
+
+    #[test]
+    fn bands_along_first_put_an_operands_readers_in_consecutive_tiles() {
+        let along = BandOrder::AlongFirst;
+        let m = Schedule::Persistent {
+            raster: Raster::M,
+            group: 4,
+            tail: Tail::Whole,
+        };
+        // 3 x 6 tiles: band 0 is columns 0-3, walked column by column; band 1 columns 4-5.
+        let order: Vec<_> = (0..6).map(|i| m.tile_at(i, 3, 6, along)).collect();
+        assert_eq!(order, [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]);
+        assert_eq!(m.tile_at(12, 3, 6, along), (0, 4));
+        assert_eq!(m.tile_at(17, 3, 6, along), (2, 5));
+        let n = Schedule::Persistent {
+            raster: Raster::N,
+            group: 4,
+            tail: Tail::Whole,
+        };
+        let order: Vec<_> = (0..4).map(|i| n.tile_at(i, 6, 3, along)).collect();
+        assert_eq!(order, [(0, 0), (0, 1), (0, 2), (1, 0)]);
+    }
+
+    #[test]
+    fn a_band_goes_along_first_where_it_runs_in_one_round_and_across_is_longer() {
+        let walk = |raster| Schedule::Persistent {
+            raster,
+            group: 8,
+            tail: Tail::Whole,
+        };
+        let (m, n) = (walk(Raster::M), walk(Raster::N));
+        // 512x28672 in 128x128 tiles: bands of 4 x 8 tiles, 128 blocks.
+        assert_eq!(
+            m.band_order((4, 224), (128, 128), 128),
+            BandOrder::AlongFirst
+        );
+        // 256-row tiles at 4096x28672: the band is 16 tiles long, longer than its 8 across.
+        assert_eq!(
+            m.band_order((16, 224), (256, 128), 132),
+            BandOrder::AcrossFirst
+        );
+        // Its transpose: across (N) is the shorter side, A's readers are consecutive already.
+        assert_eq!(
+            m.band_order((224, 4), (128, 128), 128),
+            BandOrder::AcrossFirst
+        );
+        assert_eq!(
+            n.band_order((224, 4), (128, 128), 128),
+            BandOrder::AlongFirst
+        );
+        // Squares: neither side is longer, whatever the tile's shape.
+        assert_eq!(
+            m.band_order((16, 16), (128, 128), 128),
+            BandOrder::AcrossFirst
+        );
+        assert_eq!(
+            m.band_order((16, 32), (256, 128), 132),
+            BandOrder::AcrossFirst
+        );
+        // A band of 7 x 8 tiles spans rounds of 48 blocks.
+        assert_eq!(
+            m.band_order((7, 224), (128, 128), 48),
+            BandOrder::AcrossFirst
+        );
+        assert_eq!(
+            m.band_order((7, 224), (128, 128), 56),
+            BandOrder::AlongFirst
+        );
+        assert_eq!(
+            Schedule::Tile.band_order((4, 224), (128, 128), 128),
+            BandOrder::AcrossFirst
+        );
     }
 
     #[test]
@@ -1122,7 +1266,10 @@ mod tests {
             tail: Tail::Whole,
         };
         // One band of 64 x 2^26 = 2^32 tiles; the last tile is its bottom-right corner.
-        assert_eq!(m.tile_at(u32::MAX, 1 << 26, 64), ((1 << 26) - 1, 63));
+        assert_eq!(
+            m.tile_at(u32::MAX, 1 << 26, 64, BandOrder::AcrossFirst),
+            ((1 << 26) - 1, 63)
+        );
     }
 
     #[test]

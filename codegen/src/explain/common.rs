@@ -1,10 +1,24 @@
 //! Pieces every family's `explain` section uses: the block line, the budgets (ledger,
 //! registers next to ptxas, occupancy), the cp.async ring's timeline and conflict verdicts.
 
+use crate::plan::schedule::TileWalk;
 use crate::plan::{CpAsyncGroups, PlanCopy, Ring};
 use crate::sass::PtxasResources;
 use gemm_dsl::ValidSpec;
 use std::fmt::Write;
+
+/// A persistent walk's bands and the order inside them ([`gemm_dsl::Schedule::band_order`]).
+pub fn bands(walk: &TileWalk) -> String {
+    let (across, along) = (
+        walk.across.param.to_uppercase(),
+        walk.along.param.to_uppercase(),
+    );
+    format!(
+        "raster bands {} tiles across {across} advancing along {along}, each band across first, or along first where it is shorter than {} tiles, fits in one round of walkers and {across} is the longer side",
+        walk.group,
+        walk.group
+    )
+}
 
 pub fn verdict(degree: u32) -> String {
     if degree <= 1 {

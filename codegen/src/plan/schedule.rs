@@ -21,6 +21,12 @@ pub struct TileWalk {
     /// and the register that receives the tile's first element index.
     pub along: WalkDim,
     pub across: WalkDim,
+    /// The special register that counts the walkers (blocks, or clusters where the walk's
+    /// tiles are clusters' tiles): where a band's tiles all fit in one round of them, the band
+    /// may go along first ([`Schedule::band_order`]).
+    ///
+    /// [`Schedule::band_order`]: gemm_dsl::Schedule::band_order
+    pub walkers: &'static str,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -36,8 +42,13 @@ pub struct WalkDim {
 impl TileWalk {
     /// The walk of a persistent schedule over `tile`-sized output tiles; `None` for one tile
     /// per block. `partial_tiles`: the kernel computes partial edge tiles, so tile counts
-    /// round up.
-    pub fn of(schedule: Schedule, tile: Tile, partial_tiles: bool) -> Option<TileWalk> {
+    /// round up. `clusters`: the walkers are clusters, each taking one `tile`.
+    pub fn of(
+        schedule: Schedule,
+        tile: Tile,
+        partial_tiles: bool,
+        clusters: bool,
+    ) -> Option<TileWalk> {
         let Schedule::Persistent { raster, group, .. } = schedule else {
             return None;
         };
@@ -59,6 +70,11 @@ impl TileWalk {
             batch_register: WALK_BATCH_REGISTER,
             along,
             across,
+            walkers: if clusters {
+                "%nclusterid.x"
+            } else {
+                "%nctaid.x"
+            },
         })
     }
 }

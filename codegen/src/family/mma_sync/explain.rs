@@ -1,7 +1,7 @@
 //! The mma.sync family's `explain` section.
 
 use super::MmaSyncPlan;
-use crate::explain::common::{block_line, budgets, timeline, verdict};
+use crate::explain::common::{bands, block_line, budgets, timeline, verdict};
 use crate::plan::PlanCopy;
 use crate::sass::PtxasResources;
 use gemm_dsl::ValidSpec;
@@ -105,11 +105,9 @@ impl MmaSyncPlan {
         if let Some(walk) = &p.persistent {
             let _ = writeln!(
                 out,
-                "  schedule: persistent, grid = min(tiles, SMs x {} block(s)/SM); each block walks tiles blockIdx.x, + gridDim.x, .. in raster bands {} tiles across {} advancing along {}; after a tile's main loop, bar.sync, then the next tile's prologue copies, then this tile's epilogue",
+                "  schedule: persistent, grid = min(tiles, SMs x {} block(s)/SM); each block walks tiles blockIdx.x, + gridDim.x, .. in {}; after a tile's main loop, bar.sync, then the next tile's prologue copies, then this tile's epilogue",
                 valid.occupancy.blocks_per_sm,
-                walk.group,
-                walk.across.param.to_uppercase(),
-                walk.along.param.to_uppercase()
+                bands(walk)
             );
         }
         budgets(out, valid, ptxas);

@@ -213,7 +213,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let (epilogue, c_store_bytes) = MmaEpilogue::new(spec, g, copy_vector.bytes, &smem);
     let fused = FusedEpilogue::of(spec, &epilogue.fused_segments(), c_store_bytes);
     // Partial edge tiles: the tile counts round up.
-    let persistent = TileWalk::of(spec.schedule, tile, true);
+    let persistent = TileWalk::of(spec.schedule, tile, true, false);
 
     let input = g.shape.input.name();
     let mma_instruction = format!(

@@ -2,7 +2,7 @@
 
 use super::descriptor::{Major, SmemDescriptor};
 use super::{BoxLoad, WgmmaPlan};
-use crate::explain::common::budgets;
+use crate::explain::common::{bands, budgets};
 use crate::sass::PtxasResources;
 use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
 use gemm_dsl::{DType, ValidSpec};
@@ -187,15 +187,13 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     if let Some(walk) = &p.persistent {
         let _ = writeln!(
             out,
-            "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk {}x{} tiles ({}) {}, + {}, .. in raster bands {} tiles across {} advancing along {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
+            "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk {}x{} tiles ({}) {}, + {}, .. in {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
             p.walk_tile_m,
             p.walk_tile_n,
             if p.cluster.is_some() { "one per cluster" } else { "one per block" },
             p.tile_index_register,
-            if p.cluster.is_some() { "%nclusterid.x" } else { "%nctaid.x" },
-            walk.group,
-            walk.across.param.to_uppercase(),
-            walk.along.param.to_uppercase()
+            walk.walkers,
+            bands(walk)
         );
     }
     if let Some(pingpong) = &p.pingpong {

@@ -331,6 +331,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
                 k: spec.tile.k,
             },
             true,
+            g.cluster.is_some(),
         ),
         batch: BatchPlan {
             index: WALK_BATCH_REGISTER,
