@@ -163,8 +163,11 @@ impl Drop for LinkState {
     }
 }
 
-/// Compiles PTX with the driver's JIT for the context's device and returns the cubin: exactly
-/// the machine code `cuModuleLoadDataEx` would run.
+/// Compiles PTX with the driver's JIT for the context's device and returns the cubin. Not
+/// always the machine code `cuModuleLoadDataEx` runs: this `cuLink` route drops `setmaxnreg`
+/// (the JIT's note C7504, no `USETMAXREG` in the SASS) where `cuModuleLoadDataEx` keeps it
+/// (its JIT cache's cubin of the 128x128 ping-pong kernel has both, H100, driver 580.159.04,
+/// `results/two-speeds-2026-11-26/jit-cache.txt`).
 pub fn jit_cubin(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<Vec<u8>, Error> {
     jit_cubin_logged(ctx, ptx, kernel).map(|(cubin, _)| cubin)
 }
