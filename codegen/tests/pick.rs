@@ -114,7 +114,11 @@ fn model_geomean(
         let problem = Problem::new(*m, *n, *k, Layout::RowRow)
             .with_batch(*batch)
             .with_lines_padded(16, 2, 2);
-        let cublas = measured[0].2;
+        // The median of the shape's cuBLAS rows, as `gemm-bench`'s picks table takes it: one
+        // row's cuBLAS time carries that row's noise into every ratio.
+        let mut cublas_rows: Vec<f64> = measured.iter().map(|r| r.2).collect();
+        cublas_rows.sort_by(f64::total_cmp);
+        let cublas = cublas_rows[cublas_rows.len() / 2];
         let of = |name: &str| measured.iter().find(|r| r.0 == name).map(|r| r.1 / cublas);
         let ranking = rank(candidates, &problem, device);
         let pick = ranking
