@@ -175,16 +175,19 @@ pub struct WgmmaGeometry {
     pub k_per_wgmma: u32,
     /// wgmma k steps per k tile (`BK / k_per_wgmma`).
     pub k_steps: u32,
-    /// The XOR swizzle span of shared-memory rows (32, 64 or 128 bytes).
-    pub swizzle_bytes: u32,
+    /// A's and B's XOR swizzle spans of shared-memory rows (32, 64 or 128 bytes): the spec's
+    /// swizzle, or for an M- or N-major operand whose tile extent that span does not divide,
+    /// the widest narrower one that does ([`operand_swizzle_bytes`]).
+    pub a_swizzle_bytes: u32,
+    pub b_swizzle_bytes: u32,
     /// Which dimension of A and of B is contiguous (the spec's layout).
     pub a_major: Major,
     pub b_major: Major,
-    /// A's boxes: K-major, `swizzle_bytes` of K by BM rows, `BK·sizeof / swizzle` of them;
-    /// M-major, `swizzle_bytes` of M by BK rows, `BM·sizeof / swizzle` of them.
+    /// A's boxes: K-major, `a_swizzle_bytes` of K by BM rows, `BK·sizeof / swizzle` of them;
+    /// M-major, `a_swizzle_bytes` of M by BK rows, `BM·sizeof / swizzle` of them.
     pub a_boxes: OperandBoxes,
-    /// B's boxes: N-major (row-major B), `swizzle_bytes` of N by BK rows; K-major,
-    /// `swizzle_bytes` of K by BN rows.
+    /// B's boxes: N-major (row-major B), `b_swizzle_bytes` of N by BK rows; K-major,
+    /// `b_swizzle_bytes` of K by BN rows.
     pub b_boxes: OperandBoxes,
     /// Registers per consumer thread: the kernel's even split, or what `setmaxnreg.inc`
     /// raises it to when the producer gives registers back.
@@ -204,6 +207,27 @@ pub struct WgmmaGeometry {
     /// `quant: block`: the producer copies each k tile's scales into a slot beside its stage
     /// ([`WgmmaGeometry::block_scale_bytes`]).
     pub block_scales: bool,
+}
+
+/// The narrowest XOR swizzle an operand falls back to.
+pub const MIN_SWIZZLE_BYTES: u32 = 32;
+
+/// An operand's swizzle under the spec's `spec_bytes`: a K-major operand's rows are BK long,
+/// which validation makes a multiple of the spec's span; an M- or N-major operand's rows are
+/// its tile extent `mn` (BM or BN), and where the spec's span does not divide it the operand
+/// takes the widest narrower span that does. So 192x96 tiles of bf16 read A through 128-byte
+/// rows (whole 128-byte TMA requests) while B's 96 columns take 64-byte ones; with one swizzle
+/// for both, A's requests were 64 bytes too, and the 64-byte swizzle cost 128x128 ping-pong
+/// 29 % at 2048³ (H100, `results/two-speeds-2026-11-26/swizzle-small.txt`).
+pub fn operand_swizzle_bytes(spec_bytes: u32, major: Major, mn: u32, element: u32) -> u32 {
+    match major {
+        Major::K => spec_bytes,
+        Major::MN => [128, 64, 32]
+            .into_iter()
+            .filter(|&bytes| bytes <= spec_bytes)
+            .find(|&bytes| mn.is_multiple_of(bytes / element))
+            .unwrap_or(MIN_SWIZZLE_BYTES),
+    }
 }
 
 /// Why a spec has no wgmma geometry.
@@ -279,9 +303,19 @@ impl WgmmaGeometry {
         {
             return Err(WgmmaGeometryError::TileM);
         }
-        // B lands as boxes of one swizzle span of N each.
+        let (a_major, b_major) = Major::of_layout(spec.layout);
+        // A 16-bit B's BN is a multiple of the narrowest span (16 columns): an N-major B lands
+        // as boxes of one span of N each, the spec's or, where that does not divide BN, the
+        // widest narrower one that does (96 columns: 64 bytes); a K-major B's rows may be any
+        // such multiple (C's staging boxes are at least 16 columns). fp8 B (K-major) keeps
+        // the spec's span.
         let swizzle_elements = swizzle_bytes / element;
-        let n_step = swizzle_elements.max(8);
+        let n_step = if element == 2 {
+            (MIN_SWIZZLE_BYTES / element).min(swizzle_elements)
+        } else {
+            swizzle_elements
+        }
+        .max(8);
         if tile.n == 0 || tile.n > WGMMA_MAX_N || !tile.n.is_multiple_of(n_step) {
             return Err(WgmmaGeometryError::TileN { step: n_step });
         }
@@ -290,7 +324,6 @@ impl WgmmaGeometry {
         if tile.k == 0 || !tile.k.is_multiple_of(k_step) {
             return Err(WgmmaGeometryError::TileK { step: k_step });
         }
-        let (a_major, b_major) = Major::of_layout(spec.layout);
         if (a_major == Major::MN || b_major == Major::MN) && tile.k > TMA_MAX_BOX_ROWS {
             return Err(WgmmaGeometryError::TileKRows);
         }
@@ -337,6 +370,8 @@ impl WgmmaGeometry {
             }
         }
         let rows_per_consumer = tile.m / splitting_consumers;
+        let a_swizzle_bytes = operand_swizzle_bytes(swizzle_bytes, a_major, tile.m, element);
+        let b_swizzle_bytes = operand_swizzle_bytes(swizzle_bytes, b_major, tile.n, element);
         let store_staging = (spec.epilogue == Epilogue::Tma).then(|| {
             let out = spec.out.size_bytes();
             let swizzle_bytes = [128, 64, 32]
@@ -361,11 +396,12 @@ impl WgmmaGeometry {
             n: tile.n,
             k_per_wgmma,
             k_steps: tile.k / k_per_wgmma,
-            swizzle_bytes,
+            a_swizzle_bytes,
+            b_swizzle_bytes,
             a_major,
             b_major,
-            a_boxes: OperandBoxes::of(a_major, tile.m, tile.k, swizzle_elements),
-            b_boxes: OperandBoxes::of(b_major, tile.n, tile.k, swizzle_elements),
+            a_boxes: OperandBoxes::of(a_major, tile.m, tile.k, a_swizzle_bytes / element),
+            b_boxes: OperandBoxes::of(b_major, tile.n, tile.k, b_swizzle_bytes / element),
             consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
             register_split,
             cluster,
@@ -706,11 +742,18 @@ impl Validator<'_> {
                         s.tile.n
                     ),
                 );
-                error.notes.push(format!(
-                    "B lands in boxes of one {}-byte swizzle span ({step} {} columns), and one wgmma is at most {WGMMA_MAX_N} wide",
-                    step * element,
-                    s.dtype.name()
-                ));
+                error.notes.push(if element == 2 {
+                    format!(
+                        "an N-major B lands in boxes of one swizzle span of N (the spec's, or the widest narrower one that divides BN, down to {step} {} columns), and C's staging boxes are at least as wide; one wgmma is at most {WGMMA_MAX_N} wide",
+                        s.dtype.name()
+                    )
+                } else {
+                    format!(
+                        "B lands in boxes of one {}-byte swizzle span ({step} {} columns), and one wgmma is at most {WGMMA_MAX_N} wide",
+                        step * element,
+                        s.dtype.name()
+                    )
+                });
                 error.help = Some(format!("tile: {}", legal_tile(s)));
             }
             WgmmaGeometryError::Cluster => {
@@ -847,21 +890,21 @@ fn legal_tile(s: &GemmSpec) -> Tile {
 /// align the ring.
 pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
     let element = s.dtype.size_bytes();
-    let line = |operand: char, rows: u32, cols: u32, boxes: &OperandBoxes| LedgerLine {
-        what: format!(
-            "{operand} tile {rows}x{cols} {}, {} box(es) of {}x{}, {} swizzle",
-            s.dtype.name(),
-            boxes.boxes,
-            boxes.outer,
-            boxes.inner,
-            s.swizzle
-        ),
-        bytes: boxes.boxes * boxes.bytes_per_box(element),
-    };
+    let line =
+        |operand: char, rows: u32, cols: u32, boxes: &OperandBoxes, swizzle: u32| LedgerLine {
+            what: format!(
+                "{operand} tile {rows}x{cols} {}, {} box(es) of {}x{}, {swizzle}B swizzle",
+                s.dtype.name(),
+                boxes.boxes,
+                boxes.outer,
+                boxes.inner,
+            ),
+            bytes: boxes.boxes * boxes.bytes_per_box(element),
+        };
     SmemLedger {
         per_stage: vec![
-            line('A', s.tile.m, s.tile.k, &g.a_boxes),
-            line('B', s.tile.k, s.tile.n, &g.b_boxes),
+            line('A', s.tile.m, s.tile.k, &g.a_boxes, g.a_swizzle_bytes),
+            line('B', s.tile.k, s.tile.n, &g.b_boxes, g.b_swizzle_bytes),
         ],
         stages: s.stages,
         fixed: vec![
@@ -976,6 +1019,33 @@ mod tests {
     const HOPPER: &str = "arch: sm_90a, mma: wgmma";
 
     #[test]
+    fn an_n_major_b_whose_columns_the_swizzle_span_does_not_divide_takes_a_narrower_one() {
+        let swizzles = |text: &str| {
+            let v = check_str(&format!("{HOPPER}, {text}")).unwrap_or_else(|e| panic!("{e:?}"));
+            let Family::Wgmma(g) = v.family else {
+                unreachable!()
+            };
+            (g.a_swizzle_bytes, g.b_swizzle_bytes, g.a_boxes, g.b_boxes)
+        };
+        // 96 columns of bf16: two 64-byte spans' worth is 64 columns, so B takes 64 bytes, in
+        // three boxes of 32 columns; A keeps 128-byte rows of K.
+        let (a, b, a_boxes, b_boxes) =
+            swizzles("tile: 192x96x64, swizzle: 128B, consumers: pingpong, schedule: persistent");
+        assert_eq!((a, b), (128, 64));
+        assert_eq!((a_boxes.inner, a_boxes.outer, a_boxes.boxes), (64, 192, 1));
+        assert_eq!((b_boxes.inner, b_boxes.outer, b_boxes.boxes), (32, 64, 3));
+        // 160 columns: 64 bytes; 208 columns: 32 bytes.
+        assert_eq!(swizzles("tile: 256x160x64, swizzle: 128B").1, 64);
+        assert_eq!(swizzles("tile: 128x208x64, swizzle: 128B").1, 32);
+        // Never wider than the spec's, and a K-major B keeps it, whatever its BN.
+        assert_eq!(swizzles("tile: 128x128x32, swizzle: 64B").0, 64);
+        assert_eq!(swizzles("tile: 128x128x32, swizzle: 64B").1, 64);
+        assert_eq!(swizzles("tile: 128x192x64, layout: rc").1, 128);
+        let (_, b, _, b_boxes) = swizzles("tile: 192x96x64, consumers: 1, layout: cc");
+        assert_eq!((b, b_boxes.inner, b_boxes.outer), (128, 64, 96));
+    }
+
+    #[test]
     fn default_hopper_spec() {
         let v = check_str(HOPPER).unwrap();
         let Family::Wgmma(g) = v.family else {
@@ -983,7 +1053,10 @@ mod tests {
         };
         assert_eq!(v.threads_per_block(), 384);
         assert_eq!((g.consumers, g.rows_per_consumer, g.m_wgmmas), (2, 64, 1));
-        assert_eq!((g.n, g.k_steps, g.swizzle_bytes), (256, 4, 128));
+        assert_eq!(
+            (g.n, g.k_steps, g.a_swizzle_bytes, g.b_swizzle_bytes),
+            (256, 4, 128, 128)
+        );
         assert_eq!(v.spec.swizzle, Swizzle::Xor128);
         assert_eq!(
             (g.a_boxes.inner, g.a_boxes.outer, g.a_boxes.boxes),
@@ -1235,7 +1308,7 @@ mod tests {
             ),
             (
                 "tile: 128x200x64",
-                "BN = 200 is not a multiple of 64",
+                "BN = 200 is not a multiple of 16",
                 "tile: 128x192x64",
             ),
             (

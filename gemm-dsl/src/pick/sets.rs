@@ -54,7 +54,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 160-column tiles, stream-K tails, ping-pong 128x192, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -117,6 +117,12 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             body: "arch: sm_90a, tile: 128x192x64, consumers: pingpong, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
             role: "squares of 1536 to 3072 and problems whose 128x256 tiles leave a ragged round: one consumer stores while the other multiplies, on 1.5 times the 128x128 tile",
             fuses: false,
+        },
+        SetMember {
+            name: "w192x96_pp",
+            body: "arch: sm_90a, tile: 192x96x64, consumers: pingpong, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "squares near 1536 (one round of 128 tiles) and 3072: cuBLAS's tile there, A read through 128-byte rows while B's 96 columns take 64-byte ones",
+            fuses: true,
         },
         SetMember {
             name: "w128x64_pp",

@@ -32,9 +32,9 @@ pub struct ClusterPlan {
 impl ClusterPlan {
     /// The multicast of `cluster` over geometry `g`'s boxes.
     pub(super) fn new(c: ClusterSharing, g: &WgmmaGeometry, spec: &GemmSpec) -> ClusterPlan {
-        let (boxes, rank_tile_m, rank_tile_n) = match c.shared {
-            SharedOperand::A => (&g.a_boxes, 0, spec.tile.n),
-            SharedOperand::B => (&g.b_boxes, spec.tile.m, 0),
+        let (boxes, swizzle_bytes, rank_tile_m, rank_tile_n) = match c.shared {
+            SharedOperand::A => (&g.a_boxes, g.a_swizzle_bytes, 0, spec.tile.n),
+            SharedOperand::B => (&g.b_boxes, g.b_swizzle_bytes, spec.tile.m, 0),
         };
         let slice_rows = boxes.outer / c.blocks;
         let (dims_x, dims_y) = match spec.schedule {
@@ -50,7 +50,7 @@ impl ClusterPlan {
                 SharedOperand::B => "b",
             },
             slice_rows,
-            slice_bytes: slice_rows * g.swizzle_bytes,
+            slice_bytes: slice_rows * swizzle_bytes,
             rank_tile_m,
             rank_tile_n,
             cta_mask: (1 << c.blocks) - 1,

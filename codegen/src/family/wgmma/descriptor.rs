@@ -161,25 +161,26 @@ pub(super) struct OperandReads {
 impl OperandReads {
     /// The reads of geometry `g`'s stage of `element`-byte operands, B `a_tile_bytes` in.
     pub(super) fn new(g: &WgmmaGeometry, element: u32, a_tile_bytes: u32) -> OperandReads {
-        let w = g.swizzle_bytes;
+        let (a_swizzle, b_swizzle) = (g.a_swizzle_bytes, g.b_swizzle_bytes);
         // K-major operands step 32 bytes of K along a box row per wgmma (k16, or k32 of fp8;
         // into the next box past a swizzle span) and their 8-row atoms lie SBO apart; M/N-major
         // operands (16-bit only) step 16 box rows per k16 and their swizzle spans of M or N lie
-        // LBO (one box) apart.
+        // LBO (one box) apart. Each operand has its own swizzle span `w`.
         let a_box_bytes = g.a_boxes.bytes_per_box(element);
         let b_box_bytes = g.b_boxes.bytes_per_box(element);
-        let descriptor_of = |major: Major, start_bytes: u32, box_bytes: u32| SmemDescriptor {
-            start_bytes,
-            leading_bytes: match major {
-                Major::K => 16,
-                Major::MN => box_bytes,
-            },
-            stride_bytes: 8 * w,
-            swizzle_bytes: w,
-        };
-        let a_descriptor = descriptor_of(g.a_major, 0, a_box_bytes);
-        let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes);
-        let k_step_bytes = |major: Major, step: u32, box_bytes: u32| match major {
+        let descriptor_of =
+            |major: Major, start_bytes: u32, box_bytes: u32, w: u32| SmemDescriptor {
+                start_bytes,
+                leading_bytes: match major {
+                    Major::K => 16,
+                    Major::MN => box_bytes,
+                },
+                stride_bytes: 8 * w,
+                swizzle_bytes: w,
+            };
+        let a_descriptor = descriptor_of(g.a_major, 0, a_box_bytes, a_swizzle);
+        let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes, b_swizzle);
+        let k_step_bytes = |major: Major, step: u32, box_bytes: u32, w: u32| match major {
             Major::K => {
                 let k_byte = step * WGMMA_K_BYTES;
                 (k_byte / w) * box_bytes + k_byte % w
@@ -188,16 +189,16 @@ impl OperandReads {
         };
         // Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
         let m_rows_bytes = |rows: u32| match g.a_major {
-            Major::K => rows * w,
-            Major::MN => rows * element / w * a_box_bytes,
+            Major::K => rows * a_swizzle,
+            Major::MN => rows * element / a_swizzle * a_box_bytes,
         };
         let acc_per_wgmma = g.n / 2;
         let k_steps = (0..g.k_steps)
             .map(|step| {
-                let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes);
+                let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes, a_swizzle);
                 WgmmaKStep {
                     first: step == 0,
-                    b_offset_units: k_step_bytes(g.b_major, step, b_box_bytes) / 16,
+                    b_offset_units: k_step_bytes(g.b_major, step, b_box_bytes, b_swizzle) / 16,
                     mmas: (0..g.m_wgmmas)
                         .map(|mi| WgmmaOp {
                             accumulators: (mi * acc_per_wgmma..(mi + 1) * acc_per_wgmma)

@@ -191,7 +191,6 @@ pub struct RegisterSplit {
 pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let spec = &valid.spec;
     let element = spec.dtype.size_bytes();
-    let w = g.swizzle_bytes;
     let shared = g.cluster.map(|c| c.shared);
     let a_loads = box_loads(&g.a_boxes, element, 0, shared == Some(SharedOperand::A));
     let a_tile_bytes: u32 = a_loads.iter().map(|l| l.bytes).sum();
@@ -237,16 +236,17 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         spec.b_dtype.name()
     );
     // The shared operand's map loads one block's row slice of each box.
-    let tensor_box = |operand, boxes: &OperandBoxes, shared_here: bool| TensorMapBox {
-        operand,
-        inner: boxes.inner,
-        outer: if shared_here {
-            boxes.outer / cluster_blocks
-        } else {
-            boxes.outer
-        },
-        swizzle_bytes: w,
-    };
+    let tensor_box =
+        |operand, boxes: &OperandBoxes, swizzle_bytes: u32, shared_here: bool| TensorMapBox {
+            operand,
+            inner: boxes.inner,
+            outer: if shared_here {
+                boxes.outer / cluster_blocks
+            } else {
+                boxes.outer
+            },
+            swizzle_bytes,
+        };
     let pack_instruction = match spec.out {
         DType::Bf16 => "cvt.rn.bf16x2.f32",
         DType::F16 => "cvt.rn.f16x2.f32",
@@ -297,8 +297,18 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         ring,
         a_loads,
         b_loads,
-        a_box: tensor_box(Operand::A, &g.a_boxes, shared == Some(SharedOperand::A)),
-        b_box: tensor_box(Operand::B, &g.b_boxes, shared == Some(SharedOperand::B)),
+        a_box: tensor_box(
+            Operand::A,
+            &g.a_boxes,
+            g.a_swizzle_bytes,
+            shared == Some(SharedOperand::A),
+        ),
+        b_box: tensor_box(
+            Operand::B,
+            &g.b_boxes,
+            g.b_swizzle_bytes,
+            shared == Some(SharedOperand::B),
+        ),
         c_box: g.store_staging.map(|staging| TensorMapBox {
             operand: Operand::C,
             inner: staging.box_cols,

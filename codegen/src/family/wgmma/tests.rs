@@ -29,20 +29,36 @@ const FP8_SPECS: &[&str] = &[
     "dtype: e4m3, tile: 128x64x32, swizzle: 32B, out: f32",
 ];
 
+/// Specs whose BN the 128-byte span does not divide (96, 160 and 208 columns): an N-major B
+/// (`rr`, `cr`) takes a narrower swizzle than A; a K-major B keeps 128 bytes.
+const MIXED_SWIZZLE_SPECS: &[&str] = &[
+    "tile: 192x96x64, consumers: pingpong, schedule: persistent",
+    "tile: 256x160x64, stages: 3",
+    "tile: 128x208x64",
+];
+
 /// Where the TMA put element (`mn`, `k`) of an operand tile: in the box of its
-/// contiguous coordinate, at its line and its place along the line.
-fn written_at(loads: &[BoxLoad], major: Major, inner: u32, mn: u32, k: u32, p: &WgmmaPlan) -> u32 {
+/// contiguous coordinate, at its line and its place along the line, under the operand's
+/// tensor map's swizzle.
+fn written_at(
+    loads: &[BoxLoad],
+    tma: &TensorMapBox,
+    major: Major,
+    mn: u32,
+    k: u32,
+    p: &WgmmaPlan,
+) -> u32 {
     let (contiguous, line) = match major {
         Major::K => (k, mn),
         Major::MN => (mn, k),
     };
-    let box_load = &loads[(contiguous / inner) as usize];
+    let box_load = &loads[(contiguous / tma.inner) as usize];
     tma_box_address(
         box_load.smem_offset,
         line,
-        contiguous % inner,
+        contiguous % tma.inner,
         p.in_bytes,
-        p.a_descriptor.swizzle_bytes,
+        tma.swizzle_bytes,
     )
 }
 
@@ -55,13 +71,22 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
         .iter()
         .flat_map(|spec| ["rr", "rc", "cr", "cc"].map(|layout| (spec, layout)));
     let fp8 = FP8_SPECS.iter().map(|spec| (spec, "rc"));
-    for (spec, layout) in every_layout.chain(fp8) {
+    let mixed = MIXED_SWIZZLE_SPECS
+        .iter()
+        .flat_map(|spec| ["rr", "rc", "cr", "cc"].map(|layout| (spec, layout)));
+    for (spec, layout) in every_layout.chain(fp8).chain(mixed) {
         {
             let spec = format!("{spec}, layout: {layout}");
             let p = wgmma(&spec);
             let element = p.in_bytes;
             let k_per_wgmma = p.geometry.k_per_wgmma;
             for consumer in 0..p.consumers {
+                // Ping-pong consumers each read the whole tile; others their own rows.
+                let first_row = if p.geometry.pingpong {
+                    0
+                } else {
+                    consumer * p.rows_per_consumer
+                };
                 for (step, k_step) in p.k_steps.iter().enumerate() {
                     let k0 = step as u32 * k_per_wgmma;
                     for (mi, op) in k_step.mmas.iter().enumerate() {
@@ -71,15 +96,9 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                         };
                         for m in 0..WGMMA_M {
                             for k in 0..k_per_wgmma {
-                                let row = consumer * p.rows_per_consumer + mi as u32 * WGMMA_M + m;
-                                let written = written_at(
-                                    &p.a_loads,
-                                    p.a_major,
-                                    p.a_box.inner,
-                                    row,
-                                    k0 + k,
-                                    &p,
-                                );
+                                let row = first_row + mi as u32 * WGMMA_M + m;
+                                let written =
+                                    written_at(&p.a_loads, &p.a_box, p.a_major, row, k0 + k, &p);
                                 let read = a.element_address(p.a_major, m, k, element);
                                 assert_eq!(read, written, "{spec}: A row {row} k {}", k0 + k);
                             }
@@ -92,7 +111,7 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                     for n in 0..p.block_n {
                         for k in 0..k_per_wgmma {
                             let written =
-                                written_at(&p.b_loads, p.b_major, p.b_box.inner, n, k0 + k, &p);
+                                written_at(&p.b_loads, &p.b_box, p.b_major, n, k0 + k, &p);
                             let read = b.element_address(p.b_major, n, k, element);
                             assert_eq!(read, written, "{spec}: B k {} column {n}", k0 + k);
                         }
