@@ -9,14 +9,13 @@ use std::fmt::Write;
 
 /// A persistent walk's bands and the order inside them ([`gemm_dsl::Schedule::band_order`]).
 pub fn bands(walk: &TileWalk) -> String {
-    let (across, along) = (
+    let (group, across, along) = (
+        walk.group,
         walk.across.param.to_uppercase(),
         walk.along.param.to_uppercase(),
     );
     format!(
-        "raster bands {} tiles across {across} advancing along {along}, each band across first, or along first where it is shorter than {} tiles, fits in one round of walkers and {across} is the longer side",
-        walk.group,
-        walk.group
+        "raster bands {group} tiles across {across} advancing along {along}, each band across first, or along first where it is shorter than {group} tiles, fits in one round of walkers and {across} is the longer side"
     )
 }
 

@@ -222,12 +222,18 @@ pub const MIN_SWIZZLE_BYTES: u32 = 32;
 pub fn operand_swizzle_bytes(spec_bytes: u32, major: Major, mn: u32, element: u32) -> u32 {
     match major {
         Major::K => spec_bytes,
-        Major::MN => [128, 64, 32]
-            .into_iter()
-            .filter(|&bytes| bytes <= spec_bytes)
-            .find(|&bytes| mn.is_multiple_of(bytes / element))
-            .unwrap_or(MIN_SWIZZLE_BYTES),
+        Major::MN => widest_swizzle_bytes(mn, element, spec_bytes),
     }
+}
+
+/// The widest XOR swizzle of at most `at_most` bytes whose span of `element`-byte values
+/// divides `extent` values, or the narrowest one.
+pub fn widest_swizzle_bytes(extent: u32, element: u32, at_most: u32) -> u32 {
+    [128, 64, MIN_SWIZZLE_BYTES]
+        .into_iter()
+        .filter(|&bytes| bytes <= at_most)
+        .find(|&bytes| extent.is_multiple_of(bytes / element))
+        .unwrap_or(MIN_SWIZZLE_BYTES)
 }
 
 /// Why a spec has no wgmma geometry.
@@ -374,10 +380,7 @@ impl WgmmaGeometry {
         let b_swizzle_bytes = operand_swizzle_bytes(swizzle_bytes, b_major, tile.n, element);
         let store_staging = (spec.epilogue == Epilogue::Tma).then(|| {
             let out = spec.out.size_bytes();
-            let swizzle_bytes = [128, 64, 32]
-                .into_iter()
-                .find(|w| tile.n.is_multiple_of(w / out))
-                .unwrap_or(32);
+            let swizzle_bytes = widest_swizzle_bytes(tile.n, out, 128);
             let box_cols = swizzle_bytes / out;
             StoreStaging {
                 box_cols,

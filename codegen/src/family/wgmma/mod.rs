@@ -102,6 +102,9 @@ pub struct WgmmaPlan {
     pub b_coords: BoxCoordinates,
     /// The storage orders, for the kernel's header comment.
     pub layout_note: &'static str,
+    /// The operands' swizzles for the kernel's header: one span, or A's and B's where B's
+    /// columns took a narrower one.
+    pub swizzle_note: String,
     /// The descriptors' constant parts: low words without the start, and high words.
     pub a_desc_low: u32,
     pub a_desc_high: u32,
@@ -319,6 +322,14 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         a_major: g.a_major,
         b_major: g.b_major,
         layout_note: crate::plan::layout_note(spec.layout),
+        swizzle_note: if g.a_swizzle_bytes == g.b_swizzle_bytes {
+            format!("{}-byte swizzle", g.a_swizzle_bytes)
+        } else {
+            format!(
+                "{}-byte swizzle for A, {}-byte for B",
+                g.a_swizzle_bytes, g.b_swizzle_bytes
+            )
+        },
         a_coords: coordinates(g.a_major, "%block_m", "%a_matrix"),
         b_coords: coordinates(g.b_major, "%block_n", "%b_matrix"),
         a_desc_low: reads.a_descriptor.low_word_fields(),
