@@ -9,7 +9,9 @@
 //! interleavings, with mbarriers as the PTX ISA defines them (phases, pending arrivals,
 //! transaction bytes) and TMA loads landing whenever they like. It fails on a deadlock, on a
 //! load landing in a slot some consumer warp still reads, and on a consumer reading a slot
-//! before all of its fill's bytes landed. Ping-pong kernels (`consumers: pingpong`) run their
+//! before all of its fill's bytes landed. A block of a cluster leaves only when no load or
+//! remote release is still on its way to it: releases to a peer travel, and land whenever
+//! they like. Ping-pong kernels (`consumers: pingpong`) run their
 //! two consumer warpgroups on alternate units, each skipping the other's fills in the ring and
 //! waiting for its turn (a named barrier the other arrives on once its unit's wgmmas retired):
 //! without the turn, a warpgroup waiting a lap or more ahead of the producer would pass on a
@@ -50,6 +52,12 @@ struct Protocol {
     hands_over_turn: bool,
     /// Ping-pong: after its unit, a warpgroup steps its ring position over the other's unit.
     skips_other_units: bool,
+    /// A cluster's producer, after its last fill, waits for this many slots' releases (as if
+    /// to fill them again) before its block leaves.
+    drain_slots: u32,
+    /// Every block leaves through a cluster barrier (whose release arrival orders the
+    /// threads' remote releases before it).
+    exit_barrier: bool,
 }
 
 impl Protocol {
@@ -159,6 +167,14 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
     let consumer_warps = (emitted.launch().threads_per_block - 128) / 32;
     let pingpong = emitted.spec().pingpong;
     let has = |prefix: &str| lines.iter().any(|l| l.starts_with(prefix));
+    let after = |label: &'static str| lines.iter().skip_while(move |l| **l != label).skip(1);
+    let drain_slots = after("$L_producer_drain:")
+        .take_while(|l| !l.starts_with("$L_exit:"))
+        .find(|l| l.starts_with("setp.lt.u32\t%p_more, %k_tile, "))
+        .map_or(0, |l| last_number(l));
+    let exit_barrier = after("$L_exit:")
+        .take_while(|l| !l.starts_with("ret;"))
+        .any(|l| l.starts_with("barrier.cluster.arrive"));
     Protocol {
         stages: full.len() as u32,
         full_init: full[0],
@@ -176,6 +192,8 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
         waits_for_turn: has("@%p_turn bar.sync\t%turn_own,"),
         hands_over_turn: has("@%p_handoff bar.arrive\t%turn_other,"),
         skips_other_units: has("add.u32\t%ring_pos, %slot, %k_tiles;"),
+        drain_slots,
+        exit_barrier,
     }
 }
 
@@ -255,7 +273,26 @@ struct Block {
     /// Per slot, the fill whose bytes land there and how many have landed.
     landed: Vec<(u64, u32)>,
     producer_fill: u64,
+    /// Slots the producer has seen released after its last fill.
+    drained: u32,
     warps: Vec<Warp>,
+    exited: bool,
+}
+
+impl Block {
+    /// Every thread is through: the producer's fills and drain, every consumer warp's fills.
+    fn finished(&self, fills: u64, p: &Protocol) -> bool {
+        self.producer_fill == fills
+            && self.drained == p.drain_slots
+            && self.warps.iter().all(|w| w.step == WarpStep::Done)
+    }
+}
+
+/// A release on its way to a peer block's empty barrier.
+#[derive(Clone, Copy, Debug)]
+struct RemoteRelease {
+    dest: usize,
+    slot: usize,
 }
 
 /// A TMA load in flight.
@@ -304,6 +341,8 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
             empty: (0..p.stages).map(|_| Mbarrier::new(p.empty_init)).collect(),
             landed: vec![(u64::MAX, 0); p.stages as usize],
             producer_fill: 0,
+            drained: 0,
+            exited: false,
             warps: (0..p.consumer_warps as usize)
                 .map(|w| Warp {
                     fill: first_fill(w).unwrap_or(0),
@@ -319,18 +358,29 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
         })
         .collect();
     let mut in_flight: Vec<Load> = Vec::new();
+    let mut releases_in_flight: Vec<RemoteRelease> = Vec::new();
     let parity = |lap: u64, previous: bool| if previous { lap + 1 } else { lap };
     loop {
         // Every action enabled now: (kind, block, index).
         let mut actions: Vec<(u8, usize, usize)> = Vec::new();
         for (b, block) in blocks.iter().enumerate() {
-            let f = block.producer_fill;
-            if f < fills {
+            // The producer's next fill, or after the last its next wait of the drain.
+            let f = block.producer_fill + u64::from(block.drained);
+            if block.producer_fill < fills || block.drained < p.drain_slots {
                 let slot = (f % stages) as usize;
                 let wait = parity(f / stages, p.producer_waits_previous_phase);
                 if block.empty[slot].passes(wait) {
                     actions.push((0, b, 0));
                 }
+            }
+            // The block leaves: through the cluster barrier only once every block is
+            // through and their releases have landed.
+            let leaves = block.finished(fills, p)
+                && (!p.exit_barrier
+                    || (blocks.iter().all(|other| other.finished(fills, p))
+                        && releases_in_flight.is_empty()));
+            if !block.exited && leaves {
+                actions.push((3, b, 0));
             }
             for (w, warp) in block.warps.iter().enumerate() {
                 let slot = (warp.fill % stages) as usize;
@@ -356,10 +406,11 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
         for index in 0..in_flight.len() {
             actions.push((2, 0, index));
         }
+        for index in 0..releases_in_flight.len() {
+            actions.push((4, 0, index));
+        }
         if actions.is_empty() {
-            let done = blocks.iter().all(|b| {
-                b.producer_fill == fills && b.warps.iter().all(|w| w.step == WarpStep::Done)
-            });
+            let done = blocks.iter().all(|b| b.exited);
             return if done {
                 Ok(())
             } else {
@@ -375,6 +426,8 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
         }
         let (kind, b, index) = actions[choose(actions.len())];
         match kind {
+            // The producer after its last fill: one more slot seen released.
+            0 if blocks[b].producer_fill == fills => blocks[b].drained += 1,
             // The producer: announce the fill's bytes, then issue its loads.
             0 => {
                 let f = blocks[b].producer_fill;
@@ -451,8 +504,8 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
                             let s = (r % stages) as usize;
                             blocks[b].empty[s].arrive()?;
                             if p.releases_remote {
-                                for peer in (0..blocks.len()).filter(|&peer| peer != b) {
-                                    blocks[peer].empty[s].arrive()?;
+                                for dest in (0..blocks.len()).filter(|&peer| peer != b) {
+                                    releases_in_flight.push(RemoteRelease { dest, slot: s });
                                 }
                             }
                             blocks[b].warps[index].released_through = Some(r);
@@ -483,9 +536,27 @@ fn run(p: &Protocol, units: &[u64], mut choose: impl FnMut(usize) -> usize) -> R
                     WarpStep::Done => unreachable!(),
                 }
             }
+            3 => blocks[b].exited = true,
+            // A release lands on a peer's empty barrier, which must still exist.
+            4 => {
+                let release = releases_in_flight.swap_remove(index);
+                if blocks[release.dest].exited {
+                    return Err(format!(
+                        "a release lands on block {}'s slot {} after the block exited",
+                        release.dest, release.slot
+                    ));
+                }
+                blocks[release.dest].empty[release.slot].arrive()?;
+            }
             // A TMA load lands: its slot must be free of readers of older fills.
             _ => {
                 let load = in_flight.swap_remove(index);
+                if blocks[load.dest].exited {
+                    return Err(format!(
+                        "fill {} lands in block {} after the block exited",
+                        load.fill, load.dest
+                    ));
+                }
                 let block = &mut blocks[load.dest];
                 for (w, warp) in block.warps.iter().enumerate() {
                     let older = load.fill.checked_sub(stages).filter(|&o| reads(w, o));
@@ -673,11 +744,38 @@ fn broken_rings_are_caught() {
         let mut ptx = base.ptx().to_string();
         for (from, to) in edits {
             assert!(ptx.contains(from.as_str()), "{from}");
-            ptx = ptx.replacen(from.as_str(), to, 1);
+            ptx = ptx.replace(from.as_str(), to);
         }
         protocol_of(&base, &ptx)
     };
     let edit = |from: &str, to: &str| vec![(from.to_string(), to.to_string())];
+    assert_eq!((good.drain_slots, good.exit_barrier), (good.stages, false));
+    let drain = {
+        let ptx = base.ptx();
+        let start = ptx
+            .find("$L_producer_drain:")
+            .expect("a cluster's producer drains");
+        let end = ptx[start..].find("@%p_more bra\t$L_drain;").unwrap() + start;
+        ptx[start..end].to_string()
+    };
+    // The exit the drain replaced, every thread at a cluster barrier, was safe too (and
+    // measured slower: `results/clusters-2026-11-26`).
+    let cluster_barrier_exit = broken(&[
+        (drain.clone(), String::new()),
+        (
+            "$L_exit:\n\tret;".to_string(),
+            "$L_exit:\n\tbarrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n\tret;"
+                .to_string(),
+        ),
+    ]);
+    assert_eq!(
+        (
+            cluster_barrier_exit.drain_slots,
+            cluster_barrier_exit.exit_barrier
+        ),
+        (0, true)
+    );
+    check(&cluster_barrier_exit).unwrap();
     let halve_empty_counts: Vec<(String, String)> = (0..good.stages)
         .map(|slot| {
             let line = |count| format!("[%empty_bar+{}], {count};", slot * 8);
@@ -723,6 +821,19 @@ fn broken_rings_are_caught() {
                 "",
             )),
             "deadlock",
+        ),
+        (
+            // No drain: a block leaves while the peer's releases are on their way to it.
+            broken(&edit(&drain, "")),
+            "after the block exited",
+        ),
+        (
+            // A drain one slot short: the last fill's remote release may come too late.
+            broken(&edit(
+                &format!("setp.lt.u32\t%p_more, %k_tile, {};", good.stages),
+                &format!("setp.lt.u32\t%p_more, %k_tile, {};", good.stages - 1),
+            )),
+            "after the block exited",
         ),
     ];
     for (index, (p, want)) in cases.iter().enumerate() {
