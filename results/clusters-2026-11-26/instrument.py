@@ -146,3 +146,48 @@ for name, edit in (("t_mc4", None), ("t_mc4_smid", cluster_smid_start)):
     open(f"{out}/{name}.ptx", "w").write(s)
     with open(f"{out}/specs.txt", "a") as f:
         f.write(f"name: {name}, {body4}\n")
+
+def start_stamps(s):
+    """Where the producer's first 0.8 us go: slot 4 after the ring's bar.sync (thread 0), slot 5
+    after the producer's setmaxnreg and the tensor-map prefetches (the leader)."""
+    old = "\tbar.sync\t0;\n"
+    assert s.count(old) == 1
+    s = s.replace(old, old + stamp(4, "%thread, 0"))
+    old = "\tprefetch.tensormap\t[%b_map];\n"
+    assert s.count(old) == 1
+    s = s.replace(old, old + stamp(5, "%thread, 0"))
+    return s.replace("$L_exit:\n" + stamp(5, "%thread, 0"), "$L_exit:\n")
+
+src = open(f"{out}/t_plain.ptx").read().replace("t_plain", "t_start")
+open(f"{out}/t_start.ptx", "w").write(start_stamps(src))
+with open(f"{out}/specs.txt", "a") as f:
+    f.write(f"name: t_start, {specs['t_plain']}\n")
+
+def instrument_keep2(s, name):
+    marker = "\t// The other consumer takes the walk's next tile; this one the tile after it.\n"
+    assert s.count(marker) == 1
+    s = s.replace(marker, stamp(4, "%thread, 128") + marker)
+    first = "\tmov.u32\t%thread, %tid.x;\n"
+    s = s.replace(first, first +
+        "\t.reg .b64\t%ts_base, %ts_now, %ts_id;\n\t.reg .b32\t%ts_flag, %ts_cta, %ts_smid, %ts_m, %ts_n;\n\t.reg .pred\t%p_ts, %p_ts1;\n"
+        f"\tld.param.u64\t%ts_base, [{name}_c];\n\tcvta.to.global.u64\t%ts_base, %ts_base;\n"
+        f"\tld.param.u32\t%ts_m, [{name}_m];\n\tld.param.u32\t%ts_n, [{name}_n];\n\tmul.wide.u32\t%ts_id, %ts_m, %ts_n;\n\tshl.b64\t%ts_id, %ts_id, 1;\n\tadd.u64\t%ts_base, %ts_base, %ts_id;\n"
+        "\tmov.u32\t%ts_cta, %ctaid.x;\n\tmul.wide.u32\t%ts_id, %ts_cta, 64;\n\tadd.u64\t%ts_base, %ts_base, %ts_id;\n"
+        "\tmov.u32\t%ts_flag, 0;\n" + stamp(0, "%thread, 0") +
+        "\tmov.u32\t%ts_smid, %smid;\n\tcvt.u64.u32\t%ts_id, %ts_smid;\n\t@%p_ts st.global.u64\t[%ts_base+48], %ts_id;\n", 1)
+    prod = "\tmov.u32\t%k_tile, 0;\n\tmov.u32\t%k_coord, 0;\n$L_produce:\n"
+    s = s.replace(prod, stamp(1, "%ts_flag, 0") + "\tmov.u32\t%ts_flag, 1;\n" + prod)
+    wait = "\t@!%p_ready bra\t$L_wait_full;\n"
+    s = s.replace(wait, wait + "\tsetp.eq.u32\t%p_ts1, %ts_flag, 0;\n" + stamp(2, "%thread, 128").replace("\t@%p_ts st", "\tand.pred\t%p_ts, %p_ts, %p_ts1;\n\t@%p_ts st") + "\t@%p_ts mov.u32\t%ts_flag, 1;\n")
+    done = "\twgmma.wait_group.sync.aligned\t0;\n"
+    s = s.replace(done, done + stamp(3, "%thread, 128"))
+    cd = "$L_consumers_done:\n\t// The buffers of C live as long as the block: its last stores must have read them.\n\t@%p_store_leader cp.async.bulk.wait_group\t0;\n"
+    assert cd in s
+    s = s.replace(cd, cd + stamp(7, "%thread, 128"))
+    s = s.replace("$L_exit:\n\tret;", "$L_exit:\n" + stamp(5, "%thread, 0") + "\tret;")
+    return s
+
+for name, body in (("k_plain", specs["t_plain"]),):
+    open(f"{out}/{name}.ptx", "w").write(instrument_keep2(emit(name, body), name))
+    with open(f"{out}/specs.txt", "a") as f:
+        f.write(f"name: {name}, {body}\n")

@@ -173,7 +173,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     if let Some(c) = &p.cluster {
         let _ = writeln!(
             out,
-            "  cluster: {} blocks share {}'s tiles; block rank r loads rows {}r..{}r+{} of each {} box ({} B) and multicasts them (mask {:#b}); empty barriers count the consumer warps of both blocks",
+            "  cluster: {} blocks share {}'s tiles; block rank r loads rows {}r..{}r+{} of each {} box ({} B) and multicasts them (mask {:#b}); empty barriers count the consumer warps of both blocks; a block leaves once its producer has seen every slot released (the peer's releases arrive on its barriers), with no cluster barrier at the exit",
             c.blocks,
             c.shared.to_uppercase(),
             c.slice_rows,
