@@ -39,6 +39,25 @@ fn replay(
         if line.is_empty() || line.starts_with("//") || line.starts_with('.') || line == "{" {
             continue;
         }
+        // A guarded instruction (`@%p` or `@!%p`) runs where its predicate says.
+        let (guard, line) = match line.strip_prefix('@') {
+            Some(rest) => {
+                let (predicate, instruction) = rest
+                    .split_once(char::is_whitespace)
+                    .unwrap_or_else(|| panic!("a guard without an instruction: {line}"));
+                (Some(predicate), instruction.trim())
+            }
+            None => (None, line),
+        };
+        if let Some(predicate) = guard {
+            let (negated, name) = match predicate.strip_prefix('!') {
+                Some(name) => (true, name),
+                None => (false, predicate),
+            };
+            if (registers[name] == 1) == negated {
+                continue;
+            }
+        }
         let (opcode, operands) = line
             .trim_end_matches(';')
             .split_once(char::is_whitespace)
@@ -58,11 +77,16 @@ fn replay(
             "add.u32" => value(operands[1]) + value(operands[2]),
             "sub.u32" => value(operands[1]) - value(operands[2]),
             "mul.lo.u32" => value(operands[1]) * value(operands[2]),
+            "mul.hi.u32" => {
+                ((u64::from(value(operands[1])) * u64::from(value(operands[2]))) >> 32) as u32
+            }
+            "shr.u32" => value(operands[1]) >> value(operands[2]),
             "div.u32" => value(operands[1]) / value(operands[2]),
             "rem.u32" => value(operands[1]) % value(operands[2]),
             "min.u32" => value(operands[1]).min(value(operands[2])),
             "mov.u32" => value(operands[1]),
             "setp.gt.u32" => u32::from(value(operands[1]) > value(operands[2])),
+            "setp.ge.u32" => u32::from(value(operands[1]) >= value(operands[2])),
             "setp.lt.and.u32" => {
                 u32::from(value(operands[1]) < value(operands[2]) && value(operands[3]) == 1)
             }

@@ -700,12 +700,41 @@ fn every_ring_keeps_its_protocol_under_any_interleaving() {
 /// block tiles would send clusters past the last tile with coordinates off the matrix.
 #[test]
 fn persistent_walks_count_their_own_tiles() {
-    let divisor = |ptx: &str, register: &str| -> u32 {
-        let prefix = format!("div.u32\t{register}, {register}, ");
-        ptx.lines()
-            .find_map(|l| l.trim().strip_prefix(prefix.as_str()))
-            .and_then(|rest| rest.trim_end_matches(';').parse().ok())
-            .unwrap_or_else(|| panic!("no tile count into {register}"))
+    // The tile count's instructions (from `add.u32 register, dim, round-up` to the product of
+    // the two counts), run for dim = 1, 2, ..: the tile is the largest dim that counts one.
+    let divisor = |ptx: &str, register: &str, dim: &str| -> u32 {
+        let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("add.u32\t{register}, {dim}, ")))
+            .unwrap_or_else(|| panic!("no tile count into {register}"));
+        let count = |value: u32| -> u32 {
+            let mut registers = HashMap::from([(dim.to_string(), value)]);
+            for line in &lines[start..] {
+                if line.starts_with("mul.lo.u32\t%tiles, %tiles, %tiles_n") {
+                    break;
+                }
+                let (opcode, operands) = line.trim_end_matches(';').split_once('\t').unwrap();
+                let o: Vec<&str> = operands.split(", ").collect();
+                let v = |operand: &str| operand.parse().unwrap_or_else(|_| registers[operand]);
+                let result = match opcode {
+                    "add.u32" => v(o[1]) + v(o[2]),
+                    "sub.u32" => v(o[1]) - v(o[2]),
+                    "shr.u32" => v(o[1]) >> v(o[2]),
+                    "mul.hi.u32" => ((u64::from(v(o[1])) * u64::from(v(o[2]))) >> 32) as u32,
+                    other => panic!("the tile count does not {other}: {line}"),
+                };
+                registers.insert(o[0].to_string(), result);
+                if o[0] == register && !line.starts_with("add.u32") {
+                    break;
+                }
+            }
+            registers[register]
+        };
+        (1..4096)
+            .take_while(|&value| count(value) == 1)
+            .last()
+            .unwrap()
     };
     let mut walks = 0;
     for emitted in hopper_specs() {
@@ -719,8 +748,8 @@ fn persistent_walks_count_their_own_tiles() {
         );
         assert_eq!(
             (
-                divisor(emitted.ptx(), "%tiles"),
-                divisor(emitted.ptx(), "%tiles_n")
+                divisor(emitted.ptx(), "%tiles", "%m"),
+                divisor(emitted.ptx(), "%tiles_n", "%n")
             ),
             unit,
             "{}",

@@ -273,8 +273,15 @@ fn decode<'a>(line: &'a str, ring: &Ring) -> Option<Instr<'a>> {
     if text.starts_with('@') {
         // Other branches are the driver's (`replay_k` loops on `@%p_more` and walks two output
         // tiles for `@%p_next`) or not taken (the edge stores: the replay stores as an interior
-        // block does); a guard on anything else is not modelled.
-        return (!text.contains(" bra")).then_some(Instr {
+        // block does); a guarded write to a ring register is not modelled, one to any other
+        // register (the tile walk's product of a batch) does not touch the ring.
+        let instruction = text
+            .split_once(char::is_whitespace)
+            .map_or("", |(_, rest)| rest);
+        let writes_ring = operands(instruction)
+            .first()
+            .is_some_and(|d| is_ring_register(d));
+        return (!text.contains(" bra") && writes_ring).then_some(Instr {
             op: Op::Unmodelled,
             guarded,
             line,

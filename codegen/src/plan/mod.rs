@@ -8,6 +8,7 @@
 pub mod banks;
 pub mod batch;
 pub mod copy;
+pub mod divide;
 pub mod edges;
 pub mod epilogue;
 pub mod math_only;

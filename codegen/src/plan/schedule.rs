@@ -3,6 +3,7 @@
 //! `schedule:`.
 
 use super::batch::WALK_BATCH_REGISTER;
+use super::divide::ConstDivisor;
 use gemm_dsl::{Raster, Schedule, Tile};
 use serde::Serialize;
 
@@ -33,6 +34,8 @@ pub struct TileWalk {
 pub struct WalkDim {
     pub param: &'static str,
     pub tile: u32,
+    /// The tile count's division by `tile`, as multiplications.
+    pub divide: ConstDivisor,
     pub block_register: &'static str,
     /// Added to the dimension before dividing by the tile, so a partial last tile counts:
     /// `tile - 1` for kernels that compute partial tiles, 0 for whole-tile kernels.
@@ -55,6 +58,7 @@ impl TileWalk {
         let dim = |param, tile: u32, block_register| WalkDim {
             param,
             tile,
+            divide: ConstDivisor::new(tile),
             block_register,
             round_up: if partial_tiles { tile - 1 } else { 0 },
         };

@@ -21,6 +21,7 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
+use crate::plan::divide::ConstDivisor;
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::schedule::TileWalk;
 use crate::plan::{LaunchContract, Mbarriers, Ring};
@@ -127,6 +128,9 @@ pub struct WgmmaPlan {
     /// The output tiles a persistent block (or cluster) walks: one tile, or the cluster's.
     pub walk_tile_m: u32,
     pub walk_tile_n: u32,
+    /// The walk's tile counts: divisions by `walk_tile_m` and `walk_tile_n`.
+    pub walk_divide_m: ConstDivisor,
+    pub walk_divide_n: ConstDivisor,
     /// A two-block cluster that multicasts its shared operand.
     pub cluster: Option<ClusterPlan>,
     /// The register that numbers a persistent walk's units: the block, or its cluster.
@@ -359,6 +363,8 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             ..BatchPlan::new(spec.schedule, element, spec.out.size_bytes())
         },
         walk_tile_m,
+        walk_divide_m: ConstDivisor::new(walk_tile_m),
+        walk_divide_n: ConstDivisor::new(walk_tile_n),
         walk_tile_n,
         tile_index_register: if g.cluster.is_some() {
             "%clusterid.x"
