@@ -11,12 +11,11 @@
 //! load landing in a slot some consumer warp still reads, and on a consumer reading a slot
 //! before all of its fill's bytes landed. A block of a cluster leaves only when no load or
 //! remote release is still on its way to it: releases to a peer travel, and land whenever
-//! they like. Ping-pong kernels (`consumers: pingpong`) run their
-//! two consumer warpgroups on alternate units, each skipping the other's fills in the ring and
-//! waiting for its turn (a named barrier the other arrives on once its unit's wgmmas retired):
-//! without the turn, a warpgroup waiting a lap or more ahead of the producer would pass on a
-//! phase of the same parity. Each check has a negative case: a broken variant of the PTX is
-//! caught.
+//! they like. Ping-pong kernels (`consumers: pingpong`) run their two consumer warpgroups on
+//! alternate units, each skipping the other's fills in the ring and waiting for its turn (a
+//! named barrier the other arrives on once its unit's wgmmas retired): without the turn, a
+//! warpgroup waiting a lap or more ahead of the producer would pass on a phase of the same
+//! parity. Each check has a negative case: a broken variant of the PTX is caught.
 
 use gemm_codegen::{Emitted, ParamKind};
 use std::collections::HashMap;
@@ -722,7 +721,7 @@ fn persistent_walks_count_their_own_tiles() {
                     "sub.u32" => v(o[1]) - v(o[2]),
                     "shr.u32" => v(o[1]) >> v(o[2]),
                     "mul.hi.u32" => ((u64::from(v(o[1])) * u64::from(v(o[2]))) >> 32) as u32,
-                    other => panic!("the tile count does not {other}: {line}"),
+                    other => panic!("the replay of the tile count does not know {other}: {line}"),
                 };
                 registers.insert(o[0].to_string(), result);
                 if o[0] == register && !line.starts_with("add.u32") {

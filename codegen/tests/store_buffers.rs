@@ -8,8 +8,9 @@
 //! (`cp.async.bulk.wait_group.read N`: all but the newest N), the warpgroup's barriers, the
 //! TMA stores and the buffer swaps, and which of them a box stored directly (a ragged N) skips.
 //! A model of one consumer warpgroup (four warps, warp 0 holding the leader) then runs that
-//! script over two output tiles, with every pattern of directly stored boxes, under many
-//! interleavings of the warps, the loads landing and the stores reading. It fails on a
+//! script over two output tiles, with every pattern of directly stored boxes (past six boxes,
+//! the box columns a ragged N makes and a few more), under many interleavings of the warps,
+//! the loads landing and the stores reading. It fails on a
 //! deadlock, a warp reading C-in that is not its box's, a load landing in a buffer a warp still
 //! has to read or a store still has to read, a warp staging D over a buffer a store has not
 //! read yet, and a store of a box some warp has not staged. Each check has a negative case: a

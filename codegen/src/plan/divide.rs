@@ -1,4 +1,4 @@
-//! Division of a 32-bit register by a constant, as multiplications: ptxas divides by a
+//! Division of a 32-bit register by a constant without a division instruction: ptxas divides by a
 //! constant through a reciprocal it computes at run time (`I2F`, `MUFU.RCP`, `F2I` and
 //! fix-ups), about ten dependent instructions on the path to a persistent kernel's first copy.
 

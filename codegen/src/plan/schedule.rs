@@ -34,7 +34,7 @@ pub struct TileWalk {
 pub struct WalkDim {
     pub param: &'static str,
     pub tile: u32,
-    /// The tile count's division by `tile`, as multiplications.
+    /// The tile count's division by `tile`, without a division instruction.
     pub divide: ConstDivisor,
     pub block_register: &'static str,
     /// Added to the dimension before dividing by the tile, so a partial last tile counts:

@@ -363,9 +363,9 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
             ..BatchPlan::new(spec.schedule, element, spec.out.size_bytes())
         },
         walk_tile_m,
+        walk_tile_n,
         walk_divide_m: ConstDivisor::new(walk_tile_m),
         walk_divide_n: ConstDivisor::new(walk_tile_n),
-        walk_tile_n,
         tile_index_register: if g.cluster.is_some() {
             "%clusterid.x"
         } else {
