@@ -87,6 +87,7 @@ fn replay(
             "mov.u32" => value(operands[1]),
             "setp.gt.u32" => u32::from(value(operands[1]) > value(operands[2])),
             "setp.ge.u32" => u32::from(value(operands[1]) >= value(operands[2])),
+            "setp.ne.u32" => u32::from(value(operands[1]) != value(operands[2])),
             "setp.lt.and.u32" => {
                 u32::from(value(operands[1]) < value(operands[2]) && value(operands[3]) == 1)
             }

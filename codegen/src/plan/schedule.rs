@@ -14,6 +14,9 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize)]
 pub struct TileWalk {
     pub group: u32,
+    /// A whole band's division by `group`, without a division instruction (`None` for bands
+    /// one tile wide).
+    pub group_divide: Option<ConstDivisor>,
     /// The walk covers the tiles of every product of a strided batch, one product after
     /// another: its batch-count parameter, and the register that receives a tile's product.
     pub batch_param: &'static str,
@@ -70,6 +73,7 @@ impl TileWalk {
         };
         Some(TileWalk {
             group,
+            group_divide: (group >= 2).then(|| ConstDivisor::new(group)),
             batch_param: "batch",
             batch_register: WALK_BATCH_REGISTER,
             along,
