@@ -699,24 +699,28 @@ fn every_ring_keeps_its_protocol_under_any_interleaving() {
 /// block tiles would send clusters past the last tile with coordinates off the matrix.
 #[test]
 fn persistent_walks_count_their_own_tiles() {
-    // The tile count's instructions (from `add.u32 register, dim, round-up` to the product of
-    // the two counts), run for dim = 1, 2, ..: the tile is the largest dim that counts one.
-    let divisor = |ptx: &str, register: &str, dim: &str| -> u32 {
+    // The kernel's tile count of one dimension (from its `ld.param` of M or N into %tiles or
+    // %tiles_n to the division's last instruction), run for M or N = 1, 2, ..: the tile is the
+    // largest value that counts one.
+    let divisor = |ptx: &str, dim: &str| -> u32 {
         let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
         let start = lines
             .iter()
-            .position(|l| l.starts_with(&format!("add.u32\t{register}, {dim}, ")))
-            .unwrap_or_else(|| panic!("no tile count into {register}"));
+            .position(|l| {
+                (l.starts_with("ld.param.u32\t%tiles, [")
+                    || l.starts_with("ld.param.u32\t%tiles_n, ["))
+                    && l.ends_with(&format!("_{dim}];"))
+            })
+            .unwrap_or_else(|| panic!("no tile count of {dim}"));
+        let register = lines[start].split(['\t', ',']).nth(1).unwrap();
         let count = |value: u32| -> u32 {
-            let mut registers = HashMap::from([(dim.to_string(), value)]);
+            let mut registers = HashMap::new();
             for line in &lines[start..] {
-                if line.starts_with("mul.lo.u32\t%tiles, %tiles, %tiles_n") {
-                    break;
-                }
                 let (opcode, operands) = line.trim_end_matches(';').split_once('\t').unwrap();
                 let o: Vec<&str> = operands.split(", ").collect();
                 let v = |operand: &str| operand.parse().unwrap_or_else(|_| registers[operand]);
                 let result = match opcode {
+                    "ld.param.u32" => value,
                     "add.u32" => v(o[1]) + v(o[2]),
                     "sub.u32" => v(o[1]) - v(o[2]),
                     "shr.u32" => v(o[1]) >> v(o[2]),
@@ -724,7 +728,7 @@ fn persistent_walks_count_their_own_tiles() {
                     other => panic!("the replay of the tile count does not know {other}: {line}"),
                 };
                 registers.insert(o[0].to_string(), result);
-                if o[0] == register && !line.starts_with("add.u32") {
+                if o[0] == register && !matches!(opcode, "ld.param.u32" | "add.u32") {
                     break;
                 }
             }
@@ -746,10 +750,7 @@ fn persistent_walks_count_their_own_tiles() {
             emitted.launch().tile_n * cols,
         );
         assert_eq!(
-            (
-                divisor(emitted.ptx(), "%tiles", "%m"),
-                divisor(emitted.ptx(), "%tiles_n", "%n")
-            ),
+            (divisor(emitted.ptx(), "m"), divisor(emitted.ptx(), "n")),
             unit,
             "{}",
             emitted.spec_text()

@@ -21,7 +21,6 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
-use crate::plan::divide::ConstDivisor;
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::schedule::TileWalk;
 use crate::plan::{LaunchContract, Mbarriers, Ring};
@@ -68,10 +67,8 @@ pub struct WgmmaPlan {
     pub block_m: u32,
     pub block_n: u32,
     pub block_k: u32,
-    /// Added to M, N, K before dividing by the tile: partial last tiles count (the TMA fills
-    /// them with zeros, the epilogue checks their edges).
-    pub m_round_up: u32,
-    pub n_round_up: u32,
+    /// Added to K before dividing by the tile: a partial last k tile counts (the TMA fills it
+    /// with zeros). The walk's tile counts round M and N up the same way (`TileWalk`).
     pub k_round_up: u32,
     pub rows_per_consumer: u32,
     /// Rows from one consumer's first row of the tile to the next's: `rows_per_consumer`, or
@@ -128,9 +125,6 @@ pub struct WgmmaPlan {
     /// The output tiles a persistent block (or cluster) walks: one tile, or the cluster's.
     pub walk_tile_m: u32,
     pub walk_tile_n: u32,
-    /// The walk's tile counts: divisions by `walk_tile_m` and `walk_tile_n`.
-    pub walk_divide_m: ConstDivisor,
-    pub walk_divide_n: ConstDivisor,
     /// A two-block cluster that multicasts its shared operand.
     pub cluster: Option<ClusterPlan>,
     /// The register that numbers a persistent walk's units: the block, or its cluster.
@@ -296,8 +290,6 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         block_m: spec.tile.m,
         block_n: spec.tile.n,
         block_k: spec.tile.k,
-        m_round_up: walk_tile_m - 1,
-        n_round_up: walk_tile_n - 1,
         k_round_up: spec.tile.k - 1,
         rows_per_consumer: g.rows_per_consumer,
         consumer_row_step: if g.pingpong { 0 } else { g.rows_per_consumer },
@@ -364,8 +356,6 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         },
         walk_tile_m,
         walk_tile_n,
-        walk_divide_m: ConstDivisor::new(walk_tile_m),
-        walk_divide_n: ConstDivisor::new(walk_tile_n),
         tile_index_register: if g.cluster.is_some() {
             "%clusterid.x"
         } else {
