@@ -169,6 +169,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16, persistent clusters of 2 blocks down M: each loads half of the shared B tile and multicasts it",
     },
     CatalogSpec {
+        name: "wgmma_bf16_128x320x64_s3_cluster2x1",
+        spec: "name: wgmma_bf16_128x320x64_s3_cluster2x1, arch: sm_90a, dtype: bf16, tile: 128x320x64, consumers: 2, stages: 3, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
+        summary: "Hopper bf16, 320-column tiles: each consumer's row of 64 in two wgmmas (m64n192 + m64n128), 2-block clusters down M sharing B; cuBLAS's tile at 5120^3, 5632^3, 7680^3 and 8192^3",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_256x128x64_s4_cluster1x2",
         spec: "name: wgmma_bf16_256x128x64_s4_cluster1x2, arch: sm_90a, dtype: bf16, tile: 256x128x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 1x2",
         summary: "Hopper bf16, tall tile, persistent clusters of 2 blocks along N: each loads half of the shared A tile and multicasts it",

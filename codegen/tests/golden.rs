@@ -33,7 +33,8 @@ fn math_only_ptx() {
 }
 
 /// The Hopper family in the layouts with a column-major operand: transposed boxes, their
-/// coordinates and the wgmma transpose flags.
+/// coordinates and the wgmma transpose flags. A 320-column tile of a K-major B: its rows in
+/// two boxes, each row of 64 in two wgmmas of 160.
 #[test]
 fn hopper_layouts_ptx() {
     for layout in ["rc", "cr", "cc"] {
@@ -41,6 +42,9 @@ fn hopper_layouts_ptx() {
         let emitted = gemm_codegen::emit_str(&spec).unwrap();
         insta::assert_snapshot!(format!("wgmma_layout_{layout}"), emitted.ptx());
     }
+    let wide = "name: wgmma_layout_rc_128x320, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x320x64, stages: 3, schedule: persistent";
+    let emitted = gemm_codegen::emit_str(wide).unwrap();
+    insta::assert_snapshot!("wgmma_layout_rc_128x320", emitted.ptx());
 }
 
 /// The SIMT and mma.sync families in the layouts with a column-major operand: which lines

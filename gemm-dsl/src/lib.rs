@@ -16,7 +16,7 @@
 //! | `acc` | accumulator type: `f32` (the only one implemented; `f16`, `bf16`, `tf32` parse and are refused) | `f32` |
 //! | `out` | C type (fp8 inputs: `bf16`, `f16` or `f32`) | `dtype` (`f32` for `tf32`, `bf16` for fp8) |
 //! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family; fp8 reads both K-major: `rc` only) | `rr` (`rc` for fp8) |
-//! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma; `128x256x128` for fp8: one 128-byte span of K) |
+//! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma; `128x256x128` for fp8: one 128-byte span of K; BN up to 512, in two wgmmas a row of 64 past 256) |
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
 //! | `consumers` | consumer warpgroups (wgmma only): `1` or `2`, which split BM; or `pingpong`: two that take alternate tiles of a persistent walk of whole tiles, each the whole block tile, and turns at the tensor cores (one stores its tile while the other multiplies) | `2` for wgmma, else `1` |
 //! | `stages` | pipeline depth, 1 to 8 | `2` (fma), `3` (mma_sync), `4` (wgmma) |

@@ -23,6 +23,8 @@ pub fn wgmma_k(dtype: DType) -> u32 {
 }
 /// The widest N of one wgmma instruction.
 pub const WGMMA_MAX_N: u32 = 256;
+/// The widest block tile: a consumer's row of 64 is at most two wgmmas wide.
+pub const WGMMA_MAX_TILE_N: u32 = 2 * WGMMA_MAX_N;
 /// The most rows a tensor-map box may have.
 pub const TMA_MAX_BOX_ROWS: u32 = 256;
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: it only counts tiles and
@@ -78,6 +80,13 @@ impl StoreStaging {
     }
 }
 
+/// One wgmma of a consumer's row of 64: columns `start .. start + n` of the block tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NPiece {
+    pub start: u32,
+    pub n: u32,
+}
+
 /// Which dimension of an operand is contiguous in global memory, and so in the shared-memory
 /// boxes the TMA writes: what a wgmma descriptor's transpose flag says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,33 +117,50 @@ impl Major {
     }
 }
 
-/// One operand's tensor-map boxes per stage: `boxes` boxes of `inner` elements along the
-/// contiguous dimension by `outer` rows, each landing as `outer` swizzled rows of
-/// `swizzle_bytes` bytes.
+/// One operand's tensor-map boxes per stage: `boxes` swizzle spans along the contiguous
+/// dimension, each holding every line of the other, and each span loaded as `line_parts`
+/// boxes of `inner` elements by `outer` lines (one, unless a K-major B's BN rows are more
+/// than a box's [`TMA_MAX_BOX_ROWS`]). A span's lines land consecutively, `swizzle_bytes`
+/// each, whichever box brought them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OperandBoxes {
     pub inner: u32,
     pub outer: u32,
     pub boxes: u32,
+    pub line_parts: u32,
 }
 
 impl OperandBoxes {
     /// The boxes of an operand tile of `mn` rows or columns (BM or BN) by `k`: swizzle spans
-    /// of its contiguous dimension, each holding every line of the other.
+    /// of its contiguous dimension, each holding every line of the other, in as few equal
+    /// boxes down the lines as the box limit allows.
     pub fn of(major: Major, mn: u32, k: u32, swizzle_elements: u32) -> OperandBoxes {
         let (contiguous, lines) = match major {
             Major::K => (k, mn),
             Major::MN => (mn, k),
         };
+        let line_parts = lines.div_ceil(TMA_MAX_BOX_ROWS).max(1);
         OperandBoxes {
             inner: swizzle_elements,
-            outer: lines,
+            outer: lines / line_parts,
             boxes: contiguous / swizzle_elements,
+            line_parts,
         }
     }
 
+    /// Bytes of one TMA box.
     pub fn bytes_per_box(&self, element_bytes: u32) -> u32 {
         self.inner * self.outer * element_bytes
+    }
+
+    /// Bytes of one swizzle span with all its lines: from one span to the next in a stage.
+    pub fn span_bytes(&self, element_bytes: u32) -> u32 {
+        self.line_parts * self.bytes_per_box(element_bytes)
+    }
+
+    /// The operand's bytes in one stage.
+    pub fn stage_bytes(&self, element_bytes: u32) -> u32 {
+        self.boxes * self.span_bytes(element_bytes)
     }
 }
 
@@ -169,8 +195,14 @@ pub struct WgmmaGeometry {
     /// (all of them in ping-pong).
     pub rows_per_consumer: u32,
     pub m_wgmmas: u32,
-    /// N of each wgmma instruction: the whole block tile's width.
+    /// The block tile's width: one wgmma per row of 64, or two where BN is over
+    /// [`WGMMA_MAX_N`] ([`WgmmaGeometry::n_pieces`]).
     pub n: u32,
+    /// wgmmas per row of 64, each a piece of the tile's columns.
+    pub n_piece_count: u32,
+    /// Columns a piece's width and start are a multiple of: an N-major B's box (a piece reads
+    /// whole swizzle atoms), or 8 rows of a K-major B.
+    pub n_piece_step: u32,
     /// k of one wgmma: 16 for f16/bf16, 32 for fp8.
     pub k_per_wgmma: u32,
     /// wgmma k steps per k tile (`BK / k_per_wgmma`).
@@ -322,7 +354,8 @@ impl WgmmaGeometry {
             swizzle_elements
         }
         .max(8);
-        if tile.n == 0 || tile.n > WGMMA_MAX_N || !tile.n.is_multiple_of(n_step) {
+        // Over 256 columns a row takes two wgmmas, and a K-major B's rows two boxes.
+        if tile.n == 0 || tile.n > WGMMA_MAX_TILE_N || !tile.n.is_multiple_of(n_step) {
             return Err(WgmmaGeometryError::TileN { step: n_step });
         }
         // A lands as boxes of one swizzle span of K each; wgmma steps 32 bytes of k at a time.
@@ -389,6 +422,7 @@ impl WgmmaGeometry {
                 c_in_loads: spec.scale.reads_c(),
             }
         });
+        let b_boxes = OperandBoxes::of(b_major, tile.n, tile.k, b_swizzle_bytes / element);
         Ok(WgmmaGeometry {
             tile,
             consumers,
@@ -397,6 +431,11 @@ impl WgmmaGeometry {
             rows_per_consumer,
             m_wgmmas: rows_per_consumer / WGMMA_M,
             n: tile.n,
+            n_piece_count: tile.n.div_ceil(WGMMA_MAX_N),
+            n_piece_step: match b_major {
+                Major::MN => b_boxes.inner,
+                Major::K => 8,
+            },
             k_per_wgmma,
             k_steps: tile.k / k_per_wgmma,
             a_swizzle_bytes,
@@ -404,7 +443,7 @@ impl WgmmaGeometry {
             a_major,
             b_major,
             a_boxes: OperandBoxes::of(a_major, tile.m, tile.k, a_swizzle_bytes / element),
-            b_boxes: OperandBoxes::of(b_major, tile.n, tile.k, b_swizzle_bytes / element),
+            b_boxes,
             consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
             register_split,
             cluster,
@@ -456,6 +495,22 @@ impl WgmmaGeometry {
         self.accumulators() * WARPGROUP_THREADS * 4
     }
 
+    /// The wgmmas of one row of 64, left to right: as equal as their step allows, the wider
+    /// first (320 columns of an N-major B in 64-column boxes: 192 and 128).
+    pub fn n_pieces(&self) -> Vec<NPiece> {
+        let steps = self.n / self.n_piece_step;
+        let count = self.n_piece_count;
+        let mut start = 0;
+        (0..count)
+            .map(|i| {
+                let n = (steps / count + u32::from(i < steps % count)) * self.n_piece_step;
+                let piece = NPiece { start, n };
+                start += n;
+                piece
+            })
+            .collect()
+    }
+
     /// f32 accumulator registers per consumer thread: N/2 per wgmma row of 64.
     pub fn accumulators(&self) -> u32 {
         self.m_wgmmas * self.n / 2
@@ -463,8 +518,7 @@ impl WgmmaGeometry {
 
     /// Bytes the TMA writes into one stage: A's and B's boxes.
     pub fn stage_bytes(&self, element_bytes: u32) -> u32 {
-        self.a_boxes.boxes * self.a_boxes.bytes_per_box(element_bytes)
-            + self.b_boxes.boxes * self.b_boxes.bytes_per_box(element_bytes)
+        self.a_boxes.stage_bytes(element_bytes) + self.b_boxes.stage_bytes(element_bytes)
     }
 }
 
@@ -738,21 +792,25 @@ impl Validator<'_> {
                 error.help = Some(format!("tile: {}", legal_tile(s)));
             }
             WgmmaGeometryError::TileN { step } => {
+                let n_max = WGMMA_MAX_TILE_N;
                 let error = self.error(
                     Key::Tile,
                     format!(
-                        "BN = {} is not a multiple of {step} up to {WGMMA_MAX_N}",
+                        "BN = {} is not a multiple of {step} up to {n_max}",
                         s.tile.n
                     ),
                 );
+                let width = format!(
+                    "one wgmma is at most {WGMMA_MAX_N} wide: a row of 64 over {WGMMA_MAX_N} columns takes two"
+                );
                 error.notes.push(if element == 2 {
                     format!(
-                        "an N-major B lands in boxes of one swizzle span of N (the spec's, or the widest narrower one that divides BN, down to {step} {} columns), and C's staging boxes are at least as wide; one wgmma is at most {WGMMA_MAX_N} wide",
+                        "an N-major B lands in boxes of one swizzle span of N (the spec's, or the widest narrower one that divides BN, down to {step} {} columns), and C's staging boxes are at least as wide; {width}",
                         s.dtype.name()
                     )
                 } else {
                     format!(
-                        "B lands in boxes of one {}-byte swizzle span ({step} {} columns), and one wgmma is at most {WGMMA_MAX_N} wide",
+                        "B lands in boxes of one {}-byte swizzle span ({step} {} columns); {width}",
                         step * element,
                         s.dtype.name()
                     )
@@ -883,7 +941,7 @@ fn legal_tile(s: &GemmSpec) -> Tile {
     };
     Tile {
         m: round(s.tile.m, per_consumer, TMA_MAX_BOX_ROWS),
-        n: round(s.tile.n, swizzle_elements.max(8), WGMMA_MAX_N),
+        n: round(s.tile.n, swizzle_elements.max(8), WGMMA_MAX_TILE_N),
         k: round(s.tile.k, swizzle_elements.max(wgmma_k(s.dtype)), k_max),
     }
 }
@@ -898,11 +956,11 @@ pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
             what: format!(
                 "{operand} tile {rows}x{cols} {}, {} box(es) of {}x{}, {swizzle}B swizzle",
                 s.dtype.name(),
-                boxes.boxes,
+                boxes.boxes * boxes.line_parts,
                 boxes.outer,
                 boxes.inner,
             ),
-            bytes: boxes.boxes * boxes.bytes_per_box(element),
+            bytes: boxes.stage_bytes(element),
         };
     SmemLedger {
         per_stage: vec![
@@ -973,12 +1031,22 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
     RegisterBudget {
         lines: vec![
             RegisterLine {
-                what: format!(
-                    "accumulators {} x m64n{} (f32, {} per wgmma row)",
-                    g.m_wgmmas,
-                    g.n,
-                    g.n / 2
-                ),
+                what: if g.n_piece_count == 1 {
+                    format!(
+                        "accumulators {} x m64n{} (f32, {} per wgmma row)",
+                        g.m_wgmmas,
+                        g.n,
+                        g.n / 2
+                    )
+                } else {
+                    format!(
+                        "accumulators {} rows of 64 x {} columns, {} wgmmas a row (f32, {} per row)",
+                        g.m_wgmmas,
+                        g.n,
+                        g.n_piece_count,
+                        g.n / 2
+                    )
+                },
                 registers: g.accumulators(),
             },
             RegisterLine {
@@ -1228,6 +1296,43 @@ mod tests {
             unreachable!()
         };
         assert_eq!((g.a_boxes.inner, g.b_boxes.boxes, g.k_steps), (32, 4, 2));
+    }
+
+    #[test]
+    fn rows_over_256_columns_take_two_wgmmas() {
+        let geometry = |text: &str| {
+            let v = check_str(&format!("{HOPPER}, stages: 3, {text}")).unwrap();
+            let Family::Wgmma(g) = v.family else {
+                unreachable!()
+            };
+            g
+        };
+        let pieces = |g: &super::WgmmaGeometry| -> Vec<(u32, u32)> {
+            g.n_pieces().iter().map(|p| (p.start, p.n)).collect()
+        };
+        // N-major B: pieces of whole 64-column boxes, the wider first.
+        let g = geometry("tile: 128x320x64");
+        assert_eq!(pieces(&g), [(0, 192), (192, 128)]);
+        assert_eq!(
+            (g.accumulators(), g.b_boxes.boxes, g.b_boxes.line_parts),
+            (160, 5, 1)
+        );
+        // K-major B: halves, and its 320 rows in two boxes of 160.
+        let g = geometry("tile: 128x320x64, layout: rc");
+        assert_eq!(pieces(&g), [(0, 160), (160, 160)]);
+        assert_eq!((g.b_boxes.outer, g.b_boxes.line_parts), (160, 2));
+        assert_eq!(g.b_boxes.stage_bytes(2), 320 * 128);
+        // Up to 256 columns: one wgmma, one box of lines.
+        let g = geometry("tile: 128x256x64, layout: rc");
+        assert_eq!(pieces(&g), [(0, 256)]);
+        assert_eq!(g.b_boxes.line_parts, 1);
+        // Past 512 columns, refused with the limit; 512 itself is over the registers.
+        let errors = errors(&format!("{HOPPER}, tile: 64x576x64, consumers: 1"));
+        assert!(errors[0].message.contains("up to 512"), "{errors:?}");
+        assert!(check_str(&format!(
+            "{HOPPER}, tile: 64x512x64, consumers: 1, stages: 2"
+        ))
+        .is_err());
     }
 
     #[test]

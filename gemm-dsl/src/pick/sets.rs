@@ -54,7 +54,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 320- and 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -80,6 +80,12 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "w128x256_c2x1",
             body: "arch: sm_90a, tile: 128x256x64, consumers: 2, stages: 4, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
             role: "large problems, B multicast to two blocks",
+            fuses: true,
+        },
+        SetMember {
+            name: "w128x320_c2x1",
+            body: "arch: sm_90a, tile: 128x320x64, consumers: 2, stages: 3, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
+            role: "large problems whose 128x256 tiles leave a ragged last round (5120^3, 5632^3, 7680^3): 1.25 times the tile, two wgmmas a row, B multicast to two blocks",
             fuses: true,
         },
         SetMember {

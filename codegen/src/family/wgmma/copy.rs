@@ -58,12 +58,13 @@ impl ClusterPlan {
     }
 }
 
-/// One TMA box of a stage: where it lands in the stage and how far along the operand's
-/// contiguous dimension it starts from the tile's first element.
+/// One TMA box of a stage: where it lands in the stage, and how far along the operand's
+/// contiguous dimension and down its lines it starts from the tile's first element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct BoxLoad {
     pub smem_offset: u32,
     pub inner_offset: u32,
+    pub outer_offset: u32,
     /// Bytes the box brings into each block's stage.
     pub bytes: u32,
     /// The box belongs to the operand a cluster shares: this block loads only its row slice
@@ -102,7 +103,8 @@ pub(super) fn coordinates(
     }
 }
 
-/// The TMA boxes of one operand in a stage that starts its tile at `smem_start`.
+/// The TMA boxes of one operand in a stage that starts its tile at `smem_start`: per swizzle
+/// span, its boxes down the lines, each landing right after the one before.
 pub(super) fn box_loads(
     boxes: &OperandBoxes,
     element_bytes: u32,
@@ -111,11 +113,14 @@ pub(super) fn box_loads(
 ) -> Vec<BoxLoad> {
     let bytes = boxes.bytes_per_box(element_bytes);
     (0..boxes.boxes)
-        .map(|i| BoxLoad {
-            smem_offset: smem_start + i * bytes,
-            inner_offset: i * boxes.inner,
-            bytes,
-            multicast,
+        .flat_map(|span| {
+            (0..boxes.line_parts).map(move |part| BoxLoad {
+                smem_offset: smem_start + (span * boxes.line_parts + part) * bytes,
+                inner_offset: span * boxes.inner,
+                outer_offset: part * boxes.outer,
+                bytes,
+                multicast,
+            })
         })
         .collect()
 }

@@ -137,8 +137,10 @@ pub struct WgmmaKStep {
     /// The first k step of a k tile: its scale-d predicate is "accumulate unless this is the
     /// tile's first k tile"; later steps always accumulate.
     pub first: bool,
-    /// Descriptor start offsets (16-byte units) from the consumer's stage bases.
+    /// B's descriptor start offset (16-byte units) from the consumer's B stage base, at the
+    /// tile's first column.
     pub b_offset_units: u32,
+    /// Per piece of the tile's columns, per wgmma row of 64: one wgmma.
     pub mmas: Vec<WgmmaOp>,
 }
 
@@ -146,7 +148,15 @@ pub struct WgmmaKStep {
 pub struct WgmmaOp {
     /// The accumulator registers, `{ %acc.., .. }`.
     pub accumulators: String,
+    /// The consumer's wgmma row (of 64), and the piece of the tile's columns
+    /// (`n_start .. n_start + n`) it covers.
+    pub row: u32,
+    pub piece: usize,
+    pub n_start: u32,
+    pub n: u32,
+    /// Descriptor start offsets (16-byte units) from the consumer's stage bases.
     pub a_offset_units: u32,
+    pub b_offset_units: u32,
 }
 
 /// How the consumers' wgmmas read a stage: each operand's descriptor, the k16 steps' start
@@ -166,8 +176,9 @@ impl OperandReads {
         // into the next box past a swizzle span) and their 8-row atoms lie SBO apart; M/N-major
         // operands (16-bit only) step 16 box rows per k16 and their swizzle spans of M or N lie
         // LBO (one box) apart. Each operand has its own swizzle span `w`.
-        let a_box_bytes = g.a_boxes.bytes_per_box(element);
-        let b_box_bytes = g.b_boxes.bytes_per_box(element);
+        // A swizzle span with all its lines (a K-major B over 256 rows: two boxes of them).
+        let a_box_bytes = g.a_boxes.span_bytes(element);
+        let b_box_bytes = g.b_boxes.span_bytes(element);
         let descriptor_of =
             |major: Major, start_bytes: u32, box_bytes: u32, w: u32| SmemDescriptor {
                 start_bytes,
@@ -192,20 +203,44 @@ impl OperandReads {
             Major::K => rows * a_swizzle,
             Major::MN => rows * element / a_swizzle * a_box_bytes,
         };
-        let acc_per_wgmma = g.n / 2;
+        // Bytes from B's first column to column `n` (a piece's start): whole boxes of an
+        // N-major B, rows of a K-major one.
+        let n_columns_bytes = |n: u32| match g.b_major {
+            Major::K => n * b_swizzle,
+            Major::MN => n / g.b_boxes.inner * b_box_bytes,
+        };
+        // A row of 64 holds N/2 accumulators whichever wgmma writes them: a piece's start at
+        // column c is its first register's index c/2 into the row, as in one wide wgmma.
+        let acc_per_row = g.n / 2;
+        let pieces = g.n_pieces();
         let k_steps = (0..g.k_steps)
             .map(|step| {
                 let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes, a_swizzle);
+                let b_step_bytes = k_step_bytes(g.b_major, step, b_box_bytes, b_swizzle);
                 WgmmaKStep {
                     first: step == 0,
-                    b_offset_units: k_step_bytes(g.b_major, step, b_box_bytes, b_swizzle) / 16,
-                    mmas: (0..g.m_wgmmas)
-                        .map(|mi| WgmmaOp {
-                            accumulators: (mi * acc_per_wgmma..(mi + 1) * acc_per_wgmma)
-                                .map(|i| format!("%acc{i}"))
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                            a_offset_units: (a_step_bytes + m_rows_bytes(mi * WGMMA_M)) / 16,
+                    b_offset_units: b_step_bytes / 16,
+                    mmas: pieces
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(piece_index, piece)| {
+                            (0..g.m_wgmmas).map(move |mi| {
+                                let first = mi * acc_per_row + piece.start / 2;
+                                WgmmaOp {
+                                    accumulators: (first..first + piece.n / 2)
+                                        .map(|i| format!("%acc{i}"))
+                                        .collect::<Vec<_>>()
+                                        .join(", "),
+                                    row: mi,
+                                    piece: piece_index,
+                                    n_start: piece.start,
+                                    n: piece.n,
+                                    a_offset_units: (a_step_bytes + m_rows_bytes(mi * WGMMA_M))
+                                        / 16,
+                                    b_offset_units: (b_step_bytes + n_columns_bytes(piece.start))
+                                        / 16,
+                                }
+                            })
                         })
                         .collect(),
                 }

@@ -43,10 +43,10 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     );
     let _ = writeln!(
         out,
-        "  each consumer: {} rows = {} x m64n{}, {} k steps per k tile, {} f32 accumulators per thread",
+        "  each consumer: {} rows = {} x {}, {} k steps per k tile, {} f32 accumulators per thread",
         g.rows_per_consumer,
         g.m_wgmmas,
-        g.n,
+        row_of_64(g),
         g.k_steps,
         g.accumulators()
     );
@@ -249,4 +249,18 @@ fn wgmma_ring_timeline(p: &WgmmaPlan) -> String {
         "  ...   (a tile's last fill is released after wait_group 0, before its epilogue)"
     );
     out
+}
+
+/// One row of 64 of a consumer's tile: `m64n256`, or its two wgmmas where BN is over 256,
+/// `(m64n192 + m64n128)`.
+fn row_of_64(g: &WgmmaGeometry) -> String {
+    let pieces: Vec<String> = g
+        .n_pieces()
+        .iter()
+        .map(|p| format!("m64n{}", p.n))
+        .collect();
+    match pieces.as_slice() {
+        [one] => one.clone(),
+        many => format!("({})", many.join(" + ")),
+    }
 }

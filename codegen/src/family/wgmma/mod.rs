@@ -78,6 +78,8 @@ pub struct WgmmaPlan {
     /// The TMA boxes of one stage, A's then B's.
     pub a_loads: Vec<BoxLoad>,
     pub b_loads: Vec<BoxLoad>,
+    /// Some box starts below its tile's first line (a K-major B over 256 rows).
+    pub lines_split: bool,
     #[serde(skip)]
     pub a_box: TensorMapBox,
     #[serde(skip)]
@@ -112,6 +114,9 @@ pub struct WgmmaPlan {
     pub stage_desc_units: u32,
     /// The bits of a shared-memory address the descriptor's start field takes (before `>> 4`).
     pub descriptor_address_mask: String,
+    /// The wgmma instruction of each piece of a row's columns ([`WgmmaOp::piece`]), and
+    /// all of them joined by ` + ` for the kernel's header.
+    pub wgmma_instructions: Vec<String>,
     pub wgmma_instruction: String,
     /// wgmma's `imm-trans-a, imm-trans-b` operands; `None` for fp8, whose operands are
     /// always K-major and whose form has none.
@@ -229,13 +234,13 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         None => (spec.tile.m, spec.tile.n),
     };
 
-    let wgmma_instruction = format!(
-        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{}k{}.f32.{}.{}",
-        g.n,
-        g.k_per_wgmma,
-        spec.dtype.name(),
-        spec.b_dtype.name()
-    );
+    // One instruction per piece of a row's columns (two where BN is over 256).
+    let wgmma_instructions: Vec<String> = g
+        .n_pieces()
+        .iter()
+        .map(|piece| wgmma_instruction(piece.n, g.k_per_wgmma, spec.dtype, spec.b_dtype))
+        .collect();
+    let wgmma_instruction = wgmma_instructions.join(" + ");
     // The shared operand's map loads one block's row slice of each box.
     let tensor_box =
         |operand, boxes: &OperandBoxes, swizzle_bytes: u32, shared_here: bool| TensorMapBox {
@@ -294,6 +299,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         rows_per_consumer: g.rows_per_consumer,
         consumer_row_step: if g.pingpong { 0 } else { g.rows_per_consumer },
         ring,
+        lines_split: a_loads.iter().chain(&b_loads).any(|l| l.outer_offset > 0),
         a_loads,
         b_loads,
         a_box: tensor_box(
@@ -336,6 +342,7 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         b_descriptor: reads.b_descriptor,
         stage_desc_units: stage_bytes / 16,
         descriptor_address_mask: format!("{:#x}", descriptor::START_ADDRESS_MASK),
+        wgmma_instructions,
         wgmma_instruction,
         transpose_immediates: (!spec.dtype.is_fp8())
             .then(|| (g.a_major.transpose_flag(), g.b_major.transpose_flag())),
@@ -468,12 +475,13 @@ impl WgmmaPlan {
     /// `QGMMA.64x256x32.F32.E4M3.E4M3` for fp8 (A's type, then B's).
     pub fn gmma_variant(&self) -> &'static str {
         let k = self.geometry.k_per_wgmma;
+        // A row of two pieces promises its first (the wider) one.
+        let n = self.geometry.n_pieces()[0].n;
         let text = match self.dtype {
-            "bf16" => format!("HGMMA.{WGMMA_M}x{}x{k}.F32.BF16", self.block_n),
-            "f16" => format!("HGMMA.{WGMMA_M}x{}x{k}.F32", self.block_n),
+            "bf16" => format!("HGMMA.{WGMMA_M}x{n}x{k}.F32.BF16"),
+            "f16" => format!("HGMMA.{WGMMA_M}x{n}x{k}.F32"),
             a => format!(
-                "QGMMA.{WGMMA_M}x{}x{k}.F32.{}.{}",
-                self.block_n,
+                "QGMMA.{WGMMA_M}x{n}x{k}.F32.{}.{}",
                 a.to_uppercase(),
                 self.b_dtype.to_uppercase()
             ),
@@ -508,6 +516,15 @@ pub fn sass_promises(plan: &WgmmaPlan) -> Vec<SassCheck> {
         checks.push(SassCheck::Present(Opcode::Utmastg));
     }
     checks
+}
+
+/// The wgmma instruction of width `n`, `k` per instruction, A and B of these types.
+pub(super) fn wgmma_instruction(n: u32, k: u32, a: DType, b: DType) -> String {
+    format!(
+        "wgmma.mma_async.sync.aligned.m{WGMMA_M}n{n}k{k}.f32.{}.{}",
+        a.name(),
+        b.name()
+    )
 }
 
 /// The GMMA of the kernel's exact shape and types: HGMMA for 16-bit inputs (f16 has no type

@@ -29,6 +29,15 @@ const FP8_SPECS: &[&str] = &[
     "dtype: e4m3, tile: 128x64x32, swizzle: 32B, out: f32",
 ];
 
+/// Tiles over 256 columns: two wgmmas a row of 64, the second reading B from its first
+/// column on (N-major B: 320 in 64-column boxes, 192 + 128; 288 in 32-column boxes, 160 + 128;
+/// 384, 192 + 192; K-major B: halves, its rows in two boxes).
+const WIDE_SPECS: &[&str] = &[
+    "tile: 128x320x64, stages: 3",
+    "tile: 64x288x64, consumers: 1, stages: 3",
+    "tile: 64x384x32, consumers: 1, stages: 3",
+];
+
 /// Specs whose BN the 128-byte span does not divide (96, 160 and 208 columns): an N-major B
 /// (`rr`, `cr`) takes a narrower swizzle than A; a K-major B keeps 128 bytes.
 const MIXED_SWIZZLE_SPECS: &[&str] = &[
@@ -52,10 +61,16 @@ fn written_at(
         Major::K => (k, mn),
         Major::MN => (mn, k),
     };
-    let box_load = &loads[(contiguous / tma.inner) as usize];
+    let box_load = loads
+        .iter()
+        .find(|l| {
+            l.inner_offset == contiguous / tma.inner * tma.inner
+                && l.outer_offset == line / tma.outer * tma.outer
+        })
+        .expect("a box holds every element of the tile");
     tma_box_address(
         box_load.smem_offset,
-        line,
+        line % tma.outer,
         contiguous % tma.inner,
         p.in_bytes,
         tma.swizzle_bytes,
@@ -71,8 +86,11 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
         .iter()
         .chain(MIXED_SWIZZLE_SPECS)
         .flat_map(|spec| ["rr", "rc", "cr", "cc"].map(|layout| (spec, layout)));
+    let wide = WIDE_SPECS
+        .iter()
+        .flat_map(|spec| ["rr", "rc", "cr", "cc"].map(|layout| (spec, layout)));
     let fp8 = FP8_SPECS.iter().map(|spec| (spec, "rc"));
-    for (spec, layout) in every_layout.chain(fp8) {
+    for (spec, layout) in every_layout.chain(wide).chain(fp8) {
         {
             let spec = format!("{spec}, layout: {layout}");
             let p = wgmma(&spec);
@@ -87,33 +105,57 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                 };
                 for (step, k_step) in p.k_steps.iter().enumerate() {
                     let k0 = step as u32 * k_per_wgmma;
-                    for (mi, op) in k_step.mmas.iter().enumerate() {
+                    // Each accumulator of a consumer's rows is written by exactly one wgmma,
+                    // at its place in the row (column c of a row at N/2 * row + c/2).
+                    let mut written_by = vec![0u32; (p.geometry.m_wgmmas * p.block_n / 2) as usize];
+                    for op in &k_step.mmas {
                         let a = SmemDescriptor {
                             start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
                             ..p.a_descriptor
                         };
                         for m in 0..WGMMA_M {
                             for k in 0..k_per_wgmma {
-                                let row = first_row + mi as u32 * WGMMA_M + m;
+                                let row = first_row + op.row * WGMMA_M + m;
                                 let written =
                                     written_at(&p.a_loads, &p.a_box, p.a_major, row, k0 + k, &p);
                                 let read = a.element_address(p.a_major, m, k, element);
                                 assert_eq!(read, written, "{spec}: A row {row} k {}", k0 + k);
                             }
                         }
-                    }
-                    let b = SmemDescriptor {
-                        start_bytes: p.b_descriptor.start_bytes + k_step.b_offset_units * 16,
-                        ..p.b_descriptor
-                    };
-                    for n in 0..p.block_n {
-                        for k in 0..k_per_wgmma {
-                            let written =
-                                written_at(&p.b_loads, &p.b_box, p.b_major, n, k0 + k, &p);
-                            let read = b.element_address(p.b_major, n, k, element);
-                            assert_eq!(read, written, "{spec}: B k {} column {n}", k0 + k);
+                        let b = SmemDescriptor {
+                            start_bytes: p.b_descriptor.start_bytes + op.b_offset_units * 16,
+                            ..p.b_descriptor
+                        };
+                        for n in 0..op.n {
+                            let column = op.n_start + n;
+                            for k in 0..k_per_wgmma {
+                                let written =
+                                    written_at(&p.b_loads, &p.b_box, p.b_major, column, k0 + k, &p);
+                                let read = b.element_address(p.b_major, n, k, element);
+                                assert_eq!(read, written, "{spec}: B k {} column {column}", k0 + k);
+                            }
+                        }
+                        assert_eq!(
+                            p.wgmma_instructions[op.piece].split('.').nth(4),
+                            Some(format!("m64n{}k{k_per_wgmma}", op.n).as_str()),
+                            "{spec}"
+                        );
+                        let registers: Vec<usize> = op
+                            .accumulators
+                            .split(", ")
+                            .map(|r| r.trim_start_matches("%acc").parse().unwrap())
+                            .collect();
+                        let first = (op.row * p.block_n / 2 + op.n_start / 2) as usize;
+                        assert_eq!(
+                            registers,
+                            (first..first + op.n as usize / 2).collect::<Vec<_>>(),
+                            "{spec}"
+                        );
+                        for r in registers {
+                            written_by[r] += 1;
                         }
                     }
+                    assert!(written_by.iter().all(|&w| w == 1), "{spec}: {written_by:?}");
                 }
             }
         }
@@ -124,7 +166,7 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
 /// on its swizzle atom, and the bytes announced per stage are the boxes' bytes.
 #[test]
 fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
-    for spec in SPECS.iter().chain(FP8_SPECS) {
+    for spec in SPECS.iter().chain(WIDE_SPECS).chain(FP8_SPECS) {
         let p = wgmma(spec);
         let atom = 8 * p.a_descriptor.swizzle_bytes;
         let loads: Vec<&BoxLoad> = p.a_loads.iter().chain(&p.b_loads).collect();
@@ -144,32 +186,70 @@ fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
             p.ring.stage_bytes.is_multiple_of(atom),
             "{spec}: every stage starts on an atom"
         );
-        let a_cover: u32 = p.a_loads.len() as u32 * p.a_box.inner;
-        let b_cover: u32 = p.b_loads.len() as u32 * p.b_box.inner;
-        assert_eq!((a_cover, p.a_box.outer), (p.block_k, p.block_m), "{spec}");
+        assert_eq!(
+            cover(&p.a_loads, &p.a_box),
+            (p.block_k, p.block_m),
+            "{spec}"
+        );
         if p.b_major == Major::K {
             // fp8: B column-major, its boxes run along K.
-            assert_eq!((b_cover, p.b_box.outer), (p.block_k, p.block_n), "{spec}");
+            assert_eq!(
+                cover(&p.b_loads, &p.b_box),
+                (p.block_k, p.block_n),
+                "{spec}"
+            );
             continue;
         }
-        assert_eq!((b_cover, p.b_box.outer), (p.block_n, p.block_k), "{spec}");
-        // The other layouts: the boxes run along each operand's contiguous dimension.
-        let cc = wgmma(&format!("{spec}, layout: cc"));
-        let a_cover: u32 = cc.a_loads.len() as u32 * cc.a_box.inner;
-        let b_cover: u32 = cc.b_loads.len() as u32 * cc.b_box.inner;
         assert_eq!(
-            (a_cover, cc.a_box.outer),
+            cover(&p.b_loads, &p.b_box),
+            (p.block_n, p.block_k),
+            "{spec}"
+        );
+        // The other layouts: the boxes run along each operand's contiguous dimension (a
+        // K-major B over 256 rows in two boxes down them).
+        for layout in ["rc", "cc"] {
+            let other = wgmma(&format!("{spec}, layout: {layout}"));
+            assert_eq!(
+                cover(&other.b_loads, &other.b_box),
+                (other.block_k, other.block_n),
+                "{spec}"
+            );
+            let bytes: u32 = other
+                .a_loads
+                .iter()
+                .chain(&other.b_loads)
+                .map(|l| l.bytes)
+                .sum();
+            assert_eq!(bytes, other.ring.guard.expect_tx_bytes, "{spec}");
+            assert_eq!(bytes, other.ring.stage_bytes, "{spec}");
+        }
+        let cc = wgmma(&format!("{spec}, layout: cc"));
+        assert_eq!(
+            cover(&cc.a_loads, &cc.a_box),
             (cc.block_m, cc.block_k),
             "{spec}"
         );
-        assert_eq!(
-            (b_cover, cc.b_box.outer),
-            (cc.block_k, cc.block_n),
-            "{spec}"
-        );
-        let bytes: u32 = cc.a_loads.iter().chain(&cc.b_loads).map(|l| l.bytes).sum();
-        assert_eq!(bytes, cc.ring.guard.expect_tx_bytes, "{spec}");
     }
+}
+
+/// The extent of an operand tile its boxes cover: along the contiguous dimension and down
+/// the lines; every pair of a span and a part of the lines is one box.
+fn cover(loads: &[BoxLoad], tma: &TensorMapBox) -> (u32, u32) {
+    let spans: std::collections::BTreeSet<u32> = loads.iter().map(|l| l.inner_offset).collect();
+    let parts: std::collections::BTreeSet<u32> = loads.iter().map(|l| l.outer_offset).collect();
+    assert_eq!(loads.len(), spans.len() * parts.len());
+    assert!(spans
+        .iter()
+        .enumerate()
+        .all(|(i, &o)| o == i as u32 * tma.inner));
+    assert!(parts
+        .iter()
+        .enumerate()
+        .all(|(i, &o)| o == i as u32 * tma.outer));
+    (
+        spans.len() as u32 * tma.inner,
+        parts.len() as u32 * tma.outer,
+    )
 }
 
 #[test]

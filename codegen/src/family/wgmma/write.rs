@@ -48,14 +48,27 @@ fn wgmma_block(plan: &WgmmaPlan) -> String {
     for (index, step) in plan.k_steps.iter().enumerate() {
         let scale_d = if step.first { "%p_accumulate" } else { "1" };
         let _ = writeln!(text, "\t// k step {index}");
-        descriptor(
-            &mut text,
-            "%b_desc",
-            "%b_stage",
-            step.b_offset_units,
-            "%b_hi",
-        );
+        let mut b_offset = None;
         for mma in &step.mmas {
+            // A row's second piece of columns reads B from its first column on.
+            if b_offset != Some(mma.b_offset_units) {
+                if b_offset.is_some() {
+                    let _ = writeln!(
+                        text,
+                        "\t// columns {} .. {}",
+                        mma.n_start,
+                        mma.n_start + mma.n
+                    );
+                }
+                descriptor(
+                    &mut text,
+                    "%b_desc",
+                    "%b_stage",
+                    mma.b_offset_units,
+                    "%b_hi",
+                );
+                b_offset = Some(mma.b_offset_units);
+            }
             descriptor(
                 &mut text,
                 "%a_desc",
@@ -66,7 +79,7 @@ fn wgmma_block(plan: &WgmmaPlan) -> String {
             let _ = writeln!(
                 text,
                 "\t{}\t{{ {} }}, %a_desc, %b_desc, {scale_d}, 1, 1{transpose};",
-                plan.wgmma_instruction, mma.accumulators
+                plan.wgmma_instructions[mma.piece], mma.accumulators
             );
         }
     }
