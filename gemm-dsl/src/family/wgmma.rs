@@ -27,6 +27,8 @@ pub const WGMMA_MAX_N: u32 = 256;
 pub const WGMMA_MAX_TILE_N: u32 = 2 * WGMMA_MAX_N;
 /// The most rows a tensor-map box may have.
 pub const TMA_MAX_BOX_ROWS: u32 = 256;
+/// Rows of one swizzle atom: a box, or a cluster block's slice of one, starts on an atom.
+pub const ATOM_ROWS: u32 = 8;
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: it only counts tiles and
 /// issues copies.
 pub const PRODUCER_REGISTERS: u32 = 40;
@@ -140,6 +142,10 @@ impl OperandBoxes {
             Major::MN => (mn, k),
         };
         let line_parts = lines.div_ceil(TMA_MAX_BOX_ROWS).max(1);
+        debug_assert!(
+            (lines / line_parts).is_multiple_of(ATOM_ROWS),
+            "validation keeps each box whole atoms"
+        );
         OperandBoxes {
             inner: swizzle_elements,
             outer: lines / line_parts,
@@ -354,7 +360,13 @@ impl WgmmaGeometry {
             swizzle_elements
         }
         .max(8);
-        // Over 256 columns a row takes two wgmmas, and a K-major B's rows two boxes.
+        // Over 256 columns a row takes two wgmmas, and a K-major B's rows two boxes; where a
+        // 2x1 cluster's blocks each load half of every box, each half is whole 8-row atoms.
+        let n_step = if b_major == Major::K && tile.n > TMA_MAX_BOX_ROWS {
+            n_step.max(ATOM_ROWS * 2 * spec.cluster.rows)
+        } else {
+            n_step
+        };
         if tile.n == 0 || tile.n > WGMMA_MAX_TILE_N || !tile.n.is_multiple_of(n_step) {
             return Err(WgmmaGeometryError::TileN { step: n_step });
         }
@@ -792,14 +804,23 @@ impl Validator<'_> {
                 error.help = Some(format!("tile: {}", legal_tile(s)));
             }
             WgmmaGeometryError::TileN { step } => {
-                let n_max = WGMMA_MAX_TILE_N;
                 let error = self.error(
                     Key::Tile,
                     format!(
-                        "BN = {} is not a multiple of {step} up to {n_max}",
+                        "BN = {} is not a multiple of {step} up to {WGMMA_MAX_TILE_N}",
                         s.tile.n
                     ),
                 );
+                if s.tile.n > TMA_MAX_BOX_ROWS && Major::of_layout(s.layout).1 == Major::K {
+                    error.notes.push(format!(
+                        "a K-major B over {TMA_MAX_BOX_ROWS} rows comes as two boxes of BN / 2 rows{}, each whole {ATOM_ROWS}-row swizzle atoms",
+                        if s.cluster.rows > 1 {
+                            ", and each block of a 2x1 cluster loads half of every box"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
                 let width = format!(
                     "one wgmma is at most {WGMMA_MAX_N} wide: a row of 64 over {WGMMA_MAX_N} columns takes two"
                 );
@@ -1326,6 +1347,23 @@ mod tests {
         let g = geometry("tile: 128x256x64, layout: rc");
         assert_eq!(pieces(&g), [(0, 256)]);
         assert_eq!(g.b_boxes.line_parts, 1);
+        // A K-major B's halves in a 2x1 cluster are sliced again: 272 rows would give slices
+        // of 68, off the 8-row atoms.
+        let cluster = "copy: tma(multicast = 2), cluster: 2x1, schedule: persistent";
+        let refused = errors(&format!(
+            "{HOPPER}, tile: 128x272x64, layout: rc, stages: 3, {cluster}"
+        ));
+        assert!(refused[0].message.contains("multiple of 32"), "{refused:?}");
+        assert!(
+            refused[0].notes.iter().any(|n| n.contains("2x1 cluster")),
+            "{refused:?}"
+        );
+        let g = geometry(&format!("tile: 128x288x64, layout: rc, {cluster}"));
+        assert_eq!((g.b_boxes.outer, g.b_boxes.line_parts), (144, 2));
+        assert!(check_str(&format!(
+            "{HOPPER}, tile: 128x272x64, layout: rc, stages: 3"
+        ))
+        .is_ok());
         // Past 512 columns, refused with the limit; 512 itself is over the registers.
         let errors = errors(&format!("{HOPPER}, tile: 64x576x64, consumers: 1"));
         assert!(errors[0].message.contains("up to 512"), "{errors:?}");
