@@ -204,11 +204,6 @@ pub struct WgmmaGeometry {
     /// The block tile's width: one wgmma per row of 64, or two where BN is over
     /// [`WGMMA_MAX_N`] ([`WgmmaGeometry::n_pieces`]).
     pub n: u32,
-    /// wgmmas per row of 64, each a piece of the tile's columns.
-    pub n_piece_count: u32,
-    /// Columns a piece's width and start are a multiple of: an N-major B's box (a piece reads
-    /// whole swizzle atoms), or 8 rows of a K-major B.
-    pub n_piece_step: u32,
     /// k of one wgmma: 16 for f16/bf16, 32 for fp8.
     pub k_per_wgmma: u32,
     /// wgmma k steps per k tile (`BK / k_per_wgmma`).
@@ -434,7 +429,6 @@ impl WgmmaGeometry {
                 c_in_loads: spec.scale.reads_c(),
             }
         });
-        let b_boxes = OperandBoxes::of(b_major, tile.n, tile.k, b_swizzle_bytes / element);
         Ok(WgmmaGeometry {
             tile,
             consumers,
@@ -443,11 +437,6 @@ impl WgmmaGeometry {
             rows_per_consumer,
             m_wgmmas: rows_per_consumer / WGMMA_M,
             n: tile.n,
-            n_piece_count: tile.n.div_ceil(WGMMA_MAX_N),
-            n_piece_step: match b_major {
-                Major::MN => b_boxes.inner,
-                Major::K => 8,
-            },
             k_per_wgmma,
             k_steps: tile.k / k_per_wgmma,
             a_swizzle_bytes,
@@ -455,7 +444,7 @@ impl WgmmaGeometry {
             a_major,
             b_major,
             a_boxes: OperandBoxes::of(a_major, tile.m, tile.k, a_swizzle_bytes / element),
-            b_boxes,
+            b_boxes: OperandBoxes::of(b_major, tile.n, tile.k, b_swizzle_bytes / element),
             consumer_registers: register_split.map_or(even_split, |(_, consumer)| consumer),
             register_split,
             cluster,
@@ -507,15 +496,30 @@ impl WgmmaGeometry {
         self.accumulators() * WARPGROUP_THREADS * 4
     }
 
+    /// wgmmas per row of 64, each a piece of the tile's columns.
+    pub fn n_piece_count(&self) -> u32 {
+        self.n.div_ceil(WGMMA_MAX_N)
+    }
+
+    /// Columns a piece's width and start are a multiple of: an N-major B's box (a piece reads
+    /// whole swizzle atoms), or an atom's rows of a K-major B.
+    pub fn n_piece_step(&self) -> u32 {
+        match self.b_major {
+            Major::MN => self.b_boxes.inner,
+            Major::K => ATOM_ROWS,
+        }
+    }
+
     /// The wgmmas of one row of 64, left to right: as equal as their step allows, the wider
     /// first (320 columns of an N-major B in 64-column boxes: 192 and 128).
     pub fn n_pieces(&self) -> Vec<NPiece> {
-        let steps = self.n / self.n_piece_step;
-        let count = self.n_piece_count;
+        let step = self.n_piece_step();
+        let steps = self.n / step;
+        let count = self.n_piece_count();
         let mut start = 0;
         (0..count)
             .map(|i| {
-                let n = (steps / count + u32::from(i < steps % count)) * self.n_piece_step;
+                let n = (steps / count + u32::from(i < steps % count)) * step;
                 let piece = NPiece { start, n };
                 start += n;
                 piece
@@ -1052,7 +1056,7 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
     RegisterBudget {
         lines: vec![
             RegisterLine {
-                what: if g.n_piece_count == 1 {
+                what: if g.n_piece_count() == 1 {
                     format!(
                         "accumulators {} x m64n{} (f32, {} per wgmma row)",
                         g.m_wgmmas,
@@ -1064,7 +1068,7 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
                         "accumulators {} rows of 64 x {} columns, {} wgmmas a row (f32, {} per row)",
                         g.m_wgmmas,
                         g.n,
-                        g.n_piece_count,
+                        g.n_piece_count(),
                         g.n / 2
                     )
                 },

@@ -137,10 +137,8 @@ pub struct WgmmaKStep {
     /// The first k step of a k tile: its scale-d predicate is "accumulate unless this is the
     /// tile's first k tile"; later steps always accumulate.
     pub first: bool,
-    /// B's descriptor start offset (16-byte units) from the consumer's B stage base, at the
-    /// tile's first column.
-    pub b_offset_units: u32,
-    /// Per piece of the tile's columns, per wgmma row of 64: one wgmma.
+    /// Per piece of the tile's columns, per wgmma row of 64: one wgmma (the pieces in
+    /// order, each starting at row 0).
     pub mmas: Vec<WgmmaOp>,
 }
 
@@ -219,7 +217,6 @@ impl OperandReads {
                 let b_step_bytes = k_step_bytes(g.b_major, step, b_box_bytes, b_swizzle);
                 WgmmaKStep {
                     first: step == 0,
-                    b_offset_units: b_step_bytes / 16,
                     mmas: pieces
                         .iter()
                         .enumerate()

@@ -35,7 +35,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
         },
         spec.out.name()
     );
-    let _ = writeln!(out, "  {}", p.wgmma_instruction);
+    let _ = writeln!(out, "  {}", p.wgmma_instructions.join(" + "));
     let _ = writeln!(
         out,
         "  block tile {}, {} threads = 1 producer warpgroup (one thread issues the TMA) + {} consumer warpgroup(s)",
@@ -102,7 +102,9 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             'B',
             p.b_descriptor,
             p.b_major,
-            p.k_steps.get(1).map_or(0, |s| s.b_offset_units * 16),
+            p.k_steps
+                .get(1)
+                .map_or(0, |s| s.mmas[0].b_offset_units * 16),
         ),
     ] {
         let bits = descriptor.encode();

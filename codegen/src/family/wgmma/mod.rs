@@ -114,10 +114,8 @@ pub struct WgmmaPlan {
     pub stage_desc_units: u32,
     /// The bits of a shared-memory address the descriptor's start field takes (before `>> 4`).
     pub descriptor_address_mask: String,
-    /// The wgmma instruction of each piece of a row's columns ([`WgmmaOp::piece`]), and
-    /// all of them joined by ` + ` for the kernel's header.
+    /// The wgmma instruction of each piece of a row's columns ([`WgmmaOp::piece`]).
     pub wgmma_instructions: Vec<String>,
-    pub wgmma_instruction: String,
     /// wgmma's `imm-trans-a, imm-trans-b` operands; `None` for fp8, whose operands are
     /// always K-major and whose form has none.
     #[serde(skip)]
@@ -240,7 +238,6 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         .iter()
         .map(|piece| wgmma_instruction(piece.n, g.k_per_wgmma, spec.dtype, spec.b_dtype))
         .collect();
-    let wgmma_instruction = wgmma_instructions.join(" + ");
     // The shared operand's map loads one block's row slice of each box.
     let tensor_box =
         |operand, boxes: &OperandBoxes, swizzle_bytes: u32, shared_here: bool| TensorMapBox {
@@ -343,7 +340,6 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         stage_desc_units: stage_bytes / 16,
         descriptor_address_mask: format!("{:#x}", descriptor::START_ADDRESS_MASK),
         wgmma_instructions,
-        wgmma_instruction,
         transpose_immediates: (!spec.dtype.is_fp8())
             .then(|| (g.a_major.transpose_flag(), g.b_major.transpose_flag())),
         accumulators: g.accumulators(),

@@ -256,7 +256,7 @@ fn cover(loads: &[BoxLoad], tma: &TensorMapBox) -> (u32, u32) {
 fn plan_numbers_of_the_default_spec() {
     let p = wgmma("");
     assert_eq!(
-        p.wgmma_instruction,
+        p.wgmma_instructions.join(" + "),
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"
     );
     assert_eq!(p.gmma_variant(), "HGMMA.64x256x16.F32.BF16");
@@ -274,7 +274,7 @@ fn plan_numbers_of_the_default_spec() {
     let offsets: Vec<(u32, u32)> = p
         .k_steps
         .iter()
-        .map(|s| (s.mmas[0].a_offset_units, s.b_offset_units))
+        .map(|s| (s.mmas[0].a_offset_units, s.mmas[0].b_offset_units))
         .collect();
     assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
     assert_eq!(p.ring.guard.expect_tx_bytes, 49152);

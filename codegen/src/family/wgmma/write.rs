@@ -48,11 +48,10 @@ fn wgmma_block(plan: &WgmmaPlan) -> String {
     for (index, step) in plan.k_steps.iter().enumerate() {
         let scale_d = if step.first { "%p_accumulate" } else { "1" };
         let _ = writeln!(text, "\t// k step {index}");
-        let mut b_offset = None;
         for mma in &step.mmas {
-            // A row's second piece of columns reads B from its first column on.
-            if b_offset != Some(mma.b_offset_units) {
-                if b_offset.is_some() {
+            // Each piece of the row's columns reads B from its first column on.
+            if mma.row == 0 {
+                if mma.piece > 0 {
                     let _ = writeln!(
                         text,
                         "\t// columns {} .. {}",
@@ -67,7 +66,6 @@ fn wgmma_block(plan: &WgmmaPlan) -> String {
                     mma.b_offset_units,
                     "%b_hi",
                 );
-                b_offset = Some(mma.b_offset_units);
             }
             descriptor(
                 &mut text,
