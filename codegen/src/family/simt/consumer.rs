@@ -91,6 +91,15 @@ fn vector(prefix: &str, first: u32) -> String {
     vector_registers(prefix, first).join(", ")
 }
 
+/// The thread tile's (row, column) pairs row by row, every other row backwards: each FFMA
+/// shares an operand with the one before it (A's register along a row, B's at a turn), which
+/// the hardware's operand reuse serves without a register-file read. In the order of
+/// `results/simt-stores-2026-11-26` it measured 4 % faster than rows all forwards at 4096³.
+pub(super) fn snake_order(rows: u32, cols: u32) -> impl Iterator<Item = (u32, u32)> {
+    (0..rows)
+        .flat_map(move |i| (0..cols).map(move |n| (i, if i % 2 == 0 { n } else { cols - 1 - n })))
+}
+
 /// Where the stage's operands lie, as the FFMA loop reads them.
 pub(super) struct StageLayout {
     pub a_row_major: bool,
@@ -199,8 +208,7 @@ pub(super) fn consumer(g: &SimtGeometry, tile_k: u32, stage: &StageLayout) -> Co
     // The FFMAs of k step kk read the same registers in every group: one block per kk.
     let fma_blocks = (0..K_PER_A_VECTOR)
         .map(|kk| FmaBlock {
-            fmas: (0..tm)
-                .flat_map(|i| (0..tn).map(move |n| (i, n)))
+            fmas: snake_order(tm, tn)
                 .map(|(i, n)| Fma {
                     acc: i * tn + n,
                     a: a_register(i, kk),

@@ -258,12 +258,57 @@ fn inner_loop_shape() {
     assert_eq!(step.b_loads[1].offset, 7 * 512 + 128);
     let block = &c.fma_blocks[3];
     assert_eq!(block.fmas.len(), 64);
+    // Row 1 runs backwards: its second FFMA is column 6.
     assert_eq!(
         block.fmas[9],
         Fma {
-            acc: 9,
+            acc: 14,
             a: 7,
-            b: 25
+            b: 30
         }
+    );
+}
+
+#[test]
+fn each_ffma_shares_an_operand_with_the_one_before() {
+    for tile in [
+        "tile: 128x128x8",
+        "tile: 64x64x16, warps: 2x1",
+        "tile: 128x256x8, warps: 2x4",
+    ] {
+        let c = simt(tile).consumer;
+        for block in &c.fma_blocks {
+            let mut accumulators: Vec<u32> = block.fmas.iter().map(|f| f.acc).collect();
+            accumulators.sort_unstable();
+            assert_eq!(
+                accumulators,
+                (0..c.accumulators).collect::<Vec<_>>(),
+                "{tile}"
+            );
+            for pair in block.fmas.windows(2) {
+                assert!(
+                    pair[0].a == pair[1].a || pair[0].b == pair[1].b,
+                    "{tile}: {:?} then {:?}",
+                    pair[0],
+                    pair[1]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn vector_stores_copy_the_accumulators_first() {
+    for spec in [
+        "tile: 64x64x16, warps: 2x1",
+        "tile: 64x64x16, warps: 2x1, bias: col",
+    ] {
+        assert!(simt(spec).epilogue.copy_accumulators, "{spec}");
+    }
+    // Element stores pin nothing.
+    assert!(
+        !simt("tile: 64x64x16, warps: 2x1, copy: cp_async(ca, vector = 4)")
+            .epilogue
+            .copy_accumulators
     );
 }
