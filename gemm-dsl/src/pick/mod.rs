@@ -174,7 +174,11 @@ pub struct Calibration {
     /// Ping-pong consumers, each with the whole tile (two m64 rows of it).
     pub wgmma_pingpong: f64,
     pub mma_sync: f64,
+    /// The SIMT loop with many blocks resident on the SM; with b blocks it reaches
+    /// `fma · b / (b + fma_barrier_blocks)`: a block's barrier waits stop only its own warps,
+    /// which the other blocks' fill (one block alone loses the most).
     pub fma: f64,
+    pub fma_barrier_blocks: f64,
     /// Bytes per clock a stream-K finisher reads the other walkers' partial sums at (one
     /// block, each record after its flag).
     pub fixup_bytes_per_clk: f64,
@@ -219,7 +223,11 @@ impl DeviceModel {
                 wgmma_pingpong: 0.74,
                 // On Hopper, mma.sync runs on the tensor cores at about half of wgmma's rate.
                 mma_sync: 0.5,
-                fma: 0.75,
+                // The 64x64 (6 blocks an SM), 64x128 (3) and 128x128 (1) SIMT tiles at 2048³,
+                // 4096³ and 8192³ after the snake-order loop: 0.81-0.82 of peak with 3-6
+                // blocks, 0.69 with one (results/simt-stores-2026-11-26/).
+                fma: 0.82,
+                fma_barrier_blocks: 0.2,
                 fixup_bytes_per_clk: 16.0,
                 stream_k_split_clk: 25000.0,
                 overlap_slack: 0.25,
@@ -290,8 +298,9 @@ impl DeviceModel {
     }
 }
 
-/// The fraction of the SM's peak math rate a candidate's main loop reaches.
-fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate) -> f64 {
+/// The fraction of the SM's peak math rate a candidate's main loop reaches, with
+/// `blocks_on_sm` of its blocks resident on an SM.
+fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate, blocks_on_sm: f64) -> f64 {
     let fitted = &device.calibration;
     let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
     match candidate.mma {
@@ -303,15 +312,18 @@ fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate) -> f64 {
         Mma::Wgmma if candidate.consumers >= 2 => fitted.wgmma_two_consumers,
         Mma::Wgmma => fitted.wgmma_one_consumer,
         Mma::MmaSync => fitted.mma_sync,
-        Mma::Fma => fitted.fma,
+        Mma::Fma => fitted.fma * blocks_on_sm / (blocks_on_sm + fitted.fma_barrier_blocks),
     }
 }
 
-/// Clocks a main-loop step pays besides its math and loads (barrier waits, the loop itself).
-fn k_tile_overhead_clk(mma: Mma) -> f64 {
+/// Clocks a main-loop step pays besides its math and loads (barrier waits, the loop itself),
+/// with `blocks_on_sm` blocks resident on an SM. A SIMT block's are hidden by the others'
+/// FFMAs (fitted on the SIMT tiles; the tensor-core families keep the whole).
+fn k_tile_overhead_clk(mma: Mma, blocks_on_sm: f64) -> f64 {
     match mma {
         Mma::Wgmma => 40.0,
-        Mma::MmaSync | Mma::Fma => 80.0,
+        Mma::MmaSync => 80.0,
+        Mma::Fma => 80.0 / blocks_on_sm,
     }
 }
 
@@ -500,12 +512,12 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         + bn * line_factor(split_b) / f64::from(cluster_rows.max(1)))
         * bk
         * in_bytes;
-    let math_clk = 2.0 * bm * bn * bk
-        / (device.flops_per_clk(candidate.mma, candidate.dtype)
-            * main_loop_efficiency(device, candidate));
-    let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
     let blocks_on_sm =
         f64::from(grid_blocks.div_ceil(device.sms).max(1)).min(f64::from(candidate.blocks_per_sm));
+    let math_clk = 2.0 * bm * bn * bk
+        / (device.flops_per_clk(candidate.mma, candidate.dtype)
+            * main_loop_efficiency(device, candidate, blocks_on_sm));
+    let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
     let ring_latency_clk = match (shape.copy_path, candidate.mma) {
         (CopyPath::CpAsync | CopyPath::Sync, Mma::MmaSync) => {
             device.memory_latency_clk * device.calibration.mma_sync_latency_share
@@ -527,7 +539,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
             best
         }
     });
-    let k_tile_clk = step_clk + k_tile_overhead_clk(candidate.mma);
+    let k_tile_clk = step_clk + k_tile_overhead_clk(candidate.mma, blocks_on_sm);
 
     // The busiest SM's share of the walk.
     let grid_f = f64::from(grid_blocks.max(1));
