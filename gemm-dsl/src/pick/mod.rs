@@ -175,9 +175,10 @@ pub struct Calibration {
     pub wgmma_pingpong: f64,
     pub mma_sync: f64,
     /// The SIMT loop with many blocks resident on the SM; with b blocks it reaches
-    /// `fma · b / (b + fma_barrier_blocks)`: a block's barrier waits stop only its own warps,
-    /// which the other blocks' fill (one block alone loses the most).
+    /// `fma · b / (b + fma_barrier_blocks)`.
     pub fma: f64,
+    /// What a SIMT block's barrier waits cost, in blocks: they stop only its own warps, which
+    /// the other resident blocks' FFMAs fill (one block alone loses the most).
     pub fma_barrier_blocks: f64,
     /// Bytes per clock a stream-K finisher reads the other walkers' partial sums at (one
     /// block, each record after its flag).
@@ -224,8 +225,8 @@ impl DeviceModel {
                 // On Hopper, mma.sync runs on the tensor cores at about half of wgmma's rate.
                 mma_sync: 0.5,
                 // The 64x64 (6 blocks an SM), 64x128 (3) and 128x128 (1) SIMT tiles at 2048³,
-                // 4096³ and 8192³ after the snake-order loop: 0.81-0.82 of peak with 3-6
-                // blocks, 0.69 with one (results/simt-stores-2026-11-26/).
+                // 4096³ and 8192³ after the snake-order loop: 0.77-0.79 of peak with 3-6
+                // blocks, 0.68 with one (results/simt-stores-2026-11-26/).
                 fma: 0.82,
                 fma_barrier_blocks: 0.2,
                 fixup_bytes_per_clk: 16.0,

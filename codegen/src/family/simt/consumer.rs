@@ -93,8 +93,9 @@ fn vector(prefix: &str, first: u32) -> String {
 
 /// The thread tile's (row, column) pairs row by row, every other row backwards: each FFMA
 /// shares an operand with the one before it (A's register along a row, B's at a turn), which
-/// the hardware's operand reuse serves without a register-file read. In the order of
-/// `results/simt-stores-2026-11-26` it measured 4 % faster than rows all forwards at 4096³.
+/// the hardware's operand reuse serves without a register-file read. With the accumulators
+/// copied before the stores (`Epilogue::copy_accumulators`) it measured 3 % faster than rows
+/// all forwards at 4096³ and 5 % at 8192³ (`results/simt-stores-2026-11-26/`).
 pub(super) fn snake_order(rows: u32, cols: u32) -> impl Iterator<Item = (u32, u32)> {
     (0..rows)
         .flat_map(move |i| (0..cols).map(move |n| (i, if i % 2 == 0 { n } else { cols - 1 - n })))
