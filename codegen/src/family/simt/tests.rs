@@ -258,12 +258,12 @@ fn inner_loop_shape() {
     assert_eq!(step.b_loads[1].offset, 7 * 512 + 128);
     let block = &c.fma_blocks[3];
     assert_eq!(block.fmas.len(), 64);
-    // Row 1 runs backwards: its second FFMA is column 6.
+    // Row 1 first, forwards, then row 3 backwards: the tenth FFMA is row 3, column 6.
     assert_eq!(
         block.fmas[9],
         Fma {
-            acc: 14,
-            a: 7,
+            acc: 30,
+            a: 15,
             b: 30
         }
     );
