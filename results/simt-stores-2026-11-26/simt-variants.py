@@ -9,6 +9,8 @@ EDIT, applied in order:
                    (the `fadd` variants used +0.0, the `nz` ones and the landed kernel -0.0)
   order=row_snake | row_snake_alt | col_snake | col_snake_alt | quad
                    the FFMAs of each k step in another order of the thread tile's (row, column)
+  rows=R0,R1,...   a snake over the thread tile's rows in this order, every other one backwards
+                   (run8.sh: from the kernel emitted at 4fe85e1, whose loop already snakes)
 The entry and its parameters are renamed to NEW_NAME (gemm-bench --ptx-dir wants DIR/NAME.ptx
 with the parameter names of the spec NAME)."""
 import re
@@ -54,6 +56,9 @@ def order(rows, cols, name, step):
             for c in (C if (pair // 2) % 2 == 0 else reversed(C)):
                 out += [(pair, c), (pair + 1, c)]
         return out
+    if name.startswith('rows='):
+        visit = [int(r) for r in name[len('rows='):].split(',')]
+        return [(r, c if i % 2 == 0 else cols - 1 - c) for i, r in enumerate(visit) for c in C]
     raise SystemExit(f'unknown order {name}')
 
 
@@ -90,6 +95,8 @@ def main():
             text = copy_accumulators(text, edit.split('=')[1])
         elif edit.startswith('order='):
             text = reorder(text, edit.split('=')[1])
+        elif edit.startswith('rows='):
+            text = reorder(text, edit)
         else:
             raise SystemExit(f'unknown edit {edit}')
     open(dst, 'w').write(text.replace(old_name, new_name))
