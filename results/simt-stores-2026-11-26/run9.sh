@@ -1,5 +1,5 @@
 #!/bin/bash
-# The landed row order (odd rows, then even; the commit after a157710): the SIMT GPU tests, memcheck,
+# The landed row order (odd rows, then even; c5ada7d): the SIMT GPU tests, memcheck,
 # and the two Hopper SIMT kernels at three squares in three processes.
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64
