@@ -4,9 +4,13 @@
 use crate::device::DeviceInfo;
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -88,8 +92,8 @@ pub struct MathOnlyTimes {
     pub ms: Vec<f32>,
 }
 
-/// How many launches a measurement makes.
-#[derive(Clone, Copy, Debug)]
+/// How many launches a measurement makes, and how they reach the GPU.
+#[derive(Clone, Debug)]
 pub struct Rounds {
     /// Untimed rounds first.
     pub warmup: usize,
@@ -98,6 +102,147 @@ pub struct Rounds {
     pub sustain: Duration,
     /// Timed rounds.
     pub iters: usize,
+    /// Queue the timed rounds behind this hold ([`Queue::Held`]); `None` launches them as
+    /// the host issues them ([`Queue::Direct`]).
+    pub hold: Option<Arc<LaunchHold>>,
+}
+
+impl Rounds {
+    pub fn queue(&self) -> Queue {
+        match self.hold {
+            Some(_) => Queue::Held,
+            None => Queue::Direct,
+        }
+    }
+}
+
+/// How a measurement's timed launches reach the GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Queue {
+    /// As the host issues them. A kernel of a few microseconds can end before the host has
+    /// issued the next launch, whose events then time that wait as well. Reports written
+    /// before the hold existed were taken so.
+    #[default]
+    Direct,
+    /// Behind a [`LaunchHold`]: the GPU waits while the host queues up to
+    /// [`ROUNDS_PER_HOLD`] rounds, then runs them back to back.
+    Held,
+}
+
+impl Queue {
+    /// The method line's words for it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Queue::Direct => "launched as the host issues them",
+            Queue::Held => {
+                "queued behind a one-thread hold kernel until the host has issued a batch of rounds, \
+                 so no launch waits for the host"
+            }
+        }
+    }
+}
+
+/// Timed rounds queued behind one hold: the launch queue holds them all (three competitors
+/// make 96 launches and 192 events).
+pub const ROUNDS_PER_HOLD: usize = 32;
+
+/// Holds that end before the host has queued their batch, in a row, before timing gives up.
+const HOLD_ATTEMPTS: u32 = 6;
+
+/// A one-thread kernel that waits out a given time (by the GPU's global timer) on the stream
+/// ahead of the timed launches. The host issues a batch of rounds while it runs, so each timed
+/// launch starts as the one before it ends, and its events time the kernel, not the host.
+#[derive(Debug)]
+pub struct LaunchHold {
+    function: CudaFunction,
+    /// The next hold's length; set from how long the host took to queue the last batch.
+    next_ns: AtomicU64,
+}
+
+/// The hold's first length: 32 rounds of three launches at ~20 µs each on the host.
+const FIRST_HOLD_NS: u64 = 2_000_000;
+/// The shortest hold: a batch of long kernels is queued in well under this.
+const SHORTEST_HOLD_NS: u64 = 200_000;
+
+const HOLD_KERNEL: &str = "gemm_bench_hold";
+
+/// `nanosleep` needs sm_70 (PTX 6.3); the driver compiles this for any later device.
+const HOLD_PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry gemm_bench_hold(.param .u64 hold_ns)
+{
+    .reg .pred %p_waiting;
+    .reg .b64 %hold_ns, %start, %now;
+
+    ld.param.u64 %hold_ns, [hold_ns];
+    mov.u64 %start, %globaltimer;
+$wait:
+    nanosleep.u32 1000;
+    mov.u64 %now, %globaltimer;
+    sub.u64 %now, %now, %start;
+    setp.lt.u64 %p_waiting, %now, %hold_ns;
+    @%p_waiting bra $wait;
+    ret;
+}
+"#;
+
+impl LaunchHold {
+    pub fn load(ctx: &Arc<CudaContext>) -> Result<LaunchHold, Error> {
+        let module = ctx
+            .load_module(Ptx::from_src(HOLD_PTX))
+            .during(|| format!("loading `{HOLD_KERNEL}`"))?;
+        let function = module
+            .load_function(HOLD_KERNEL)
+            .during(|| format!("finding `{HOLD_KERNEL}`"))?;
+        Ok(LaunchHold {
+            function,
+            next_ns: AtomicU64::new(FIRST_HOLD_NS),
+        })
+    }
+
+    /// Enqueues one hold of `hold` on `stream`.
+    pub fn launch(&self, stream: &CudaStream, hold: Duration) -> Result<(), Error> {
+        let hold_ns = u64::try_from(hold.as_nanos()).unwrap_or(u64::MAX);
+        let mut launch = stream.launch_builder(&self.function);
+        launch.arg(&hold_ns);
+        let one_thread = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the kernel's one parameter is the u64 pushed above; it touches no memory.
+        unsafe { launch.launch(one_thread) }
+            .map(|_| ())
+            .during(|| format!("launching `{HOLD_KERNEL}` for {hold:?}"))
+    }
+
+    fn next(&self) -> Duration {
+        Duration::from_nanos(self.next_ns.load(Ordering::Relaxed))
+    }
+
+    /// After a batch the host queued in `queued_in`: the next hold is twice that (at least
+    /// [`SHORTEST_HOLD_NS`]), and, where this hold ended first, at least twice this one.
+    fn adapt(&self, hold: Duration, queued_in: Duration, held_through: bool) {
+        let next = next_hold(hold, queued_in, held_through);
+        self.next_ns.store(
+            u64::try_from(next.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// The hold after one that lasted `hold` while the host queued its batch in `queued_in`.
+pub fn next_hold(hold: Duration, queued_in: Duration, held_through: bool) -> Duration {
+    let from_host = (queued_in * 2).max(Duration::from_nanos(SHORTEST_HOLD_NS));
+    if held_through {
+        from_host
+    } else {
+        from_host.max(hold * 2)
+    }
 }
 
 /// One launch of a competitor: gets a running launch index (for rotating inputs) and must
@@ -106,13 +251,13 @@ pub type Launcher<'a> = dyn FnMut(usize) -> Result<(), Error> + 'a;
 
 /// Runs the competitors in turn, round after round, so that clocks and temperature drift
 /// affect all alike: `warmup` rounds, rounds for `sustain`, then `iters` timed rounds in which
-/// each launch is bracketed by its own pair of CUDA events. Returns each competitor's times.
+/// each launch is bracketed by its own pair of CUDA events (queued behind `rounds.hold` in
+/// batches, when there is one). Returns each competitor's times.
 pub fn time_round_robin(
     stream: &Arc<CudaStream>,
     rounds: &Rounds,
     competitors: &mut [&mut Launcher<'_>],
 ) -> Result<Vec<Vec<f32>>, Error> {
-    let ctx = stream.context();
     let mut index = 0;
     let round = |competitors: &mut [&mut Launcher<'_>], index: &mut usize| {
         for launch in competitors.iter_mut() {
@@ -135,13 +280,84 @@ pub fn time_round_robin(
             .synchronize()
             .during(|| "waiting for the sustaining launches".to_string())?;
     }
+    let mut times = vec![Vec::with_capacity(rounds.iters); competitors.len()];
+    let mut left = rounds.iters;
+    while left > 0 {
+        let batch = match rounds.hold {
+            Some(_) => left.min(ROUNDS_PER_HOLD),
+            None => left,
+        };
+        let batch_times = match &rounds.hold {
+            Some(hold) => time_held(stream, hold, batch, competitors, &mut index)?,
+            None => time_batch(stream, batch, competitors, &mut index, None)?.times,
+        };
+        for (all, new) in times.iter_mut().zip(batch_times) {
+            all.extend(new);
+        }
+        left -= batch;
+    }
+    Ok(times)
+}
+
+/// `rounds` timed rounds behind a hold, lengthened until one outlasts the host's queuing.
+fn time_held(
+    stream: &Arc<CudaStream>,
+    hold: &LaunchHold,
+    rounds: usize,
+    competitors: &mut [&mut Launcher<'_>],
+    index: &mut usize,
+) -> Result<Vec<Vec<f32>>, Error> {
+    let hold_end = stream
+        .context()
+        .new_event(None)
+        .during(|| "creating the hold's event".to_string())?;
+    for _ in 0..HOLD_ATTEMPTS {
+        let length = hold.next();
+        hold.launch(stream, length)?;
+        hold_end
+            .record(stream)
+            .during(|| "recording the hold's end".to_string())?;
+        let batch = time_batch(stream, rounds, competitors, index, Some(&hold_end))?;
+        hold.adapt(length, batch.queued_in, batch.held_through);
+        if batch.held_through {
+            return Ok(batch.times);
+        }
+    }
+    Err(Error::Timing(format!(
+        "{HOLD_ATTEMPTS} holds in a row ended before the host had queued {rounds} rounds of {} \
+         launches (the last hold lasted {:?})",
+        competitors.len(),
+        hold.next() / 2
+    )))
+}
+
+/// One batch of timed rounds.
+struct Batch {
+    /// Each competitor's times.
+    times: Vec<Vec<f32>>,
+    /// How long the host took to queue the batch.
+    queued_in: Duration,
+    /// Whether the hold before the batch was still running when the host had queued it all.
+    held_through: bool,
+}
+
+/// Queues `rounds` rounds, each launch between its own pair of events, then waits for them;
+/// `hold_end` (recorded before them, if any) is queried as soon as the last is queued.
+fn time_batch(
+    stream: &Arc<CudaStream>,
+    rounds: usize,
+    competitors: &mut [&mut Launcher<'_>],
+    index: &mut usize,
+    hold_end: Option<&CudaEvent>,
+) -> Result<Batch, Error> {
+    let ctx = stream.context();
     // Timing is off for events created without flags: ask for the default (timed) kind.
     let timed_event = || -> Result<CudaEvent, Error> {
         ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .during(|| "creating a timing event".to_string())
     };
-    let mut brackets: Vec<Vec<(CudaEvent, CudaEvent)>> = Vec::with_capacity(rounds.iters);
-    for _ in 0..rounds.iters {
+    let mut brackets: Vec<Vec<(CudaEvent, CudaEvent)>> = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
         brackets.push(
             (0..competitors.len())
                 .map(|_| Ok((timed_event()?, timed_event()?)))
@@ -153,18 +369,26 @@ pub fn time_round_robin(
             .record(stream)
             .during(|| "recording a timing event".to_string())
     };
+    let queuing = Instant::now();
     for round_events in &brackets {
         for (launch, (start, end)) in competitors.iter_mut().zip(round_events) {
             record(start)?;
-            launch(index)?;
+            launch(*index)?;
             record(end)?;
         }
-        index += 1;
+        *index += 1;
     }
+    let queued_in = queuing.elapsed();
+    let held_through = match hold_end {
+        Some(event) => !event
+            .try_is_complete()
+            .during(|| "asking whether the hold has ended".to_string())?,
+        None => false,
+    };
     stream
         .synchronize()
         .during(|| "waiting for the timed launches".to_string())?;
-    let mut times = vec![Vec::with_capacity(rounds.iters); competitors.len()];
+    let mut times = vec![Vec::with_capacity(rounds); competitors.len()];
     for round_events in &brackets {
         for (competitor, (start, end)) in round_events.iter().enumerate() {
             times[competitor].push(
@@ -174,7 +398,11 @@ pub fn time_round_robin(
             );
         }
     }
-    Ok(times)
+    Ok(Batch {
+        times,
+        queued_in,
+        held_through,
+    })
 }
 
 /// Rounds enqueued between clock checks while sustaining.
@@ -269,6 +497,9 @@ pub struct Method {
     #[serde(default)]
     pub warm_ms: u64,
     pub iters: usize,
+    /// How the timed launches reached the GPU (reports from before the hold: directly).
+    #[serde(default)]
+    pub queue: Queue,
     pub max_input_sets: u32,
     pub inputs: String,
     pub baseline: String,
@@ -352,11 +583,12 @@ impl BenchReport {
             (s, ms) => format!(", {s} s and {ms} ms of untimed launches"),
         };
         out.push_str(&format!(
-            "- Method: {}; {} warm-up launches{sustain}, then {} timed launches each, {}; baseline {}; \
-             up to {} input sets rotated so operands are not L2-resident\n",
+            "- Method: {}; {} warm-up launches{sustain}, then {} timed launches each, {}, {}; \
+             baseline {}; up to {} input sets rotated so operands are not L2-resident\n",
             method.inputs,
             method.warmup,
             method.iters,
+            method.queue.describe(),
             method.statistic,
             method.baseline,
             method.max_input_sets
@@ -715,6 +947,7 @@ mod tests {
                 sustain_s: 0,
                 warm_ms: 0,
                 iters: 20,
+                queue: Queue::Held,
                 max_input_sets: 8,
                 inputs: "random normal f32".to_string(),
                 baseline: "SGEMM = cublasSgemm; GemmEx bf16->bf16 = cublasGemmEx".to_string(),
@@ -842,10 +1075,43 @@ mod tests {
             markdown.contains("baseline SGEMM = cublasSgemm; GemmEx bf16->bf16 = cublasGemmEx;")
         );
         assert!(markdown.contains("- k2 at 777x4099x2048: M = 777"));
+        assert!(
+            markdown.contains("20 timed launches each, queued behind a one-thread hold kernel"),
+            "{markdown}"
+        );
         let table = report().table();
         assert_eq!(table.lines().count(), 5);
         assert!(table.lines().nth(1).unwrap().contains("21.47"));
         assert!(table.lines().nth(4).unwrap().ends_with("GemmEx bf16->bf16"));
+    }
+
+    #[test]
+    fn reports_from_before_the_hold_read_back_as_launched_directly() {
+        let mut json: serde_json::Value = serde_json::to_value(report()).unwrap();
+        json["method"].as_object_mut().unwrap().remove("queue");
+        let back: BenchReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back.method.queue, Queue::Direct);
+        assert!(back.markdown().contains("launched as the host issues them"));
+    }
+
+    #[test]
+    fn a_hold_grows_past_the_hosts_queuing_and_shrinks_back() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        // Held through: twice the host's time, not below the shortest hold.
+        assert_eq!(next_hold(ms(2), us(600), true), us(1200));
+        assert_eq!(next_hold(ms(2), us(30), true), us(200));
+        // Ended first: at least twice the hold, and twice the host's time where that is more.
+        assert_eq!(next_hold(ms(2), ms(3), false), ms(6));
+        assert_eq!(next_hold(ms(2), us(500), false), ms(4));
+        // A host always slower than the hold makes the holds grow without bound, so timing
+        // gives up after HOLD_ATTEMPTS of them (time_held).
+        let mut hold = ms(2);
+        for _ in 0..HOLD_ATTEMPTS {
+            let next = next_hold(hold, hold * 3, false);
+            assert!(next > hold);
+            hold = next;
+        }
     }
 
     #[test]

@@ -184,6 +184,8 @@ pub enum Error {
     EpilogueArguments { kernel: String, problem: String },
     /// A baseline library other than cuBLAS (cuBLASLt, NVRTC) failed.
     Baseline { action: String, reason: String },
+    /// A benchmark could not take its times as its method says.
+    Timing(String),
 }
 
 impl fmt::Display for Error {
@@ -275,6 +277,7 @@ impl fmt::Display for Error {
             }
             Error::TuneCache { path, reason } => write!(f, "tuning cache {path}: {reason}"),
             Error::Baseline { action, reason } => write!(f, "{action} failed: {reason}"),
+            Error::Timing(reason) => write!(f, "timing failed: {reason}"),
             Error::EpilogueArguments { kernel, problem } => {
                 write!(f, "the epilogue arguments of `{kernel}`: {problem}")
             }

@@ -1420,6 +1420,61 @@ fn math_only_probes_loop_over_their_trips() {
     }
 }
 
+/// The hold ahead of the timed rounds: it lasts as long as asked, and a launch the host is
+/// slow to issue is timed alone behind it. Each launch below waits 100 µs on the host, then
+/// runs a kernel of a few µs. Issued directly, its events time the host's wait; queued behind
+/// the hold (which must first outgrow its 2 ms to cover 32 such launches), they do not.
+/// (The hold is the runtime's `bench` feature.)
+#[cfg(feature = "bench")]
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_hold_times_the_kernels_not_the_host() {
+    use gemm_runtime::bench::{median, time_round_robin, LaunchHold, Launcher, Rounds};
+    use gemm_runtime::cudarc::driver::sys::CUevent_flags;
+    use std::time::Duration;
+    let (ctx, stream) = gpu();
+    let hold = Arc::new(LaunchHold::load(&ctx).unwrap());
+
+    let start = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .unwrap();
+    let end = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .unwrap();
+    start.record(&stream).unwrap();
+    hold.launch(&stream, Duration::from_millis(5)).unwrap();
+    end.record(&stream).unwrap();
+    let held_ms = start.elapsed_ms(&end).unwrap();
+    assert!(
+        (5.0..6.0).contains(&held_ms),
+        "a 5 ms hold took {held_ms} ms"
+    );
+
+    let host_wait = Duration::from_micros(100);
+    let mut slow_host = |_: usize| {
+        std::thread::sleep(host_wait);
+        hold.launch(&stream, Duration::ZERO)
+    };
+    let medians = |queued: Option<Arc<LaunchHold>>, slow_host: &mut Launcher<'_>| {
+        let rounds = Rounds {
+            warmup: 2,
+            sustain: Duration::ZERO,
+            iters: 40,
+            hold: queued,
+        };
+        let times = time_round_robin(&stream, &rounds, &mut [slow_host]).unwrap();
+        assert_eq!(times[0].len(), 40, "every timed round is reported");
+        median(&times[0]).unwrap()
+    };
+    let direct_ms = medians(None, &mut slow_host);
+    let held_ms = medians(Some(hold.clone()), &mut slow_host);
+    assert!(
+        direct_ms >= 0.09,
+        "issued directly: {direct_ms} ms, less than the host's wait"
+    );
+    assert!(held_ms < 0.03, "queued behind the hold: {held_ms} ms");
+}
+
 /// Kernels of both cp.async families whose main loop the tests below break.
 const SKIPPING_KERNELS: [&str; 2] = ["simt_128x128x16_cp3", "mma_bf16_128x128x32_s3"];
 

@@ -28,7 +28,8 @@ use gemm_dsl::ValidSpec;
 use gemm_dsl::{DType, GemmSpec, Layout};
 use gemm_runtime::bench::{
     full_suite, input_sets, median, parse_shapes, quick_suite, time_round_robin, today,
-    BenchRecord, BenchReport, InterleavedTimes, MathOnlyTimes, Method, Rounds, Shape, Skipped,
+    BenchRecord, BenchReport, InterleavedTimes, LaunchHold, MathOnlyTimes, Method, Queue, Rounds,
+    Shape, Skipped,
 };
 use gemm_runtime::blas::{Cublas, CublasGemm};
 use gemm_runtime::probe::MathOnlyKernel;
@@ -139,6 +140,11 @@ struct Cli {
     /// board runs, not while they ramp up after the host's checks left the GPU idle.
     #[arg(long, default_value_t = 0)]
     warm_ms: u64,
+    /// Launch the timed rounds as the host issues them, without first queuing them behind a
+    /// hold kernel (the method of reports before 2026-11-26): a kernel of a few microseconds
+    /// may then be timed together with a wait for the host's next launch.
+    #[arg(long)]
+    no_hold: bool,
     /// Also time each spec's math-only probe in the rotation (its main-loop instructions with
     /// no memory traffic, on the kernel's resident blocks, as many k tiles per block as the
     /// kernel runs at that shape): for mma.sync kernels, how close the kernel comes to its
@@ -306,12 +312,25 @@ fn one_spec_shapes(cli: &Cli) -> Result<Vec<Shape>, Failure> {
     }
 }
 
-fn rounds(cli: &Cli) -> Rounds {
-    Rounds {
+/// How the timed launches reach the GPU: `--no-hold` or not.
+fn queue(cli: &Cli) -> Queue {
+    match cli.no_hold {
+        true => Queue::Direct,
+        false => Queue::Held,
+    }
+}
+
+fn rounds(cli: &Cli, ctx: &Arc<CudaContext>) -> Result<Rounds, Error> {
+    let hold = match cli.no_hold {
+        true => None,
+        false => Some(Arc::new(LaunchHold::load(ctx)?)),
+    };
+    Ok(Rounds {
         warmup: cli.warmup as usize,
         sustain: Duration::from_secs(cli.sustain) + Duration::from_millis(cli.warm_ms),
         iters: cli.iters as usize,
-    }
+        hold,
+    })
 }
 
 /// A one-spec run's table under its date, device and method line; printed, written with
@@ -323,12 +342,13 @@ fn finish_one_spec<Row: serde::Serialize>(
     rows: &[Row],
 ) -> Result<(), Failure> {
     let table = format!(
-        "{}, {} ({} SMs), CUDA {} driver; {} timed launches each (median), {} warm-up\n\n{table}",
+        "{}, {} ({} SMs), CUDA {} driver; {} timed launches each (median), {}, {} warm-up\n\n{table}",
         today(),
         device.name,
         device.multiprocessors,
         device.driver_version,
         cli.iters,
+        queue(cli).describe(),
         cli.warmup,
     );
     println!("\n{table}");
@@ -360,7 +380,7 @@ fn run_one_spec<Row: serde::Serialize>(
     let shapes = one_spec_shapes(cli)?;
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
-    let rounds = rounds(cli);
+    let rounds = rounds(cli, &ctx)?;
     let device = DeviceInfo::query(&ctx)?;
     let mut rows = Vec::new();
     for shape in shapes {
@@ -608,6 +628,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         kernels: &kernels,
         probes: &probes,
         l2_cache_bytes: device.l2_cache_bytes,
+        rounds: rounds(cli, &ctx)?,
     };
     let records = timed.run(&work, &mut skipped)?;
     let any_batch = shapes
@@ -767,6 +788,7 @@ struct Timed<'a> {
     kernels: &'a [AnyKernel],
     probes: &'a [Option<MathOnlyKernel>],
     l2_cache_bytes: u32,
+    rounds: Rounds,
 }
 
 impl Timed<'_> {
@@ -821,6 +843,7 @@ impl Timed<'_> {
                     cli,
                     stream: self.stream,
                     blas: &blas,
+                    rounds: &self.rounds,
                 };
                 let probe = self.probes[index].as_ref();
                 let (times, check) = with_kernel!(kernel, typed => run.measure(typed, types, baseline, probe, &mut inputs)?);
@@ -875,6 +898,7 @@ fn method(cli: &Cli, kernels: &[AnyKernel], any_batch: bool) -> Method {
         sustain_s: cli.sustain,
         warm_ms: cli.warm_ms,
         iters: cli.iters as usize,
+        queue: queue(cli),
         max_input_sets: cli.max_input_sets,
         inputs: format!(
             "random normal f32 rounded to each kernel's input type (tf32 kernels get the f32 values), C = A·B, cuBLAS on row-major A and B, ours in its spec's layout (the same values, transposed for a column-major operand); rows (columns) padded to {} bytes where a packed one is not",
@@ -1171,6 +1195,7 @@ struct Run<'a> {
     cli: &'a Cli,
     stream: &'a Arc<CudaStream>,
     blas: &'a Cublas,
+    rounds: &'a Rounds,
 }
 
 impl Run<'_> {
@@ -1259,10 +1284,10 @@ impl Run<'_> {
                 cublas_batch,
             )
         };
-        let rounds = rounds(self.cli);
+        let rounds = self.rounds;
         let Some(probe) = probe else {
             let [ours_ms, theirs_ms]: [Vec<f32>; 2] =
-                time_round_robin(stream, &rounds, &mut [&mut ours, &mut theirs])?
+                time_round_robin(stream, rounds, &mut [&mut ours, &mut theirs])?
                     .try_into()
                     .expect("one list of times per competitor");
             let times = InterleavedTimes {
@@ -1284,7 +1309,7 @@ impl Run<'_> {
         let mut math_only = |_launch: usize| probe.launch(stream, blocks, trips, &mut probe_out);
         let [ours_ms, theirs_ms, probe_ms]: [Vec<f32>; 3] = time_round_robin(
             stream,
-            &rounds,
+            rounds,
             &mut [&mut ours, &mut theirs, &mut math_only],
         )?
         .try_into()
