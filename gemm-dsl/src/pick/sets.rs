@@ -131,9 +131,9 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             fuses: true,
         },
         SetMember {
-            name: "w128x64_pp",
-            body: "arch: sm_90a, tile: 128x64x64, consumers: pingpong, stages: 8, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
-            role: "M of about 128 with N of a few thousand, and 1024^3: enough 64-wide columns for every SM, the stores under the other consumer's math",
+            name: "w128x64",
+            body: "arch: sm_90a, tile: 128x64x64, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "M of about 128 with N of a few thousand, and 1024^3: enough 64-wide columns for every SM, one tile each, whose rows and stores two consumers share",
             fuses: true,
         },
         SetMember {
