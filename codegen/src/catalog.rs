@@ -144,6 +144,11 @@ pub const CATALOG: &[CatalogSpec] = &[
         summary: "Hopper bf16, ping-pong on 192x96 tiles (three m64n96 rows per consumer): 1536^3 in 128 tiles; A through the 128-byte swizzle, B's 96 columns through the 64-byte one",
     },
     CatalogSpec {
+        name: "wgmma_bf16_192x96x64_s5_c3",
+        spec: "name: wgmma_bf16_192x96x64_s5_c3, arch: sm_90a, dtype: bf16, tile: 192x96x64, consumers: 3, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+        summary: "Hopper bf16, three consumers of 64 rows on 192x96 tiles: at 1536^3 each block has one tile, which ping-pong would run on one consumer; here three split its wgmmas and its stores",
+    },
+    CatalogSpec {
         name: "wgmma_bf16_128x64x64_s8_pingpong",
         spec: "name: wgmma_bf16_128x64x64_s8_pingpong, arch: sm_90a, dtype: bf16, tile: 128x64x64, consumers: pingpong, stages: 8, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
         summary: "Hopper bf16, ping-pong on 128x64 tiles with an 8-stage ring: 128 tiles at 1024^3 and at M = 128 with N = 8192, each consumer's store under the other's wgmmas",

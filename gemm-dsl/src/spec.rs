@@ -823,7 +823,7 @@ pub struct GemmSpec {
     pub tile: Tile,
     /// The warp grid over the block tile (SIMT and mma.sync).
     pub warps: Grid2,
-    /// Consumer warpgroups, 1 or 2 (wgmma; the producer warpgroup comes on top).
+    /// Consumer warpgroups, 1 to 3 (wgmma; the producer warpgroup comes on top).
     pub consumers: u32,
     /// `consumers: pingpong`: two consumer warpgroups that take alternate tiles of the
     /// persistent walk, each the whole block tile, and turns at the tensor cores, so one's

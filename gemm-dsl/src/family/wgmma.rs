@@ -319,7 +319,7 @@ impl WgmmaGeometry {
             .ok_or(WgmmaGeometryError::Swizzle)?;
         let tile = spec.tile;
         let consumers = spec.consumers;
-        if !(1..=2).contains(&consumers) {
+        if !(1..=3).contains(&consumers) {
             return Err(WgmmaGeometryError::Consumers);
         }
         // Ping-pong consumers each compute the whole tile; others split its rows.
@@ -770,7 +770,7 @@ impl Validator<'_> {
             WgmmaGeometryError::Consumers => self.help(
                 Key::Consumers,
                 format!(
-                    "consumers must be 1 or 2 warpgroups for `mma: wgmma`, not {}",
+                    "consumers must be 1, 2 or 3 warpgroups for `mma: wgmma`, not {}",
                     s.consumers
                 ),
                 "consumers: 2",
@@ -1532,7 +1532,7 @@ mod tests {
                 "not a layout TMA and wgmma share",
                 "swizzle: 128B",
             ),
-            ("consumers: 3", "1 or 2 warpgroups", "consumers: 2"),
+            ("consumers: 4", "1, 2 or 3 warpgroups", "consumers: 2"),
             ("stages: 1", "2 or more stages", "stages: 4"),
             (
                 "warps: 4x1",

@@ -169,6 +169,7 @@ pub struct Calibration {
     /// shared-memory bytes per flop, a 64x128 one the most.
     pub wgmma_128_rows_per_consumer: f64,
     pub wgmma_two_consumers_256_wide: f64,
+    /// Two consumers, or three (64 rows each of a 192-row tile).
     pub wgmma_two_consumers: f64,
     pub wgmma_one_consumer: f64,
     /// Ping-pong consumers, each with the whole tile (two m64 rows of it).

@@ -8,7 +8,7 @@ fn wgmma(text: &str) -> WgmmaPlan {
     plan(&valid, &g)
 }
 
-/// Specs over every swizzle, both consumer counts, several k tiles per swizzle span and
+/// Specs over every swizzle, every consumer count, several k tiles per swizzle span and
 /// several boxes of B.
 const SPECS: &[&str] = &[
     "tile: 128x256x64",
@@ -19,6 +19,7 @@ const SPECS: &[&str] = &[
     "tile: 128x128x32, swizzle: 64B, stages: 6",
     "tile: 128x64x16, swizzle: 32B",
     "tile: 128x256x64, dtype: f16, out: f32",
+    "tile: 192x128x64, consumers: 3, stages: 4",
 ];
 
 /// fp8 specs (K-major operands only): k32 per wgmma, several swizzles and k tiles per span.
@@ -42,6 +43,7 @@ const WIDE_SPECS: &[&str] = &[
 /// (`rr`, `cr`) takes a narrower swizzle than A; a K-major B keeps 128 bytes.
 const MIXED_SWIZZLE_SPECS: &[&str] = &[
     "tile: 192x96x64, consumers: pingpong, schedule: persistent",
+    "tile: 192x96x64, consumers: 3, schedule: persistent",
     "tile: 256x160x64, stages: 3",
     "tile: 128x208x64",
 ];
