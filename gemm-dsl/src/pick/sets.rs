@@ -125,9 +125,9 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             fuses: false,
         },
         SetMember {
-            name: "w192x96_pp",
-            body: "arch: sm_90a, tile: 192x96x64, consumers: pingpong, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
-            role: "squares near 1536 (one round of 128 tiles) and 3072: cuBLAS's tile there, A read through 128-byte rows while B's 96 columns take 64-byte ones",
+            name: "w192x96",
+            body: "arch: sm_90a, tile: 192x96x64, consumers: 3, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "squares near 1536 (one round of 128 tiles): cuBLAS's tile there, each block's one tile split over three consumers of 64 rows; A read through 128-byte rows while B's 96 columns take 64-byte ones",
             fuses: true,
         },
         SetMember {
