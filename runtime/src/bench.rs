@@ -107,15 +107,6 @@ pub struct Rounds {
     pub hold: Option<Arc<LaunchHold>>,
 }
 
-impl Rounds {
-    pub fn queue(&self) -> Queue {
-        match self.hold {
-            Some(_) => Queue::Held,
-            None => Queue::Direct,
-        }
-    }
-}
-
 /// How a measurement's timed launches reach the GPU.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -311,6 +302,7 @@ fn time_held(
         .context()
         .new_event(None)
         .during(|| "creating the hold's event".to_string())?;
+    let mut last = (Duration::ZERO, Duration::ZERO);
     for _ in 0..HOLD_ATTEMPTS {
         let length = hold.next();
         hold.launch(stream, length)?;
@@ -322,12 +314,14 @@ fn time_held(
         if batch.held_through {
             return Ok(batch.times);
         }
+        last = (length, batch.queued_in);
     }
     Err(Error::Timing(format!(
         "{HOLD_ATTEMPTS} holds in a row ended before the host had queued {rounds} rounds of {} \
-         launches (the last hold lasted {:?})",
+         launches (the last hold lasted {:?}, the host took {:?})",
         competitors.len(),
-        hold.next() / 2
+        last.0,
+        last.1
     )))
 }
 

@@ -321,9 +321,9 @@ fn queue(cli: &Cli) -> Queue {
 }
 
 fn rounds(cli: &Cli, ctx: &Arc<CudaContext>) -> Result<Rounds, Error> {
-    let hold = match cli.no_hold {
-        true => None,
-        false => Some(Arc::new(LaunchHold::load(ctx)?)),
+    let hold = match queue(cli) {
+        Queue::Direct => None,
+        Queue::Held => Some(Arc::new(LaunchHold::load(ctx)?)),
     };
     Ok(Rounds {
         warmup: cli.warmup as usize,
