@@ -32,6 +32,11 @@ pub const ATOM_ROWS: u32 = 8;
 /// Registers the producer warpgroup keeps after `setmaxnreg.dec`: it only counts tiles and
 /// issues copies.
 pub const PRODUCER_REGISTERS: u32 = 40;
+
+/// Registers one wgmma needs besides its accumulators, as ptxas counts them (its C7602 for an
+/// m64n224 under `.maxnreg 128` asks for 138, for an m64n208 130): ptxas places every
+/// instruction under the kernel's `.maxnreg`, whatever `setmaxnreg` gives the consumers later.
+pub const WGMMA_OPERAND_REGISTERS: u32 = 26;
 /// Shared memory kept free to align the ring to 1024 bytes, the period of the 128-byte
 /// swizzle that TMA writes and wgmma reads (the dynamic base is only 16-byte aligned).
 pub const RING_ALIGN_BYTES: u32 = 1024;
@@ -643,7 +648,7 @@ impl FamilyRules for Wgmma {
 
 impl Validator<'_> {
     /// The Hopper family: f16/bf16 in, f32 accumulate, any layout, TMA into an XOR-swizzled
-    /// ring of 2 to 8 stages, one or two consumer warpgroups, one tile per block or
+    /// ring of 2 to 8 stages, one to three consumer warpgroups, one tile per block or
     /// persistent, clusters of two blocks that multicast the operand they share.
     pub(crate) fn wgmma(&mut self) -> Option<(WgmmaGeometry, Budgets)> {
         let s = self.spec;
@@ -694,6 +699,31 @@ impl Validator<'_> {
                 &geometry,
             )
         };
+        let widest_wgmma = geometry.n_pieces().iter().map(|piece| piece.n).max();
+        let maxnreg = RegisterBudget::limit_for(geometry.threads);
+        if let Some(widest) = widest_wgmma.filter(|n| n / 2 + WGMMA_OPERAND_REGISTERS > maxnreg) {
+            let fits = (maxnreg - WGMMA_OPERAND_REGISTERS) * 2 / 16 * 16;
+            let error = self.error(
+                Key::Tile,
+                format!(
+                    "one m64n{widest} wgmma needs {} registers ({} accumulators and its operands), \
+                     over the {maxnreg} that ptxas compiles a block of {} threads under",
+                    widest / 2 + WGMMA_OPERAND_REGISTERS,
+                    widest / 2,
+                    geometry.threads
+                ),
+            );
+            error.notes.push(
+                "ptxas places every instruction under the kernel's `.maxnreg` (the even split of \
+                 the register file), whatever `setmaxnreg` gives the consumers later"
+                    .to_string(),
+            );
+            error.help = Some(format!(
+                "a BN of at most {fits} for {} consumers, or fewer consumers",
+                geometry.consumers
+            ));
+            return None;
+        }
         let registers = wgmma_register_budget(&geometry);
         let label = format!(
             "{} rows x {} columns per consumer = {} f32 accumulators per thread",
@@ -1533,6 +1563,11 @@ mod tests {
                 "swizzle: 128B",
             ),
             ("consumers: 4", "1, 2 or 3 warpgroups", "consumers: 2"),
+            (
+                "tile: 192x224x64, consumers: 3, stages: 3",
+                "one m64n224 wgmma needs 138 registers",
+                "a BN of at most 192 for 3 consumers",
+            ),
             ("stages: 1", "2 or more stages", "stages: 4"),
             (
                 "warps: 4x1",
