@@ -79,6 +79,20 @@ fn explain_prints_the_ledger_of_an_overflowing_spec_as_an_error() {
     );
 }
 
+/// The occupancy line counts the registers ptxas allocated (128 for this kernel with the
+/// pinned tools): 256 threads of 128 take half the register file.
+#[test]
+fn explain_computes_occupancy_from_ptxas_registers() {
+    let output = gemm_codegen(&["explain", "simt_128x128x8_cp2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("ptxas: 128 registers"), "{text}");
+    assert!(
+        text.contains("occupancy: 2 block(s)/SM, 16 warps/SM (limited by registers) at ptxas's 128 registers/thread"),
+        "{text}"
+    );
+}
+
 #[test]
 fn check_fills_in_defaults() {
     let output = gemm_codegen(&["check", "name: k, arch: sm_80"]);
