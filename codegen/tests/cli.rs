@@ -115,6 +115,84 @@ fn missing_tools_exit_3_with_one_sentence_on_how_to_install() {
     );
 }
 
+/// A tool path set through its variable but wrong: the message names the variable, the path
+/// and how to install the tools, and the exit status is the missing tools' 3.
+#[test]
+fn a_wrong_tool_variable_is_named_with_its_path_and_exits_3() {
+    for (variable, path) in [
+        ("GEMM_DSL_PTXAS", "/nonexistent/ptxas"),
+        ("GEMM_DSL_NVDISASM", "/nonexistent/nvdisasm"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gemm-codegen"))
+            .args(["sass", "simt_128x128x8_cp2", "--summary"])
+            .env(variable, path)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let message = stderr(&output);
+        for needle in [
+            &format!("{variable} is `{path}`, which is no file"),
+            "scripts/install-tools",
+        ] {
+            assert!(message.contains(needle), "{needle}: {message}");
+        }
+    }
+}
+
+/// `--arch` that cannot run the spec is refused before ptxas runs, with the checks' own
+/// diagnostics, or the rule of PTX compiling forward, and exit status 2.
+#[test]
+fn sass_refuses_an_arch_that_cannot_run_the_spec() {
+    for (args, expected) in [
+        (
+            &[
+                "sass",
+                "wgmma_bf16_128x256x64_s4_persistent",
+                "--arch",
+                "sm_80",
+            ][..],
+            &[
+                "`wgmma_bf16_128x256x64_s4_persistent` cannot run on sm_80 (--arch)",
+                "`mma: wgmma` needs arch sm_90a, not sm_80",
+            ][..],
+        ),
+        (
+            // 163 KB of shared memory: over sm_86's 99 KB per block.
+            &[
+                "sass",
+                "name: k, arch: sm_80, tile: 128x128x32, stages: 5",
+                "--arch",
+                "sm_86",
+            ],
+            &["shared memory over budget for sm_86"],
+        ),
+        (
+            &["sass", "simt_128x128x32_cp3_h100", "--arch", "sm_80"],
+            &[
+                "`simt_128x128x32_cp3_h100`'s PTX (.target sm_90) does not compile for sm_80",
+                "help: --arch sm_90 or newer",
+            ],
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let message = stderr(&output);
+        assert!(!message.contains("ptxas"), "{args:?}: {message}");
+        for needle in expected {
+            assert!(message.contains(needle), "{args:?}: {needle}: {message}");
+        }
+    }
+    // Forward is fine: the Ampere kernel as Hopper's driver would compile it.
+    let output = gemm_codegen(&["sass", "simt_128x128x8_cp2", "--arch", "sm_90", "--summary"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("simt_128x128x8_cp2 for sm_90:"));
+}
+
 #[test]
 fn sass_highlights_and_checks_the_promise() {
     let output = gemm_codegen(&["sass", "simt_128x128x8_cp2"]);

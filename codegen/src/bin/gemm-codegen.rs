@@ -193,6 +193,52 @@ fn validate(argument: &str) -> Result<ValidSpec, Failure> {
     gemm_dsl::check_str(&text).map_err(|errors| Failure::InvalidSpec(errors.render(&text, &origin)))
 }
 
+/// Refuses, before ptxas runs, to assemble `valid`'s kernel for an `arch` that cannot run it:
+/// one whose limits the spec breaks (what `check` says of the spec with that arch), or one the
+/// kernel's PTX does not compile forward to.
+fn runs_on(valid: &ValidSpec, arch: Arch) -> Result<(), Failure> {
+    let target = valid.spec.arch;
+    if arch == target {
+        return Ok(());
+    }
+    let name = &valid.spec.name;
+    let mut moved = valid.spec.clone();
+    moved.arch = arch;
+    let text = moved.to_spec_text();
+    if let Err(errors) = gemm_dsl::check_str(&text) {
+        return Err(Failure::InvalidSpec(format!(
+            "error: `{name}` cannot run on {} (--arch): the spec with `arch: {}` fails its checks\n\n{}",
+            arch.name(),
+            arch.name(),
+            errors.render(&text, &format!("--arch {}", arch.name()))
+        )));
+    }
+    if !compiles_forward(target, arch) {
+        let help = if target.is_arch_specific() {
+            format!("--arch {}", target.name())
+        } else {
+            format!("--arch {} or newer", target.name())
+        };
+        return Err(Failure::InvalidSpec(format!(
+            "error: `{name}`'s PTX (.target {}) does not compile for {}: PTX compiles forward only, \
+             to its own architecture or a newer one (an `a` target to itself alone)\n  = help: {help}\n",
+            target.name(),
+            arch.name()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether PTX for `target` assembles for `arch`: forward to the same or a later compute
+/// capability, and architecture-specific PTX (`sm_90a`) for exactly its own target.
+fn compiles_forward(target: Arch, arch: Arch) -> bool {
+    if target.is_arch_specific() {
+        arch == target
+    } else {
+        arch.compute_capability() >= target.compute_capability()
+    }
+}
+
 fn write_out(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure> {
     match output {
         Some(path) => std::fs::write(path, text)
@@ -371,10 +417,6 @@ fn run(command: Command) -> Result<(), Failure> {
             let assembled = sass::assemble(emitted.ptx(), valid.spec.arch.name());
             let text = match &assembled {
                 Ok(assembled) => explain(&valid, Ok(&assembled.resources)),
-                Err(SassError::ToolMissing { tool }) => explain(
-                    &valid,
-                    Err(&format!("{tool} not installed: {}", sass::INSTALL_HINT)),
-                ),
                 Err(error) => explain(&valid, Err(&error.to_string())),
             };
             write!(out, "{text}")?;
@@ -398,6 +440,7 @@ fn run(command: Command) -> Result<(), Failure> {
                     })?,
                 None => valid.spec.arch,
             };
+            runs_on(&valid, arch)?;
             let (name, ptx, expected) = if math_only {
                 let probe = emit_math_only(&valid);
                 (
@@ -502,5 +545,21 @@ fn run(command: Command) -> Result<(), Failure> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_compiles_forward_and_an_a_target_to_itself() {
+        assert!(compiles_forward(Arch::Sm80, Arch::Sm90));
+        assert!(compiles_forward(Arch::Sm86, Arch::Sm89));
+        assert!(compiles_forward(Arch::Sm90, Arch::Sm90a));
+        assert!(!compiles_forward(Arch::Sm86, Arch::Sm80));
+        assert!(!compiles_forward(Arch::Sm90, Arch::Sm89));
+        assert!(!compiles_forward(Arch::Sm90a, Arch::Sm90));
+        assert!(compiles_forward(Arch::Sm90a, Arch::Sm90a));
     }
 }
