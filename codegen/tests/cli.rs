@@ -363,6 +363,44 @@ fn pick_refuses_what_no_kernel_of_the_set_computes() {
     }
 }
 
+/// A set named for a device it does not run on, or for inputs it does not take, is refused
+/// with the set that fits, never picked from.
+#[test]
+fn pick_refuses_a_set_that_does_not_serve_the_device() {
+    for (args, expected) in [
+        (
+            &["pick", "4096x4096x4096", "--arch", "sm_80", "--set", "sm90"][..],
+            &[
+                "set `sm90` runs on compute capability 9.0 only, not on 8.0",
+                "help: --set sm80, the set for bf16 on sm_80",
+            ][..],
+        ),
+        (
+            &["pick", "64x64x64", "--dtype", "f32", "--set", "sm90"],
+            &[
+                "set `sm90` takes bf16 or f16 inputs, not f32",
+                "help: --set f32, the set for f32 on sm_90a",
+            ],
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        for needle in expected {
+            assert!(message.contains(needle), "{args:?}: {needle}: {message}");
+        }
+    }
+    // A set from an older generation runs forward.
+    let output = gemm_codegen(&["pick", "4096x4096x4096", "--set", "sm80"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("arch: sm_80"));
+}
+
 /// Runs the CLI with a stdout whose reader is already gone, as `gemm-codegen .. | head`
 /// leaves it once `head` has read its lines.
 fn gemm_codegen_into_a_closed_pipe(args: &[&str]) -> Output {

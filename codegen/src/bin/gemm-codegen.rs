@@ -74,7 +74,8 @@ enum Command {
     Pick {
         /// MxNxK, or BxMxNxK for a strided batch of B products.
         shape: String,
-        /// The target: picks the built-in set (sm_90a: the Hopper set; sm_80..sm_90: Ampere's).
+        /// The device: which kernels run there and the modelled board (sm_90 or sm_90a: the
+        /// Hopper set; sm_80 to sm_89: Ampere's).
         #[arg(long, default_value = "sm_90a")]
         arch: String,
         /// A's and B's element type.
@@ -301,15 +302,32 @@ fn pick(
         };
         problem = problem.with_leading_dims(lda, ldb, ldc);
     }
+    let cc = arch.compute_capability();
     let set = match set {
-        Some(name) => sets::find(name).ok_or_else(|| {
-            let names: Vec<&str> = sets::SETS.iter().map(|s| s.name).collect();
-            bad(format!(
-                "no kernel set named `{name}`; sets: {}",
-                names.join(", ")
-            ))
-        })?,
-        None => sets::for_device(arch.compute_capability(), dtype).ok_or_else(|| {
+        Some(name) => {
+            let set = sets::find(name).ok_or_else(|| {
+                let names: Vec<&str> = sets::SETS.iter().map(|s| s.name).collect();
+                bad(format!(
+                    "no kernel set named `{name}`; sets: {}",
+                    names.join(", ")
+                ))
+            })?;
+            // A pick for a device gives a kernel that runs on it, or none.
+            if let Some(why) = set.refuses(cc, dtype) {
+                let help = match sets::for_device(cc, dtype) {
+                    Some(fits) => format!(
+                        "--set {}, the set for {} on {} (what leaving --set out picks)",
+                        fits.name,
+                        dtype.name(),
+                        arch.name()
+                    ),
+                    None => format!("no set serves {} on {}", dtype.name(), arch.name()),
+                };
+                return Err(bad(format!("{why}\n  = help: {help}")));
+            }
+            set
+        }
+        None => sets::for_device(cc, dtype).ok_or_else(|| {
             bad(format!(
                 "no built-in kernel set for {} on {}",
                 dtype.name(),
