@@ -332,17 +332,68 @@ fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
     assert!(cc.lines().next().unwrap().contains("layout: cc"));
 }
 
+/// No kernel of the set computes the problem: exit 4, the reason, and the flag that fixes it,
+/// which does.
 #[test]
-fn pick_refuses_what_no_kernel_of_the_set_computes() {
-    // Packed B rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned.
-    let output = gemm_codegen(&["pick", "777x4099x2048"]);
-    assert_eq!(output.status.code(), Some(2));
-    let message = stderr(&output);
+fn pick_refuses_what_no_kernel_of_the_set_computes_and_names_the_fix() {
+    for (args, reason, fix) in [
+        // Packed B rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned.
+        (
+            &["pick", "777x4099x2048"][..],
+            "no kernel of set `sm90` computes 777x4099x2048 rr:\n  \
+             every member: B's lines (4099 x 2 B) are not 16-byte aligned",
+            &["--lds", "2048,4104,4104"][..],
+        ),
+        (
+            &["pick", "777x1001x520", "--arch", "sm_80", "--dtype", "f32"],
+            "every member: B's lines (1001 x 4 B) are not 16-byte aligned",
+            &["--lds", "520,1004,1004"],
+        ),
+        (
+            &[
+                "pick",
+                "4096x4096x4096",
+                "--dtype",
+                "e4m3",
+                "--layout",
+                "rr",
+            ],
+            "no kernel of set `sm90_fp8` computes 4096x4096x4096 rr:\n  \
+             every member takes layout rc only: the fp8 wgmma reads A and B K-major",
+            &["--layout", "rc"],
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(
+            output.status.code(),
+            Some(4),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        assert!(message.contains(reason), "{args:?}: {message}");
+        let help = format!("= help: {}", fix.join(" "));
+        assert!(message.contains(&help), "{args:?}: {help}: {message}");
+        // The help is a fix: with it (in place of the flag's value given), a kernel is picked.
+        let mut fixed: Vec<&str> = args.to_vec();
+        match fixed.iter().position(|arg| *arg == fix[0]) {
+            Some(flag) => fixed[flag + 1] = fix[1],
+            None => fixed.extend(fix),
+        }
+        let output = gemm_codegen(&fixed);
+        assert!(output.status.success(), "{fixed:?}: {}", stderr(&output));
+    }
+    let output = gemm_codegen(&["pick", "64x64x64", "--arch", "sm_86", "--dtype", "e4m3"]);
+    assert_eq!(output.status.code(), Some(4));
     assert!(
-        message.contains("no kernel of set `sm90` computes 777x4099x2048 rr"),
-        "{message}"
+        stderr(&output).contains("sets for e4m3: `sm90_fp8` runs on compute capability 9.0 only"),
+        "{}",
+        stderr(&output)
     );
-    assert!(message.contains("not 16-byte aligned"), "{message}");
+}
+
+#[test]
+fn pick_refuses_bad_arguments_with_exit_2() {
     for (args, expected) in [
         (&["pick", "16x4096"][..], "not MxNxK or BxMxNxK"),
         (&["pick", "0x4096x4096"][..], "is not a size"),

@@ -1,9 +1,8 @@
 //! `gemm-codegen`: emit, check, explain, disassemble and compare gemm-dsl kernels.
 //!
 //! SPEC arguments are the body of `gemm! { .. }` as one string, `@FILE` to read it from a
-//! file, or the name of a catalog spec. Exit codes: 0 success, 1 I/O or tool failure (or, for
-//! `sass`, SASS that breaks the spec's promise), 2 invalid spec (or bad arguments),
-//! 3 ptxas/nvdisasm not installed.
+//! file, or the name of a catalog spec. The exit statuses are `EXIT_CODES` below, which
+//! `--help` prints.
 
 use clap::{Parser, Subcommand};
 use gemm_codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
@@ -13,16 +12,22 @@ use gemm_dsl::{Arch, ValidSpec};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+/// The exit statuses, as `--help` lists them.
+const EXIT_CODES: &str = "0 success; 1 an I/O or tool failure, or (sass) SASS that breaks the \
+     spec's promise; 2 an invalid spec or bad arguments; 3 ptxas or nvdisasm not installed; \
+     4 (pick) no kernel computes the problem";
+
 #[derive(Parser)]
 #[command(
     name = "gemm-codegen",
     version,
     about = "Generate and inspect gemm-dsl GEMM kernels",
-    after_help = "SPEC is one of:\n  \
-      - spec text: the body of `gemm! { .. }`, e.g. 'name: k, arch: sm_80, tile: 128x128x8'\n  \
+    after_help = format!("SPEC is one of:\n  \
+      - spec text: the body of `gemm! {{ .. }}`, e.g. 'name: k, arch: sm_80, tile: 128x128x8'\n  \
       - @FILE: the same text read from a file\n  \
       - a catalog name, e.g. simt_128x128x8_cp2 (`gemm-codegen catalog` lists them)\n\n\
-      Keys and values: the gemm-dsl crate docs (gemm-dsl/src/lib.rs)."
+      Keys and values: the gemm-dsl crate docs (gemm-dsl/src/lib.rs).\n\n\
+      Exit status: {EXIT_CODES}.")
 )]
 struct Cli {
     #[command(subcommand)]
@@ -108,6 +113,8 @@ enum Failure {
     SassViolated(String),
     InvalidSpec(String),
     ToolsMissing(String),
+    /// `pick`: no kernel of the set computes the problem (or no set serves the device).
+    NoKernel(String),
     /// Whoever read stdout stopped (`gemm-codegen sass .. | head`): nothing left to say.
     OutputClosed,
 }
@@ -148,6 +155,10 @@ fn main() -> ExitCode {
         Err(Failure::ToolsMissing(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(3)
+        }
+        Err(Failure::NoKernel(rendered)) => {
+            eprint!("{rendered}");
+            ExitCode::from(4)
         }
     }
 }
@@ -328,10 +339,17 @@ fn pick(
             set
         }
         None => sets::for_device(cc, dtype).ok_or_else(|| {
-            bad(format!(
-                "no built-in kernel set for {} on {}",
+            let serving: Vec<String> = sets::SETS
+                .iter()
+                .filter(|set| set.dtypes.contains(&dtype))
+                .map(|set| format!("`{}` runs on {}", set.name, set.runs_on))
+                .collect();
+            Failure::NoKernel(format!(
+                "error: no built-in kernel set for {} on {}\n  = note: sets for {}: {}\n",
                 dtype.name(),
-                arch.name()
+                arch.name(),
+                dtype.name(),
+                serving.join("; ")
             ))
         })?,
     };
@@ -344,16 +362,11 @@ fn pick(
         .map_err(|errors| Failure::InvalidSpec(errors.render(&specs.join("\n"), set.name)))?;
     let ranking = rank(&candidates, &problem, &device);
     let Some((best, estimate)) = ranking.best() else {
-        let refused: Vec<String> = ranking
-            .refused
-            .iter()
-            .filter(|(i, _)| candidates[*i].layout == layout)
-            .map(|(i, why)| format!("  {}: {why}", candidates[*i].name))
-            .collect();
-        return Err(Failure::InvalidSpec(format!(
-            "error: no kernel of set `{}` computes {problem}:\n{}\n",
-            set.name,
-            refused.join("\n")
+        return Err(Failure::NoKernel(refusal(
+            set,
+            dtype,
+            &candidates,
+            &ranking,
         )));
     };
     let chosen = gemm_dsl::check_str(&specs[*best]).expect("set members are valid");
@@ -383,6 +396,79 @@ fn pick(
         }
     }
     Ok(())
+}
+
+/// Why no kernel of `set` computes the ranked problem, per member or, where every member has
+/// the same reason, once; then the flag that fixes it, where one does.
+fn refusal(
+    set: &gemm_codegen::pick::sets::KernelSet,
+    dtype: gemm_dsl::DType,
+    candidates: &[gemm_codegen::pick::Candidate],
+    ranking: &gemm_codegen::pick::Ranking,
+) -> String {
+    use gemm_codegen::pick::{sets::KernelSet, Remedy};
+    let problem = &ranking.problem;
+    let mut text = format!(
+        "error: no kernel of set `{}` computes {problem}:\n",
+        set.name
+    );
+    let in_layout: Vec<(&str, String)> = ranking
+        .refused
+        .iter()
+        .filter(|(i, _)| candidates[*i].layout == problem.layout)
+        .map(|(i, why)| (candidates[*i].name.as_str(), why.to_string()))
+        .collect();
+    match &in_layout[..] {
+        [] => {}
+        [(_, first), rest @ ..] if rest.iter().all(|(_, why)| why == first) => {
+            text.push_str(&format!("  every member: {first}\n"));
+        }
+        all => {
+            for (name, why) in all {
+                text.push_str(&format!("  {name}: {why}\n"));
+            }
+        }
+    }
+    match ranking.remedy(candidates) {
+        Some(Remedy::Layouts(layouts)) => {
+            let names: Vec<&str> = layouts.iter().map(|layout| layout.name()).collect();
+            let reason = KernelSet::layouts_reason(dtype)
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "  every member takes layout {} only{reason}\n",
+                names.join(" or ")
+            ));
+            let help: Vec<String> = layouts
+                .iter()
+                .map(|&layout| format!("--layout {} ({})", layout.name(), storage(layout)))
+                .collect();
+            text.push_str(&format!("  = help: {}\n", help.join(", or ")));
+        }
+        Some(Remedy::PaddedLines(padded)) => text.push_str(&format!(
+            "  = help: --lds {},{},{}: store the operands with lines padded to these leading \
+             dimensions\n",
+            padded.lda, padded.ldb, padded.ldc
+        )),
+        None => {}
+    }
+    text
+}
+
+/// How a layout stores A and B.
+fn storage(layout: gemm_dsl::Layout) -> String {
+    let order = |row_major: bool| {
+        if row_major {
+            "row-major"
+        } else {
+            "column-major"
+        }
+    };
+    format!(
+        "A {}, B {}",
+        order(layout.a_row_major()),
+        order(layout.b_row_major())
+    )
 }
 
 fn run(command: Command) -> Result<(), Failure> {

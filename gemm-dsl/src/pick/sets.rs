@@ -374,6 +374,13 @@ impl KernelSet {
         }
     }
 
+    /// Why a set's members take fewer than every layout for inputs `dtype`, where they do.
+    pub fn layouts_reason(dtype: DType) -> Option<&'static str> {
+        dtype
+            .is_fp8()
+            .then_some("the fp8 wgmma reads A and B K-major")
+    }
+
     /// Every member's spec in every layout it takes, for one pair of element types: what a
     /// picker over this set chooses among.
     pub fn specs(&self, dtype: DType, out: DType) -> Vec<String> {
