@@ -283,6 +283,63 @@ fn catalog_lists_every_spec() {
     }
 }
 
+/// The name column is as wide as the longest name (fp8 names pass 28 characters): every
+/// summary and spec starts in the same column, one space after the longest name.
+#[test]
+fn catalog_columns_fit_the_longest_name() {
+    use gemm_codegen::catalog::{CATALOG, FP8};
+    let text = stdout(&gemm_codegen(&["catalog"]));
+    let entries: Vec<_> = CATALOG.iter().chain(FP8).collect();
+    let longest = entries.iter().map(|entry| entry.name.len()).max().unwrap();
+    assert!(longest > 28, "the test needs a name over the old width");
+    for entry in entries {
+        for (line, text_in_column) in [
+            (format!("{} ", entry.name), entry.summary),
+            (" ".repeat(longest + 1), entry.spec),
+        ] {
+            let expected = format!("{line:<width$}{text_in_column}", width = longest + 1);
+            assert!(
+                text.lines().any(|shown| shown == expected),
+                "{expected:?} in\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_spec_argument_is_described_in_help() {
+    for (command, arguments) in [
+        ("check", &["<SPEC>"][..]),
+        ("explain", &["<SPEC>"]),
+        ("sass", &["<SPEC>"]),
+        ("diff", &["<SPEC_A>", "<SPEC_B>"]),
+        ("emit", &["[SPEC]"]),
+    ] {
+        let text = stdout(&gemm_codegen(&[command, "--help"]));
+        let described: Vec<&str> = text
+            .lines()
+            .skip_while(|line| *line != "Arguments:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .collect();
+        for argument in arguments {
+            let line = described
+                .iter()
+                .find(|line| line.trim_start().starts_with(argument))
+                .unwrap_or_else(|| panic!("{command}: no {argument} in\n{text}"));
+            assert!(
+                line.trim_start()[argument.len()..].trim().len() > 10,
+                "{command}: {argument} has no description: {line:?}"
+            );
+        }
+    }
+    let check = stdout(&gemm_codegen(&["check", "--help"]));
+    assert!(
+        check.contains("Spec text, @FILE, or a catalog name"),
+        "{check}"
+    );
+}
+
 #[test]
 fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
     // (arguments, a key of the spec the model picks)
@@ -494,6 +551,21 @@ fn a_mistyped_catalog_name_offers_the_nearest() {
     let text = stderr(&output);
     assert!(
         text.contains("`simt_128x128x8_cp3` is no catalog spec"),
+        "{text}"
+    );
+    assert!(
+        text.contains("did you mean `simt_128x128x8_cp2`?"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_mistyped_preset_offers_the_nearest() {
+    let output = gemm_codegen(&["emit", "--preset", "simt_128x128x8_cp3"]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("no catalog spec named `simt_128x128x8_cp3`"),
         "{text}"
     );
     assert!(

@@ -52,12 +52,19 @@ enum Command {
         math_only: bool,
     },
     /// Validate a spec and print it with every default filled in.
-    Check { spec: String },
+    Check {
+        /// Spec text, @FILE, or a catalog name.
+        spec: String,
+    },
     /// Shared-memory ledger, register budget (with ptxas's numbers), occupancy, pipeline
     /// timeline and bank conflicts.
-    Explain { spec: String },
+    Explain {
+        /// Spec text, @FILE, or a catalog name.
+        spec: String,
+    },
     /// Assemble with ptxas, disassemble with nvdisasm, highlight the path-proving opcodes.
     Sass {
+        /// Spec text, @FILE, or a catalog name.
         spec: String,
         /// Assemble for another architecture than the spec's (e.g. sm_90).
         #[arg(long)]
@@ -70,7 +77,12 @@ enum Command {
         math_only: bool,
     },
     /// Unified diff of the PTX of two specs.
-    Diff { spec_a: String, spec_b: String },
+    Diff {
+        /// The spec on the diff's left (`-`) side: spec text, @FILE, or a catalog name.
+        spec_a: String,
+        /// The spec on the right (`+`) side.
+        spec_b: String,
+    },
     /// List the named specs and the kernel sets.
     Catalog,
     /// Pick the kernel for a problem from a kernel set with the cost model (no GPU): the first
@@ -179,25 +191,27 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
             .all(|c| c.is_ascii_alphanumeric() || c == '_');
     if looks_like_a_name {
         // One word is no spec (a spec is `key: value` pairs): a catalog name, mistyped.
-        let closest = CATALOG
-            .iter()
-            .chain(catalog::FP8)
-            .map(|entry| {
-                (
-                    gemm_dsl::parse::edit_distance(argument, entry.name),
-                    entry.name,
-                )
-            })
-            .min();
-        let help = match closest {
-            Some((distance, name)) if distance <= 3 => format!("did you mean `{name}`?"),
-            _ => "see `gemm-codegen catalog` for the names, or write `key: value, ...`".into(),
-        };
+        let help = nearest_catalog_name(argument)
+            .map(|name| format!("did you mean `{name}`?"))
+            .unwrap_or_else(|| {
+                "see `gemm-codegen catalog` for the names, or write `key: value, ...`".into()
+            });
         return Err(Failure::InvalidSpec(format!(
             "error: `{argument}` is no catalog spec (and a spec is `key: value` pairs)\n  = help: {help}\n"
         )));
     }
     Ok((argument.to_string(), "<spec>".to_string()))
+}
+
+/// The catalog name a mistyped `name` most likely meant: the nearest, within 3 edits.
+fn nearest_catalog_name(name: &str) -> Option<&'static str> {
+    CATALOG
+        .iter()
+        .chain(catalog::FP8)
+        .map(|entry| (gemm_dsl::parse::edit_distance(name, entry.name), entry.name))
+        .min()
+        .filter(|&(distance, _)| distance <= 3)
+        .map(|(_, nearest)| nearest)
 }
 
 fn validate(argument: &str) -> Result<ValidSpec, Failure> {
@@ -380,10 +394,11 @@ fn pick(
         reasons(estimate, &problem)
     )?;
     writeln!(out, "# candidates, fastest predicted first:")?;
+    let width = candidates.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for (index, other) in &ranking.ranked {
         writeln!(
             out,
-            "#   {:<28} {:>9.1} us  {:>5.2}x  bound by {}",
+            "#   {:<width$} {:>9.1} us  {:>5.2}x  bound by {}",
             candidates[*index].name,
             other.seconds * 1e6,
             other.seconds / estimate.seconds,
@@ -392,7 +407,11 @@ fn pick(
     }
     for (index, why) in &ranking.refused {
         if candidates[*index].layout == layout {
-            writeln!(out, "#   {:<28} refused: {why}", candidates[*index].name)?;
+            writeln!(
+                out,
+                "#   {:<width$} refused: {why}",
+                candidates[*index].name
+            )?;
         }
     }
     Ok(())
@@ -486,8 +505,11 @@ fn run(command: Command) -> Result<(), Failure> {
                 (Some(spec), _) => spec,
                 (None, Some(name)) => {
                     catalog::find(&name).ok_or_else(|| {
+                        let help = nearest_catalog_name(&name)
+                            .map(|nearest| format!("did you mean `{nearest}`?"))
+                            .unwrap_or_else(|| "see `gemm-codegen catalog` for the names".into());
                         Failure::InvalidSpec(format!(
-                            "error: no catalog spec named `{name}` (see `gemm-codegen catalog`)\n"
+                            "error: no catalog spec named `{name}`\n  = help: {help}\n"
                         ))
                     })?;
                     name
@@ -615,41 +637,61 @@ fn run(command: Command) -> Result<(), Failure> {
             sms,
             set.as_deref(),
         ),
-        Command::Catalog => {
-            for entry in CATALOG {
-                writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
-                writeln!(out, "{:<28} {}", "", entry.spec)?;
-            }
+        Command::Catalog => catalog_listing(&mut out),
+    }
+}
+
+/// `gemm-codegen catalog`: the named specs, the fp8 ones, then the kernel sets with their
+/// members, in one name column as wide as the longest name.
+fn catalog_listing(out: &mut impl Write) -> Result<(), Failure> {
+    use gemm_codegen::pick::sets::SETS;
+    let width = CATALOG
+        .iter()
+        .chain(catalog::FP8)
+        .map(|entry| entry.name.len())
+        .chain(SETS.iter().map(|set| set.name.len()))
+        .chain(
+            SETS.iter()
+                .flat_map(|set| set.members)
+                .map(|member| "  ".len() + member.name.len()),
+        )
+        .max()
+        .unwrap_or(0);
+    let entries = |out: &mut dyn Write, entries: &[catalog::CatalogSpec]| {
+        entries.iter().try_for_each(|entry| {
+            writeln!(out, "{:<width$} {}", entry.name, entry.summary)?;
+            writeln!(out, "{:<width$} {}", "", entry.spec)
+        })
+    };
+    entries(out, CATALOG)?;
+    writeln!(
+        out,
+        "\nfp8 kernels (e4m3 operands: load them as GemmKernel<E4m3, _>):"
+    )?;
+    entries(out, catalog::FP8)?;
+    writeln!(
+        out,
+        "\nkernel sets (`gemm-codegen pick --set NAME`), each in every layout:"
+    )?;
+    for set in SETS {
+        writeln!(out, "{:<width$} {}", set.name, set.about)?;
+        for member in set.members {
+            let plain_only = if member.fuses {
+                ""
+            } else {
+                " (no fused epilogue: it would spill)"
+            };
             writeln!(
                 out,
-                "\nfp8 kernels (e4m3 operands: load them as GemmKernel<E4m3, _>):"
+                "  {:<member_width$} {}{plain_only}: {}",
+                member.name,
+                member.role,
+                member.body,
+                member_width = width - 2
             )?;
-            for entry in catalog::FP8 {
-                writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
-                writeln!(out, "{:<28} {}", "", entry.spec)?;
-            }
-            writeln!(
-                out,
-                "\nkernel sets (`gemm-codegen pick --set NAME`), each in every layout:"
-            )?;
-            for set in gemm_codegen::pick::sets::SETS {
-                writeln!(out, "{:<28} {}", set.name, set.about)?;
-                for member in set.members {
-                    let plain_only = if member.fuses {
-                        ""
-                    } else {
-                        " (no fused epilogue: it would spill)"
-                    };
-                    writeln!(
-                        out,
-                        "  {:<26} {}{plain_only}: {}",
-                        member.name, member.role, member.body
-                    )?;
-                }
-            }
-            Ok(())
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
