@@ -79,6 +79,20 @@ fn explain_prints_the_ledger_of_an_overflowing_spec_as_an_error() {
     );
 }
 
+/// The occupancy line counts the registers ptxas allocated (128 for this kernel with the
+/// pinned tools): 256 threads of 128 take half the register file.
+#[test]
+fn explain_computes_occupancy_from_ptxas_registers() {
+    let output = gemm_codegen(&["explain", "simt_128x128x8_cp2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(text.contains("ptxas: 128 registers"), "{text}");
+    assert!(
+        text.contains("occupancy: 2 block(s)/SM, 16 warps/SM (limited by registers) at ptxas's 128 registers/thread"),
+        "{text}"
+    );
+}
+
 #[test]
 fn check_fills_in_defaults() {
     let output = gemm_codegen(&["check", "name: k, arch: sm_80"]);
@@ -99,6 +113,84 @@ fn missing_tools_exit_3_with_one_sentence_on_how_to_install() {
         "{}",
         stderr(&output)
     );
+}
+
+/// A tool path set through its variable but wrong: the message names the variable, the path
+/// and how to install the tools, and the exit status is the missing tools' 3.
+#[test]
+fn a_wrong_tool_variable_is_named_with_its_path_and_exits_3() {
+    for (variable, path) in [
+        ("GEMM_DSL_PTXAS", "/nonexistent/ptxas"),
+        ("GEMM_DSL_NVDISASM", "/nonexistent/nvdisasm"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gemm-codegen"))
+            .args(["sass", "simt_128x128x8_cp2", "--summary"])
+            .env(variable, path)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+        let message = stderr(&output);
+        for needle in [
+            &format!("{variable} is `{path}`, which is no file"),
+            "scripts/install-tools",
+        ] {
+            assert!(message.contains(needle), "{needle}: {message}");
+        }
+    }
+}
+
+/// `--arch` that cannot run the spec is refused before ptxas runs, with the checks' own
+/// diagnostics, or the rule of PTX compiling forward, and exit status 2.
+#[test]
+fn sass_refuses_an_arch_that_cannot_run_the_spec() {
+    for (args, expected) in [
+        (
+            &[
+                "sass",
+                "wgmma_bf16_128x256x64_s4_persistent",
+                "--arch",
+                "sm_80",
+            ][..],
+            &[
+                "`wgmma_bf16_128x256x64_s4_persistent` cannot run on sm_80 (--arch)",
+                "`mma: wgmma` needs arch sm_90a, not sm_80",
+            ][..],
+        ),
+        (
+            // 163 KB of shared memory: over sm_86's 99 KB per block.
+            &[
+                "sass",
+                "name: k, arch: sm_80, tile: 128x128x32, stages: 5",
+                "--arch",
+                "sm_86",
+            ],
+            &["shared memory over budget for sm_86"],
+        ),
+        (
+            &["sass", "simt_128x128x32_cp3_h100", "--arch", "sm_80"],
+            &[
+                "`simt_128x128x32_cp3_h100`'s PTX (.target sm_90) does not compile for sm_80",
+                "help: --arch sm_90 or newer",
+            ],
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let message = stderr(&output);
+        assert!(!message.contains("ptxas"), "{args:?}: {message}");
+        for needle in expected {
+            assert!(message.contains(needle), "{args:?}: {needle}: {message}");
+        }
+    }
+    // Forward is fine: the Ampere kernel as Hopper's driver would compile it.
+    let output = gemm_codegen(&["sass", "simt_128x128x8_cp2", "--arch", "sm_90", "--summary"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("simt_128x128x8_cp2 for sm_90:"));
 }
 
 #[test]
@@ -191,6 +283,63 @@ fn catalog_lists_every_spec() {
     }
 }
 
+/// The name column is as wide as the longest name (fp8 names pass 28 characters): every
+/// summary and spec starts in the same column, one space after the longest name.
+#[test]
+fn catalog_columns_fit_the_longest_name() {
+    use gemm_codegen::catalog::{CATALOG, FP8};
+    let text = stdout(&gemm_codegen(&["catalog"]));
+    let entries: Vec<_> = CATALOG.iter().chain(FP8).collect();
+    let longest = entries.iter().map(|entry| entry.name.len()).max().unwrap();
+    assert!(longest > 28, "the test needs a name over the old width");
+    for entry in entries {
+        for (line, text_in_column) in [
+            (format!("{} ", entry.name), entry.summary),
+            (" ".repeat(longest + 1), entry.spec),
+        ] {
+            let expected = format!("{line:<width$}{text_in_column}", width = longest + 1);
+            assert!(
+                text.lines().any(|shown| shown == expected),
+                "{expected:?} in\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_spec_argument_is_described_in_help() {
+    for (command, arguments) in [
+        ("check", &["<SPEC>"][..]),
+        ("explain", &["<SPEC>"]),
+        ("sass", &["<SPEC>"]),
+        ("diff", &["<SPEC_A>", "<SPEC_B>"]),
+        ("emit", &["[SPEC]"]),
+    ] {
+        let text = stdout(&gemm_codegen(&[command, "--help"]));
+        let described: Vec<&str> = text
+            .lines()
+            .skip_while(|line| *line != "Arguments:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .collect();
+        for argument in arguments {
+            let line = described
+                .iter()
+                .find(|line| line.trim_start().starts_with(argument))
+                .unwrap_or_else(|| panic!("{command}: no {argument} in\n{text}"));
+            assert!(
+                line.trim_start()[argument.len()..].trim().len() > 10,
+                "{command}: {argument} has no description: {line:?}"
+            );
+        }
+    }
+    let check = stdout(&gemm_codegen(&["check", "--help"]));
+    assert!(
+        check.contains("Spec text, @FILE, or a catalog name"),
+        "{check}"
+    );
+}
+
 #[test]
 fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
     // (arguments, a key of the spec the model picks)
@@ -240,17 +389,68 @@ fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
     assert!(cc.lines().next().unwrap().contains("layout: cc"));
 }
 
+/// No kernel of the set computes the problem: exit 4, the reason, and the flag that fixes it,
+/// which does.
 #[test]
-fn pick_refuses_what_no_kernel_of_the_set_computes() {
-    // Packed B rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned.
-    let output = gemm_codegen(&["pick", "777x4099x2048"]);
-    assert_eq!(output.status.code(), Some(2));
-    let message = stderr(&output);
+fn pick_refuses_what_no_kernel_of_the_set_computes_and_names_the_fix() {
+    for (args, reason, fix) in [
+        // Packed B rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned.
+        (
+            &["pick", "777x4099x2048"][..],
+            "no kernel of set `sm90` computes 777x4099x2048 rr:\n  \
+             every member: B's lines (4099 x 2 B) are not 16-byte aligned",
+            &["--lds", "2048,4104,4104"][..],
+        ),
+        (
+            &["pick", "777x1001x520", "--arch", "sm_80", "--dtype", "f32"],
+            "every member: B's lines (1001 x 4 B) are not 16-byte aligned",
+            &["--lds", "520,1004,1004"],
+        ),
+        (
+            &[
+                "pick",
+                "4096x4096x4096",
+                "--dtype",
+                "e4m3",
+                "--layout",
+                "rr",
+            ],
+            "no kernel of set `sm90_fp8` computes 4096x4096x4096 rr:\n  \
+             every member takes layout rc only: the fp8 wgmma reads A and B K-major",
+            &["--layout", "rc"],
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(
+            output.status.code(),
+            Some(4),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        assert!(message.contains(reason), "{args:?}: {message}");
+        let help = format!("= help: {}", fix.join(" "));
+        assert!(message.contains(&help), "{args:?}: {help}: {message}");
+        // The help is a fix: with it (in place of the flag's value given), a kernel is picked.
+        let mut fixed: Vec<&str> = args.to_vec();
+        match fixed.iter().position(|arg| *arg == fix[0]) {
+            Some(flag) => fixed[flag + 1] = fix[1],
+            None => fixed.extend(fix),
+        }
+        let output = gemm_codegen(&fixed);
+        assert!(output.status.success(), "{fixed:?}: {}", stderr(&output));
+    }
+    let output = gemm_codegen(&["pick", "64x64x64", "--arch", "sm_86", "--dtype", "e4m3"]);
+    assert_eq!(output.status.code(), Some(4));
     assert!(
-        message.contains("no kernel of set `sm90` computes 777x4099x2048 rr"),
-        "{message}"
+        stderr(&output).contains("sets for e4m3: `sm90_fp8` runs on compute capability 9.0 only"),
+        "{}",
+        stderr(&output)
     );
-    assert!(message.contains("not 16-byte aligned"), "{message}");
+}
+
+#[test]
+fn pick_refuses_bad_arguments_with_exit_2() {
     for (args, expected) in [
         (&["pick", "16x4096"][..], "not MxNxK or BxMxNxK"),
         (&["pick", "0x4096x4096"][..], "is not a size"),
@@ -269,6 +469,44 @@ fn pick_refuses_what_no_kernel_of_the_set_computes() {
             stderr(&output)
         );
     }
+}
+
+/// A set named for a device it does not run on, or for inputs it does not take, is refused
+/// with the set that fits, never picked from.
+#[test]
+fn pick_refuses_a_set_that_does_not_serve_the_device() {
+    for (args, expected) in [
+        (
+            &["pick", "4096x4096x4096", "--arch", "sm_80", "--set", "sm90"][..],
+            &[
+                "set `sm90` runs on compute capability 9.0 only, not on 8.0",
+                "help: --set sm80, the set for bf16 on sm_80",
+            ][..],
+        ),
+        (
+            &["pick", "64x64x64", "--dtype", "f32", "--set", "sm90"],
+            &[
+                "set `sm90` takes bf16 or f16 inputs, not f32",
+                "help: --set f32, the set for f32 on sm_90a",
+            ],
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            stdout(&output)
+        );
+        let message = stderr(&output);
+        for needle in expected {
+            assert!(message.contains(needle), "{args:?}: {needle}: {message}");
+        }
+    }
+    // A set from an older generation runs forward.
+    let output = gemm_codegen(&["pick", "4096x4096x4096", "--set", "sm80"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("arch: sm_80"));
 }
 
 /// Runs the CLI with a stdout whose reader is already gone, as `gemm-codegen .. | head`
@@ -313,6 +551,21 @@ fn a_mistyped_catalog_name_offers_the_nearest() {
     let text = stderr(&output);
     assert!(
         text.contains("`simt_128x128x8_cp3` is no catalog spec"),
+        "{text}"
+    );
+    assert!(
+        text.contains("did you mean `simt_128x128x8_cp2`?"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_mistyped_preset_offers_the_nearest() {
+    let output = gemm_codegen(&["emit", "--preset", "simt_128x128x8_cp3"]);
+    assert_eq!(output.status.code(), Some(2));
+    let text = stderr(&output);
+    assert!(
+        text.contains("no catalog spec named `simt_128x128x8_cp3`"),
         "{text}"
     );
     assert!(

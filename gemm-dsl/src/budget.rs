@@ -281,6 +281,25 @@ mod tests {
         assert_eq!((o.blocks_per_sm, o.limited_by), (0, "registers"));
     }
 
+    /// 256 threads are 8 warps; a warp's registers are allocated in units of 256, so a thread
+    /// holds a multiple of 8. At 128 registers a block takes 8 x 4096 = 32768 of the 65536:
+    /// two blocks. At 148 (rounded up to 152) it takes 8 x 4864 = 38912: one.
+    #[test]
+    fn registers_are_allocated_per_warp_in_units_of_256() {
+        let blocks =
+            |registers| Occupancy::compute(Arch::Sm80, 256, registers, 16384).blocks_per_sm;
+        assert_eq!(blocks(128), 2);
+        assert_eq!(blocks(121), 2, "121 rounds up to 128");
+        assert_eq!(
+            blocks(129),
+            1,
+            "129 rounds up to 136: 8 x 4352 = 34816 registers"
+        );
+        assert_eq!(blocks(148), 1);
+        let o = Occupancy::compute(Arch::Sm80, 256, 128, 16384);
+        assert_eq!((o.warps_per_sm, o.limited_by), (16, "registers"));
+    }
+
     #[test]
     fn sums_of_huge_lines_saturate_over_the_limit() {
         let mut l = ledger(1);

@@ -20,9 +20,16 @@ pub const INSTALL_HINT: &str =
 
 #[derive(Debug)]
 pub enum SassError {
-    /// A tool is not installed.
+    /// A tool is not installed where the lookup points.
     ToolMissing {
         tool: &'static str,
+        looked: ToolLookup,
+    },
+    /// A tool was found but could not be started (not executable, say).
+    ToolUnrunnable {
+        tool: &'static str,
+        path: PathBuf,
+        error: std::io::Error,
     },
     /// A tool ran and failed.
     ToolFailed {
@@ -32,10 +39,41 @@ pub enum SassError {
     Io(std::io::Error),
 }
 
+/// Where [`find_tool`] looked for a tool: what a missing tool's message names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolLookup {
+    /// The tool's own variable (`GEMM_DSL_PTXAS`, `GEMM_DSL_NVDISASM`) named this path.
+    Variable { variable: String, path: PathBuf },
+    /// `GEMM_DSL_TOOLS` named this folder, the only place searched when it is set.
+    ToolsFolder(PathBuf),
+    /// The default places: the project's `tools/bin`, `PATH`, `/usr/local/cuda/bin`.
+    DefaultPlaces,
+}
+
 impl fmt::Display for SassError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SassError::ToolMissing { tool } => write!(f, "{tool} not found: {INSTALL_HINT}"),
+            SassError::ToolMissing { tool, looked } => match looked {
+                ToolLookup::Variable { variable, path } => write!(
+                    f,
+                    "{tool} not found: {variable} is `{}`, which is no file (set it to the \
+                     {tool} executable, or unset it to search the default places); {INSTALL_HINT}",
+                    path.display()
+                ),
+                ToolLookup::ToolsFolder(folder) => write!(
+                    f,
+                    "{tool} not found: GEMM_DSL_TOOLS is `{}`, which has no bin/{tool} (when \
+                     set, it is the only place searched); {INSTALL_HINT}",
+                    folder.display()
+                ),
+                ToolLookup::DefaultPlaces => write!(
+                    f,
+                    "{tool} not found in tools/bin, PATH or /usr/local/cuda/bin: {INSTALL_HINT}"
+                ),
+            },
+            SassError::ToolUnrunnable { tool, path, error } => {
+                write!(f, "cannot run {tool} at `{}`: {error}", path.display())
+            }
             SassError::ToolFailed { tool, log } => write!(f, "{tool} failed:\n{log}"),
             SassError::Io(error) => write!(f, "{error}"),
         }
@@ -50,24 +88,44 @@ impl From<std::io::Error> for SassError {
     }
 }
 
-/// Finds an NVIDIA tool (`ptxas` or `nvdisasm`).
+/// Finds an NVIDIA tool (`ptxas` or `nvdisasm`) in the places the module docs list.
 pub fn find_tool(tool: &'static str) -> Result<PathBuf, SassError> {
-    let env_key = format!("GEMM_DSL_{}", tool.to_uppercase());
-    if let Some(path) = std::env::var_os(&env_key) {
-        return Ok(PathBuf::from(path));
+    find_tool_with(tool, |variable| std::env::var_os(variable))
+}
+
+/// [`find_tool`] with the environment read through `var`.
+fn find_tool_with(
+    tool: &'static str,
+    var: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<PathBuf, SassError> {
+    let variable = format!("GEMM_DSL_{}", tool.to_uppercase());
+    // A path the user named is checked here, so a wrong one is reported as such rather than
+    // as the bare "No such file or directory" of starting it.
+    if let Some(path) = var(&variable).map(PathBuf::from) {
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(SassError::ToolMissing {
+                tool,
+                looked: ToolLookup::Variable { variable, path },
+            })
+        };
     }
     // An explicit tools folder is authoritative: nothing else is searched.
-    if let Some(dir) = std::env::var_os("GEMM_DSL_TOOLS") {
-        let candidate = PathBuf::from(dir).join("bin").join(tool);
+    if let Some(folder) = var("GEMM_DSL_TOOLS").map(PathBuf::from) {
+        let candidate = folder.join("bin").join(tool);
         return if candidate.is_file() {
             Ok(candidate)
         } else {
-            Err(SassError::ToolMissing { tool })
+            Err(SassError::ToolMissing {
+                tool,
+                looked: ToolLookup::ToolsFolder(folder),
+            })
         };
     }
     let mut folders: Vec<PathBuf> = Vec::new();
     folders.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/bin"));
-    if let Some(path) = std::env::var_os("PATH") {
+    if let Some(path) = var("PATH") {
         folders.extend(std::env::split_paths(&path));
     }
     folders.push(PathBuf::from("/usr/local/cuda/bin"));
@@ -75,7 +133,23 @@ pub fn find_tool(tool: &'static str) -> Result<PathBuf, SassError> {
         .into_iter()
         .map(|folder| folder.join(tool))
         .find(|candidate| candidate.is_file())
-        .ok_or(SassError::ToolMissing { tool })
+        .ok_or(SassError::ToolMissing {
+            tool,
+            looked: ToolLookup::DefaultPlaces,
+        })
+}
+
+/// Runs a found tool; failing to start it names the tool and its path.
+fn run_tool(
+    tool: &'static str,
+    path: &Path,
+    command: &mut Command,
+) -> Result<std::process::Output, SassError> {
+    command.output().map_err(|error| SassError::ToolUnrunnable {
+        tool,
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// What `ptxas -v` says about a kernel's resources.
@@ -168,13 +242,16 @@ pub fn assemble(ptx: &str, arch: &str) -> Result<Assembled, SassError> {
     let (ptx_path, cubin_path) = (scratch("ptx"), scratch("cubin"));
     let _cleanup = Scratch(vec![ptx_path.clone(), cubin_path.clone()]);
     std::fs::write(&ptx_path, ptx)?;
-    let output = Command::new(&ptxas)
-        .arg(format!("-arch={arch}"))
-        .arg("-v")
-        .arg(&ptx_path)
-        .arg("-o")
-        .arg(&cubin_path)
-        .output()?;
+    let output = run_tool(
+        "ptxas",
+        &ptxas,
+        Command::new(&ptxas)
+            .arg(format!("-arch={arch}"))
+            .arg("-v")
+            .arg(&ptx_path)
+            .arg("-o")
+            .arg(&cubin_path),
+    )?;
     let log = String::from_utf8_lossy(&output.stderr).into_owned()
         + &String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
@@ -193,7 +270,11 @@ pub fn disassemble(cubin: &[u8]) -> Result<String, SassError> {
     let path = scratch("cubin");
     let _cleanup = Scratch(vec![path.clone()]);
     std::fs::write(&path, cubin)?;
-    let output = Command::new(&nvdisasm).arg("-c").arg(&path).output()?;
+    let output = run_tool(
+        "nvdisasm",
+        &nvdisasm,
+        Command::new(&nvdisasm).arg("-c").arg(&path),
+    )?;
     if !output.status.success() {
         return Err(SassError::ToolFailed {
             tool: "nvdisasm",
@@ -621,6 +702,58 @@ mod tests {
         assert_eq!(
             mismatch.to_string(),
             "expected HGMMA in the SASS, found none; expected no FFMA in the SASS, found 1"
+        );
+    }
+
+    /// A missing tool's message says where it was looked for, and how to install it.
+    #[test]
+    fn a_missing_tool_names_the_place_it_was_looked_for() {
+        let named = |pairs: &'static [(&'static str, &'static str)]| {
+            move |variable: &str| {
+                pairs
+                    .iter()
+                    .find(|(name, _)| *name == variable)
+                    .map(|(_, value)| std::ffi::OsString::from(value))
+            }
+        };
+        let error = find_tool_with(
+            "ptxas",
+            named(&[
+                ("GEMM_DSL_PTXAS", "/nonexistent-gemm-dsl/ptxas"),
+                ("GEMM_DSL_TOOLS", "/also-unused"),
+            ]),
+        )
+        .unwrap_err();
+        let SassError::ToolMissing { tool, looked } = &error else {
+            panic!("{error}");
+        };
+        assert_eq!(*tool, "ptxas");
+        assert_eq!(
+            *looked,
+            ToolLookup::Variable {
+                variable: "GEMM_DSL_PTXAS".into(),
+                path: PathBuf::from("/nonexistent-gemm-dsl/ptxas"),
+            }
+        );
+        let message = error.to_string();
+        for needle in [
+            "GEMM_DSL_PTXAS is `/nonexistent-gemm-dsl/ptxas`, which is no file",
+            "scripts/install-tools",
+        ] {
+            assert!(message.contains(needle), "{message}");
+        }
+
+        let message = find_tool_with(
+            "nvdisasm",
+            named(&[("GEMM_DSL_TOOLS", "/nonexistent-gemm-dsl")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.starts_with(
+                "nvdisasm not found: GEMM_DSL_TOOLS is `/nonexistent-gemm-dsl`, which has no bin/nvdisasm"
+            ),
+            "{message}"
         );
     }
 

@@ -1,9 +1,8 @@
 //! `gemm-codegen`: emit, check, explain, disassemble and compare gemm-dsl kernels.
 //!
 //! SPEC arguments are the body of `gemm! { .. }` as one string, `@FILE` to read it from a
-//! file, or the name of a catalog spec. Exit codes: 0 success, 1 I/O or tool failure (or, for
-//! `sass`, SASS that breaks the spec's promise), 2 invalid spec (or bad arguments),
-//! 3 ptxas/nvdisasm not installed.
+//! file, or the name of a catalog spec. The exit statuses are `EXIT_CODES` below, which
+//! `--help` prints.
 
 use clap::{Parser, Subcommand};
 use gemm_codegen::catalog::{self, CATALOG, DEFAULT_SPEC};
@@ -13,16 +12,22 @@ use gemm_dsl::{Arch, ValidSpec};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+/// The exit statuses, as `--help` lists them.
+const EXIT_CODES: &str = "0 success; 1 an I/O or tool failure, or (sass) SASS that breaks the \
+     spec's promise; 2 an invalid spec or bad arguments; 3 ptxas or nvdisasm not installed; \
+     4 (pick) no kernel computes the problem";
+
 #[derive(Parser)]
 #[command(
     name = "gemm-codegen",
     version,
     about = "Generate and inspect gemm-dsl GEMM kernels",
-    after_help = "SPEC is one of:\n  \
-      - spec text: the body of `gemm! { .. }`, e.g. 'name: k, arch: sm_80, tile: 128x128x8'\n  \
+    after_help = format!("SPEC is one of:\n  \
+      - spec text: the body of `gemm! {{ .. }}`, e.g. 'name: k, arch: sm_80, tile: 128x128x8'\n  \
       - @FILE: the same text read from a file\n  \
       - a catalog name, e.g. simt_128x128x8_cp2 (`gemm-codegen catalog` lists them)\n\n\
-      Keys and values: the gemm-dsl crate docs (gemm-dsl/src/lib.rs)."
+      Keys and values: the gemm-dsl crate docs (gemm-dsl/src/lib.rs).\n\n\
+      Exit status: {EXIT_CODES}.")
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,12 +52,19 @@ enum Command {
         math_only: bool,
     },
     /// Validate a spec and print it with every default filled in.
-    Check { spec: String },
+    Check {
+        /// Spec text, @FILE, or a catalog name.
+        spec: String,
+    },
     /// Shared-memory ledger, register budget (with ptxas's numbers), occupancy, pipeline
     /// timeline and bank conflicts.
-    Explain { spec: String },
+    Explain {
+        /// Spec text, @FILE, or a catalog name.
+        spec: String,
+    },
     /// Assemble with ptxas, disassemble with nvdisasm, highlight the path-proving opcodes.
     Sass {
+        /// Spec text, @FILE, or a catalog name.
         spec: String,
         /// Assemble for another architecture than the spec's (e.g. sm_90).
         #[arg(long)]
@@ -65,7 +77,12 @@ enum Command {
         math_only: bool,
     },
     /// Unified diff of the PTX of two specs.
-    Diff { spec_a: String, spec_b: String },
+    Diff {
+        /// The spec on the diff's left (`-`) side: spec text, @FILE, or a catalog name.
+        spec_a: String,
+        /// The spec on the right (`+`) side.
+        spec_b: String,
+    },
     /// List the named specs and the kernel sets.
     Catalog,
     /// Pick the kernel for a problem from a kernel set with the cost model (no GPU): the first
@@ -74,7 +91,8 @@ enum Command {
     Pick {
         /// MxNxK, or BxMxNxK for a strided batch of B products.
         shape: String,
-        /// The target: picks the built-in set (sm_90a: the Hopper set; sm_80..sm_90: Ampere's).
+        /// The device: which kernels run there and the modelled board (sm_90 or sm_90a: the
+        /// Hopper set; sm_80 to sm_89: Ampere's).
         #[arg(long, default_value = "sm_90a")]
         arch: String,
         /// A's and B's element type.
@@ -107,6 +125,8 @@ enum Failure {
     SassViolated(String),
     InvalidSpec(String),
     ToolsMissing(String),
+    /// `pick`: no kernel of the set computes the problem (or no set serves the device).
+    NoKernel(String),
     /// Whoever read stdout stopped (`gemm-codegen sass .. | head`): nothing left to say.
     OutputClosed,
 }
@@ -148,6 +168,10 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::from(3)
         }
+        Err(Failure::NoKernel(rendered)) => {
+            eprint!("{rendered}");
+            ExitCode::from(4)
+        }
     }
 }
 
@@ -167,20 +191,11 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
             .all(|c| c.is_ascii_alphanumeric() || c == '_');
     if looks_like_a_name {
         // One word is no spec (a spec is `key: value` pairs): a catalog name, mistyped.
-        let closest = CATALOG
-            .iter()
-            .chain(catalog::FP8)
-            .map(|entry| {
-                (
-                    gemm_dsl::parse::edit_distance(argument, entry.name),
-                    entry.name,
-                )
-            })
-            .min();
-        let help = match closest {
-            Some((distance, name)) if distance <= 3 => format!("did you mean `{name}`?"),
-            _ => "see `gemm-codegen catalog` for the names, or write `key: value, ...`".into(),
-        };
+        let help = nearest_catalog_name(argument)
+            .map(|name| format!("did you mean `{name}`?"))
+            .unwrap_or_else(|| {
+                "see `gemm-codegen catalog` for the names, or write `key: value, ...`".into()
+            });
         return Err(Failure::InvalidSpec(format!(
             "error: `{argument}` is no catalog spec (and a spec is `key: value` pairs)\n  = help: {help}\n"
         )));
@@ -188,9 +203,66 @@ fn spec_source(argument: &str) -> Result<(String, String), Failure> {
     Ok((argument.to_string(), "<spec>".to_string()))
 }
 
+/// The catalog name a mistyped `name` most likely meant: the nearest, within 3 edits.
+fn nearest_catalog_name(name: &str) -> Option<&'static str> {
+    CATALOG
+        .iter()
+        .chain(catalog::FP8)
+        .map(|entry| (gemm_dsl::parse::edit_distance(name, entry.name), entry.name))
+        .min()
+        .filter(|&(distance, _)| distance <= 3)
+        .map(|(_, nearest)| nearest)
+}
+
 fn validate(argument: &str) -> Result<ValidSpec, Failure> {
     let (text, origin) = spec_source(argument)?;
     gemm_dsl::check_str(&text).map_err(|errors| Failure::InvalidSpec(errors.render(&text, &origin)))
+}
+
+/// Refuses, before ptxas runs, to assemble `valid`'s kernel for an `arch` that cannot run it:
+/// one whose limits the spec breaks (what `check` says of the spec with that arch), or one the
+/// kernel's PTX does not compile forward to.
+fn runs_on(valid: &ValidSpec, arch: Arch) -> Result<(), Failure> {
+    let target = valid.spec.arch;
+    if arch == target {
+        return Ok(());
+    }
+    let name = &valid.spec.name;
+    let mut moved = valid.spec.clone();
+    moved.arch = arch;
+    let text = moved.to_spec_text();
+    if let Err(errors) = gemm_dsl::check_str(&text) {
+        return Err(Failure::InvalidSpec(format!(
+            "error: `{name}` cannot run on {} (--arch): the spec with `arch: {}` fails its checks\n\n{}",
+            arch.name(),
+            arch.name(),
+            errors.render(&text, &format!("--arch {}", arch.name()))
+        )));
+    }
+    if !compiles_forward(target, arch) {
+        let help = if target.is_arch_specific() {
+            format!("--arch {}", target.name())
+        } else {
+            format!("--arch {} or newer", target.name())
+        };
+        return Err(Failure::InvalidSpec(format!(
+            "error: `{name}`'s PTX (.target {}) does not compile for {}: PTX compiles forward only, \
+             to its own architecture or a newer one (an `a` target to itself alone)\n  = help: {help}\n",
+            target.name(),
+            arch.name()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether PTX for `target` assembles for `arch`: forward to the same or a later compute
+/// capability, and architecture-specific PTX (`sm_90a`) for exactly its own target.
+fn compiles_forward(target: Arch, arch: Arch) -> bool {
+    if target.is_arch_specific() {
+        arch == target
+    } else {
+        arch.compute_capability() >= target.compute_capability()
+    }
 }
 
 fn write_out(text: &str, output: Option<&std::path::Path>) -> Result<(), Failure> {
@@ -255,19 +327,43 @@ fn pick(
         };
         problem = problem.with_leading_dims(lda, ldb, ldc);
     }
+    let cc = arch.compute_capability();
     let set = match set {
-        Some(name) => sets::find(name).ok_or_else(|| {
-            let names: Vec<&str> = sets::SETS.iter().map(|s| s.name).collect();
-            bad(format!(
-                "no kernel set named `{name}`; sets: {}",
-                names.join(", ")
-            ))
-        })?,
-        None => sets::for_device(arch.compute_capability(), dtype).ok_or_else(|| {
-            bad(format!(
-                "no built-in kernel set for {} on {}",
+        Some(name) => {
+            let set = sets::find(name).ok_or_else(|| {
+                let names: Vec<&str> = sets::SETS.iter().map(|s| s.name).collect();
+                bad(format!(
+                    "no kernel set named `{name}`; sets: {}",
+                    names.join(", ")
+                ))
+            })?;
+            // A pick for a device gives a kernel that runs on it, or none.
+            if let Some(why) = set.refuses(cc, dtype) {
+                let help = match sets::for_device(cc, dtype) {
+                    Some(fits) => format!(
+                        "--set {}, the set for {} on {} (what leaving --set out picks)",
+                        fits.name,
+                        dtype.name(),
+                        arch.name()
+                    ),
+                    None => format!("no set serves {} on {}", dtype.name(), arch.name()),
+                };
+                return Err(bad(format!("{why}\n  = help: {help}")));
+            }
+            set
+        }
+        None => sets::for_device(cc, dtype).ok_or_else(|| {
+            let serving: Vec<String> = sets::SETS
+                .iter()
+                .filter(|set| set.dtypes.contains(&dtype))
+                .map(|set| format!("`{}` runs on {}", set.name, set.runs_on))
+                .collect();
+            Failure::NoKernel(format!(
+                "error: no built-in kernel set for {} on {}\n  = note: sets for {}: {}\n",
                 dtype.name(),
-                arch.name()
+                arch.name(),
+                dtype.name(),
+                serving.join("; ")
             ))
         })?,
     };
@@ -280,16 +376,11 @@ fn pick(
         .map_err(|errors| Failure::InvalidSpec(errors.render(&specs.join("\n"), set.name)))?;
     let ranking = rank(&candidates, &problem, &device);
     let Some((best, estimate)) = ranking.best() else {
-        let refused: Vec<String> = ranking
-            .refused
-            .iter()
-            .filter(|(i, _)| candidates[*i].layout == layout)
-            .map(|(i, why)| format!("  {}: {why}", candidates[*i].name))
-            .collect();
-        return Err(Failure::InvalidSpec(format!(
-            "error: no kernel of set `{}` computes {problem}:\n{}\n",
-            set.name,
-            refused.join("\n")
+        return Err(Failure::NoKernel(refusal(
+            set,
+            dtype,
+            &candidates,
+            &ranking,
         )));
     };
     let chosen = gemm_dsl::check_str(&specs[*best]).expect("set members are valid");
@@ -303,10 +394,11 @@ fn pick(
         reasons(estimate, &problem)
     )?;
     writeln!(out, "# candidates, fastest predicted first:")?;
+    let width = candidates.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for (index, other) in &ranking.ranked {
         writeln!(
             out,
-            "#   {:<28} {:>9.1} us  {:>5.2}x  bound by {}",
+            "#   {:<width$} {:>9.1} us  {:>5.2}x  bound by {}",
             candidates[*index].name,
             other.seconds * 1e6,
             other.seconds / estimate.seconds,
@@ -315,10 +407,87 @@ fn pick(
     }
     for (index, why) in &ranking.refused {
         if candidates[*index].layout == layout {
-            writeln!(out, "#   {:<28} refused: {why}", candidates[*index].name)?;
+            writeln!(
+                out,
+                "#   {:<width$} refused: {why}",
+                candidates[*index].name
+            )?;
         }
     }
     Ok(())
+}
+
+/// Why no kernel of `set` computes the ranked problem, per member or, where every member has
+/// the same reason, once; then the flag that fixes it, where one does.
+fn refusal(
+    set: &gemm_codegen::pick::sets::KernelSet,
+    dtype: gemm_dsl::DType,
+    candidates: &[gemm_codegen::pick::Candidate],
+    ranking: &gemm_codegen::pick::Ranking,
+) -> String {
+    use gemm_codegen::pick::{sets::KernelSet, Remedy};
+    let problem = &ranking.problem;
+    let mut text = format!(
+        "error: no kernel of set `{}` computes {problem}:\n",
+        set.name
+    );
+    let in_layout: Vec<(&str, String)> = ranking
+        .refused
+        .iter()
+        .filter(|(i, _)| candidates[*i].layout == problem.layout)
+        .map(|(i, why)| (candidates[*i].name.as_str(), why.to_string()))
+        .collect();
+    match &in_layout[..] {
+        [] => {}
+        [(_, first), rest @ ..] if rest.iter().all(|(_, why)| why == first) => {
+            text.push_str(&format!("  every member: {first}\n"));
+        }
+        all => {
+            for (name, why) in all {
+                text.push_str(&format!("  {name}: {why}\n"));
+            }
+        }
+    }
+    match ranking.remedy(candidates) {
+        Some(Remedy::Layouts(layouts)) => {
+            let names: Vec<&str> = layouts.iter().map(|layout| layout.name()).collect();
+            let reason = KernelSet::layouts_reason(dtype)
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "  every member takes layout {} only{reason}\n",
+                names.join(" or ")
+            ));
+            let help: Vec<String> = layouts
+                .iter()
+                .map(|&layout| format!("--layout {} ({})", layout.name(), storage(layout)))
+                .collect();
+            text.push_str(&format!("  = help: {}\n", help.join(", or ")));
+        }
+        Some(Remedy::PaddedLines(padded)) => text.push_str(&format!(
+            "  = help: --lds {},{},{}: store the operands with lines padded to these leading \
+             dimensions\n",
+            padded.lda, padded.ldb, padded.ldc
+        )),
+        None => {}
+    }
+    text
+}
+
+/// How a layout stores A and B.
+fn storage(layout: gemm_dsl::Layout) -> String {
+    let order = |row_major: bool| {
+        if row_major {
+            "row-major"
+        } else {
+            "column-major"
+        }
+    };
+    format!(
+        "A {}, B {}",
+        order(layout.a_row_major()),
+        order(layout.b_row_major())
+    )
 }
 
 fn run(command: Command) -> Result<(), Failure> {
@@ -336,8 +505,11 @@ fn run(command: Command) -> Result<(), Failure> {
                 (Some(spec), _) => spec,
                 (None, Some(name)) => {
                     catalog::find(&name).ok_or_else(|| {
+                        let help = nearest_catalog_name(&name)
+                            .map(|nearest| format!("did you mean `{nearest}`?"))
+                            .unwrap_or_else(|| "see `gemm-codegen catalog` for the names".into());
                         Failure::InvalidSpec(format!(
-                            "error: no catalog spec named `{name}` (see `gemm-codegen catalog`)\n"
+                            "error: no catalog spec named `{name}`\n  = help: {help}\n"
                         ))
                     })?;
                     name
@@ -371,10 +543,6 @@ fn run(command: Command) -> Result<(), Failure> {
             let assembled = sass::assemble(emitted.ptx(), valid.spec.arch.name());
             let text = match &assembled {
                 Ok(assembled) => explain(&valid, Ok(&assembled.resources)),
-                Err(SassError::ToolMissing { tool }) => explain(
-                    &valid,
-                    Err(&format!("{tool} not installed: {}", sass::INSTALL_HINT)),
-                ),
                 Err(error) => explain(&valid, Err(&error.to_string())),
             };
             write!(out, "{text}")?;
@@ -398,6 +566,7 @@ fn run(command: Command) -> Result<(), Failure> {
                     })?,
                 None => valid.spec.arch,
             };
+            runs_on(&valid, arch)?;
             let (name, ptx, expected) = if math_only {
                 let probe = emit_math_only(&valid);
                 (
@@ -468,39 +637,75 @@ fn run(command: Command) -> Result<(), Failure> {
             sms,
             set.as_deref(),
         ),
-        Command::Catalog => {
-            for entry in CATALOG {
-                writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
-                writeln!(out, "{:<28} {}", "", entry.spec)?;
-            }
+        Command::Catalog => catalog_listing(&mut out),
+    }
+}
+
+/// `gemm-codegen catalog`: the named specs, the fp8 ones, then the kernel sets with their
+/// members, in one name column as wide as the longest name.
+fn catalog_listing(out: &mut impl Write) -> Result<(), Failure> {
+    use gemm_codegen::pick::sets::SETS;
+    let width = CATALOG
+        .iter()
+        .chain(catalog::FP8)
+        .map(|entry| entry.name.len())
+        .chain(SETS.iter().map(|set| set.name.len()))
+        .chain(
+            SETS.iter()
+                .flat_map(|set| set.members)
+                .map(|member| "  ".len() + member.name.len()),
+        )
+        .max()
+        .unwrap_or(0);
+    let entries = |out: &mut dyn Write, entries: &[catalog::CatalogSpec]| {
+        entries.iter().try_for_each(|entry| {
+            writeln!(out, "{:<width$} {}", entry.name, entry.summary)?;
+            writeln!(out, "{:<width$} {}", "", entry.spec)
+        })
+    };
+    entries(out, CATALOG)?;
+    writeln!(
+        out,
+        "\nfp8 kernels (e4m3 operands: load them as GemmKernel<E4m3, _>):"
+    )?;
+    entries(out, catalog::FP8)?;
+    writeln!(
+        out,
+        "\nkernel sets (`gemm-codegen pick --set NAME`), each in every layout:"
+    )?;
+    for set in SETS {
+        writeln!(out, "{:<width$} {}", set.name, set.about)?;
+        for member in set.members {
+            let plain_only = if member.fuses {
+                ""
+            } else {
+                " (no fused epilogue: it would spill)"
+            };
             writeln!(
                 out,
-                "\nfp8 kernels (e4m3 operands: load them as GemmKernel<E4m3, _>):"
+                "  {:<member_width$} {}{plain_only}: {}",
+                member.name,
+                member.role,
+                member.body,
+                member_width = width - 2
             )?;
-            for entry in catalog::FP8 {
-                writeln!(out, "{:<28} {}", entry.name, entry.summary)?;
-                writeln!(out, "{:<28} {}", "", entry.spec)?;
-            }
-            writeln!(
-                out,
-                "\nkernel sets (`gemm-codegen pick --set NAME`), each in every layout:"
-            )?;
-            for set in gemm_codegen::pick::sets::SETS {
-                writeln!(out, "{:<28} {}", set.name, set.about)?;
-                for member in set.members {
-                    let plain_only = if member.fuses {
-                        ""
-                    } else {
-                        " (no fused epilogue: it would spill)"
-                    };
-                    writeln!(
-                        out,
-                        "  {:<26} {}{plain_only}: {}",
-                        member.name, member.role, member.body
-                    )?;
-                }
-            }
-            Ok(())
         }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_compiles_forward_and_an_a_target_to_itself() {
+        assert!(compiles_forward(Arch::Sm80, Arch::Sm90));
+        assert!(compiles_forward(Arch::Sm86, Arch::Sm89));
+        assert!(compiles_forward(Arch::Sm90, Arch::Sm90a));
+        assert!(!compiles_forward(Arch::Sm86, Arch::Sm80));
+        assert!(!compiles_forward(Arch::Sm90, Arch::Sm89));
+        assert!(!compiles_forward(Arch::Sm90a, Arch::Sm90));
+        assert!(compiles_forward(Arch::Sm90a, Arch::Sm90a));
     }
 }

@@ -4,7 +4,7 @@
 use crate::plan::schedule::TileWalk;
 use crate::plan::{CpAsyncGroups, PlanCopy, Ring};
 use crate::sass::PtxasResources;
-use gemm_dsl::ValidSpec;
+use gemm_dsl::{Occupancy, ValidSpec};
 use std::fmt::Write;
 
 /// A persistent walk's bands and the order inside them ([`gemm_dsl::Schedule::band_order`]).
@@ -51,8 +51,36 @@ pub fn budgets(out: &mut String, valid: &ValidSpec, ptxas: Result<&PtxasResource
         }
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "{}", valid.occupancy);
+    occupancy(out, valid, ptxas.ok());
     let _ = writeln!(out);
+}
+
+/// Occupancy at the registers ptxas allocated, where it ran: the block is launched with those,
+/// not with the estimate. The validator's figure (from the estimate, or the `.maxnreg` split
+/// under `setmaxnreg`) is what `check` and the cost model use, so it follows where it differs.
+fn occupancy(out: &mut String, valid: &ValidSpec, ptxas: Option<&PtxasResources>) {
+    let Some(resources) = ptxas else {
+        let _ = writeln!(out, "{}", valid.occupancy);
+        return;
+    };
+    let assembled = Occupancy::compute(
+        valid.spec.arch,
+        valid.threads_per_block(),
+        resources.registers,
+        valid.smem.total(),
+    );
+    let _ = writeln!(
+        out,
+        "{assembled} at ptxas's {} registers/thread",
+        resources.registers
+    );
+    if assembled.blocks_per_sm != valid.occupancy.blocks_per_sm {
+        let _ = writeln!(
+            out,
+            "  the estimate gives {} block(s)/SM (what `check` and the cost model use)",
+            valid.occupancy.blocks_per_sm
+        );
+    }
 }
 
 /// The main loop as a table: which tile each step loads into which stage, which stage it
@@ -118,4 +146,40 @@ pub fn timeline(ring: &Ring<CpAsyncGroups>, copy: PlanCopy) -> String {
         "..."
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budgets_with(spec: &str, ptxas: Result<&PtxasResources, &str>) -> String {
+        let valid = gemm_dsl::check_str(spec).unwrap();
+        let mut out = String::new();
+        budgets(&mut out, &valid, ptxas);
+        out
+    }
+
+    /// 256 threads at ptxas's 128 registers take 32768 of the SM's 65536: two blocks, though
+    /// the estimate's 148 (152 allocated) leave room for one.
+    #[test]
+    fn occupancy_follows_the_registers_ptxas_allocated() {
+        let spec = "name: k, arch: sm_80, tile: 128x128x8, warps: 4x2, stages: 2, mma: fma";
+        let ptxas = PtxasResources {
+            registers: 128,
+            ..PtxasResources::default()
+        };
+        let text = budgets_with(spec, Ok(&ptxas));
+        assert!(
+            text.contains(
+                "occupancy: 2 block(s)/SM, 16 warps/SM (limited by registers) at ptxas's 128 registers/thread\n  the estimate gives 1 block(s)/SM"
+            ),
+            "{text}"
+        );
+        // Without ptxas, the estimate's figure alone.
+        let text = budgets_with(spec, Err("not run"));
+        assert!(
+            text.contains("occupancy: 1 block(s)/SM, 8 warps/SM (limited by registers)\n"),
+            "{text}"
+        );
+    }
 }

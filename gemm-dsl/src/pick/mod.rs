@@ -21,7 +21,10 @@
 //! The prediction is a ranking device, not a stopwatch: `gemm-bench --auto` measures the
 //! picks, and `gemm-bench tune` writes the measured best where the model is wrong.
 
+mod refusal;
 pub mod sets;
+
+pub use refusal::{Refusal, Remedy};
 
 use crate::abi::{CopyPath, LaunchShape, Operand};
 use crate::{Arch, DType, Layout, Mma, Schedule, StreamKSplit, Tail, ValidSpec};
@@ -383,49 +386,6 @@ impl Candidate {
             ),
         }
     }
-
-    /// Why this kernel cannot run `problem`, if it cannot: another layout, sizes its tiles do
-    /// not admit, or strides its copies cannot align to.
-    pub fn refuses(&self, problem: &Problem) -> Option<String> {
-        if self.layout != problem.layout {
-            return Some(format!("layout {}", self.layout.name()));
-        }
-        let shape = &self.launch;
-        if let Err(reason) =
-            shape.check_batched_dims(problem.m, problem.n, problem.k, problem.batch)
-        {
-            return Some(reason);
-        }
-        for (operand, element_bytes, align) in [
-            (
-                Operand::A,
-                shape.input_element_bytes,
-                shape.operand_align_bytes,
-            ),
-            (
-                Operand::B,
-                shape.input_element_bytes,
-                shape.operand_align_bytes,
-            ),
-            (
-                Operand::C,
-                shape.output_element_bytes,
-                shape.output_align_bytes,
-            ),
-        ] {
-            let (_, line) = shape.stored_dims(operand, problem.m, problem.n, problem.k);
-            let ld = problem.ld(operand);
-            if ld < line {
-                return Some(format!("{operand:?}'s leading dimension {ld} < {line}"));
-            }
-            if !(u64::from(ld) * u64::from(element_bytes)).is_multiple_of(u64::from(align.max(1))) {
-                return Some(format!(
-                    "{operand:?}'s lines ({ld} x {element_bytes} B) are not {align}-byte aligned"
-                ));
-            }
-        }
-        None
-    }
 }
 
 /// What bounds a prediction.
@@ -662,7 +622,7 @@ pub struct Ranking {
     /// Candidates that admit the problem, fastest first: (index into the candidates, estimate).
     pub ranked: Vec<(usize, Estimate)>,
     /// Candidates that cannot run it: (index, reason).
-    pub refused: Vec<(usize, String)>,
+    pub refused: Vec<(usize, Refusal)>,
 }
 
 impl Ranking {
@@ -677,7 +637,7 @@ pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
     let mut ranked = Vec::new();
     let mut refused = Vec::new();
     for (index, candidate) in candidates.iter().enumerate() {
-        match candidate.refuses(problem) {
+        match candidate.refusal(problem) {
             Some(reason) => refused.push((index, reason)),
             None => ranked.push((index, estimate(candidate, problem, device))),
         }

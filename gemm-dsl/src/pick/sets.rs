@@ -6,6 +6,7 @@
 //! compute partial edge tiles, and at least one admits every problem a launch accepts.
 
 use crate::{DType, Layout};
+use std::fmt;
 
 /// The compute capabilities (`major * 10 + minor`) a set's members run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +23,24 @@ impl RunsOn {
             RunsOn::Exactly(only) => cc == only,
             RunsOn::From(first) => cc >= first,
         }
+    }
+}
+
+impl fmt::Display for RunsOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RunsOn::Exactly(only) => write!(f, "compute capability {} only", Capability(only)),
+            RunsOn::From(first) => write!(f, "compute capability {} and newer", Capability(first)),
+        }
+    }
+}
+
+/// A compute capability `major * 10 + minor`, written `major.minor`.
+struct Capability(u32);
+
+impl fmt::Display for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0 / 10, self.0 % 10)
     }
 }
 
@@ -302,6 +321,29 @@ pub const LAYOUTS: [Layout; 4] = [
 ];
 
 impl KernelSet {
+    /// Why this set cannot serve inputs of `dtype` on a device of compute capability `cc`, if
+    /// it cannot: its members take other element types, or do not run there.
+    pub fn refuses(&self, cc: u32, dtype: DType) -> Option<String> {
+        if !self.dtypes.contains(&dtype) {
+            let names: Vec<&str> = self.dtypes.iter().map(|d| d.name()).collect();
+            return Some(format!(
+                "set `{}` takes {} inputs, not {}",
+                self.name,
+                names.join(" or "),
+                dtype.name()
+            ));
+        }
+        if !self.runs_on.admits(cc) {
+            return Some(format!(
+                "set `{}` runs on {}, not on {}",
+                self.name,
+                self.runs_on,
+                Capability(cc)
+            ));
+        }
+        None
+    }
+
     /// The full spec text of one member for inputs `dtype`, output `out` and `layout`.
     pub fn spec(&self, member: &SetMember, dtype: DType, out: DType, layout: Layout) -> String {
         let types = if out == dtype {
@@ -332,6 +374,13 @@ impl KernelSet {
         }
     }
 
+    /// Why a set's members take fewer than every layout for inputs `dtype`, where they do.
+    pub fn layouts_reason(dtype: DType) -> Option<&'static str> {
+        dtype
+            .is_fp8()
+            .then_some("the fp8 wgmma reads A and B K-major")
+    }
+
     /// Every member's spec in every layout it takes, for one pair of element types: what a
     /// picker over this set chooses among.
     pub fn specs(&self, dtype: DType, out: DType) -> Vec<String> {
@@ -353,5 +402,35 @@ impl KernelSet {
                     .map(move |member| self.spec(member, dtype, out, layout))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_refuses_devices_its_members_do_not_run_on_and_types_they_do_not_take() {
+        assert_eq!(
+            SM90_16BIT.refuses(80, DType::Bf16).as_deref(),
+            Some("set `sm90` runs on compute capability 9.0 only, not on 8.0")
+        );
+        assert_eq!(
+            SM80_F32.refuses(86, DType::Bf16).as_deref(),
+            Some("set `f32` takes f32 inputs, not bf16")
+        );
+        assert_eq!(SM80_16BIT.refuses(90, DType::F16), None);
+        assert_eq!(
+            SM80_16BIT.runs_on.to_string(),
+            "compute capability 8.0 and newer"
+        );
+        // The set a device gets is one it does not refuse.
+        for cc in [80, 86, 89, 90] {
+            for dtype in [DType::Bf16, DType::F16, DType::F32, DType::E4m3] {
+                if let Some(set) = for_device(cc, dtype) {
+                    assert_eq!(set.refuses(cc, dtype), None, "{} {cc}", set.name);
+                }
+            }
+        }
     }
 }
