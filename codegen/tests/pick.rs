@@ -5,7 +5,7 @@ use gemm_codegen::gemm_dsl::{DType, Layout};
 use gemm_codegen::pick::sets::{self, KernelSet};
 use gemm_codegen::pick::{rank, reasons, set_candidates, DeviceModel, Problem};
 
-const SHAPES: &str = include_str!("../../shapes/models.txt");
+const SHAPES: &str = include_str!("models.txt");
 
 /// The shape list with lines padded to 16 bytes, as `gemm-bench` lays them out.
 fn shapes(layout: Layout, element_bytes: u32) -> Vec<(Problem, String)> {
