@@ -32,7 +32,11 @@ fn column_major_note(order: StorageOrder) -> &'static str {
     }
 }
 
-#[derive(Debug)]
+/// What went wrong opening a device, loading a kernel, picking one or launching it.
+///
+/// Its `Debug` is its `Display` text (as `anyhow`'s errors do), so a `main` that returns
+/// `Result<(), Error>` prints the message and its numbers, not a variant's name: Rust prints
+/// a failed `main`'s error with `Debug`.
 pub enum Error {
     /// No CUDA driver library (`libcuda`) on this machine.
     NoDriver,
@@ -459,6 +463,12 @@ impl fmt::Display for Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -519,5 +529,37 @@ impl<T> DriverContext<T> for Result<T, DriverError> {
             action: action(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_writes_the_message_a_failed_main_shows() {
+        // Rust reports `main`'s `Err(error)` as `Error: {error:?}`.
+        let errors = [
+            Error::NoDriver,
+            Error::Driver {
+                action: "opening CUDA device 0".to_string(),
+                source: DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE),
+            },
+            Error::GridTooLarge {
+                axis: 'y',
+                blocks: 70000,
+                limit: 65535,
+            },
+        ];
+        for error in errors {
+            let debug = format!("{error:?}");
+            assert_eq!(debug, error.to_string());
+            assert_eq!(format!("{error:#?}"), debug);
+        }
+        let reported = format!("Error: {:?}", Error::NoDriver);
+        assert!(
+            reported.starts_with("Error: no CUDA driver found (libcuda could not be loaded)"),
+            "{reported}"
+        );
     }
 }
