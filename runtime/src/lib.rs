@@ -12,8 +12,6 @@
 //! - [`Matmul`] is the entry point that picks: one kernel set (built in for the device, or
 //!   the caller's `gemm!` kernels), a kernel per problem from a [`tune`] cache or the cost
 //!   model of [`gemm_dsl::pick`], each kernel loaded the first time it is picked.
-//! - [`verify`] measures a kernel against a float64 or cuBLAS reference on random normal
-//!   inputs from a seed; [`blas`] is cuBLAS for every element type.
 //!
 //! Emitting at run time is the default feature `emit` (`Matmul::new`, `new_fused`, `with_set`,
 //! `with_set_fused`, `GemmKernel::from_emitted`, `AnyKernel::from_emitted`): a crate that
@@ -21,19 +19,11 @@
 //! code generator. The picker and the SASS check need none ([`gemm_dsl::pick`],
 //! [`gemm_dsl::sass`]).
 //!
-//! Tools are features, so a crate that launches `gemm!` kernels compiles none of their
-//! dependencies:
-//! - `bench`: the `bench` module times kernels against cuBLAS and writes JSON / markdown / SVG
-//!   reports; the `probe` module runs a spec's main-loop math alone (emitted at run time), the
-//!   ceiling `gemm-bench --math-only` shows.
-//! - `cli`: the `gemm-bench` and `gemm-run` binaries (implies `bench`).
+//! Measuring is not here: checking kernels against float64 and cuBLAS, the benchmarks
+//! against cuBLAS and cuBLASLt, and the `gemm-bench` and `gemm-run` binaries are the
+//! workspace's `gemm-harness` crate, so a crate that launches kernels compiles no cuBLAS
+//! binding.
 
-#[cfg(feature = "bench")]
-pub mod bench;
-pub mod blas;
-pub mod blas_aux;
-pub mod blas_fp8;
-mod blas_lt;
 pub mod check;
 mod device;
 mod dispatch;
@@ -41,18 +31,11 @@ mod element;
 pub mod epilogue;
 mod error;
 pub mod fp8;
-#[cfg(feature = "bench")]
-pub mod fp8_bench;
-#[cfg(feature = "bench")]
-pub mod fused_bench;
 mod jit;
 mod kernel;
 mod matmul;
-#[cfg(feature = "bench")]
-pub mod probe;
 mod tensor_map;
 pub mod tune;
-pub mod verify;
 
 pub use check::{Batch, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};
