@@ -1,5 +1,28 @@
 //! gemm-dsl runtime: generated kernels on the GPU.
 //!
+//! ```no_run
+//! gemm_runtime::gemm! {
+//!     name: sgemm,
+//!     arch: sm_80,
+//!     dtype: f32,
+//!     tile: 128x128x8,
+//!     copy: cp_async,
+//! }
+//!
+//! fn main() -> Result<(), gemm_runtime::Error> {
+//!     let ctx = gemm_runtime::open_context(0)?;
+//!     let stream = ctx.default_stream();
+//!     let kernel = sgemm::load(&ctx)?; // JIT, shared-memory opt-in, SASS check in debug builds
+//!     let (m, n, k) = (1024, 1024, 1024);
+//!     let a = stream.clone_htod(&vec![1.0f32; (m * k) as usize]).expect("A");
+//!     let b = stream.clone_htod(&vec![0.5f32; (k * n) as usize]).expect("B");
+//!     let mut c = stream.alloc_zeros::<f32>((m * n) as usize).expect("C");
+//!     kernel.launch(&stream, &a, &b, &mut c, m, n, k)?; // sizes, strides, alignment checked
+//!     assert!(stream.clone_dtoh(&c).expect("C").iter().all(|&x| x == 512.0));
+//!     Ok(())
+//! }
+//! ```
+//!
 //! - [`GemmKernel::load`] compiles a kernel's PTX with the driver's JIT (its error log
 //!   surfaced on failure), checks the device's compute capability, opts into large dynamic
 //!   shared memory, and in debug builds checks the driver's SASS against the spec.
