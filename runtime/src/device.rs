@@ -1,4 +1,5 @@
-//! Opening a device and describing it for reports.
+//! Opening a device and describing it: what the picker's device model and the tuning cache's
+//! key are read from.
 
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys::{self, CUdevice_attribute};
@@ -20,7 +21,9 @@ pub fn open_context(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
     CudaContext::new(ordinal).during(|| format!("opening CUDA device {ordinal}"))
 }
 
-/// What a benchmark report says about the machine.
+/// The device as the runtime reads it: [`Matmul`](crate::Matmul) takes its device model
+/// ([`device_model`](crate::device_model)) and its tuning-cache key
+/// ([`device_key`](crate::device_key)) from these numbers; benchmark reports record them.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     pub name: String,

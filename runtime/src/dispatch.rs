@@ -6,18 +6,32 @@
 //! through [`with_kernel!`](crate::with_kernel):
 //!
 //! ```no_run
-//! # fn main() -> Result<(), gemm_runtime::Error> {
-//! use gemm_runtime::verify::verify;
-//! use gemm_runtime::{with_kernel, AnyKernel};
+//! use gemm_runtime::{with_kernel, AnyKernel, CudaStream, Element, Error, GemmKernel};
+//! use std::sync::Arc;
 //!
+//! /// One launch on zero-filled `n x n` operands, whatever the kernel's element types.
+//! fn on_zeros<In: Element, Out: Element>(
+//!     kernel: &GemmKernel<In, Out>,
+//!     stream: &Arc<CudaStream>,
+//!     n: u32,
+//! ) -> Result<Vec<Out>, Error> {
+//!     let len = (n * n) as usize;
+//!     let a = stream.alloc_zeros::<In>(len).expect("A");
+//!     let b = stream.alloc_zeros::<In>(len).expect("B");
+//!     let mut c = stream.alloc_zeros::<Out>(len).expect("C");
+//!     kernel.launch(stream, &a, &b, &mut c, n, n, n)?;
+//!     Ok(stream.clone_dtoh(&c).expect("C"))
+//! }
+//!
+//! # fn main() -> Result<(), Error> {
 //! let ctx = gemm_runtime::open_context(0)?;
 //! let stream = ctx.default_stream();
 //! let entry = gemm_codegen::catalog::CATALOG[0];
 //! let emitted = gemm_codegen::emit_str(entry.spec).expect("catalog specs are valid");
 //! let kernel = AnyKernel::from_emitted(&ctx, &emitted)?;
 //! // `typed` is a `&GemmKernel<In, Out>` with the kernel's own types in each arm.
-//! let report = with_kernel!(&kernel, typed => verify(typed, &stream, 512, 512, 512, 1)?);
-//! assert!(report.check(&kernel.types().tolerance(512, 512, 512)).is_ok());
+//! let zeros = with_kernel!(&kernel, typed => on_zeros(typed, &stream, 512)?.len());
+//! assert_eq!(zeros, 512 * 512);
 //! # Ok(())
 //! # }
 //! ```
@@ -139,7 +153,8 @@ impl AnyKernel {
 /// Runs `$body` with `$kernel` bound to the typed [`GemmKernel`] inside an [`AnyKernel`]: the
 /// body is compiled once per (input, output) pair, so it may call generic functions.
 ///
-/// `with_kernel!(&any, kernel => verify(kernel, &stream, m, n, k, seed))`
+/// `with_kernel!(&any, kernel => on_zeros(kernel, &stream, n))`, with `on_zeros` generic over
+/// the kernel's `In, Out`.
 #[macro_export]
 macro_rules! with_kernel {
     ($any:expr, $kernel:ident => $body:expr) => {

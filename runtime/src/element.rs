@@ -2,7 +2,6 @@
 
 use crate::error::Error;
 use crate::fp8::{E4m3, E5m2};
-use cudarc::cublas::sys::cudaDataType;
 use cudarc::driver::sys::CUtensorMapDataType;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 use gemm_dsl::abi::KernelInfo;
@@ -35,8 +34,6 @@ pub trait Element:
     const ALSO_STORES: &'static [&'static str];
     /// The same type as a value, for code that picks types at run time.
     const STORAGE: Storage;
-    /// cuBLAS's name for the type (the A/B/C types of `cublasGemmEx`).
-    const CUBLAS_TYPE: cudaDataType;
     /// The Tensor Memory Accelerator's name for the type (tensor maps over operands).
     const TENSOR_MAP_TYPE: CUtensorMapDataType;
 
@@ -59,7 +56,6 @@ impl Element for f32 {
     const NAME: &'static str = "f32";
     const BYTES: u32 = 4;
     const STORAGE: Storage = Storage::F32;
-    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_32F;
     const TENSOR_MAP_TYPE: CUtensorMapDataType =
         CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     const ALSO_STORES: &'static [&'static str] = &["tf32"];
@@ -82,7 +78,6 @@ impl Element for bf16 {
     const NAME: &'static str = "bf16";
     const BYTES: u32 = 2;
     const STORAGE: Storage = Storage::Bf16;
-    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_16BF;
     const TENSOR_MAP_TYPE: CUtensorMapDataType =
         CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const ALSO_STORES: &'static [&'static str] = &[];
@@ -105,7 +100,6 @@ impl Element for f16 {
     const NAME: &'static str = "f16";
     const BYTES: u32 = 2;
     const STORAGE: Storage = Storage::F16;
-    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_16F;
     const TENSOR_MAP_TYPE: CUtensorMapDataType =
         CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     const ALSO_STORES: &'static [&'static str] = &[];
@@ -131,7 +125,6 @@ impl Element for E4m3 {
     const NAME: &'static str = "e4m3";
     const BYTES: u32 = 1;
     const STORAGE: Storage = Storage::E4m3;
-    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_8F_E4M3;
     const TENSOR_MAP_TYPE: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8;
     const ALSO_STORES: &'static [&'static str] = &[];
 
@@ -153,7 +146,6 @@ impl Element for E5m2 {
     const NAME: &'static str = "e5m2";
     const BYTES: u32 = 1;
     const STORAGE: Storage = Storage::E5m2;
-    const CUBLAS_TYPE: cudaDataType = cudaDataType::CUDA_R_8F_E5M2;
     const TENSOR_MAP_TYPE: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8;
     const ALSO_STORES: &'static [&'static str] = &[];
 

@@ -5,7 +5,7 @@
 //! factor the kernel does not apply, a C-in or bias it does not read (or one it reads and was
 //! not given), a bias of another element type, and buffers too short for the problem are
 //! errors that name the numbers. [`FusedSpec::apply`] is the same math in float64, what
-//! [`crate::verify`] measures kernels against.
+//! the harness (`gemm-harness`) measures kernels against.
 //!
 //! [`GemmKernel::launch_fused`]: crate::GemmKernel::launch_fused
 

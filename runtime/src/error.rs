@@ -1,6 +1,5 @@
 //! Everything that can go wrong between a [`KernelInfo`](crate::KernelInfo) and a finished launch.
 
-use cudarc::cublas::result::CublasError;
 use cudarc::driver::DriverError;
 use gemm_dsl::sass::{SassError, SassMismatch};
 use std::fmt;
@@ -32,16 +31,16 @@ fn column_major_note(order: StorageOrder) -> &'static str {
     }
 }
 
-#[derive(Debug)]
+/// What went wrong opening a device, loading a kernel, picking one or launching it.
+///
+/// Its `Debug` is its `Display` text (as `anyhow`'s errors do), so a `main` that returns
+/// `Result<(), Error>` prints the message and its numbers, not a variant's name: Rust prints
+/// a failed `main`'s error with `Debug`.
 pub enum Error {
     /// No CUDA driver library (`libcuda`) on this machine.
     NoDriver,
     /// A driver call failed; `action` says which call and on what.
     Driver { action: String, source: DriverError },
-    /// A cuBLAS call failed.
-    Cublas { action: String, source: CublasError },
-    /// The cuBLAS library (`libcublas`, with its `libcublasLt`) could not be loaded.
-    NoCublas,
     /// The driver rejected the PTX; `log` is the JIT compiler's error log.
     Jit {
         kernel: String,
@@ -103,14 +102,6 @@ pub enum Error {
         ld: u32,
         row_len: u32,
     },
-    /// A matrix that should be packed `rows x cols` (a [`Problem`](crate::verify::Problem)'s
-    /// A or B, a reference result) holding another number of elements.
-    PackedSize {
-        what: &'static str,
-        len: usize,
-        rows: u32,
-        cols: u32,
-    },
     /// A buffer shorter than `(rows - 1) * ld + cols` elements.
     BufferTooSmall {
         operand: Operand,
@@ -158,8 +149,6 @@ pub enum Error {
         stride: u64,
         matrix: u64,
     },
-    /// A math-only probe launch with no work or too small an output buffer.
-    ProbeLaunch { kernel: String, reason: String },
     /// A buffer or stream belongs to another CUDA context than the kernel.
     ContextMismatch { what: String },
     /// Getting the SASS failed (nvdisasm missing or failing).
@@ -182,10 +171,6 @@ pub enum Error {
     /// The fused epilogue's arguments do not match the kernel's spec, or a buffer is too
     /// short or misaligned (see [`crate::epilogue`]).
     EpilogueArguments { kernel: String, problem: String },
-    /// A baseline library other than cuBLAS (cuBLASLt, NVRTC) failed.
-    Baseline { action: String, reason: String },
-    /// A benchmark could not take its times as its method says.
-    Timing(String),
 }
 
 impl fmt::Display for Error {
@@ -197,12 +182,6 @@ impl fmt::Display for Error {
             Error::Driver { action, source } => {
                 write!(f, "{action} failed: {}", describe_driver_error(source))
             }
-            Error::Cublas { action, source } => write!(f, "{action} failed: {source:?}"),
-            Error::NoCublas => write!(
-                f,
-                "no cuBLAS found ({CUBLAS_LIBRARY} could not be loaded); install it (CUDA toolkit, \
-                 or the nvidia-cublas wheel) and add its folder to {LIBRARY_PATH_VARIABLE}"
-            ),
             Error::Jit { kernel, source, log } => write!(
                 f,
                 "the driver rejected the PTX of `{kernel}` ({}); JIT log:\n{}",
@@ -276,8 +255,6 @@ impl fmt::Display for Error {
                 write!(f, "no kernel of the set computes {problem}:\n{refused}")
             }
             Error::TuneCache { path, reason } => write!(f, "tuning cache {path}: {reason}"),
-            Error::Baseline { action, reason } => write!(f, "{action} failed: {reason}"),
-            Error::Timing(reason) => write!(f, "timing failed: {reason}"),
             Error::EpilogueArguments { kernel, problem } => {
                 write!(f, "the epilogue arguments of `{kernel}`: {problem}")
             }
@@ -288,7 +265,6 @@ impl fmt::Display for Error {
             Error::SpecText { kernel, errors } => {
                 write!(f, "`{kernel}`'s spec text does not parse:\n{errors}")
             }
-            Error::ProbeLaunch { kernel, reason } => write!(f, "cannot launch `{kernel}`: {reason}"),
             Error::Dims { m, n, k, reason } => {
                 write!(f, "cannot compute M x N x K = {m} x {n} x {k}: {reason}")
             }
@@ -311,16 +287,6 @@ impl fmt::Display for Error {
                 operand.to_string().to_lowercase(),
                 order.line(),
                 column_major_note(*order)
-            ),
-            Error::PackedSize {
-                what,
-                len,
-                rows,
-                cols,
-            } => write!(
-                f,
-                "{what} holds {len} elements, but a packed {rows} x {cols} matrix has {}",
-                u64::from(*rows) * u64::from(*cols)
             ),
             Error::BufferTooSmall {
                 operand,
@@ -459,11 +425,16 @@ impl fmt::Display for Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Driver { source, .. } | Error::Jit { source, .. } => Some(source),
-            Error::Cublas { source, .. } => Some(source),
             Error::Sass(error) => Some(error),
             Error::SassMismatch { mismatch, .. } => Some(mismatch),
             _ => None,
@@ -476,18 +447,6 @@ impl From<SassError> for Error {
         Error::Sass(error)
     }
 }
-
-/// The library file cuBLAS calls load, as the loader looks for it.
-#[cfg(windows)]
-const CUBLAS_LIBRARY: &str = "cublas64_*.dll";
-#[cfg(not(windows))]
-const CUBLAS_LIBRARY: &str = "libcublas.so";
-
-/// Where the loader looks for libraries besides the system's folders.
-#[cfg(windows)]
-const LIBRARY_PATH_VARIABLE: &str = "PATH";
-#[cfg(not(windows))]
-const LIBRARY_PATH_VARIABLE: &str = "LD_LIBRARY_PATH";
 
 /// `"9.0"` for 90.
 fn cc_name(cc: u32) -> String {
@@ -519,5 +478,37 @@ impl<T> DriverContext<T> for Result<T, DriverError> {
             action: action(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_writes_the_message_a_failed_main_shows() {
+        // Rust reports `main`'s `Err(error)` as `Error: {error:?}`.
+        let errors = [
+            Error::NoDriver,
+            Error::Driver {
+                action: "opening CUDA device 0".to_string(),
+                source: DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE),
+            },
+            Error::GridTooLarge {
+                axis: 'y',
+                blocks: 70000,
+                limit: 65535,
+            },
+        ];
+        for error in errors {
+            let debug = format!("{error:?}");
+            assert_eq!(debug, error.to_string());
+            assert_eq!(format!("{error:#?}"), debug);
+        }
+        let reported = format!("Error: {:?}", Error::NoDriver);
+        assert!(
+            reported.starts_with("Error: no CUDA driver found (libcuda could not be loaded)"),
+            "{reported}"
+        );
     }
 }

@@ -1,5 +1,28 @@
 //! gemm-dsl runtime: generated kernels on the GPU.
 //!
+//! ```no_run
+//! gemm_runtime::gemm! {
+//!     name: sgemm,
+//!     arch: sm_80,
+//!     dtype: f32,
+//!     tile: 128x128x8,
+//!     copy: cp_async,
+//! }
+//!
+//! fn main() -> Result<(), gemm_runtime::Error> {
+//!     let ctx = gemm_runtime::open_context(0)?;
+//!     let stream = ctx.default_stream();
+//!     let kernel = sgemm::load(&ctx)?; // JIT, shared-memory opt-in, SASS check in debug builds
+//!     let (m, n, k) = (1024, 1024, 1024);
+//!     let a = stream.clone_htod(&vec![1.0f32; (m * k) as usize]).expect("A");
+//!     let b = stream.clone_htod(&vec![0.5f32; (k * n) as usize]).expect("B");
+//!     let mut c = stream.alloc_zeros::<f32>((m * n) as usize).expect("C");
+//!     kernel.launch(&stream, &a, &b, &mut c, m, n, k)?; // sizes, strides, alignment checked
+//!     assert!(stream.clone_dtoh(&c).expect("C").iter().all(|&x| x == 512.0));
+//!     Ok(())
+//! }
+//! ```
+//!
 //! - [`GemmKernel::load`] compiles a kernel's PTX with the driver's JIT (its error log
 //!   surfaced on failure), checks the device's compute capability, opts into large dynamic
 //!   shared memory, and in debug builds checks the driver's SASS against the spec.
@@ -12,8 +35,6 @@
 //! - [`Matmul`] is the entry point that picks: one kernel set (built in for the device, or
 //!   the caller's `gemm!` kernels), a kernel per problem from a [`tune`] cache or the cost
 //!   model of [`gemm_dsl::pick`], each kernel loaded the first time it is picked.
-//! - [`verify`] measures a kernel against a float64 or cuBLAS reference on random normal
-//!   inputs from a seed; [`blas`] is cuBLAS for every element type.
 //!
 //! Emitting at run time is the default feature `emit` (`Matmul::new`, `new_fused`, `with_set`,
 //! `with_set_fused`, `GemmKernel::from_emitted`, `AnyKernel::from_emitted`): a crate that
@@ -21,19 +42,11 @@
 //! code generator. The picker and the SASS check need none ([`gemm_dsl::pick`],
 //! [`gemm_dsl::sass`]).
 //!
-//! Tools are features, so a crate that launches `gemm!` kernels compiles none of their
-//! dependencies:
-//! - `bench`: the `bench` module times kernels against cuBLAS and writes JSON / markdown / SVG
-//!   reports; the `probe` module runs a spec's main-loop math alone (emitted at run time), the
-//!   ceiling `gemm-bench --math-only` shows.
-//! - `cli`: the `gemm-bench` and `gemm-run` binaries (implies `bench`).
+//! Measuring is not here: checking kernels against float64 and cuBLAS, the benchmarks
+//! against cuBLAS and cuBLASLt, and the `gemm-bench` and `gemm-run` binaries are the
+//! workspace's `gemm-harness` crate, so a crate that launches kernels compiles no cuBLAS
+//! binding.
 
-#[cfg(feature = "bench")]
-pub mod bench;
-pub mod blas;
-pub mod blas_aux;
-pub mod blas_fp8;
-mod blas_lt;
 pub mod check;
 mod device;
 mod dispatch;
@@ -41,18 +54,11 @@ mod element;
 pub mod epilogue;
 mod error;
 pub mod fp8;
-#[cfg(feature = "bench")]
-pub mod fp8_bench;
-#[cfg(feature = "bench")]
-pub mod fused_bench;
 mod jit;
 mod kernel;
 mod matmul;
-#[cfg(feature = "bench")]
-pub mod probe;
 mod tensor_map;
 pub mod tune;
-pub mod verify;
 
 pub use check::{Batch, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};

@@ -1,11 +1,11 @@
 //! The tuning cache: which kernel of a set measured fastest per problem, on which device.
 //!
-//! `gemm-bench --tune-out FILE` times every kernel of a set per shape (each checked first)
-//! and writes the fastest here; a [`Matmul`](crate::Matmul) reads the file from an explicit
-//! path or from `GEMM_DSL_TUNE_CACHE` and trusts an entry only where its device (name, SM
-//! count, driver) and the kernel's spec (name and a hash of its text) are the ones in hand.
-//! Entries that do not match are ignored and listed ([`TuneCache::ignored`]); a problem with
-//! no entry falls back to the cost model.
+//! `gemm-bench --tune-out FILE` (in the `gemm-harness` crate) times every kernel of a set per
+//! shape (each checked first) and writes the fastest here; a [`Matmul`](crate::Matmul) reads
+//! the file from an explicit path or from `GEMM_DSL_TUNE_CACHE` and trusts an entry only where
+//! its device (name, SM count, driver) and the kernel's spec (name and a hash of its text) are
+//! the ones in hand. Entries that do not match are ignored and listed ([`TuneCache::ignored`]);
+//! a problem with no entry falls back to the cost model.
 
 use crate::error::Error;
 use gemm_dsl::pick::Problem;

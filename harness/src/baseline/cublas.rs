@@ -3,15 +3,18 @@
 //! cuBLAS is column-major: a row-major matrix is its transpose in column-major, so row-major
 //! `C = A·B` is computed as `Cᵀ = Bᵀ·Aᵀ`, with the operands swapped and m and n exchanged.
 
-use crate::check::{elements_needed, Batch, LeadingDims};
-use crate::element::{Element, KernelTypes, Storage};
-use crate::error::{Error, Operand};
+use crate::error::Error;
 use cudarc::cublas::result as cublas;
-use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t};
+use cudarc::cublas::sys::{
+    cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t, cudaDataType,
+};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::StorageOrder;
 use gemm_dsl::DType;
+use gemm_runtime::check::{elements_needed, Batch, LeadingDims};
+use gemm_runtime::Operand;
+use gemm_runtime::{Element, KernelTypes, Storage};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -31,7 +34,7 @@ impl CublasGemm {
     /// What a kernel of these types is timed against: the same inputs and output, f32
     /// accumulation, and for tf32 kernels cuBLAS's tf32 tensor-core path. `None` for fp8
     /// inputs, which cuBLAS's GemmEx does not take: their baseline is cuBLASLt's fp8 GEMM
-    /// ([`crate::blas_fp8`]).
+    /// ([`crate::baseline::fp8`]).
     pub fn baseline(types: KernelTypes) -> Option<CublasGemm> {
         match types.dtype() {
             DType::F32 => Some(CublasGemm::Sgemm),
@@ -136,6 +139,17 @@ impl CublasGemm {
     }
 }
 
+/// cuBLAS's name for an element type (the A/B/C types of `cublasGemmEx`).
+pub fn cuda_type(storage: Storage) -> cudaDataType {
+    match storage {
+        Storage::F32 => cudaDataType::CUDA_R_32F,
+        Storage::Bf16 => cudaDataType::CUDA_R_16BF,
+        Storage::F16 => cudaDataType::CUDA_R_16F,
+        Storage::E4m3 => cudaDataType::CUDA_R_8F_E4M3,
+        Storage::E5m2 => cudaDataType::CUDA_R_8F_E5M2,
+    }
+}
+
 /// fp8 values as bf16, exactly: e4m3's 3 and e5m2's 2 mantissa bits fit in bf16's 7, their
 /// exponents (2^-9 to 2^8, 2^-16 to 2^15) in its 8 bits. cuBLAS's reference GEMM takes these.
 pub fn widen_fp8<In: Element>(values: &[In]) -> Vec<half::bf16> {
@@ -191,7 +205,7 @@ impl Cublas {
     /// stream.
     ///
     /// Panics if `In`/`Out` are not `gemm`'s types, a mistake of the calling code; a buffer
-    /// shorter than its packed matrix is an [`Error::BufferTooSmall`].
+    /// shorter than its packed matrix is a [`gemm_runtime::Error::BufferTooSmall`].
     #[allow(clippy::too_many_arguments)]
     pub fn gemm<In, Out, A, B, C>(
         &self,
@@ -216,7 +230,7 @@ impl Cublas {
     /// `batch.count` row-major products `C_i = A_i·B_i` in one cuBLAS call
     /// (`cublasSgemmStridedBatched` / `cublasGemmStridedBatchedEx`): matrix `i` of each
     /// operand starts `i · stride` elements into its buffer, rows `lds` apart. The buffers
-    /// must hold the last matrix, like [`GemmKernel::launch_strided_batched`](crate::GemmKernel::launch_strided_batched)'s.
+    /// must hold the last matrix, like [`GemmKernel::launch_strided_batched`](gemm_runtime::GemmKernel::launch_strided_batched)'s.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_strided_batched<In, Out, A, B, C>(
         &self,
@@ -237,10 +251,10 @@ impl Cublas {
     {
         assert_types::<In, Out>(gemm);
         if batch.count == 0 || batch.count > i32::MAX as u32 {
-            return Err(Error::BatchCount {
+            return Err(Error::Runtime(gemm_runtime::Error::BatchCount {
                 count: batch.count,
                 limit: i32::MAX as u32,
-            });
+            }));
         }
         for (operand, len, rows, cols, ld) in [
             (Operand::A, a.len(), m, k, lds.lda),
@@ -255,14 +269,14 @@ impl Cublas {
                 .and_then(|start| start.checked_add(matrix))
                 .unwrap_or(u64::MAX);
             if (len as u64) < needed {
-                return Err(Error::BatchBufferTooSmall {
+                return Err(Error::Runtime(gemm_runtime::Error::BatchBufferTooSmall {
                     operand,
                     len,
                     needed,
                     count: batch.count,
                     stride,
                     matrix,
-                });
+                }));
             }
         }
         self.enqueue(gemm, a, b, c, (m, n, k), lds, Some(batch), || {
@@ -305,7 +319,7 @@ impl Cublas {
             check_row_stride(operand, ld, cols)?;
             let needed = elements_needed(rows, cols, ld);
             if (len as u64) < needed {
-                return Err(Error::BufferTooSmall {
+                return Err(Error::Runtime(gemm_runtime::Error::BufferTooSmall {
                     order: StorageOrder::RowMajor,
                     operand,
                     len,
@@ -313,7 +327,7 @@ impl Cublas {
                     rows,
                     cols,
                     ld,
-                });
+                }));
             }
         }
         let lds = LeadingDims { lda, ldb, ldc };
@@ -345,13 +359,12 @@ impl Cublas {
         C: DevicePtrMut<Out>,
     {
         let stream = &self.stream;
-        stream
-            .context()
-            .bind_to_thread()
-            .map_err(|source| Error::Driver {
+        stream.context().bind_to_thread().map_err(|source| {
+            Error::Runtime(gemm_runtime::Error::Driver {
                 action: "binding the CUDA context".to_string(),
                 source,
-            })?;
+            })
+        })?;
         // The guards order these accesses after earlier work on other streams, and later work
         // after this call; they drop when the call is enqueued.
         let (a_ptr, _a_done) = a.device_ptr(stream);
@@ -412,14 +425,14 @@ impl Cublas {
                     k,
                     (&alpha as *const f32).cast::<c_void>(),
                     b_ptr as *const c_void,
-                    In::CUBLAS_TYPE,
+                    cuda_type(In::STORAGE),
                     ldb,
                     a_ptr as *const c_void,
-                    In::CUBLAS_TYPE,
+                    cuda_type(In::STORAGE),
                     lda,
                     (&beta as *const f32).cast::<c_void>(),
                     c_ptr as *mut c_void,
-                    Out::CUBLAS_TYPE,
+                    cuda_type(Out::STORAGE),
                     ldc,
                     gemm.compute_type(),
                     cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
@@ -434,16 +447,16 @@ impl Cublas {
                         k,
                         (&alpha as *const f32).cast::<c_void>(),
                         b_ptr as *const c_void,
-                        In::CUBLAS_TYPE,
+                        cuda_type(In::STORAGE),
                         ldb,
                         batch.stride_b as i64,
                         a_ptr as *const c_void,
-                        In::CUBLAS_TYPE,
+                        cuda_type(In::STORAGE),
                         lda,
                         batch.stride_a as i64,
                         (&beta as *const f32).cast::<c_void>(),
                         c_ptr as *mut c_void,
-                        Out::CUBLAS_TYPE,
+                        cuda_type(Out::STORAGE),
                         ldc,
                         batch.stride_c as i64,
                         batch.count as i32,
@@ -475,12 +488,12 @@ fn assert_types<In: Element, Out: Element>(gemm: CublasGemm) {
 /// A row-major operand's row stride must cover its row.
 fn check_row_stride(operand: Operand, ld: u32, row_len: u32) -> Result<(), Error> {
     if ld < row_len {
-        return Err(Error::LeadingDimTooSmall {
+        return Err(Error::Runtime(gemm_runtime::Error::LeadingDimTooSmall {
             order: StorageOrder::RowMajor,
             operand,
             ld,
             row_len,
-        });
+        }));
     }
     Ok(())
 }
@@ -488,7 +501,6 @@ fn check_row_stride(operand: Operand, ld: u32, row_len: u32) -> Result<(), Error
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cudarc::cublas::sys::cudaDataType;
 
     fn types(dtype: DType, out: DType) -> KernelTypes {
         KernelTypes::new(dtype, out).unwrap()
@@ -561,13 +573,20 @@ mod tests {
             assert_ne!(reference, CublasGemm::GemmExTf32);
         }
         assert_eq!(
-            <half::bf16 as Element>::CUBLAS_TYPE,
+            cuda_type(<half::bf16 as Element>::STORAGE),
             cudaDataType::CUDA_R_16BF
         );
         assert_eq!(
-            <half::f16 as Element>::CUBLAS_TYPE,
+            cuda_type(<half::f16 as Element>::STORAGE),
             cudaDataType::CUDA_R_16F
         );
-        assert_eq!(<f32 as Element>::CUBLAS_TYPE, cudaDataType::CUDA_R_32F);
+        assert_eq!(
+            cuda_type(<f32 as Element>::STORAGE),
+            cudaDataType::CUDA_R_32F
+        );
+        assert_eq!(
+            cuda_type(<gemm_runtime::fp8::E4m3 as Element>::STORAGE),
+            cudaDataType::CUDA_R_8F_E4M3
+        );
     }
 }

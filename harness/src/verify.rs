@@ -1,16 +1,16 @@
 //! Correctness of a kernel against a reference: fresh random normal inputs from a seed, a
 //! poisoned output, and the error measured in float64.
 
-use crate::blas::{Cublas, CublasGemm};
-use crate::check::{Batch, LeadingDims};
-use crate::element::{Element, KernelTypes};
-use crate::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
-use crate::error::Operand;
+use crate::baseline::cublas::{Cublas, CublasGemm};
 use crate::error::{DriverContext, Error};
-use crate::kernel::GemmKernel;
 use cudarc::driver::CudaStream;
 use gemm_dsl::abi::{LaunchShape, StorageOrder};
 use gemm_dsl::{Aux, BiasAlong, DType, Quant};
+use gemm_runtime::check::{Batch, LeadingDims};
+use gemm_runtime::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
+use gemm_runtime::GemmKernel;
+use gemm_runtime::Operand;
+use gemm_runtime::{Element, KernelTypes};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -395,6 +395,12 @@ impl Tolerance {
             }
         }
     }
+
+    /// The error bounds a correct kernel of these types meets on an `m x n x k` problem
+    /// (against float64): [`Tolerance::for_types`].
+    pub fn for_kernel(types: KernelTypes, m: u32, n: u32, k: u32) -> Tolerance {
+        Tolerance::for_types(types.dtype(), types.out(), u64::from(m) * u64::from(n), k)
+    }
 }
 
 /// The largest block scale [`verify_fused_batch`] draws for a `quant: block` kernel (and 1 over
@@ -409,14 +415,6 @@ pub const FP8_REL_PER_4096: f64 = 6e-3;
 /// its tight bound: over 64 elements the error's and C's norms each average enough terms that
 /// their ratio stays within 2x of its mean (F(64, 64) passes 4 with odds below 1e-8).
 pub const FROBENIUS_MIN_OUTPUTS: u64 = 64;
-
-impl KernelTypes {
-    /// The error bounds a correct kernel of these types meets on an `m x n x k` problem
-    /// (against float64): [`Tolerance::for_types`].
-    pub fn tolerance(self, m: u32, n: u32, k: u32) -> Tolerance {
-        Tolerance::for_types(self.dtype(), self.out(), u64::from(m) * u64::from(n), k)
-    }
-}
 
 impl ErrorReport {
     /// `Err` with every broken bound, or `Ok` if all hold. NaNs break every bound.
@@ -516,19 +514,19 @@ pub fn compare<Out: Element>(
 ) -> Result<ErrorReport, Error> {
     require_packed("the reference", reference.len(), m, n)?;
     if ldc < n {
-        return Err(Error::LeadingDimTooSmall {
+        return Err(Error::Runtime(gemm_runtime::Error::LeadingDimTooSmall {
             order: StorageOrder::RowMajor,
             operand: Operand::C,
             ld: ldc,
             row_len: n,
-        });
+        }));
     }
     let needed = match m {
         0 => 0,
         m => u64::from(m - 1) * u64::from(ldc) + u64::from(n),
     };
     if (c.len() as u64) < needed {
-        return Err(Error::BufferTooSmall {
+        return Err(Error::Runtime(gemm_runtime::Error::BufferTooSmall {
             order: StorageOrder::RowMajor,
             operand: Operand::C,
             len: c.len(),
@@ -536,7 +534,7 @@ pub fn compare<Out: Element>(
             rows: m,
             cols: n,
             ld: ldc,
-        });
+        }));
     }
     let (m, n, ldc) = (m as usize, n as usize, ldc as usize);
     let (mut max_abs, mut error_sq, mut reference_sq, mut unwritten) = (0.0f64, 0.0, 0.0, 0);
@@ -726,15 +724,15 @@ pub fn cublas_reference<In: Element, InB: Element>(
                 .clone_htod(&values)
                 .during(|| format!("copying {what}, widened to bf16, to the device"))
         };
-        let a = widened(crate::blas::widen_fp8(&problem.a), "A")?;
-        let b = widened(crate::blas::widen_fp8(&problem.b), "B")?;
+        let a = widened(crate::baseline::cublas::widen_fp8(&problem.a), "A")?;
+        let b = widened(crate::baseline::cublas::widen_fp8(&problem.b), "B")?;
         blas.gemm(reference, &a, &b, &mut c, m, n, k)?;
     } else if InB::STORAGE != In::STORAGE {
-        return Err(Error::UnsupportedTypes {
+        return Err(Error::Runtime(gemm_runtime::Error::UnsupportedTypes {
             kernel: "the cuBLAS reference".to_string(),
             dtype: format!("{}x{}", In::NAME, InB::NAME),
             out: "f32".to_string(),
-        });
+        }));
     } else {
         let a = stream
             .clone_htod(&problem.a)
@@ -1060,10 +1058,10 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
     case: &FusedCase,
 ) -> Result<BatchReport, Error> {
     if batch.count == 0 {
-        return Err(Error::BatchCount {
+        return Err(Error::Runtime(gemm_runtime::Error::BatchCount {
             count: 0,
-            limit: crate::check::MAX_BATCH,
-        });
+            limit: gemm_runtime::check::MAX_BATCH,
+        }));
     }
     let fused = FusedSpec::of_info(kernel.info())?;
     let launch = kernel.info().launch();
@@ -1205,7 +1203,7 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
                     bias_value(i as u32, row, col),
                 );
                 aux_reference[at] = pre;
-                reference[at] = crate::epilogue::activate(fused.activation, pre);
+                reference[at] = gemm_runtime::epilogue::activate(fused.activation, pre);
             }
         }
     }
@@ -1247,7 +1245,8 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
             },
         );
     } else if case.beta != 0.0 {
-        epilogue.beta = case.beta;
+        // A β for a kernel that reads no C: the launch refuses it, as it should.
+        epilogue = epilogue.beta(case.beta, CIn::Output);
     }
     if fused.bias.vector().is_some() {
         let bias = if bias_f32 {
@@ -1373,9 +1372,7 @@ mod tests {
     #[test]
     fn tolerances_follow_the_input_and_output_types() {
         let of = |dtype, out| {
-            KernelTypes::new(dtype, out)
-                .unwrap()
-                .tolerance(256, 256, 1024)
+            Tolerance::for_kernel(KernelTypes::new(dtype, out).unwrap(), 256, 256, 1024)
                 .rel_frobenius
         };
         assert_eq!(of(DType::F32, DType::F32), 1e-5);
@@ -1683,7 +1680,8 @@ mod tests {
     #[test]
     fn tolerances_accept_honest_rounding_and_reject_one_step_more() {
         let (m, n, k) = (96, 160, 512);
-        let types = |dtype, out| KernelTypes::new(dtype, out).unwrap().tolerance(m, n, k);
+        let types =
+            |dtype, out| Tolerance::for_kernel(KernelTypes::new(dtype, out).unwrap(), m, n, k);
 
         // bf16 in, f32 out: f32 sums pass; the same sums rounded to bf16 do not.
         let problem = Problem::<bf16>::random(m, n, k, 5);
@@ -1734,11 +1732,12 @@ mod tests {
         let reference = cpu_reference(&single).unwrap();
         let report = compare(&c, &reference, 1024, 1024, 1024, Reference::CpuF64).unwrap();
         report
-            .check(
-                &KernelTypes::new(DType::Tf32, DType::F32)
-                    .unwrap()
-                    .tolerance(1024, 1024, 1),
-            )
+            .check(&Tolerance::for_kernel(
+                KernelTypes::new(DType::Tf32, DType::F32).unwrap(),
+                1024,
+                1024,
+                1,
+            ))
             .unwrap();
         for (bits, nearest, passes) in [(10, true, true), (10, false, true), (7, true, false)] {
             let c = f32_sums(&with_mantissa(&problem, bits, nearest));

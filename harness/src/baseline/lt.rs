@@ -1,5 +1,5 @@
-//! The pieces of cuBLASLt's C API that the baselines driving it share ([`crate::blas_fp8`],
-//! [`crate::blas_aux`]): checked statuses, descriptor attributes, the objects of one planned
+//! The pieces of cuBLASLt's C API that the baselines driving it share ([`crate::baseline::fp8`],
+//! [`crate::baseline::gelu_aux`]): checked statuses, descriptor attributes, the objects of one planned
 //! matmul (destroyed together) and the heuristic's first algorithm.
 
 use crate::error::{DriverContext, Error};

@@ -2,7 +2,7 @@
 //! stores its pre-activation (`aux: pre_activation`), in the same process.
 //!
 //! cudarc's safe cuBLASLt `Matmul` sets the epilogue but no aux output, so this drives the C
-//! API itself, as [`crate::blas_fp8`] does: `D = GELU(α·A·B + β·C + bias)` and
+//! API itself, as [`crate::baseline::fp8`] does: `D = GELU(α·A·B + β·C + bias)` and
 //! `aux = α·A·B + β·C + bias` (the value GELU is applied to, of D's type), one bias value per
 //! column of our row-major D, C read in place from D. Planned once for a shape and reused.
 //!
@@ -11,7 +11,7 @@
 //! M, ld K), its m, n, k are N, M, K, and aux is laid out as D. The bias runs along
 //! cuBLASLt's m: our N.
 
-use crate::blas_lt::{self, lt_result, set_desc_attribute, start_plan, LtObjects};
+use crate::baseline::lt::{self, lt_result, set_desc_attribute, start_plan, LtObjects};
 use crate::error::{DriverContext, Error};
 use cudarc::cublaslt::sys::{
     self, cublasLtEpilogue_t, cublasLtMatmulDescAttributes_t as DescAttribute, cudaDataType,
@@ -167,7 +167,7 @@ impl LtGeluAuxBias {
             }
         }
         let stream = &self.stream;
-        blas_lt::bind(stream)?;
+        lt::bind(stream)?;
         let (a_ptr, _a_done) = a.device_ptr(stream);
         let (b_ptr, _b_done) = b.device_ptr(stream);
         let (bias_ptr, _bias_done) = bias.device_ptr(stream);

@@ -11,19 +11,19 @@
 //! timing, the fused kernel's D (and aux) is compared with cuBLASLt's where cuBLASLt computes
 //! the same epilogue.
 
+use crate::baseline::cublas::{Cublas, CublasGemm};
+use crate::baseline::gelu_aux::LtGeluAuxBias;
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
-use crate::blas::{Cublas, CublasGemm};
-use crate::blas_aux::LtGeluAuxBias;
-use crate::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
-use crate::kernel::GemmKernel;
 use crate::verify::NormalRng;
-use crate::{Batch, LeadingDims};
 use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, GemmSpec, Layout, Scale};
+use gemm_runtime::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
+use gemm_runtime::GemmKernel;
+use gemm_runtime::{Batch, LeadingDims};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -394,7 +394,7 @@ pub fn time_fused(
     let beta_arg = beta;
     let c_in_ptr: Option<&CudaSlice<bf16>> = spec.scale.reads_c().then_some(&c_in_copy);
     let mut fused_launch = |_: usize| {
-        fused.launch_fused(
+        Ok(fused.launch_fused(
             stream,
             &a,
             &b,
@@ -405,9 +405,9 @@ pub fn time_fused(
             lds,
             Batch::ONE,
             &mut epilogue,
-        )
+        )?)
     };
-    let mut plain_launch = |_: usize| plain.launch(stream, &a, &b, &mut d_plain, m, n, k);
+    let mut plain_launch = |_: usize| Ok(plain.launch(stream, &a, &b, &mut d_plain, m, n, k)?);
     let mut d_unfused = c_start.clone();
     // The unfused pair stores the pre-activation too where the fused kernel does.
     let mut aux_unfused = (spec.aux != Aux::None).then(|| c_start.clone());
@@ -442,7 +442,7 @@ pub fn time_fused(
     let mut blas_launch = |_: usize| {
         blas.gemm(
             CublasGemm::baseline(
-                crate::KernelTypes::new(DType::Bf16, DType::Bf16).expect("bf16 kernels"),
+                gemm_runtime::KernelTypes::new(DType::Bf16, DType::Bf16).expect("bf16 kernels"),
             )
             .expect("cuBLAS multiplies bf16"),
             &a,

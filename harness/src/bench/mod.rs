@@ -1,18 +1,21 @@
 //! Benchmark plumbing shared by `gemm-bench`: shapes and suites, event timing, and the
-//! JSON / markdown / SVG reports.
+//! JSON / markdown / SVG reports; the fused-epilogue ([`fused`]) and fp8 ([`fp8`]) comparisons.
 
-use crate::device::DeviceInfo;
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
+use gemm_runtime::DeviceInfo;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+pub mod fp8;
+pub mod fused;
 
 pub use crate::verify::Shape;
 
@@ -410,7 +413,7 @@ pub struct BenchRecord {
     /// other types existed read back as `f32->f32`.
     #[serde(default = "f32_types")]
     pub types: String,
-    /// The cuBLAS call timed against it, by [`CublasGemm::short_name`](crate::blas::CublasGemm::short_name)
+    /// The cuBLAS call timed against it, by [`CublasGemm::short_name`](crate::baseline::cublas::CublasGemm::short_name)
     /// (`SGEMM`, `GemmEx bf16->bf16`, ...); older reports read back as `SGEMM`.
     #[serde(default = "sgemm_baseline")]
     pub baseline: String,

@@ -5,7 +5,7 @@
 
 use gemm_codegen::Emitted;
 use gemm_dsl::Mma;
-use gemm_runtime::verify::{verify_fused_batch, FusedCase};
+use gemm_harness::verify::{verify_fused_batch, FusedCase, Tolerance};
 use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, BiasArg, CIn, CudaContext, CudaStream, Epilogue,
     FusedSpec, LeadingDims,
@@ -133,7 +133,7 @@ fn fused_epilogues_match_float64_in_every_family() {
             eprintln!("{name} {count} x {m}x{n}x{k} {case:?}: worst {worst}");
             assert_eq!(report.gap_writes, 0, "{name}: wrote outside the products");
             report
-                .check(&kernel.types().tolerance(m, n, k))
+                .check(&Tolerance::for_kernel(kernel.types(), m, n, k))
                 .unwrap_or_else(|broken| panic!("{name} {count} x {m}x{n}x{k}: {broken}"));
             checked += 1;
         }

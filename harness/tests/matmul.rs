@@ -4,7 +4,9 @@
 
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::Layout;
-use gemm_runtime::verify::{compare, reference_of, run_poisoned_with_ld, Problem as Inputs};
+use gemm_harness::verify::{
+    compare, reference_of, run_poisoned_with_ld, Problem as Inputs, Tolerance,
+};
 use gemm_runtime::{open_context, CudaContext, CudaStream, Element, KernelTypes, Matmul, Problem};
 use half::bf16;
 use std::sync::Arc;
@@ -61,7 +63,7 @@ fn every_member_on_edges<In: Element, Out: Element>(
             .unwrap_or_else(|e| panic!("{} at {problem}: {e}", candidate.name));
             let report = compare(&c, &reference, m, n, problem.ldc, kind).unwrap();
             report
-                .check(&types.tolerance(m, n, k))
+                .check(&Tolerance::for_kernel(types, m, n, k))
                 .unwrap_or_else(|broken| {
                     panic!("{} at {problem}: {broken} ({report})", candidate.name)
                 });
@@ -114,7 +116,7 @@ fn run_and_check<In: Element, Out: Element>(
     let spec = gemm_dsl::check_str(matmul.kernel_for(&problem).unwrap().info().spec()).unwrap();
     let types = KernelTypes::of_spec(&spec.spec).unwrap();
     report
-        .check(&types.tolerance(m, n, k))
+        .check(&Tolerance::for_kernel(types, m, n, k))
         .unwrap_or_else(|broken| panic!("{picked} at {m}x{n}x{k}: {broken} ({report})"));
     picked
 }
@@ -250,7 +252,7 @@ fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
                 let report = compare(&first, &reference, m, n, n, kind).unwrap();
                 let types = KernelTypes::new(gemm_dsl::DType::Bf16, gemm_dsl::DType::Bf16).unwrap();
                 report
-                    .check(&types.tolerance(m, n, k))
+                    .check(&Tolerance::for_kernel(types, m, n, k))
                     .unwrap_or_else(|broken| panic!("{name} at {m}x{n}x{k}: {broken}"));
                 for (i, c) in outputs.iter().enumerate().skip(1) {
                     let again = stream.clone_dtoh(c).unwrap();
@@ -274,7 +276,7 @@ fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
 #[ignore = "needs a CUDA GPU"]
 fn fused_sets_compute_the_epilogue_with_every_member() {
     use gemm_dsl::{Activation, Bias, BiasAlong, DType, Scale};
-    use gemm_runtime::verify::{verify_fused_batch, FusedCase};
+    use gemm_harness::verify::{verify_fused_batch, FusedCase};
     use gemm_runtime::{Batch, FusedSpec, LeadingDims};
     let (ctx, stream) = gpu();
     let fused = FusedSpec {
@@ -317,11 +319,12 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             )
             .unwrap_or_else(|e| panic!("{} {m}x{n}x{k}: {e}", candidate.name));
             report
-                .check(
-                    &KernelTypes::new(DType::Bf16, DType::Bf16)
-                        .unwrap()
-                        .tolerance(m, n, k),
-                )
+                .check(&Tolerance::for_kernel(
+                    KernelTypes::new(DType::Bf16, DType::Bf16).unwrap(),
+                    m,
+                    n,
+                    k,
+                ))
                 .unwrap_or_else(|broken| panic!("{} {m}x{n}x{k}: {broken}", candidate.name));
             ran += 1;
         }
@@ -343,11 +346,12 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
         let report = verify_fused_batch(kernel, &stream, m, n, k, lds, Batch::ONE, 7, &case)
             .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
         report
-            .check(
-                &KernelTypes::new(DType::Bf16, DType::Bf16)
-                    .unwrap()
-                    .tolerance(m, n, k),
-            )
+            .check(&Tolerance::for_kernel(
+                KernelTypes::new(DType::Bf16, DType::Bf16).unwrap(),
+                m,
+                n,
+                k,
+            ))
             .unwrap_or_else(|broken| panic!("{m}x{n}x{k}: {broken}"));
         eprintln!(
             "{m}x{n}x{k}: {} {}",

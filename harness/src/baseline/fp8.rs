@@ -26,20 +26,21 @@
 //! - cuBLASLt's m, n, k are N, M, K: exactly the TN form. In our terms the alignment rules say
 //!   K is a multiple of 16 and D's rows (N · sizeof(Out)) are 16-byte multiples; M is free.
 
-use crate::blas_lt::{self, lt_result, set_desc_attribute, start_plan, LtObjects};
-use crate::check::elements_needed;
-use crate::element::{Element, Storage};
-use crate::error::{DriverContext, Error, Operand};
+use crate::baseline::lt::{self, lt_result, set_desc_attribute, start_plan, LtObjects};
+use crate::error::{DriverContext, Error};
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublaslt::sys::{self, cublasLtMatmulDescAttributes_t as DescAttribute, cudaDataType};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::StorageOrder;
+use gemm_runtime::check::elements_needed;
+use gemm_runtime::Operand;
+use gemm_runtime::{Element, Storage};
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-pub use crate::blas_lt::WORKSPACE_BYTES;
+pub use crate::baseline::lt::WORKSPACE_BYTES;
 
 /// The alignment of A, B, C and D that cuBLASLt's fp8 kernels need.
 const ALIGN: u32 = 16;
@@ -100,7 +101,7 @@ pub fn check_problem(
     b: Fp8Format,
     out: Storage,
 ) -> Result<(), Error> {
-    let dims = |reason: String| Error::Dims { m, n, k, reason };
+    let dims = |reason: String| Error::Runtime(gemm_runtime::Error::Dims { m, n, k, reason });
     if m == 0 || n == 0 || k == 0 {
         return Err(dims(
             "cuBLASLt's fp8 GEMM needs M, N and K of at least 1".to_string(),
@@ -155,7 +156,7 @@ fn check_lengths(m: u32, n: u32, k: u32, lens: BufferLens) -> Result<(), Error> 
     ] {
         let needed = elements_needed(lines, line, line);
         if (len as u64) < needed {
-            return Err(Error::BufferTooSmall {
+            return Err(Error::Runtime(gemm_runtime::Error::BufferTooSmall {
                 operand,
                 order,
                 len,
@@ -163,7 +164,7 @@ fn check_lengths(m: u32, n: u32, k: u32, lens: BufferLens) -> Result<(), Error> 
                 rows: lines,
                 cols: line,
                 ld: line,
-            });
+            }));
         }
     }
     for (name, len) in [("a_scale", lens.a_scale), ("b_scale", lens.b_scale)] {
@@ -396,7 +397,7 @@ impl<Out: Element> LtFp8Gemm<Out> {
             },
         )?;
         let stream = &self.stream;
-        blas_lt::bind(stream)?;
+        lt::bind(stream)?;
         // The guards order these accesses after earlier work on other streams, and later work
         // after this call; they drop when the call is enqueued.
         let (a_ptr, _a_done) = a.device_ptr(stream);
@@ -411,11 +412,11 @@ impl<Out: Element> LtFp8Gemm<Out> {
             (Operand::C, d_ptr),
         ] {
             if !address.is_multiple_of(u64::from(ALIGN)) {
-                return Err(Error::MisalignedPointer {
+                return Err(Error::Runtime(gemm_runtime::Error::MisalignedPointer {
                     operand,
                     address,
                     align: ALIGN,
-                });
+                }));
             }
         }
         let name = || self.short_name();
@@ -561,7 +562,7 @@ mod tests {
         fn same<E: Element>() {
             assert_eq!(
                 output_type(E::STORAGE) as u32,
-                E::CUBLAS_TYPE as u32,
+                crate::baseline::cublas::cuda_type(E::STORAGE) as u32,
                 "{}",
                 E::NAME
             );
@@ -645,12 +646,12 @@ mod tests {
         assert!(
             matches!(
                 error,
-                Error::Dims {
+                Error::Runtime(gemm_runtime::Error::Dims {
                     m: 128,
                     n: 128,
                     k: 40,
                     ..
-                }
+                })
             ),
             "{error:?}"
         );
@@ -707,12 +708,12 @@ mod tests {
         assert!(
             matches!(
                 error,
-                Error::BufferTooSmall {
+                Error::Runtime(gemm_runtime::Error::BufferTooSmall {
                     operand: Operand::C,
                     needed: 512,
                     len: 511,
                     ..
-                }
+                })
             ),
             "{error:?}"
         );

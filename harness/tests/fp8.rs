@@ -8,8 +8,8 @@
 use gemm_codegen::catalog::FP8;
 use gemm_codegen::Emitted;
 use gemm_dsl::abi::ParamKind;
+use gemm_harness::verify::{verify_fused_batch, FusedCase, Tolerance, BLOCK_SCALE_MAX};
 use gemm_runtime::fp8::{E4m3, E5m2};
-use gemm_runtime::verify::{verify_fused_batch, FusedCase, Tolerance, BLOCK_SCALE_MAX};
 use gemm_runtime::{
     open_context, AnyKernel, Batch, CudaContext, CudaStream, Element, Epilogue, Error, FusedSpec,
     GemmKernel, KernelTypes, LeadingDims,
@@ -183,10 +183,9 @@ fn check<In: Element, Out: Element, InB: Element>(
         )
         .unwrap_or_else(|e| panic!("{} {m}x{n}x{k}x{count}: {e}", emitted.kernel_name()));
         let tolerance = match fused.quant {
-            gemm_dsl::Quant::Block => types
-                .tolerance(m, n, k)
+            gemm_dsl::Quant::Block => Tolerance::for_kernel(types, m, n, k)
                 .for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX)),
-            _ => types.tolerance(m, n, k),
+            _ => Tolerance::for_kernel(types, m, n, k),
         };
         eprintln!(
             "{:<40} {count}x{m}x{n}x{k}: worst {}",
@@ -323,7 +322,7 @@ fn fp8_kernels_refuse_missing_scales_and_the_run_time_typed_loader() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_picks_fp8_kernels_per_problem() {
-    use gemm_runtime::verify::{cpu_reference, NormalRng, Problem as Host};
+    use gemm_harness::verify::{cpu_reference, NormalRng, Problem as Host};
     use gemm_runtime::{Matmul, Problem};
     let (ctx, stream) = gpu();
     let fused = FusedSpec {
@@ -379,13 +378,13 @@ fn matmul_picks_fp8_kernels_per_problem() {
         let c = stream.clone_dtoh(&c).unwrap();
         let factor = f64::from(a_scale) * f64::from(b_scale);
         let scaled: Vec<f64> = reference.iter().map(|x| x * factor).collect();
-        let report = gemm_runtime::verify::compare(
+        let report = gemm_harness::verify::compare(
             &c,
             &scaled,
             m,
             n,
             n,
-            gemm_runtime::verify::Reference::CpuF64,
+            gemm_harness::verify::Reference::CpuF64,
         )
         .unwrap();
         eprintln!("Matmul<E4m3, bf16> {m}x{n}x{k}: {kernel}: {report}");

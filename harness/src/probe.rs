@@ -3,39 +3,47 @@
 //! resident, so both fill the device alike.
 
 use crate::error::{DriverContext, Error};
-use crate::jit::Module;
-use crate::kernel::{allow_dynamic_smem, launch_raw, same_context, LaunchDims};
-use cudarc::driver::sys;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::sys::CUfunction_attribute;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
 use gemm_codegen::MathOnly;
-use std::ffi::c_void;
 use std::sync::Arc;
+
+/// Dynamic shared memory a kernel gets without opting in.
+const DEFAULT_DYNAMIC_SMEM_LIMIT: u32 = 48 * 1024;
 
 /// A loaded math-only probe.
 #[derive(Debug)]
 pub struct MathOnlyKernel {
     probe: MathOnly,
     ctx: Arc<CudaContext>,
-    function: sys::CUfunction,
-    /// Owns the code `function` points into.
-    _module: Module,
+    function: CudaFunction,
 }
-
-// SAFETY: as for GemmKernel: `function` lives as long as `_module`, and every call binds the
-// context first.
-unsafe impl Send for MathOnlyKernel {}
-unsafe impl Sync for MathOnlyKernel {}
 
 impl MathOnlyKernel {
     pub fn load(ctx: &Arc<CudaContext>, probe: MathOnly) -> Result<MathOnlyKernel, Error> {
-        let module = Module::load(ctx, probe.ptx(), probe.kernel_name())?;
-        let function = module.function(probe.kernel_name())?;
-        allow_dynamic_smem(function, probe.dynamic_smem_bytes(), probe.kernel_name())?;
+        let name = probe.kernel_name();
+        // The runtime's JIT, so a rejected probe reports the driver's log as a kernel does.
+        let cubin = gemm_runtime::jit_cubin(ctx, probe.ptx(), name)?;
+        let function = ctx
+            .load_module(Ptx::from_binary(cubin))
+            .and_then(|module| module.load_function(name))
+            .during(|| format!("loading `{name}`"))?;
+        let smem = probe.dynamic_smem_bytes();
+        if smem > DEFAULT_DYNAMIC_SMEM_LIMIT {
+            function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+                .during(|| format!("allowing `{name}` {smem} B of dynamic shared memory"))?;
+        }
         Ok(MathOnlyKernel {
             probe,
             ctx: ctx.clone(),
             function,
-            _module: module,
         })
     }
 
@@ -78,39 +86,30 @@ impl MathOnlyKernel {
                 ),
             });
         }
-        same_context(
-            &self.ctx,
-            [
-                ("the stream", stream.context()),
-                ("out", out.stream().context()),
-            ],
-        )?;
-        let (out_ptr, _guard) = out.device_ptr_mut(stream);
-        let mut out_arg: u64 = out_ptr;
-        let mut trips_arg = trips;
-        let mut params: [*mut c_void; 2] = [
-            (&mut out_arg as *mut u64).cast(),
-            (&mut trips_arg as *mut u32).cast(),
-        ];
+        for (what, theirs) in [
+            ("the stream", stream.context()),
+            ("out", out.stream().context()),
+        ] {
+            if theirs.cu_ctx() != self.ctx.cu_ctx() {
+                return Err(gemm_runtime::Error::ContextMismatch {
+                    what: what.to_string(),
+                }
+                .into());
+            }
+        }
+        let mut launch = stream.launch_builder(&self.function);
+        launch.arg(out).arg(&trips);
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (self.probe.threads_per_block(), 1, 1),
+            shared_mem_bytes: self.probe.dynamic_smem_bytes(),
+        };
         // SAFETY: the probe comes from codegen whole (MathOnly is read-only), so its
         // parameters are (u64 out, u32 trips), as its template writes them, and its block
-        // size is the one launched; `out` holds one float per launched thread and stays
-        // borrowed until the guard records the launch.
-        unsafe {
-            launch_raw(
-                &self.ctx,
-                self.function,
-                LaunchDims {
-                    grid: (blocks, 1, 1),
-                    cluster: (1, 1),
-                    threads: self.probe.threads_per_block(),
-                    dynamic_smem_bytes: self.probe.dynamic_smem_bytes(),
-                    cooperative: false,
-                },
-                stream,
-                &mut params,
-            )
-        }
-        .during(|| format!("launching `{name}` on {blocks} blocks for {trips} trips"))
+        // size is the one launched; `out` holds one float per launched thread, and the
+        // launch records its use of `out` on the stream.
+        unsafe { launch.launch(config) }
+            .map(|_| ())
+            .during(|| format!("launching `{name}` on {blocks} blocks for {trips} trips"))
     }
 }

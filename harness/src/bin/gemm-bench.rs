@@ -26,21 +26,20 @@ use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::{DeviceModel, Problem as PickProblem};
 use gemm_dsl::ValidSpec;
 use gemm_dsl::{DType, GemmSpec, Layout};
-use gemm_runtime::bench::{
+use gemm_harness::baseline::cublas::{Cublas, CublasGemm};
+use gemm_harness::bench::{
     full_suite, input_sets, median, parse_shapes, quick_suite, time_round_robin, today,
     BenchRecord, BenchReport, InterleavedTimes, LaunchHold, MathOnlyTimes, Method, Queue, Rounds,
     Shape, Skipped,
 };
-use gemm_runtime::blas::{Cublas, CublasGemm};
-use gemm_runtime::probe::MathOnlyKernel;
+use gemm_harness::probe::MathOnlyKernel;
+use gemm_harness::verify::{compare, in_order, ErrorReport, Problem, Reference, Tolerance};
+use gemm_harness::Error;
 use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
-use gemm_runtime::verify::{compare, in_order, ErrorReport, Problem, Reference};
 use gemm_runtime::{
     device_key, device_model, open_context, with_kernel, AnyKernel, Batch, CudaContext, DeviceInfo,
-    Element, Error, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder,
-    TuneCache,
+    Element, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder, TuneCache,
 };
-use gemm_runtime::{fp8_bench, fused_bench};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -215,6 +214,12 @@ enum Failure {
 impl From<Error> for Failure {
     fn from(error: Error) -> Self {
         Failure::Gpu(error)
+    }
+}
+
+impl From<gemm_runtime::Error> for Failure {
+    fn from(error: gemm_runtime::Error) -> Self {
+        Failure::Gpu(error.into())
     }
 }
 
@@ -398,7 +403,7 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
         text,
         "--fused",
         |ctx, stream, spec, shape, rounds| {
-            fused_bench::time_fused(ctx, stream, spec, shape, rounds, !cli.full_grid)
+            gemm_harness::bench::fused::time_fused(ctx, stream, spec, shape, rounds, !cli.full_grid)
         },
         |row| {
             format!(
@@ -412,7 +417,7 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
                 row.cublas_ms
             )
         },
-        fused_bench::fused_table,
+        gemm_harness::bench::fused::fused_table,
     )
 }
 
@@ -422,7 +427,7 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
         cli,
         text,
         "--fp8",
-        fp8_bench::time_fp8,
+        gemm_harness::bench::fp8::time_fp8,
         |row| {
             format!(
                 "{}: ours {:.1} TFLOP/s ({:.3} ms), cuBLASLt {:.3} ms, fast-accum {:.3} ms, ratio {:.3}, rel diff {:.1e}",
@@ -435,7 +440,7 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
                 row.rel_diff_to_cublaslt
             )
         },
-        fp8_bench::fp8_table,
+        gemm_harness::bench::fp8::fp8_table,
     )
 }
 
@@ -1179,7 +1184,7 @@ fn write_report(cli: &Cli, report: &BenchReport) -> Result<(), Failure> {
 }
 
 fn gpu(action: &str, source: cudarc::driver::DriverError) -> Failure {
-    Failure::Gpu(Error::Driver {
+    Failure::from(gemm_runtime::Error::Driver {
         action: action.to_string(),
         source,
     })
@@ -1231,7 +1236,7 @@ impl Run<'_> {
                 let name = kernel.info().name();
                 let report = typed.check(stream, kernel, &mut c_ours, reference)?;
                 report
-                    .check(&types.tolerance(m.saturating_mul(batch), n, k))
+                    .check(&Tolerance::for_kernel(types, m.saturating_mul(batch), n, k))
                     .map_err(|broken| {
                         Failure::Check(format!("{name} at {shape}: {broken} ({report})"))
                     })?;
@@ -1242,7 +1247,7 @@ impl Run<'_> {
         let sets = typed.a.len();
         let mut ours = |launch: usize| {
             let set = launch % sets;
-            kernel.launch_strided_batched(
+            Ok(kernel.launch_strided_batched(
                 stream,
                 &ours_inputs.a[set],
                 &ours_inputs.b[set],
@@ -1252,7 +1257,7 @@ impl Run<'_> {
                 k,
                 ours_lds,
                 ours_batch,
-            )
+            )?)
         };
         let (cublas_lds, cublas_batch) = typed.row_major_batch::<Out>();
         let mut theirs = |launch: usize| {

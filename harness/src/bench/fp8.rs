@@ -10,17 +10,17 @@
 //! cuBLASLt's too: the speed of the block-scaled path beside the per-tensor baseline (the GPU
 //! tests check the scales' indexing with distinct values).
 
+use crate::baseline::fp8::{Fp8Format, LtFp8Gemm};
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
-use crate::blas_fp8::{Fp8Format, LtFp8Gemm};
-use crate::element::Element;
-use crate::epilogue::Epilogue;
 use crate::error::{DriverContext, Error};
-use crate::fp8::{E4m3, E5m2};
-use crate::kernel::GemmKernel;
 use crate::verify::{NormalRng, Tolerance};
-use crate::{Batch, LeadingDims};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
 use gemm_dsl::{Activation, Aux, Bias, DType, GemmSpec, Layout, Quant, Scale};
+use gemm_runtime::epilogue::Epilogue;
+use gemm_runtime::fp8::{E4m3, E5m2};
+use gemm_runtime::Element;
+use gemm_runtime::GemmKernel;
+use gemm_runtime::{Batch, LeadingDims};
 use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -114,7 +114,7 @@ fn time_out<In: Element, InB: Element>(
 /// The cuBLASLt format of an fp8 element type, and its largest finite value.
 fn format_of<E: Element>() -> (Fp8Format, f32) {
     match E::STORAGE {
-        crate::Storage::E5m2 => (Fp8Format::E5m2, E5m2::MAX.to_f32()),
+        gemm_runtime::Storage::E5m2 => (Fp8Format::E5m2, E5m2::MAX.to_f32()),
         _ => (Fp8Format::E4m3, E4m3::MAX.to_f32()),
     }
 }
@@ -129,7 +129,7 @@ fn quantized<In: Element>(
     what: &str,
 ) -> Result<(CudaSlice<In>, CudaSlice<f32>), Error> {
     let values: Vec<f32> = (0..len).map(|_| rng.next_normal() as f32).collect();
-    let scale = crate::fp8::amax_scale(&values, format_max);
+    let scale = gemm_runtime::fp8::amax_scale(&values, format_max);
     let quantized: Vec<In> = values.iter().map(|&v| In::from_f32(v / scale)).collect();
     let data = stream
         .clone_htod(&quantized)
@@ -230,7 +230,7 @@ fn time_typed<In: Element, Out: Element, InB: Element>(
         });
     }
 
-    let mut ours_launch = |_: usize| launch_ours(&mut d_ours, &mut epilogue);
+    let mut ours_launch = |_: usize| Ok(launch_ours(&mut d_ours, &mut epilogue)?);
     let mut lt_launch = |_: usize| lt.run(&a, &b, &a_scale, &b_scale, &mut d_lt);
     let mut lt_fast_launch = |_: usize| lt_fast.run(&a, &b, &a_scale, &b_scale, &mut d_lt_fast);
     let mut competitors: Vec<&mut Launcher<'_>> =

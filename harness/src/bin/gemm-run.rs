@@ -8,12 +8,12 @@
 use clap::Parser;
 use gemm_codegen::catalog;
 use gemm_dsl::Quant;
-use gemm_runtime::bench::Shape;
-use gemm_runtime::fp8::{E4m3, E5m2};
-use gemm_runtime::verify::{
+use gemm_harness::bench::Shape;
+use gemm_harness::verify::{
     compare, cpu_reference, run_poisoned_with_ld, verify_fused_batch, ErrorReport, FusedCase,
-    Problem, Reference, BLOCK_SCALE_MAX,
+    Problem, Reference, Tolerance, BLOCK_SCALE_MAX,
 };
+use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::{
     open_context, with_kernel, AnyKernel, Batch, CudaStream, Element, FusedSpec, GemmKernel,
     GridSchedule, KernelInfo, KernelTypes, LeadingDims, Operand, Storage,
@@ -126,7 +126,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Error> {
+fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_harness::Error> {
     let ctx = open_context(cli.device)?;
     let stream = ctx.default_stream();
     // The SASS first: it is written for kernels the run-time-typed loader refuses too (fp8),
@@ -174,7 +174,7 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_runtime::Erro
         "{}: {registers} registers per thread as loaded",
         info.name()
     );
-    let verdict = report.check(&types.tolerance(shape.m, shape.n, shape.k));
+    let verdict = report.check(&Tolerance::for_kernel(types, shape.m, shape.n, shape.k));
     println!(
         "{} ({types}) {shape}: {report}: {}",
         info.name(),
@@ -203,7 +203,7 @@ fn run_fp8_out<In: Element, InB: Element>(
     info: &KernelInfo<'static>,
     stream: &std::sync::Arc<CudaStream>,
     types: KernelTypes,
-) -> Result<bool, gemm_runtime::Error> {
+) -> Result<bool, gemm_harness::Error> {
     match types.output() {
         Storage::Bf16 => run_fp8::<In, bf16, InB>(cli, info, stream),
         Storage::F16 => run_fp8::<In, f16, InB>(cli, info, stream),
@@ -218,7 +218,7 @@ fn run_fp8<In: Element, Out: Element, InB: Element>(
     cli: &Cli,
     info: &KernelInfo<'static>,
     stream: &std::sync::Arc<CudaStream>,
-) -> Result<bool, gemm_runtime::Error> {
+) -> Result<bool, gemm_harness::Error> {
     let kernel = GemmKernel::<In, Out, InB>::load(stream.context(), info)?;
     let shape = cli
         .shape
@@ -249,10 +249,9 @@ fn run_fp8<In: Element, Out: Element, InB: Element>(
     let types = KernelTypes::of_info(info)?;
     let tolerance = match fused.quant {
         // Block scales up to BLOCK_SCALE_MAX on each operand grow the products' magnitude.
-        Quant::Block => types
-            .tolerance(m, n, k)
+        Quant::Block => Tolerance::for_kernel(types, m, n, k)
             .for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX)),
-        Quant::None | Quant::Tensor => types.tolerance(m, n, k),
+        Quant::None | Quant::Tensor => Tolerance::for_kernel(types, m, n, k),
     };
     println!(
         "{}: {} registers per thread as loaded",
@@ -283,7 +282,7 @@ fn run_once<In: Element, Out: Element>(
     shape: Shape,
     seed: u64,
     ld_align: u32,
-) -> Result<(ErrorReport, String, usize), gemm_runtime::Error> {
+) -> Result<(ErrorReport, String, usize), gemm_harness::Error> {
     const BLOCK: u32 = 64;
     let Shape { m, n, k, .. } = shape;
     let problem = Problem::<In>::random(m, n, k, seed);
@@ -333,7 +332,7 @@ fn run_batch(
     stream: &std::sync::Arc<CudaStream>,
     shape: Shape,
     fused: &FusedSpec,
-) -> Result<bool, gemm_runtime::Error> {
+) -> Result<bool, gemm_harness::Error> {
     let Shape { m, n, k, batch } = shape;
     let launch = *info.launch();
     let ld = |operand, bytes| {
@@ -356,7 +355,7 @@ fn run_batch(
             info.name()
         );
     }
-    let verdict = report.check(&types.tolerance(m, n, k));
+    let verdict = report.check(&Tolerance::for_kernel(types, m, n, k));
     println!(
         "{} ({types}) {shape}: {}",
         info.name(),
