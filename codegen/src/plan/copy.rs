@@ -2,19 +2,29 @@
 //! and what it must show in SASS, and each thread's copies of an operand tile.
 
 use super::edges::{chunk_words, ChunkWord, CopyVector};
+use super::flags::TemplateEnum;
 use gemm_dsl::abi::{Opcode, SassCheck};
 use gemm_dsl::geometry::CopyGeometry;
 use gemm_dsl::ThreadCopy;
 use serde::Serialize;
 
 /// How tiles reach shared memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanCopy {
     /// Global loads into registers, then shared stores.
     Sync,
     /// `cp.async` groups.
     CpAsync,
+}
+
+impl TemplateEnum for PlanCopy {
+    const ALL: &'static [Self] = &[PlanCopy::Sync, PlanCopy::CpAsync];
+    fn name(self) -> &'static str {
+        match self {
+            PlanCopy::Sync => "sync",
+            PlanCopy::CpAsync => "cp_async",
+        }
+    }
 }
 
 impl PlanCopy {

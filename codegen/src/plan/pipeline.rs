@@ -4,6 +4,7 @@
 
 use super::batch::BatchPlan;
 use super::edges::{CopyVector, OperandSource};
+use super::flags::flags;
 use super::{CpAsyncGroups, PlanCopy, Ring};
 use gemm_dsl::geometry::StoredTile;
 use gemm_dsl::{GemmSpec, ThreadCopy};
@@ -12,6 +13,7 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize)]
 pub struct CopyPipeline<C> {
     pub smem: Ring<CpAsyncGroups>,
+    #[serde(serialize_with = "flags")]
     pub copy: PlanCopy,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
     pub cache_hint: &'static str,

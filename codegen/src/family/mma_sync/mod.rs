@@ -67,7 +67,7 @@ pub use fragments::{
 };
 
 use crate::plan::batch::BatchPlan;
-use crate::plan::edges::CopyVector;
+use crate::plan::edges::{CopyVector, StagingWord};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::schedule::TileWalk;
@@ -196,7 +196,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let a_tile_bytes = a_stored.lines * a_swizzle.pitch;
     let smem = Ring::cp_async(valid.smem.bytes_per_stage(), spec.stages);
 
-    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "b32");
+    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, StagingWord::B32);
     let a_copy = tile_copy(&g.a_copy, &copy_vector, element, g.threads, a_swizzle, 0, 0);
     let b_copy = tile_copy(
         &g.b_copy,

@@ -27,7 +27,7 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::BatchPlan;
-use crate::plan::edges::CopyVector;
+use crate::plan::edges::{CopyVector, StagingWord};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::{conflict_degree, conflict_degree_for, BankReport, LaunchContract, Ring};
@@ -107,7 +107,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     let a_row_major = !a_stored.lines_are_k;
     let b_row_major = b_stored.lines_are_k;
     // Column quarters of BN / 4 chunks each, padded by pad(N).
-    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "f32");
+    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, StagingWord::F32);
     let b_quarters = (!b_row_major).then(|| {
         let quarter_bytes = tile.n / SIMT_B_QUARTERS * COPY_VECTOR_BYTES + pad;
         Quarters {
