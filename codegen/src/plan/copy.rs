@@ -57,6 +57,32 @@ impl PlanCopy {
     }
 }
 
+/// How a thread addresses its copies of an operand tile, in global and in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyAddressing {
+    /// A 64-bit global pointer per copy, set up once and advanced by each k tile, the bounded
+    /// copies' lines found from 64-bit byte strides; one shared-memory base per operand
+    /// (`%a_smem_copy`), every copy at an immediate offset from it (SIMT).
+    PointerPerCopy,
+    /// One global pointer per operand, stepped to each copy's line by the 32-bit leading
+    /// dimension (`mad.wide.u32`); a shared-memory base per XOR constant of the swizzle
+    /// (`%a_cp<i>`), each copy at an immediate offset from one of them (mma.sync).
+    SteppedPointer,
+}
+
+impl TemplateEnum for CopyAddressing {
+    const ALL: &'static [Self] = &[
+        CopyAddressing::PointerPerCopy,
+        CopyAddressing::SteppedPointer,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            CopyAddressing::PointerPerCopy => "pointer_per_copy",
+            CopyAddressing::SteppedPointer => "stepped_pointer",
+        }
+    }
+}
+
 /// One copy vector of a thread's share of an operand tile. Thread `t`'s first vector is line
 /// `t / vectors_per_row`, vector `t % vectors_per_row` of the stored tile; its `i`-th is
 /// vector `t + i·threads`, which lies the same number of lines and bytes from the first for

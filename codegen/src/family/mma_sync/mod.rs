@@ -67,6 +67,7 @@ pub use fragments::{
 };
 
 use crate::plan::batch::BatchPlan;
+use crate::plan::copy::CopyAddressing;
 use crate::plan::edges::{CopyVector, StagingWord};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
@@ -255,7 +256,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
             && tile.m <= ROWS_EDGE_MAX_TILE_M,
         pipeline: CopyPipeline::new(
             spec,
-            (g.copy, copy_vector),
+            (g.copy, copy_vector, CopyAddressing::SteppedPointer),
             smem,
             (a_stored, b_stored),
             (a_copy, b_copy),

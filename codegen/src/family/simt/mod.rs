@@ -27,6 +27,7 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::BatchPlan;
+use crate::plan::copy::CopyAddressing;
 use crate::plan::edges::{CopyVector, StagingWord};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
@@ -156,7 +157,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         layout_note: crate::plan::layout_note(spec.layout),
         pipeline: CopyPipeline::new(
             spec,
-            (g.copy, copy_vector),
+            (g.copy, copy_vector, CopyAddressing::PointerPerCopy),
             smem,
             (a_stored, b_stored),
             (a_copy, b_copy),
