@@ -7,6 +7,7 @@ use crate::geometry::{
     operand_copies, rank_warp_grids, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
     MAX_WARPS,
 };
+use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{not_implemented, Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
@@ -185,6 +186,69 @@ impl FamilyRules for Simt {
 
     fn swizzle(&self, _dtype: DType, _tile: Tile) -> Swizzle {
         Swizzle::None
+    }
+
+    fn consumers(&self) -> u32 {
+        1
+    }
+
+    fn min_stages(&self, _spec: &GemmSpec) -> u32 {
+        1
+    }
+
+    fn copy(&self, _arch: Arch) -> Copy {
+        Copy::CP_ASYNC_CG
+    }
+
+    fn epilogue(&self, _out: DType) -> Epilogue {
+        Epilogue::Direct
+    }
+
+    fn threads_key(&self) -> Key {
+        Key::Warps
+    }
+
+    /// FFMA runs on every target.
+    fn math_target(&self) -> Option<(Arch, Mma)> {
+        None
+    }
+
+    fn tma_target(&self) -> Option<Arch> {
+        None
+    }
+
+    fn f32_inputs_help(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn multiplies_fp8(&self) -> bool {
+        false
+    }
+}
+
+impl FamilyCost for Simt {
+    fn math_unit(&self) -> MathUnit {
+        MathUnit::Fma
+    }
+
+    /// A block's barrier waits stop only its own warps, which the other resident blocks'
+    /// FFMAs fill: one block alone loses the most.
+    fn main_loop_efficiency(
+        &self,
+        fitted: &Calibration,
+        _candidate: &Candidate,
+        blocks_on_sm: f64,
+    ) -> f64 {
+        fitted.fma * blocks_on_sm / (blocks_on_sm + fitted.fma_barrier_blocks)
+    }
+
+    /// Hidden by the other resident blocks' FFMAs (fitted on the SIMT tiles).
+    fn k_tile_overhead_clk(&self, blocks_on_sm: f64) -> f64 {
+        80.0 / blocks_on_sm
+    }
+
+    fn ring_latency_share(&self, _fitted: &Calibration) -> f64 {
+        1.0
     }
 }
 

@@ -4,6 +4,7 @@
 //! geometry, rules and budgets.
 
 use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
+use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
@@ -643,6 +644,64 @@ impl FamilyRules for Wgmma {
             2 => Epilogue::Tma,
             _ => Epilogue::Direct,
         }
+    }
+
+    fn threads_key(&self) -> Key {
+        Key::Consumers
+    }
+
+    fn math_target(&self) -> Option<(Arch, Mma)> {
+        Some((Arch::Sm90a, Mma::MmaSync))
+    }
+
+    fn tma_target(&self) -> Option<Arch> {
+        Some(Arch::Sm90a)
+    }
+
+    /// wgmma takes 16-bit and fp8 inputs only here.
+    fn f32_inputs_help(&self) -> Option<&'static str> {
+        Some("dtype: bf16 or f16, or mma: fma")
+    }
+
+    fn multiplies_fp8(&self) -> bool {
+        true
+    }
+}
+
+impl FamilyCost for Wgmma {
+    fn math_unit(&self) -> MathUnit {
+        MathUnit::TensorCores
+    }
+
+    /// By consumer warpgroups' share of the tile: a 128-row share per consumer reads the
+    /// fewest shared-memory bytes per flop, a 64x128 one the most.
+    fn main_loop_efficiency(
+        &self,
+        fitted: &Calibration,
+        candidate: &Candidate,
+        _blocks_on_sm: f64,
+    ) -> f64 {
+        let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
+        let consumers = candidate.consumers;
+        if candidate.pingpong {
+            fitted.wgmma_pingpong
+        } else if consumers >= 2 && bm / consumers >= 128 {
+            fitted.wgmma_128_rows_per_consumer
+        } else if consumers >= 2 && bn >= 256 {
+            fitted.wgmma_two_consumers_256_wide
+        } else if consumers >= 2 {
+            fitted.wgmma_two_consumers
+        } else {
+            fitted.wgmma_one_consumer
+        }
+    }
+
+    fn k_tile_overhead_clk(&self, _blocks_on_sm: f64) -> f64 {
+        40.0
+    }
+
+    fn ring_latency_share(&self, _fitted: &Calibration) -> f64 {
+        1.0
     }
 }
 
