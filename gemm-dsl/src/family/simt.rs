@@ -259,38 +259,28 @@ impl Validator<'_> {
         let spans = self.spans;
         let family_note = Simt.scope_note();
 
-        let row_bytes = s.tile.k * s.dtype.size_bytes();
         match s.swizzle {
             Swizzle::Pad(bytes) => self.padding_error(bytes, "vector copies and reads"),
+            // The SIMT family reads its tiles as they lie, or padded: no XOR swizzle, at any
+            // row width (so no tile to propose either).
             Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
-                let width = s.swizzle.xor_width_bytes().unwrap_or(0);
-                if !row_bytes.is_multiple_of(width) {
-                    let error = self.error(
-                        Key::Swizzle,
-                        format!(
-                            "`swizzle: {}` permutes {width}-byte rows, but a tile row of A is {} x {} = {row_bytes} bytes",
-                            s.swizzle,
-                            s.tile.k,
-                            s.dtype.name()
-                        ),
-                    );
-                    error.help = Some(format!(
-                        "use a tile with BK·sizeof({}) a multiple of {width}, or swizzle: none",
-                        s.dtype.name()
-                    ));
-                } else {
-                    self.errors.push(
-                        not_implemented(
-                            spans.value(Key::Swizzle),
-                            "swizzle",
-                            &s.swizzle.to_string(),
-                            family_note,
-                        )
-                        .through(spans.value_last(Key::Swizzle)),
-                    );
-                }
+                let mut error = not_implemented(
+                    spans.value(Key::Swizzle),
+                    "swizzle",
+                    &s.swizzle.to_string(),
+                    family_note,
+                )
+                .through(spans.value_last(Key::Swizzle))
+                .note(format!("this family is {}", Simt.describe()))
+                .note(
+                    "its reads are conflict-free without a swizzle; `pad(N)` pads rows, and \
+                     `mma: mma_sync` and `mma: wgmma` take XOR swizzles",
+                )
+                .fix(Key::Swizzle, Swizzle::None.to_string());
+                error.key = Some(Key::Swizzle);
+                self.errors.push(error);
             }
-            _ => {}
+            Swizzle::None => {}
         }
         if !self.errors.is_empty() {
             return None;
