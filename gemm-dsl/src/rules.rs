@@ -215,29 +215,34 @@ impl Validator<'_> {
             };
         }
         let tile_sides = [s.tile.m, s.tile.n, s.tile.k];
+        // The example tile is the family's default for the spec's type.
+        let example_tile = self.family.tile(s.dtype);
         if tile_sides.contains(&0) {
             self.help(
                 Key::Tile,
                 format!("tile dimensions must be positive, not {}", s.tile),
-                "e.g. tile: 128x128x8",
+                format!("e.g. tile: {example_tile}"),
             );
         } else if tile_sides.iter().any(|&side| side > Tile::MAX_SIDE) {
             let max = Tile::MAX_SIDE;
             self.help(
                 Key::Tile,
                 format!("tile dimensions must be 1 to {max}, not {}", s.tile),
-                format!("BM, BN and BK are each 1 to {max}, e.g. tile: 128x128x8"),
+                format!("BM, BN and BK are each 1 to {max}, e.g. tile: {example_tile}"),
             );
         }
-        if s.warps.rows == 0 || s.warps.cols == 0 {
+        // Without `warps:` the grid comes from the tile (or `consumers`), which holds at
+        // least one warp unless `consumers` is out of range (its own error, below); the
+        // family rules report a default grid that holds too many warps, with one that fits.
+        // Left out, `warps:` takes the family's grid for the tile.
+        let leave_out = "leave `warps:` out for the family's grid for the tile";
+        if self.spans.given(Key::Warps) && (s.warps.rows == 0 || s.warps.cols == 0) {
             self.help(
                 Key::Warps,
                 "the warp grid must have at least one warp",
-                "e.g. warps: 4x2",
+                leave_out,
             );
         } else if self.spans.given(Key::Warps) && s.warps.rows.max(s.warps.cols) > MAX_WARPS {
-            // A default grid comes from the tile (or `consumers`), bounded here; the family
-            // rules report one that holds too many warps, with a grid that fits.
             self.help(
                 Key::Warps,
                 format!(
@@ -245,7 +250,7 @@ impl Validator<'_> {
                     MAX_WARPS * 32,
                     s.warps
                 ),
-                format!("warps: ROWSxCOLS with ROWS x COLS from 1 to {MAX_WARPS}, e.g. warps: 4x2"),
+                format!("{leave_out}, or warps: ROWSxCOLS with ROWS x COLS from 1 to {MAX_WARPS}"),
             );
         }
         if s.consumers == 0 || s.consumers > 4 {
@@ -294,12 +299,33 @@ impl Validator<'_> {
             }
         }
         self.copy_vector();
-        if let Schedule::Persistent { group, .. } = s.schedule {
+        if let Schedule::Persistent {
+            raster,
+            group,
+            tail,
+        } = s.schedule
+        {
             if group == 0 || group > MAX_RASTER_GROUP {
+                // The same walk with a legal group where the family walks tiles; one tile
+                // per block where it does not.
+                let walks = self
+                    .family
+                    .scope(self)
+                    .iter()
+                    .all(|(key, _, in_scope)| *key != Key::Schedule || *in_scope);
+                let legal = if walks {
+                    Schedule::Persistent {
+                        raster,
+                        group: 8,
+                        tail,
+                    }
+                } else {
+                    Schedule::Tile
+                };
                 self.help(
                     Key::Schedule,
                     format!("a raster group holds 1 to {MAX_RASTER_GROUP} tiles, not {group}"),
-                    "schedule: persistent(raster = m, group = 8)",
+                    format!("schedule: {legal}"),
                 );
             }
         }

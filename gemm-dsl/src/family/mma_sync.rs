@@ -526,7 +526,20 @@ impl Validator<'_> {
                 }));
             }
             MmaSyncGeometryError::TileK { k_step } => {
-                let legal_k = s.tile.k.div_ceil(k_step).max(1) * k_step;
+                // The nearest multiple of the mma's k (the next one up on a tie) whose copies
+                // spread over the threads and whose registers fit, else the next multiple.
+                let fits = |k: u32| {
+                    let tile = Tile { k, ..s.tile };
+                    MmaSyncGeometry::new(tile, s.warps, s.dtype, s.layout, copy).is_ok_and(|g| {
+                        mma_sync_register_budget(&GemmSpec { tile, ..s.clone() }, &g).fits()
+                    })
+                };
+                let mut multiples: Vec<u32> = (1..=256 / k_step).map(|i| i * k_step).collect();
+                multiples.sort_by_key(|&k| (k.abs_diff(s.tile.k), k < s.tile.k));
+                let legal_k = multiples
+                    .into_iter()
+                    .find(|&k| fits(k))
+                    .unwrap_or_else(|| s.tile.k.div_ceil(k_step).max(1) * k_step);
                 self.help(
                     Key::Tile,
                     format!(

@@ -715,7 +715,10 @@ impl Validator<'_> {
             self.help(
                 Key::Warps,
                 "`warps:` does not apply to `mma: wgmma`: its threads are a producer warpgroup and consumer warpgroups",
-                format!("consumers: {} (warpgroups of 4 warps that split BM)", s.consumers),
+                format!(
+                    "leave `warps:` out: `consumers: {}` sets the threads (warpgroups of 4 warps that split BM)",
+                    s.consumers
+                ),
             );
         }
         if s.epilogue == Epilogue::Tma && s.out.size_bytes() != 2 {
@@ -1045,7 +1048,7 @@ fn legal_tile(s: &GemmSpec) -> Tile {
     let per_consumer = if s.pingpong {
         WGMMA_M
     } else {
-        WGMMA_M * s.consumers.clamp(1, 2)
+        WGMMA_M * s.consumers.clamp(1, 3)
     };
     let (a_major, b_major) = Major::of_layout(s.layout);
     let k_max = if a_major == Major::MN || b_major == Major::MN {
@@ -1631,7 +1634,7 @@ mod tests {
             (
                 "warps: 4x1",
                 "does not apply to `mma: wgmma`",
-                "consumers: 2",
+                "leave `warps:` out: `consumers: 2`",
             ),
             ("stages: 5", "shared memory over budget", "stages: 4 fits"),
             (
