@@ -1,11 +1,13 @@
 //! The rules every family shares, below the families: the state of one validation
 //! ([`Validator`]), the checks that run before any family's own (ranges, architecture
 //! features), the helpers the families' errors share, and what a family provides to the
-//! dispatch in `crate::family` ([`FamilyRules`]). Nothing here names a family.
+//! dispatch in `crate::family` ([`FamilyRules`]). Nothing here names a family: where a
+//! shared rule depends on the family, it asks the spec's family through [`FamilyRules`].
 
 use crate::budget::{Occupancy, RegisterBudget, SmemLedger};
 use crate::error::SpecError;
 use crate::geometry::{CopySpread, COPY_VECTOR_BYTES};
+use crate::pick::FamilyCost;
 use crate::spans::SpecSpans;
 use crate::spec::*;
 
@@ -48,11 +50,13 @@ pub(crate) struct Budgets {
     pub(crate) occupancy: Occupancy,
 }
 
-/// What each family provides to the dispatch in `crate::family`, besides its own flow: the
-/// defaults of the keys a spec leaves out, and its scope (values it does not implement
-/// yet), which the dispatch rejects before the family's flow runs. The parser asks for the
-/// defaults in its order, with the values already settled.
-pub(crate) trait FamilyRules {
+/// What each family provides to the dispatch in `crate::family` besides its own flow, and
+/// to the cost model ([`FamilyCost`]): the defaults of the keys a spec leaves out (the
+/// parser asks for them in its order, with the values already settled); its scope (values
+/// it does not implement yet), which the dispatch rejects before the family's flow runs;
+/// and what the shared rules ask of it. No method has a default body: a new family is a
+/// compile error until it answers each.
+pub(crate) trait FamilyRules: FamilyCost {
     /// How errors name the family, e.g. "`mma: fma` (SIMT)".
     fn describe(&self) -> &'static str;
     /// What the family implements, ending in "is" ("only f32, ..., is"): the help of a
@@ -63,23 +67,30 @@ pub(crate) trait FamilyRules {
 
     fn dtype(&self) -> DType;
     fn tile(&self, dtype: DType) -> Tile;
-    fn consumers(&self) -> u32 {
-        1
-    }
+    fn consumers(&self) -> u32;
     fn warps(&self, tile: Tile, consumers: u32) -> Grid2;
     fn stages(&self) -> u32;
     /// The shallowest pipeline the family runs for the spec ([`MAX_STAGES`] is every
     /// family's deepest).
-    fn min_stages(&self, _spec: &GemmSpec) -> u32 {
-        1
-    }
+    fn min_stages(&self, spec: &GemmSpec) -> u32;
     fn swizzle(&self, dtype: DType, tile: Tile) -> Swizzle;
-    fn copy(&self, _arch: Arch) -> Copy {
-        Copy::CP_ASYNC_CG
-    }
-    fn epilogue(&self, _out: DType) -> Epilogue {
-        Epilogue::Direct
-    }
+    fn copy(&self, arch: Arch) -> Copy;
+    fn epilogue(&self, out: DType) -> Epilogue;
+
+    /// The key that sets the block's threads: `warps:`, or `consumers:` (warpgroups). Errors
+    /// about the block's threads point at it.
+    fn threads_key(&self) -> Key;
+    /// The one target the family's math runs on, where it does not run on every target,
+    /// and the `mma:` to propose on the others.
+    fn math_target(&self) -> Option<(Arch, Mma)>;
+    /// The target on which the family copies with the TMA (and multicasts over a cluster),
+    /// if it does.
+    fn tma_target(&self) -> Option<Arch>;
+    /// The help for f32 inputs, which tensor cores do not multiply; none for a family that
+    /// multiplies them.
+    fn f32_inputs_help(&self) -> Option<&'static str>;
+    /// Whether the family multiplies fp8 (e4m3, e5m2) inputs.
+    fn multiplies_fp8(&self) -> bool;
 }
 
 impl<'a> Validator<'a> {
@@ -164,10 +175,7 @@ impl Validator<'_> {
     /// Where a problem of the block's threads points: at `warps:` (`consumers:` for wgmma)
     /// if the spec wrote it, else at the tile the default came from.
     pub(crate) fn warps_key(&self) -> Key {
-        let key = match self.spec.mma {
-            Mma::Wgmma => Key::Consumers,
-            Mma::Fma | Mma::MmaSync => Key::Warps,
-        };
+        let key = self.family.threads_key();
         if self.spans.given(key) {
             key
         } else {
@@ -207,29 +215,34 @@ impl Validator<'_> {
             };
         }
         let tile_sides = [s.tile.m, s.tile.n, s.tile.k];
+        // The example tile is the family's default for the spec's type.
+        let example_tile = self.family.tile(s.dtype);
         if tile_sides.contains(&0) {
             self.help(
                 Key::Tile,
                 format!("tile dimensions must be positive, not {}", s.tile),
-                "e.g. tile: 128x128x8",
+                format!("e.g. tile: {example_tile}"),
             );
         } else if tile_sides.iter().any(|&side| side > Tile::MAX_SIDE) {
             let max = Tile::MAX_SIDE;
             self.help(
                 Key::Tile,
                 format!("tile dimensions must be 1 to {max}, not {}", s.tile),
-                format!("BM, BN and BK are each 1 to {max}, e.g. tile: 128x128x8"),
+                format!("BM, BN and BK are each 1 to {max}, e.g. tile: {example_tile}"),
             );
         }
-        if s.warps.rows == 0 || s.warps.cols == 0 {
+        // Without `warps:` the grid comes from the tile (or `consumers`), which holds at
+        // least one warp unless `consumers` is out of range (its own error, below); the
+        // family rules report a default grid that holds too many warps, with one that fits.
+        // Left out, `warps:` takes the family's grid for the tile.
+        let leave_out = "leave `warps:` out for the family's grid for the tile";
+        if self.spans.given(Key::Warps) && (s.warps.rows == 0 || s.warps.cols == 0) {
             self.help(
                 Key::Warps,
                 "the warp grid must have at least one warp",
-                "e.g. warps: 4x2",
+                leave_out,
             );
         } else if self.spans.given(Key::Warps) && s.warps.rows.max(s.warps.cols) > MAX_WARPS {
-            // A default grid comes from the tile (or `consumers`), bounded here; the family
-            // rules report one that holds too many warps, with a grid that fits.
             self.help(
                 Key::Warps,
                 format!(
@@ -237,14 +250,14 @@ impl Validator<'_> {
                     MAX_WARPS * 32,
                     s.warps
                 ),
-                format!("warps: ROWSxCOLS with ROWS x COLS from 1 to {MAX_WARPS}, e.g. warps: 4x2"),
+                format!("{leave_out}, or warps: ROWSxCOLS with ROWS x COLS from 1 to {MAX_WARPS}"),
             );
         }
         if s.consumers == 0 || s.consumers > 4 {
             self.help(
                 Key::Consumers,
                 format!("consumers must be 1 to 4 warpgroups, not {}", s.consumers),
-                if s.mma == Mma::Wgmma {
+                if self.family.threads_key() == Key::Consumers {
                     "consumers: 2"
                 } else {
                     "leave `consumers:` out: it applies to `mma: wgmma` only"
@@ -272,7 +285,9 @@ impl Validator<'_> {
             if multicast == 0 || multicast > 16 {
                 // A multicast over the spec's cluster where TMA runs, else no TMA at all.
                 let legal = match s.cluster.count() {
-                    _ if s.mma != Mma::Wgmma || !s.arch.has_tma() => Copy::CP_ASYNC_CG,
+                    _ if self.family.tma_target().is_none() || !s.arch.has_tma() => {
+                        Copy::CP_ASYNC_CG
+                    }
                     blocks @ 1..=16 => Copy::Tma { multicast: blocks },
                     _ => Copy::Tma { multicast: 1 },
                 };
@@ -284,12 +299,33 @@ impl Validator<'_> {
             }
         }
         self.copy_vector();
-        if let Schedule::Persistent { group, .. } = s.schedule {
+        if let Schedule::Persistent {
+            raster,
+            group,
+            tail,
+        } = s.schedule
+        {
             if group == 0 || group > MAX_RASTER_GROUP {
+                // The same walk with a legal group where the family walks tiles; one tile
+                // per block where it does not.
+                let walks = self
+                    .family
+                    .scope(self)
+                    .iter()
+                    .all(|(key, _, in_scope)| *key != Key::Schedule || *in_scope);
+                let legal = if walks {
+                    Schedule::Persistent {
+                        raster,
+                        group: 8,
+                        tail,
+                    }
+                } else {
+                    Schedule::Tile
+                };
                 self.help(
                     Key::Schedule,
                     format!("a raster group holds 1 to {MAX_RASTER_GROUP} tiles, not {group}"),
-                    "schedule: persistent(raster = m, group = 8)",
+                    format!("schedule: {legal}"),
                 );
             }
         }
@@ -386,30 +422,37 @@ impl Validator<'_> {
                 ),
             ),
             Copy::Tma { .. } if !s.arch.has_tma() => {
+                let tma_target = self.family.tma_target();
                 let error = self.error(
                     Key::Copy,
                     format!(
                         "`copy: tma` needs sm_90 or newer (the Tensor Memory Accelerator), not {arch}"
                     ),
                 );
-                // Only the Hopper family copies with TMA, and it needs sm_90a.
-                *error = if s.mma == Mma::Wgmma {
-                    error.clone().fix(Key::Arch, Arch::Sm90a.name())
-                } else {
-                    error
+                // A family that copies with TMA, on the target it does; another copies
+                // with its threads.
+                *error = match tma_target {
+                    Some(target) => error.clone().fix(Key::Arch, target.name()),
+                    None => error
                         .clone()
                         .note("only `mma: wgmma` (on sm_90a) copies with TMA")
-                        .fix(Key::Copy, Copy::CP_ASYNC_CG.to_string())
+                        .fix(Key::Copy, Copy::CP_ASYNC_CG.to_string()),
                 };
             }
             _ => {}
         }
-        if s.mma == Mma::Wgmma && !s.arch.has_wgmma() {
-            self.help(
-                Key::Mma,
-                format!("`mma: wgmma` needs arch sm_90a, not {arch}"),
-                "use arch: sm_90a, or mma: mma_sync",
-            );
+        if let Some((target, instead)) = self.family.math_target() {
+            if s.arch != target {
+                self.help(
+                    Key::Mma,
+                    format!(
+                        "`mma: {}` needs arch {}, not {arch}",
+                        s.mma.name(),
+                        target.name()
+                    ),
+                    format!("use arch: {}, or mma: {}", target.name(), instead.name()),
+                );
+            }
         }
         if s.cluster.count() > 1 && !s.arch.has_tma() {
             self.help(
@@ -425,7 +468,7 @@ impl Validator<'_> {
             if (2..=16).contains(&multicast)
                 && multicast > s.cluster.count()
                 && s.arch.has_tma()
-                && s.mma == Mma::Wgmma
+                && self.family.tma_target().is_some()
             {
                 let error = self.error(
                     Key::Copy,
@@ -453,23 +496,19 @@ impl Validator<'_> {
     /// Element types the tensor-core paths accept.
     fn tensor_dtypes(&mut self) {
         let s = self.spec;
-        if s.mma != Mma::Fma && s.dtype == DType::F32 {
-            self.help(
-                Key::Dtype,
-                format!(
-                    "tensor cores (`mma: {}`) do not multiply f32 inputs",
-                    s.mma.name()
-                ),
-                match s.mma {
-                    // wgmma takes 16-bit inputs only here.
-                    Mma::Wgmma => "dtype: bf16 or f16, or mma: fma",
-                    Mma::Fma | Mma::MmaSync => {
-                        "dtype: tf32 (f32 storage, tf32 multiply), or mma: fma"
-                    }
-                },
-            );
+        if let Some(help) = self.family.f32_inputs_help() {
+            if s.dtype == DType::F32 {
+                self.help(
+                    Key::Dtype,
+                    format!(
+                        "tensor cores (`mma: {}`) do not multiply f32 inputs",
+                        s.mma.name()
+                    ),
+                    help,
+                );
+            }
         }
-        if s.dtype.is_fp8() && s.mma != Mma::Wgmma {
+        if s.dtype.is_fp8() && !self.family.multiplies_fp8() {
             self.help(
                 Key::Dtype,
                 format!(

@@ -107,6 +107,15 @@ pub enum DType {
 }
 
 impl DType {
+    pub const ALL: [DType; 6] = [
+        DType::F16,
+        DType::Bf16,
+        DType::Tf32,
+        DType::F32,
+        DType::E4m3,
+        DType::E5m2,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             DType::F16 => "f16",
@@ -224,6 +233,8 @@ pub enum BiasAlong {
 }
 
 impl BiasAlong {
+    pub const ALL: [BiasAlong; 2] = [BiasAlong::Row, BiasAlong::Col];
+
     pub fn name(self) -> &'static str {
         match self {
             BiasAlong::Row => "row",

@@ -30,7 +30,10 @@ fn warp_grids_too_large_to_count() {
         );
         assert_eq!(
             e.help.as_deref(),
-            Some("warps: ROWSxCOLS with ROWS x COLS from 1 to 32, e.g. warps: 4x2")
+            Some(
+                "leave `warps:` out for the family's grid for the tile, \
+                 or warps: ROWSxCOLS with ROWS x COLS from 1 to 32"
+            )
         );
     }
     // Within the side bound, the family's own rule names the warp count and a grid that fits.
@@ -43,12 +46,13 @@ fn warp_grids_too_large_to_count() {
 
 #[test]
 fn tiles_whose_bytes_overflow() {
-    for (tile, mma) in [
-        ("128x128x1073741824", "fma"),
-        ("128x128x4294967295", "mma_sync"),
-        ("4294967295x128x32", "mma_sync"),
-        ("128x65536x32", "fma"),
-        ("128x128x16385", "fma"),
+    // The example is the family's default tile.
+    for (tile, mma, example) in [
+        ("128x128x1073741824", "fma", "128x128x8"),
+        ("128x128x4294967295", "mma_sync", "128x128x32"),
+        ("4294967295x128x32", "mma_sync", "128x128x32"),
+        ("128x65536x32", "fma", "128x128x8"),
+        ("128x128x16385", "fma", "128x128x8"),
     ] {
         let e = error_at(
             &format!("name: k, arch: sm_80, tile: {tile}, mma: {mma}, dtype: tf32"),
@@ -59,8 +63,10 @@ fn tiles_whose_bytes_overflow() {
             format!("tile dimensions must be 1 to 16384, not {tile}")
         );
         assert_eq!(
-            e.help.as_deref(),
-            Some("BM, BN and BK are each 1 to 16384, e.g. tile: 128x128x8")
+            e.help,
+            Some(format!(
+                "BM, BN and BK are each 1 to 16384, e.g. tile: {example}"
+            ))
         );
     }
 }

@@ -1,8 +1,12 @@
-//! The kernel families, and the one place that lists them: [`FamilyPlan`]. Each family is a
-//! folder (its plan by concern, its SASS promises, its `explain` section and math-only probe)
-//! beside its templates in `templates/<family>/`; every match over [`FamilyPlan`] is here and
-//! exhaustive, so a new family is a new folder plus one variant, and the compiler points at
-//! each arm it needs.
+//! The kernel families of the code generator. Each family is a folder (its plan by concern,
+//! its SASS promises, its `explain` section and math-only probe) beside its templates in
+//! `templates/<family>/`. [`FamilyPlan`] is codegen's list of the families, the last of
+//! three exhaustive enums that list them: gemm-dsl's `Mma` (the spec's `mma:` value) and
+//! `Family` (a valid spec's geometry) come first, and [`plan`] turns a `Family` into a
+//! `FamilyPlan`. Every match over [`FamilyPlan`] in the library is in this file, so after
+//! the new variants the compiler points at each arm a new family needs; what it does not
+//! point at (the templates' registration in [`FamilyPlan::TEMPLATES`], catalog entries,
+//! tests) is listed in `docs/adding-a-family.md`.
 
 pub mod mma_sync;
 pub mod simt;

@@ -2,19 +2,29 @@
 //! and what it must show in SASS, and each thread's copies of an operand tile.
 
 use super::edges::{chunk_words, ChunkWord, CopyVector};
+use super::flags::TemplateEnum;
 use gemm_dsl::abi::{Opcode, SassCheck};
 use gemm_dsl::geometry::CopyGeometry;
 use gemm_dsl::ThreadCopy;
 use serde::Serialize;
 
 /// How tiles reach shared memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlanCopy {
     /// Global loads into registers, then shared stores.
     Sync,
     /// `cp.async` groups.
     CpAsync,
+}
+
+impl TemplateEnum for PlanCopy {
+    const ALL: &'static [Self] = &[PlanCopy::Sync, PlanCopy::CpAsync];
+    fn name(self) -> &'static str {
+        match self {
+            PlanCopy::Sync => "sync",
+            PlanCopy::CpAsync => "cp_async",
+        }
+    }
 }
 
 impl PlanCopy {
@@ -43,6 +53,32 @@ impl PlanCopy {
         match copy {
             ThreadCopy::Sync { .. } => (PlanCopy::Sync, ""),
             ThreadCopy::CpAsync { hint, .. } => (PlanCopy::CpAsync, hint.name()),
+        }
+    }
+}
+
+/// How a thread addresses its copies of an operand tile, in global and in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyAddressing {
+    /// A 64-bit global pointer per copy, set up once and advanced by each k tile, the bounded
+    /// copies' lines found from 64-bit byte strides; one shared-memory base per operand
+    /// (`%a_smem_copy`), every copy at an immediate offset from it (SIMT).
+    PointerPerCopy,
+    /// One global pointer per operand, stepped to each copy's line by the 32-bit leading
+    /// dimension (`mad.wide.u32`); a shared-memory base per XOR constant of the swizzle
+    /// (`%a_cp<i>`), each copy at an immediate offset from one of them (mma.sync).
+    SteppedPointer,
+}
+
+impl TemplateEnum for CopyAddressing {
+    const ALL: &'static [Self] = &[
+        CopyAddressing::PointerPerCopy,
+        CopyAddressing::SteppedPointer,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            CopyAddressing::PointerPerCopy => "pointer_per_copy",
+            CopyAddressing::SteppedPointer => "stepped_pointer",
         }
     }
 }

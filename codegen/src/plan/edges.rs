@@ -15,11 +15,30 @@
 //! the peeled tile. A copy or store at offset `o` from there is in bounds when `left > o`.
 
 use super::batch::BatchOperand;
+use super::flags::{flags, TemplateEnum};
 use gemm_dsl::geometry::{StoredTile, COPY_VECTOR_BYTES};
 use serde::Serialize;
 
 /// Bytes of the 32-bit words a partial vector is loaded by.
 const WORD_BYTES: u32 = 4;
+
+/// The register type a family stages copy vectors and stores C in: 32-bit floats (SIMT) or
+/// untyped words (mma.sync, whose 16-bit elements come in pairs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StagingWord {
+    F32,
+    B32,
+}
+
+impl TemplateEnum for StagingWord {
+    const ALL: &'static [Self] = &[StagingWord::F32, StagingWord::B32];
+    fn name(self) -> &'static str {
+        match self {
+            StagingWord::F32 => "f32",
+            StagingWord::B32 => "b32",
+        }
+    }
+}
 
 /// One copy vector of `copy: sync` or `cp_async`: its width and, for `sync`, the instructions
 /// that move it through the staging registers. The default 16 bytes are `ld.global.v4` and
@@ -36,12 +55,15 @@ pub struct CopyVector {
     /// `ld.global` and `st.shared` of one vector, e.g. `ld.global.v4.f32`.
     pub global_load: String,
     pub shared_store: String,
+    /// The staging registers' type (a partial vector is loaded word by word in it).
+    #[serde(serialize_with = "flags")]
+    pub word: StagingWord,
 }
 
 impl CopyVector {
-    /// A vector of `bytes`; `word_type` is the register type the family stages in (`f32`,
-    /// `b32`).
-    pub fn new(bytes: u32, word_type: &str) -> CopyVector {
+    /// A vector of `bytes`, staged in registers of type `word`.
+    pub fn new(bytes: u32, word: StagingWord) -> CopyVector {
+        let word_type = word.name();
         let words = gemm_dsl::geometry::staging_words(bytes);
         let (load, store) = match words {
             4 => (format!("v4.{word_type}"), format!("v4.{word_type}")),
@@ -55,6 +77,7 @@ impl CopyVector {
             words,
             global_load: format!("ld.global.{load}"),
             shared_store: format!("st.shared.{store}"),
+            word,
         }
     }
 
@@ -184,9 +207,10 @@ pub fn c_store_bytes(vector_bytes: u32, out_bytes: u32) -> u32 {
     vector_bytes.min(COPY_VECTOR_BYTES).max(out_bytes)
 }
 
-/// The `st.global` of one C store of `bytes`, in registers of `word_type` (`f32`, `b32`):
-/// four, two or one 32-bit registers, or a 16-bit half.
-pub fn c_global_store(bytes: u32, word_type: &str) -> String {
+/// The `st.global` of one C store of `bytes`, in registers of type `word`: four, two or one
+/// 32-bit registers, or a 16-bit half.
+pub fn c_global_store(bytes: u32, word: StagingWord) -> String {
+    let word_type = word.name();
     match bytes {
         16 => format!("st.global.v4.{word_type}"),
         8 => format!("st.global.v2.{word_type}"),
@@ -232,24 +256,24 @@ mod tests {
         // One element per vector: whole or nothing.
         assert!(chunk_words(&one, 4, 4).is_empty());
         assert!(chunk_words(&one, 2, 2).is_empty());
-        let v = CopyVector::new(16, "f32");
+        let v = CopyVector::new(16, StagingWord::F32);
         assert_eq!(
             (v.global_load.as_str(), v.last_byte, v.words),
             ("ld.global.v4.f32", 15, 4)
         );
-        let v = CopyVector::new(8, "b32");
+        let v = CopyVector::new(8, StagingWord::B32);
         assert_eq!(
             (v.global_load.as_str(), v.shared_store.as_str()),
             ("ld.global.v2.b32", "st.shared.v2.b32")
         );
-        let v = CopyVector::new(2, "b32");
+        let v = CopyVector::new(2, StagingWord::B32);
         assert_eq!(
             (v.global_load.as_str(), v.shared_store.as_str(), v.words),
             ("ld.global.u16", "st.shared.b16", 1)
         );
         assert_eq!(v.operand(&one), "%s0");
         assert_eq!(
-            CopyVector::new(8, "b32").operand(&["%a".into(), "%b".into()]),
+            CopyVector::new(8, StagingWord::B32).operand(&["%a".into(), "%b".into()]),
             "{ %a, %b }"
         );
     }

@@ -11,6 +11,7 @@
 //! Loads are guarded element by element: rows past M and columns past N read nothing (their
 //! accumulators are never stored), so a buffer need hold no more than the problem's elements.
 
+use super::flags::flags;
 use gemm_dsl::{Activation, Aux, BiasAlong, DType, GemmSpec, Quant, Scale};
 use serde::Serialize;
 
@@ -44,8 +45,8 @@ pub struct FusedEpilogue {
     /// `aux: pre_activation`: each value is stored before the activation, to aux laid out as
     /// C, with this conversion (`cvt.rn.bf16.f32`; empty for f32).
     pub aux: Option<AuxStore>,
-    /// `none`, `relu`, `gelu`, `gelu_erf` or `silu`.
-    pub activation: &'static str,
+    #[serde(serialize_with = "flags")]
+    pub activation: Activation,
     /// The tanh approximation of GELU through `tanh.approx` (about 11 bits: below a 16-bit
     /// output's rounding), or through `ex2` and `rcp` for f32 output.
     pub fast_tanh: bool,
@@ -63,8 +64,9 @@ pub struct FusedEpilogue {
 /// How one element of a vector or matrix is loaded and widened to f32.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ElementLoad {
-    /// `bf16`, `f16` or `f32`.
-    pub dtype: &'static str,
+    /// bf16, f16 or f32.
+    #[serde(serialize_with = "flags")]
+    pub dtype: DType,
     pub bytes: u32,
     /// `ld.global.nc` for inputs no thread writes during the kernel (the bias), `ld.global`
     /// for C-in, which may be C itself.
@@ -85,8 +87,8 @@ pub struct AuxStore {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BiasPlan {
-    /// `row` or `col`.
-    pub along: &'static str,
+    #[serde(serialize_with = "flags")]
+    pub along: BiasAlong,
     pub element: ElementLoad,
 }
 
@@ -216,9 +218,8 @@ impl ElementLoad {
     fn of(dtype: DType, load: &'static str) -> ElementLoad {
         ElementLoad {
             dtype: match dtype {
-                DType::Bf16 => "bf16",
-                DType::F16 => "f16",
-                DType::F32 | DType::Tf32 => "f32",
+                DType::Bf16 | DType::F16 | DType::F32 => dtype,
+                DType::Tf32 => DType::F32,
                 DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
             },
             bytes: dtype.size_bytes(),
@@ -324,7 +325,7 @@ impl FusedEpilogue {
                 .then(|| ElementLoad::of(spec.out, "ld.global")),
             c_in_staged: false,
             bias: spec.bias.vector().map(|(along, dtype)| BiasPlan {
-                along: along.name(),
+                along,
                 element: ElementLoad::of(dtype, "ld.global.nc"),
             }),
             aux: (spec.aux == Aux::PreActivation).then_some(match spec.out {
@@ -345,7 +346,7 @@ impl FusedEpilogue {
                 },
                 DType::E4m3 | DType::E5m2 => unreachable!("fp8 is an input type only (validated)"),
             }),
-            activation: spec.activation.name(),
+            activation: spec.activation,
             fast_tanh: out_bytes == 2,
             constants: Constants::new(),
             rows: rows.iter().map(|&r| line(r, BiasAlong::Row)).collect(),
@@ -359,7 +360,7 @@ impl FusedEpilogue {
     pub fn column_bias(&self) -> bool {
         self.bias
             .as_ref()
-            .is_some_and(|b| b.along == BiasAlong::Col.name())
+            .is_some_and(|b| b.along == BiasAlong::Col)
     }
 }
 
@@ -492,7 +493,7 @@ mod tests {
             2
         );
         assert_eq!(fused.c_in.as_ref().unwrap().load, "ld.global");
-        assert_eq!(fused.bias.as_ref().unwrap().element.dtype, "bf16");
+        assert_eq!(fused.bias.as_ref().unwrap().element.dtype, DType::Bf16);
     }
 
     #[test]

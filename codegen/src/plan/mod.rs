@@ -11,6 +11,7 @@ pub mod copy;
 pub mod divide;
 pub mod edges;
 pub mod epilogue;
+pub mod flags;
 pub mod math_only;
 pub mod pipeline;
 pub mod ring;

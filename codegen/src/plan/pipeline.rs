@@ -3,7 +3,9 @@
 //! one, flattened into its template context, with its own per-thread copy type `C`.
 
 use super::batch::BatchPlan;
+use super::copy::CopyAddressing;
 use super::edges::{CopyVector, OperandSource};
+use super::flags::flags;
 use super::{CpAsyncGroups, PlanCopy, Ring};
 use gemm_dsl::geometry::StoredTile;
 use gemm_dsl::{GemmSpec, ThreadCopy};
@@ -12,7 +14,10 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize)]
 pub struct CopyPipeline<C> {
     pub smem: Ring<CpAsyncGroups>,
+    #[serde(serialize_with = "flags")]
     pub copy: PlanCopy,
+    #[serde(serialize_with = "flags")]
+    pub addressing: CopyAddressing,
     /// `cp.async` cache qualifier (`cg` or `ca`); empty for `copy: sync`.
     pub cache_hint: &'static str,
     /// The copy vector's instructions (`copy: sync`) and bounds.
@@ -28,11 +33,11 @@ pub struct CopyPipeline<C> {
 
 impl<C> CopyPipeline<C> {
     /// The pipeline of `spec` over `smem`: A and B stored as `stored`, copied as
-    /// `thread_copy` in vectors `vector` by `copies`, each thread issuing
-    /// `copies_per_thread` copies per stage of both operands.
+    /// `thread_copy` in vectors `vector` by `copies` addressed as `addressing`, each thread
+    /// issuing `copies_per_thread` copies per stage of both operands.
     pub fn new(
         spec: &GemmSpec,
-        (thread_copy, vector): (ThreadCopy, CopyVector),
+        (thread_copy, vector, addressing): (ThreadCopy, CopyVector, CopyAddressing),
         smem: Ring<CpAsyncGroups>,
         (a_stored, b_stored): (StoredTile, StoredTile),
         (a_copy, b_copy): (C, C),
@@ -44,6 +49,7 @@ impl<C> CopyPipeline<C> {
         CopyPipeline {
             smem,
             copy,
+            addressing,
             cache_hint,
             staging_registers: vector.words * copies_per_thread,
             vector,

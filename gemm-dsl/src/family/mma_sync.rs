@@ -7,6 +7,7 @@ use crate::geometry::{
     operand_copies, rank_warp_grids, xor_swizzle_fits_row, CopyGeometry, CopySpread, StoredTile,
     COPY_VECTOR_BYTES, MAX_WARPS,
 };
+use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
@@ -290,6 +291,63 @@ impl FamilyRules for MmaSync {
             Swizzle::Pad(16)
         }
     }
+
+    fn consumers(&self) -> u32 {
+        1
+    }
+
+    fn copy(&self, _arch: Arch) -> Copy {
+        Copy::CP_ASYNC_CG
+    }
+
+    fn epilogue(&self, _out: DType) -> Epilogue {
+        Epilogue::Direct
+    }
+
+    fn threads_key(&self) -> Key {
+        Key::Warps
+    }
+
+    /// mma.sync runs on every target (sm_80 and newer).
+    fn math_target(&self) -> Option<(Arch, Mma)> {
+        None
+    }
+
+    fn tma_target(&self) -> Option<Arch> {
+        None
+    }
+
+    fn f32_inputs_help(&self) -> Option<&'static str> {
+        Some("dtype: tf32 (f32 storage, tf32 multiply), or mma: fma")
+    }
+
+    fn multiplies_fp8(&self) -> bool {
+        false
+    }
+}
+
+impl FamilyCost for MmaSync {
+    fn math_unit(&self) -> MathUnit {
+        MathUnit::TensorCores
+    }
+
+    fn main_loop_efficiency(
+        &self,
+        fitted: &Calibration,
+        _candidate: &Candidate,
+        _blocks_on_sm: f64,
+    ) -> f64 {
+        fitted.mma_sync
+    }
+
+    fn k_tile_overhead_clk(&self, _blocks_on_sm: f64) -> f64 {
+        80.0
+    }
+
+    /// The threads' `cp.async` ring waits out less latency than the TMA ring (fitted).
+    fn ring_latency_share(&self, fitted: &Calibration) -> f64 {
+        fitted.mma_sync_latency_share
+    }
 }
 
 impl Validator<'_> {
@@ -468,7 +526,20 @@ impl Validator<'_> {
                 }));
             }
             MmaSyncGeometryError::TileK { k_step } => {
-                let legal_k = s.tile.k.div_ceil(k_step).max(1) * k_step;
+                // The nearest multiple of the mma's k (the next one up on a tie) whose copies
+                // spread over the threads and whose registers fit, else the next multiple.
+                let fits = |k: u32| {
+                    let tile = Tile { k, ..s.tile };
+                    MmaSyncGeometry::new(tile, s.warps, s.dtype, s.layout, copy).is_ok_and(|g| {
+                        mma_sync_register_budget(&GemmSpec { tile, ..s.clone() }, &g).fits()
+                    })
+                };
+                let mut multiples: Vec<u32> = (1..=256 / k_step).map(|i| i * k_step).collect();
+                multiples.sort_by_key(|&k| (k.abs_diff(s.tile.k), k < s.tile.k));
+                let legal_k = multiples
+                    .into_iter()
+                    .find(|&k| fits(k))
+                    .unwrap_or_else(|| s.tile.k.div_ceil(k_step).max(1) * k_step);
                 self.help(
                     Key::Tile,
                     format!(

@@ -1,8 +1,14 @@
 //! Kernel families. A family is one module here holding its defaults, its scope, its
-//! geometry (how a block tile splits over warps and copies), its rules and its budgets. This
-//! file is the one place that lists the families: [`Family`], and the matches on the spec's
-//! `mma:` that pick a family's rules (`rules`) and flow (`validate`). The families build
-//! on `crate::rules` and import nothing from here; the common checks run before, and
+//! geometry (how a block tile splits over warps and copies), its rules, its budgets and its
+//! numbers in the cost model: one implementation of `FamilyRules` (and of its companion
+//! `crate::pick::FamilyCost`), whose methods have no default bodies, so a new family is a
+//! compile error until it answers every question the shared rules and the cost model ask.
+//! The families are listed three times, each list an exhaustive enum, so the compiler points
+//! at each place a new family must fill: the spec's `mma:` value (`crate::spec::Mma`,
+//! matched here to the family's rules and flow, the only matches on it in validation and
+//! the cost model), [`Family`] here (the valid spec's geometry) and
+//! `gemm_codegen::family::FamilyPlan` (the plan). `docs/adding-a-family.md` walks through every file. The families build on
+//! `crate::rules` and import nothing from here; the common checks run before, and
 //! `Validator::finish` after, every family's own flow.
 
 pub mod mma_sync;
@@ -36,7 +42,7 @@ impl Family {
     }
 }
 
-/// The defaults and scope of the family an `mma:` value picks.
+/// The rules (defaults, scope, flow, cost numbers) of the family an `mma:` value picks.
 pub(crate) fn rules(mma: Mma) -> &'static dyn FamilyRules {
     match mma {
         Mma::Fma => &simt::Simt,

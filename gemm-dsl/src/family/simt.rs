@@ -7,6 +7,7 @@ use crate::geometry::{
     operand_copies, rank_warp_grids, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
     MAX_WARPS,
 };
+use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{not_implemented, Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
@@ -186,6 +187,69 @@ impl FamilyRules for Simt {
     fn swizzle(&self, _dtype: DType, _tile: Tile) -> Swizzle {
         Swizzle::None
     }
+
+    fn consumers(&self) -> u32 {
+        1
+    }
+
+    fn min_stages(&self, _spec: &GemmSpec) -> u32 {
+        1
+    }
+
+    fn copy(&self, _arch: Arch) -> Copy {
+        Copy::CP_ASYNC_CG
+    }
+
+    fn epilogue(&self, _out: DType) -> Epilogue {
+        Epilogue::Direct
+    }
+
+    fn threads_key(&self) -> Key {
+        Key::Warps
+    }
+
+    /// FFMA runs on every target.
+    fn math_target(&self) -> Option<(Arch, Mma)> {
+        None
+    }
+
+    fn tma_target(&self) -> Option<Arch> {
+        None
+    }
+
+    fn f32_inputs_help(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn multiplies_fp8(&self) -> bool {
+        false
+    }
+}
+
+impl FamilyCost for Simt {
+    fn math_unit(&self) -> MathUnit {
+        MathUnit::Fma
+    }
+
+    /// A block's barrier waits stop only its own warps, which the other resident blocks'
+    /// FFMAs fill: one block alone loses the most.
+    fn main_loop_efficiency(
+        &self,
+        fitted: &Calibration,
+        _candidate: &Candidate,
+        blocks_on_sm: f64,
+    ) -> f64 {
+        fitted.fma * blocks_on_sm / (blocks_on_sm + fitted.fma_barrier_blocks)
+    }
+
+    /// Hidden by the other resident blocks' FFMAs (fitted on the SIMT tiles).
+    fn k_tile_overhead_clk(&self, blocks_on_sm: f64) -> f64 {
+        80.0 / blocks_on_sm
+    }
+
+    fn ring_latency_share(&self, _fitted: &Calibration) -> f64 {
+        1.0
+    }
 }
 
 impl Validator<'_> {
@@ -195,38 +259,28 @@ impl Validator<'_> {
         let spans = self.spans;
         let family_note = Simt.scope_note();
 
-        let row_bytes = s.tile.k * s.dtype.size_bytes();
         match s.swizzle {
             Swizzle::Pad(bytes) => self.padding_error(bytes, "vector copies and reads"),
+            // The SIMT family reads its tiles as they lie, or padded: no XOR swizzle, at any
+            // row width (so no tile to propose either).
             Swizzle::Xor32 | Swizzle::Xor64 | Swizzle::Xor128 => {
-                let width = s.swizzle.xor_width_bytes().unwrap_or(0);
-                if !row_bytes.is_multiple_of(width) {
-                    let error = self.error(
-                        Key::Swizzle,
-                        format!(
-                            "`swizzle: {}` permutes {width}-byte rows, but a tile row of A is {} x {} = {row_bytes} bytes",
-                            s.swizzle,
-                            s.tile.k,
-                            s.dtype.name()
-                        ),
-                    );
-                    error.help = Some(format!(
-                        "use a tile with BK·sizeof({}) a multiple of {width}, or swizzle: none",
-                        s.dtype.name()
-                    ));
-                } else {
-                    self.errors.push(
-                        not_implemented(
-                            spans.value(Key::Swizzle),
-                            "swizzle",
-                            &s.swizzle.to_string(),
-                            family_note,
-                        )
-                        .through(spans.value_last(Key::Swizzle)),
-                    );
-                }
+                let mut error = not_implemented(
+                    spans.value(Key::Swizzle),
+                    "swizzle",
+                    &s.swizzle.to_string(),
+                    family_note,
+                )
+                .through(spans.value_last(Key::Swizzle))
+                .note(format!("this family is {}", Simt.describe()))
+                .note(
+                    "its reads are conflict-free without a swizzle; `pad(N)` pads rows, and \
+                     `mma: mma_sync` and `mma: wgmma` take XOR swizzles",
+                )
+                .fix(Key::Swizzle, Swizzle::None.to_string());
+                error.key = Some(Key::Swizzle);
+                self.errors.push(error);
             }
-            _ => {}
+            Swizzle::None => {}
         }
         if !self.errors.is_empty() {
             return None;

@@ -4,6 +4,7 @@
 //! geometry, rules and budgets.
 
 use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
+use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
@@ -644,6 +645,64 @@ impl FamilyRules for Wgmma {
             _ => Epilogue::Direct,
         }
     }
+
+    fn threads_key(&self) -> Key {
+        Key::Consumers
+    }
+
+    fn math_target(&self) -> Option<(Arch, Mma)> {
+        Some((Arch::Sm90a, Mma::MmaSync))
+    }
+
+    fn tma_target(&self) -> Option<Arch> {
+        Some(Arch::Sm90a)
+    }
+
+    /// wgmma takes 16-bit and fp8 inputs only here.
+    fn f32_inputs_help(&self) -> Option<&'static str> {
+        Some("dtype: bf16 or f16, or mma: fma")
+    }
+
+    fn multiplies_fp8(&self) -> bool {
+        true
+    }
+}
+
+impl FamilyCost for Wgmma {
+    fn math_unit(&self) -> MathUnit {
+        MathUnit::TensorCores
+    }
+
+    /// By consumer warpgroups' share of the tile: a 128-row share per consumer reads the
+    /// fewest shared-memory bytes per flop, a 64x128 one the most.
+    fn main_loop_efficiency(
+        &self,
+        fitted: &Calibration,
+        candidate: &Candidate,
+        _blocks_on_sm: f64,
+    ) -> f64 {
+        let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
+        let consumers = candidate.consumers;
+        if candidate.pingpong {
+            fitted.wgmma_pingpong
+        } else if consumers >= 2 && bm / consumers >= 128 {
+            fitted.wgmma_128_rows_per_consumer
+        } else if consumers >= 2 && bn >= 256 {
+            fitted.wgmma_two_consumers_256_wide
+        } else if consumers >= 2 {
+            fitted.wgmma_two_consumers
+        } else {
+            fitted.wgmma_one_consumer
+        }
+    }
+
+    fn k_tile_overhead_clk(&self, _blocks_on_sm: f64) -> f64 {
+        40.0
+    }
+
+    fn ring_latency_share(&self, _fitted: &Calibration) -> f64 {
+        1.0
+    }
 }
 
 impl Validator<'_> {
@@ -656,7 +715,10 @@ impl Validator<'_> {
             self.help(
                 Key::Warps,
                 "`warps:` does not apply to `mma: wgmma`: its threads are a producer warpgroup and consumer warpgroups",
-                format!("consumers: {} (warpgroups of 4 warps that split BM)", s.consumers),
+                format!(
+                    "leave `warps:` out: `consumers: {}` sets the threads (warpgroups of 4 warps that split BM)",
+                    s.consumers
+                ),
             );
         }
         if s.epilogue == Epilogue::Tma && s.out.size_bytes() != 2 {
@@ -986,7 +1048,7 @@ fn legal_tile(s: &GemmSpec) -> Tile {
     let per_consumer = if s.pingpong {
         WGMMA_M
     } else {
-        WGMMA_M * s.consumers.clamp(1, 2)
+        WGMMA_M * s.consumers.clamp(1, 3)
     };
     let (a_major, b_major) = Major::of_layout(s.layout);
     let k_max = if a_major == Major::MN || b_major == Major::MN {
@@ -1572,7 +1634,7 @@ mod tests {
             (
                 "warps: 4x1",
                 "does not apply to `mma: wgmma`",
-                "consumers: 2",
+                "leave `warps:` out: `consumers: 2`",
             ),
             ("stages: 5", "shared memory over budget", "stages: 4 fits"),
             (

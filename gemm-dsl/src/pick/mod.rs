@@ -26,7 +26,7 @@ pub mod sets;
 
 pub use refusal::{Refusal, Remedy};
 
-use crate::abi::{CopyPath, LaunchShape, Operand};
+use crate::abi::{LaunchShape, Operand};
 use crate::{Arch, DType, Layout, Mma, Schedule, StreamKSplit, Tail, ValidSpec};
 use std::fmt;
 
@@ -280,12 +280,12 @@ impl DeviceModel {
         }
     }
 
-    /// Peak flops per clock of one SM for a family's math on this device.
-    fn flops_per_clk(&self, mma: Mma, dtype: DType) -> f64 {
+    /// Peak flops per clock of one SM for math on `unit` on this device.
+    fn flops_per_clk(&self, unit: MathUnit, dtype: DType) -> f64 {
         let hopper = self.compute_capability >= 90;
         let tensor_16bit = if hopper { 4096.0 } else { 2048.0 };
-        match (mma, dtype) {
-            (Mma::Fma, _) => {
+        match (unit, dtype) {
+            (MathUnit::Fma, _) => {
                 if self.compute_capability == 80 {
                     128.0
                 } else {
@@ -303,33 +303,34 @@ impl DeviceModel {
     }
 }
 
-/// The fraction of the SM's peak math rate a candidate's main loop reaches, with
-/// `blocks_on_sm` of its blocks resident on an SM.
-fn main_loop_efficiency(device: &DeviceModel, candidate: &Candidate, blocks_on_sm: f64) -> f64 {
-    let fitted = &device.calibration;
-    let (bm, bn) = (candidate.launch.tile_m, candidate.launch.tile_n);
-    match candidate.mma {
-        Mma::Wgmma if candidate.pingpong => fitted.wgmma_pingpong,
-        Mma::Wgmma if candidate.consumers >= 2 && bm / candidate.consumers >= 128 => {
-            fitted.wgmma_128_rows_per_consumer
-        }
-        Mma::Wgmma if candidate.consumers >= 2 && bn >= 256 => fitted.wgmma_two_consumers_256_wide,
-        Mma::Wgmma if candidate.consumers >= 2 => fitted.wgmma_two_consumers,
-        Mma::Wgmma => fitted.wgmma_one_consumer,
-        Mma::MmaSync => fitted.mma_sync,
-        Mma::Fma => fitted.fma * blocks_on_sm / (blocks_on_sm + fitted.fma_barrier_blocks),
-    }
+/// The units an SM multiplies on, each with its own peak rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MathUnit {
+    /// The FP32 pipes (`fma.rn.f32`).
+    Fma,
+    /// The tensor cores, at the rate of the input type.
+    TensorCores,
 }
 
-/// Clocks a main-loop step pays besides its math and loads (barrier waits, the loop itself),
-/// with `blocks_on_sm` blocks resident on an SM. A SIMT block's are hidden by the others'
-/// FFMAs (fitted on the SIMT tiles; the tensor-core families keep the whole).
-fn k_tile_overhead_clk(mma: Mma, blocks_on_sm: f64) -> f64 {
-    match mma {
-        Mma::Wgmma => 40.0,
-        Mma::MmaSync => 80.0,
-        Mma::Fma => 80.0 / blocks_on_sm,
-    }
+/// A family's numbers in the cost model, beside its rules: each family's module in
+/// `crate::family` implements it, and `FamilyRules` requires it, so a new family is a
+/// compile error until it states each.
+pub(crate) trait FamilyCost {
+    /// The unit the family's main loop multiplies on.
+    fn math_unit(&self) -> MathUnit;
+    /// The fraction of the unit's peak rate the candidate's main loop reaches (the
+    /// [`Calibration`]'s fitted numbers), with `blocks_on_sm` of its blocks resident on an SM.
+    fn main_loop_efficiency(
+        &self,
+        fitted: &Calibration,
+        candidate: &Candidate,
+        blocks_on_sm: f64,
+    ) -> f64;
+    /// Clocks a main-loop step pays besides its math and loads (barrier waits, the loop
+    /// itself), with `blocks_on_sm` blocks resident on an SM.
+    fn k_tile_overhead_clk(&self, blocks_on_sm: f64) -> f64;
+    /// The share of the device's memory latency the family's ring waits out.
+    fn ring_latency_share(&self, fitted: &Calibration) -> f64;
 }
 
 /// Bytes per clock one SM stores C at.
@@ -369,7 +370,7 @@ impl Candidate {
             dtype: spec.dtype,
             out: spec.out,
             layout: spec.layout,
-            consumers: if spec.mma == Mma::Wgmma {
+            consumers: if crate::family::rules(spec.mma).threads_key() == crate::Key::Consumers {
                 spec.consumers
             } else {
                 1
@@ -476,16 +477,13 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         * in_bytes;
     let blocks_on_sm =
         f64::from(grid_blocks.div_ceil(device.sms).max(1)).min(f64::from(candidate.blocks_per_sm));
+    let family = crate::family::rules(candidate.mma);
     let math_clk = 2.0 * bm * bn * bk
-        / (device.flops_per_clk(candidate.mma, candidate.dtype)
-            * main_loop_efficiency(device, candidate, blocks_on_sm));
+        / (device.flops_per_clk(family.math_unit(), candidate.dtype)
+            * family.main_loop_efficiency(&device.calibration, candidate, blocks_on_sm));
     let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
-    let ring_latency_clk = match (shape.copy_path, candidate.mma) {
-        (CopyPath::CpAsync | CopyPath::Sync, Mma::MmaSync) => {
-            device.memory_latency_clk * device.calibration.mma_sync_latency_share
-        }
-        _ => device.memory_latency_clk,
-    };
+    let ring_latency_clk =
+        device.memory_latency_clk * family.ring_latency_share(&device.calibration);
     let latency_clk =
         ring_latency_clk / f64::from(candidate.stages.saturating_sub(1).max(1)) / blocks_on_sm;
     let (step_clk, step_bound) = [
@@ -501,7 +499,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
             best
         }
     });
-    let k_tile_clk = step_clk + k_tile_overhead_clk(candidate.mma, blocks_on_sm);
+    let k_tile_clk = step_clk + family.k_tile_overhead_clk(blocks_on_sm);
 
     // The busiest SM's share of the walk.
     let grid_f = f64::from(grid_blocks.max(1));

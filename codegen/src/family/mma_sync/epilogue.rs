@@ -2,7 +2,7 @@
 //! shared-memory slabs into row-segment stores.
 
 use super::MmaSyncPlan;
-use crate::plan::edges::{c_global_store, c_store_bytes};
+use crate::plan::edges::{c_global_store, c_store_bytes, StagingWord};
 use crate::plan::epilogue::AccElement;
 use crate::plan::store::{
     pair_elements, rows_with_steps, slab_stores, EpilogueBand, EpilogueRow, PairStore, SlabRead,
@@ -86,7 +86,7 @@ pub(super) fn staged_epilogue(
         bytes_per_warp: slab.bytes_per_warp,
         warp_col_bytes: slab.row_bytes,
         pair_bytes: 2 * out_bytes,
-        global_store: c_global_store(store_bytes, "b32"),
+        global_store: c_global_store(store_bytes, StagingWord::B32),
         bands,
     }
 }

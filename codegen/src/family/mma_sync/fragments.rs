@@ -4,6 +4,7 @@
 
 use super::{base_slot, must_decompose, registers, K_STEP_BYTES};
 use crate::plan::conflict_degree;
+use crate::plan::flags::{flags, TemplateEnum};
 use crate::plan::swizzle::{SmemSwizzle, XorOffset};
 use gemm_dsl::family::mma_sync::MmaSyncGeometry;
 use gemm_dsl::geometry::{StoredTile, COPY_VECTOR_BYTES};
@@ -11,8 +12,7 @@ use gemm_dsl::{DType, GemmSpec, Layout};
 use serde::Serialize;
 
 /// How one operand's fragments are read from shared memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadKind {
     /// `ldmatrix.x4` over lines along M or N, 16-byte chunks along K: row-major A,
     /// column-major B.
@@ -22,6 +22,21 @@ pub enum ReadKind {
     /// `ld.shared.b32` per register over lines along K (tf32, which no 32-bit
     /// `ldmatrix.trans` exists for).
     Scalar,
+}
+
+impl TemplateEnum for ReadKind {
+    const ALL: &'static [Self] = &[
+        ReadKind::Ldmatrix,
+        ReadKind::LdmatrixTrans,
+        ReadKind::Scalar,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            ReadKind::Ldmatrix => "ldmatrix",
+            ReadKind::LdmatrixTrans => "ldmatrix_trans",
+            ReadKind::Scalar => "scalar",
+        }
+    }
 }
 
 impl ReadKind {
@@ -57,6 +72,7 @@ impl ReadKind {
 /// `warp_m·warp_m_bytes + warp_n·warp_n_bytes + (l >> lane_col_shift)·lane_col_bytes`.
 #[derive(Clone, Debug, Serialize)]
 pub struct FragmentReads {
+    #[serde(serialize_with = "flags")]
     pub kind: ReadKind,
     pub instruction: &'static str,
     /// ldmatrix takes its registers in braces, `ld.shared.b32` one bare register.

@@ -67,7 +67,8 @@ pub use fragments::{
 };
 
 use crate::plan::batch::BatchPlan;
-use crate::plan::edges::CopyVector;
+use crate::plan::copy::CopyAddressing;
+use crate::plan::edges::{CopyVector, StagingWord};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::schedule::TileWalk;
@@ -196,7 +197,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
     let a_tile_bytes = a_stored.lines * a_swizzle.pitch;
     let smem = Ring::cp_async(valid.smem.bytes_per_stage(), spec.stages);
 
-    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "b32");
+    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, StagingWord::B32);
     let a_copy = tile_copy(&g.a_copy, &copy_vector, element, g.threads, a_swizzle, 0, 0);
     let b_copy = tile_copy(
         &g.b_copy,
@@ -255,7 +256,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
             && tile.m <= ROWS_EDGE_MAX_TILE_M,
         pipeline: CopyPipeline::new(
             spec,
-            (g.copy, copy_vector),
+            (g.copy, copy_vector, CopyAddressing::SteppedPointer),
             smem,
             (a_stored, b_stored),
             (a_copy, b_copy),

@@ -2,7 +2,7 @@
 //! groups (element by element where a vector crosses N).
 
 use super::{COLUMN_GROUP_STRIDE_BYTES, F32_BYTES};
-use crate::plan::edges::{c_global_store, c_store_bytes, last_byte, CopyVector};
+use crate::plan::edges::{c_global_store, c_store_bytes, last_byte, CopyVector, StagingWord};
 use crate::plan::epilogue::AccElement;
 use crate::plan::store::{rows_with_steps, ElementStore, EpilogueRow, VectorStore};
 use gemm_dsl::family::simt::{SimtGeometry, SIMT_COLUMN_GROUP, SIMT_LANE_COLS, SIMT_LANE_ROWS};
@@ -40,7 +40,7 @@ pub(super) fn epilogue(
     let c_store_bytes = c_store_bytes(copy_vector.bytes, F32_BYTES);
     let per_store = c_store_bytes / F32_BYTES;
     let epilogue = Epilogue {
-        store: c_global_store(c_store_bytes, "f32"),
+        store: c_global_store(c_store_bytes, StagingWord::F32),
         copy_accumulators: per_store > 1,
         rows: rows_with_steps(
             (0..tm).map(|i| {

@@ -27,7 +27,8 @@ mod probe;
 pub mod write;
 
 use crate::plan::batch::BatchPlan;
-use crate::plan::edges::CopyVector;
+use crate::plan::copy::CopyAddressing;
+use crate::plan::edges::{CopyVector, StagingWord};
 use crate::plan::epilogue::FusedEpilogue;
 use crate::plan::pipeline::CopyPipeline;
 use crate::plan::{conflict_degree, conflict_degree_for, BankReport, LaunchContract, Ring};
@@ -107,7 +108,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
     let a_row_major = !a_stored.lines_are_k;
     let b_row_major = b_stored.lines_are_k;
     // Column quarters of BN / 4 chunks each, padded by pad(N).
-    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, "f32");
+    let copy_vector = CopyVector::new(g.a_copy.vector_bytes, StagingWord::F32);
     let b_quarters = (!b_row_major).then(|| {
         let quarter_bytes = tile.n / SIMT_B_QUARTERS * COPY_VECTOR_BYTES + pad;
         Quarters {
@@ -156,7 +157,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         layout_note: crate::plan::layout_note(spec.layout),
         pipeline: CopyPipeline::new(
             spec,
-            (g.copy, copy_vector),
+            (g.copy, copy_vector, CopyAddressing::PointerPerCopy),
             smem,
             (a_stored, b_stored),
             (a_copy, b_copy),

@@ -74,7 +74,15 @@ fn copy_offsets_cover_the_tile_once() {
 fn copies_within_a_row_when_the_row_is_wider_than_the_block() {
     // 128 vectors per row, 64 threads: copies 0 and 1 sit side by side in one row.
     let geometry = CopyGeometry::new(2, 128 * COPY_VECTOR_BYTES, 64, 16).unwrap();
-    let copy = operand_copy(&geometry, &CopyVector::new(16, "f32"), 64, 2048, None, 0, 0);
+    let copy = operand_copy(
+        &geometry,
+        &CopyVector::new(16, StagingWord::F32),
+        64,
+        2048,
+        None,
+        0,
+        0,
+    );
     assert_eq!(copy.copies.len(), 4);
     assert_eq!(copy.copies[1].rows, 0);
     assert_eq!(copy.copies[1].global_col_bytes, 64 * 16);
