@@ -5,6 +5,12 @@
 // is written, so crates that deny unsafe code can still use the macro.
 #![deny(unsafe_code)]
 
+// The README's examples compile as this crate's doc tests (they need a GPU to run), so the
+// guide cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;
+
 gemm_runtime::gemm! {
     name: sgemm_cp_async,
     arch: sm_80,
