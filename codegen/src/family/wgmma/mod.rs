@@ -39,7 +39,7 @@ use gemm_dsl::family::wgmma::{
 };
 use gemm_dsl::{DType, ValidSpec};
 pub use promotion::Promotion;
-pub use schedule::{PartialVector, PingPong, StreamK};
+pub use schedule::{PartialVector, PingPong, ScheduleKind, StreamK};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -148,6 +148,9 @@ pub struct WgmmaPlan {
     pub aux: gemm_dsl::Aux,
     #[serde(skip)]
     pub quant: gemm_dsl::Quant,
+    /// Which entry template writes the kernel.
+    #[serde(skip)]
+    pub schedule: ScheduleKind,
     /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
     pub stream_k: Option<StreamK>,
     /// `consumers: pingpong`: alternate tiles, turns at the tensor cores.
@@ -231,6 +234,16 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         Some(c) => (spec.tile.m * c.shape.rows, spec.tile.n * c.shape.cols),
         None => (spec.tile.m, spec.tile.n),
     };
+    let persistent = TileWalk::of(
+        spec.schedule,
+        gemm_dsl::Tile {
+            m: walk_tile_m,
+            n: walk_tile_n,
+            k: spec.tile.k,
+        },
+        true,
+        g.cluster.is_some(),
+    );
 
     // One instruction per piece of a row's columns (two where BN is over 256).
     let wgmma_instructions: Vec<String> = g
@@ -343,16 +356,8 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
         transpose_immediates: (!spec.dtype.is_fp8())
             .then(|| (g.a_major.transpose_flag(), g.b_major.transpose_flag())),
         accumulators: g.accumulators(),
-        persistent: TileWalk::of(
-            spec.schedule,
-            gemm_dsl::Tile {
-                m: walk_tile_m,
-                n: walk_tile_n,
-                k: spec.tile.k,
-            },
-            true,
-            g.cluster.is_some(),
-        ),
+        schedule: ScheduleKind::of(g, persistent.is_some()),
+        persistent,
         batch: BatchPlan {
             index: WALK_BATCH_REGISTER,
             ..BatchPlan::new(spec.schedule, element, spec.out.size_bytes())

@@ -5,6 +5,31 @@ use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
 use gemm_dsl::StreamKSplit;
 use serde::Serialize;
 
+/// How the kernel's blocks take their output tiles; each has its own entry template
+/// (`templates/wgmma/kernel/`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleKind {
+    /// One output tile per block, from the grid.
+    TilePerBlock,
+    /// Each block (or cluster) walks the output tiles; its consumers split each tile's rows.
+    Persistent,
+    /// The persistent walk with two consumers that take alternate tiles ([`PingPong`]).
+    PingPong,
+    /// The persistent walk with its leftover tiles split along K ([`StreamK`]).
+    StreamK,
+}
+
+impl ScheduleKind {
+    pub(super) fn of(g: &WgmmaGeometry, walks: bool) -> ScheduleKind {
+        match (walks, g.pingpong, g.stream_k) {
+            (false, _, _) => ScheduleKind::TilePerBlock,
+            (true, true, _) => ScheduleKind::PingPong,
+            (true, false, true) => ScheduleKind::StreamK,
+            (true, false, false) => ScheduleKind::Persistent,
+        }
+    }
+}
+
 /// A stream-K walk (`schedule: persistent(.., tail = stream_k)`). The tiles of the whole
 /// rounds go whole, as in any persistent walk; the `T mod grid` tiles left over are split
 /// along K where they are at most half the grid (more would keep most walkers busy anyway,

@@ -1,19 +1,63 @@
 //! The Hopper family's part of the PTX writer: its templates, their context and the wgmma
 //! block of one k tile.
 
-use super::WgmmaPlan;
+use super::{ScheduleKind, WgmmaPlan};
 use std::fmt::Write;
 use tera::Context;
 
 /// This family's templates, compiled into the binary.
 pub const TEMPLATES: &[(&str, &str)] = &[
     (
-        "wgmma/partials.ptx.tera",
-        include_str!("../../../templates/wgmma/partials.ptx.tera"),
+        "wgmma/kernel/tile_per_block.ptx.tera",
+        include_str!("../../../templates/wgmma/kernel/tile_per_block.ptx.tera"),
     ),
     (
-        "wgmma/kernel.ptx.tera",
-        include_str!("../../../templates/wgmma/kernel.ptx.tera"),
+        "wgmma/kernel/persistent.ptx.tera",
+        include_str!("../../../templates/wgmma/kernel/persistent.ptx.tera"),
+    ),
+    (
+        "wgmma/kernel/pingpong.ptx.tera",
+        include_str!("../../../templates/wgmma/kernel/pingpong.ptx.tera"),
+    ),
+    (
+        "wgmma/kernel/stream_k.ptx.tera",
+        include_str!("../../../templates/wgmma/kernel/stream_k.ptx.tera"),
+    ),
+    (
+        "wgmma/block.ptx.tera",
+        include_str!("../../../templates/wgmma/block.ptx.tera"),
+    ),
+    (
+        "wgmma/ring.ptx.tera",
+        include_str!("../../../templates/wgmma/ring.ptx.tera"),
+    ),
+    (
+        "wgmma/producer.ptx.tera",
+        include_str!("../../../templates/wgmma/producer.ptx.tera"),
+    ),
+    (
+        "wgmma/consumer.ptx.tera",
+        include_str!("../../../templates/wgmma/consumer.ptx.tera"),
+    ),
+    (
+        "wgmma/promotion.ptx.tera",
+        include_str!("../../../templates/wgmma/promotion.ptx.tera"),
+    ),
+    (
+        "wgmma/epilogue.ptx.tera",
+        include_str!("../../../templates/wgmma/epilogue.ptx.tera"),
+    ),
+    (
+        "wgmma/schedule/walk.ptx.tera",
+        include_str!("../../../templates/wgmma/schedule/walk.ptx.tera"),
+    ),
+    (
+        "wgmma/schedule/pingpong.ptx.tera",
+        include_str!("../../../templates/wgmma/schedule/pingpong.ptx.tera"),
+    ),
+    (
+        "wgmma/schedule/stream_k.ptx.tera",
+        include_str!("../../../templates/wgmma/schedule/stream_k.ptx.tera"),
     ),
     (
         "wgmma/math_only.ptx.tera",
@@ -22,10 +66,16 @@ pub const TEMPLATES: &[(&str, &str)] = &[
 ];
 
 impl WgmmaPlan {
-    /// Fills the kernel template's context; returns the template's name.
+    /// Fills the kernel template's context; returns the name of its schedule's entry
+    /// template.
     pub fn kernel_template(&self, context: &mut Context) -> &'static str {
         context.insert("math_text", &wgmma_block(self));
-        "wgmma/kernel.ptx.tera"
+        match self.schedule {
+            ScheduleKind::TilePerBlock => "wgmma/kernel/tile_per_block.ptx.tera",
+            ScheduleKind::Persistent => "wgmma/kernel/persistent.ptx.tera",
+            ScheduleKind::PingPong => "wgmma/kernel/pingpong.ptx.tera",
+            ScheduleKind::StreamK => "wgmma/kernel/stream_k.ptx.tera",
+        }
     }
 
     /// The wgmmas of one k tile.
