@@ -286,7 +286,11 @@ fn math_only_probes_assemble_with_only_their_math() {
             }
             gemm_codegen::family::FamilyPlan::Wgmma(p) => (
                 Opcode::Hgmma,
-                p.k_steps.iter().map(|s| s.mmas.len()).sum::<usize>(),
+                p.main_loop
+                    .k_steps
+                    .iter()
+                    .map(|s| s.mmas.len())
+                    .sum::<usize>(),
             ),
         };
         assert!(

@@ -1,7 +1,6 @@
 //! How the producer fills a stage: the TMA boxes of A and B, where each starts in its
 //! matrix, and a cluster's multicast of the operand its blocks share.
 
-use super::descriptor::Major;
 use gemm_dsl::family::wgmma::{ClusterSharing, OperandBoxes, SharedOperand, WgmmaGeometry};
 use gemm_dsl::GemmSpec;
 use serde::Serialize;
@@ -17,8 +16,8 @@ pub struct ClusterPlan {
     /// `.reqnctapercluster`: the launch's cluster shape along the grid's x and y.
     pub dims_x: u32,
     pub dims_y: u32,
-    /// `a` or `b`.
-    pub shared: &'static str,
+    /// The operand the blocks share: A (true) or B.
+    pub shares_a: bool,
     /// Rows of each shared box one block loads, and their bytes in shared memory.
     pub slice_rows: u32,
     pub slice_bytes: u32,
@@ -45,10 +44,7 @@ impl ClusterPlan {
             blocks: c.blocks,
             dims_x,
             dims_y,
-            shared: match c.shared {
-                SharedOperand::A => "a",
-                SharedOperand::B => "b",
-            },
+            shares_a: c.shared == SharedOperand::A,
             slice_rows,
             slice_bytes: slice_rows * swizzle_bytes,
             rank_tile_m,
@@ -70,37 +66,6 @@ pub struct BoxLoad {
     /// The box belongs to the operand a cluster shares: this block loads only its row slice
     /// and multicasts it.
     pub multicast: bool,
-}
-
-/// Where an operand's boxes start in its global matrix, as registers of the producer: the
-/// k tile's first K (`%k_coord`) and the output tile's first row or column, and the matrix of
-/// the batch (`z`, the product's index, or 0 for an operand every product shares).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct BoxCoordinates {
-    pub x: &'static str,
-    pub y: &'static str,
-    pub z: &'static str,
-}
-
-/// A K-major operand's boxes run along K and down its rows (M or N); an M/N-major operand's
-/// along M or N and down K.
-pub(super) fn coordinates(
-    major: Major,
-    tile_origin: &'static str,
-    matrix: &'static str,
-) -> BoxCoordinates {
-    match major {
-        Major::K => BoxCoordinates {
-            x: "%k_coord",
-            y: tile_origin,
-            z: matrix,
-        },
-        Major::MN => BoxCoordinates {
-            x: tile_origin,
-            y: "%k_coord",
-            z: matrix,
-        },
-    }
 }
 
 /// The TMA boxes of one operand in a stage that starts its tile at `smem_start`: per swizzle

@@ -19,6 +19,7 @@
 
 use gemm_dsl::family::wgmma::{WgmmaGeometry, WGMMA_K_BYTES, WGMMA_M};
 use serde::Serialize;
+use std::ops::Range;
 
 pub use gemm_dsl::family::wgmma::Major;
 
@@ -144,8 +145,8 @@ pub struct WgmmaKStep {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WgmmaOp {
-    /// The accumulator registers, `{ %acc.., .. }`.
-    pub accumulators: String,
+    /// The accumulators it writes: `%acc{i}` for `i` in the range.
+    pub accumulators: Range<u32>,
     /// The consumer's wgmma row (of 64), and the piece of the tile's columns
     /// (`n_start .. n_start + n`) it covers.
     pub row: u32,
@@ -169,90 +170,116 @@ pub(super) struct OperandReads {
 impl OperandReads {
     /// The reads of geometry `g`'s stage of `element`-byte operands, B `a_tile_bytes` in.
     pub(super) fn new(g: &WgmmaGeometry, element: u32, a_tile_bytes: u32) -> OperandReads {
-        let (a_swizzle, b_swizzle) = (g.a_swizzle_bytes, g.b_swizzle_bytes);
-        // K-major operands step 32 bytes of K along a box row per wgmma (k16, or k32 of fp8;
-        // into the next box past a swizzle span) and their 8-row atoms lie SBO apart; M/N-major
-        // operands (16-bit only) step 16 box rows per k16 and their swizzle spans of M or N lie
-        // LBO (one box) apart. Each operand has its own swizzle span `w`.
-        // A swizzle span with all its lines (a K-major B over 256 rows: two boxes of them).
-        let a_box_bytes = g.a_boxes.span_bytes(element);
-        let b_box_bytes = g.b_boxes.span_bytes(element);
-        let descriptor_of =
-            |major: Major, start_bytes: u32, box_bytes: u32, w: u32| SmemDescriptor {
-                start_bytes,
-                leading_bytes: match major {
-                    Major::K => 16,
-                    Major::MN => box_bytes,
-                },
-                stride_bytes: 8 * w,
-                swizzle_bytes: w,
-            };
-        let a_descriptor = descriptor_of(g.a_major, 0, a_box_bytes, a_swizzle);
-        let b_descriptor = descriptor_of(g.b_major, a_tile_bytes, b_box_bytes, b_swizzle);
-        let k_step_bytes = |major: Major, step: u32, box_bytes: u32, w: u32| match major {
-            Major::K => {
-                let k_byte = step * WGMMA_K_BYTES;
-                (k_byte / w) * box_bytes + k_byte % w
-            }
-            Major::MN => step * g.k_per_wgmma * w,
-        };
-        // Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
-        let m_rows_bytes = |rows: u32| match g.a_major {
-            Major::K => rows * a_swizzle,
-            Major::MN => rows * element / a_swizzle * a_box_bytes,
-        };
-        // Bytes from B's first column to column `n` (a piece's start): whole boxes of an
-        // N-major B, rows of a K-major one.
-        let n_columns_bytes = |n: u32| match g.b_major {
-            Major::K => n * b_swizzle,
-            Major::MN => n / g.b_boxes.inner * b_box_bytes,
-        };
-        // A row of 64 holds N/2 accumulators whichever wgmma writes them: a piece's start at
-        // column c is its first register's index c/2 into the row, as in one wide wgmma.
-        let acc_per_row = g.n / 2;
-        let pieces = g.n_pieces();
-        let k_steps = (0..g.k_steps)
-            .map(|step| {
-                let a_step_bytes = k_step_bytes(g.a_major, step, a_box_bytes, a_swizzle);
-                let b_step_bytes = k_step_bytes(g.b_major, step, b_box_bytes, b_swizzle);
-                WgmmaKStep {
-                    first: step == 0,
-                    mmas: pieces
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(piece_index, piece)| {
-                            (0..g.m_wgmmas).map(move |mi| {
-                                let first = mi * acc_per_row + piece.start / 2;
-                                WgmmaOp {
-                                    accumulators: (first..first + piece.n / 2)
-                                        .map(|i| format!("%acc{i}"))
-                                        .collect::<Vec<_>>()
-                                        .join(", "),
-                                    row: mi,
-                                    piece: piece_index,
-                                    n_start: piece.start,
-                                    n: piece.n,
-                                    a_offset_units: (a_step_bytes + m_rows_bytes(mi * WGMMA_M))
-                                        / 16,
-                                    b_offset_units: (b_step_bytes + n_columns_bytes(piece.start))
-                                        / 16,
-                                }
-                            })
-                        })
-                        .collect(),
-                }
-            })
-            .collect();
+        let stage = StageLayout::new(g, element);
         OperandReads {
-            a_descriptor,
-            b_descriptor,
-            k_steps,
+            a_descriptor: stage.descriptor(g.a_major, 0, stage.a_box_bytes, g.a_swizzle_bytes),
+            b_descriptor: stage.descriptor(
+                g.b_major,
+                a_tile_bytes,
+                stage.b_box_bytes,
+                g.b_swizzle_bytes,
+            ),
+            k_steps: (0..g.k_steps).map(|step| stage.k_step(step)).collect(),
             // Ping-pong consumers both read the whole tile of A.
             consumer_a_bytes: if g.pingpong {
                 0
             } else {
-                m_rows_bytes(g.rows_per_consumer)
+                stage.m_rows_bytes(g.rows_per_consumer)
             },
+        }
+    }
+}
+
+/// Where the operands of a stage lie, in bytes, as the wgmmas step through them. K-major
+/// operands step 32 bytes of K along a box row per wgmma (k16, or k32 of fp8; into the next
+/// box past a swizzle span) and their 8-row atoms lie SBO apart; M/N-major operands (16-bit
+/// only) step 16 box rows per k16 and their swizzle spans of M or N lie LBO (one box) apart.
+/// Each operand has its own swizzle span `w`.
+struct StageLayout<'g> {
+    g: &'g WgmmaGeometry,
+    element: u32,
+    /// A swizzle span with all its lines (a K-major B over 256 rows: two boxes of them).
+    a_box_bytes: u32,
+    b_box_bytes: u32,
+}
+
+impl StageLayout<'_> {
+    fn new(g: &WgmmaGeometry, element: u32) -> StageLayout<'_> {
+        StageLayout {
+            g,
+            element,
+            a_box_bytes: g.a_boxes.span_bytes(element),
+            b_box_bytes: g.b_boxes.span_bytes(element),
+        }
+    }
+
+    fn descriptor(&self, major: Major, start_bytes: u32, box_bytes: u32, w: u32) -> SmemDescriptor {
+        SmemDescriptor {
+            start_bytes,
+            leading_bytes: match major {
+                Major::K => 16,
+                Major::MN => box_bytes,
+            },
+            stride_bytes: 8 * w,
+            swizzle_bytes: w,
+        }
+    }
+
+    /// Bytes from an operand's first k step to k step `step`.
+    fn k_step_bytes(&self, major: Major, step: u32, box_bytes: u32, w: u32) -> u32 {
+        match major {
+            Major::K => {
+                let k_byte = step * WGMMA_K_BYTES;
+                (k_byte / w) * box_bytes + k_byte % w
+            }
+            Major::MN => step * self.g.k_per_wgmma * w,
+        }
+    }
+
+    /// Bytes from one block of `rows` rows of M (a consumer's, or a wgmma row of 64) to the next.
+    fn m_rows_bytes(&self, rows: u32) -> u32 {
+        let a_swizzle = self.g.a_swizzle_bytes;
+        match self.g.a_major {
+            Major::K => rows * a_swizzle,
+            Major::MN => rows * self.element / a_swizzle * self.a_box_bytes,
+        }
+    }
+
+    /// Bytes from B's first column to column `n` (a piece's start): whole boxes of an
+    /// N-major B, rows of a K-major one.
+    fn n_columns_bytes(&self, n: u32) -> u32 {
+        match self.g.b_major {
+            Major::K => n * self.g.b_swizzle_bytes,
+            Major::MN => n / self.g.b_boxes.inner * self.b_box_bytes,
+        }
+    }
+
+    /// The wgmmas of k step `step`: per piece of the tile's columns, per wgmma row of 64.
+    fn k_step(&self, step: u32) -> WgmmaKStep {
+        let g = self.g;
+        let a_step_bytes = self.k_step_bytes(g.a_major, step, self.a_box_bytes, g.a_swizzle_bytes);
+        let b_step_bytes = self.k_step_bytes(g.b_major, step, self.b_box_bytes, g.b_swizzle_bytes);
+        // A row of 64 holds N/2 accumulators whichever wgmma writes them: a piece's start at
+        // column c is its first register's index c/2 into the row, as in one wide wgmma.
+        let acc_per_row = g.n / 2;
+        let pieces = g.n_pieces();
+        let mmas = pieces.iter().enumerate().flat_map(|(piece_index, piece)| {
+            (0..g.m_wgmmas).map(move |mi| {
+                let first = mi * acc_per_row + piece.start / 2;
+                WgmmaOp {
+                    accumulators: first..first + piece.n / 2,
+                    row: mi,
+                    piece: piece_index,
+                    n_start: piece.start,
+                    n: piece.n,
+                    a_offset_units: (a_step_bytes + self.m_rows_bytes(mi * WGMMA_M)) / 16,
+                    b_offset_units: (b_step_bytes + self.n_columns_bytes(piece.start)) / 16,
+                }
+            })
+        });
+        WgmmaKStep {
+            first: step == 0,
+            mmas: mmas.collect(),
         }
     }
 }

@@ -15,7 +15,7 @@
 //!   padding of a padded C). So when N·sizeof(C) is not a multiple of 16, the boxes that
 //!   cross column N are stored directly, element by element under bounds checks.
 
-use crate::plan::epilogue::AccElement;
+use crate::plan::epilogue::{AccElement, FusedEpilogue};
 use crate::plan::store::{
     pair_elements, rows_with_steps, EpilogueRow, PairStore, StoreBox, StoreMatrices, StorePath,
     TmaStore,
@@ -24,39 +24,72 @@ use gemm_dsl::family::wgmma::WARPGROUP_THREADS;
 use gemm_dsl::family::wgmma::{
     StoreStaging, WgmmaGeometry, MBARRIER_BYTES, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
 };
-use serde::Serialize;
+use gemm_dsl::{DType, GemmSpec};
+use serde::{Serialize, Serializer};
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// How a consumer's accumulators reach C: the fused epilogue's math, then the stores.
+#[derive(Clone, Debug, Serialize)]
 pub struct WgmmaEpilogue {
-    /// `cvt.rn.bf16x2.f32` / `cvt.rn.f16x2.f32`, or empty for f32 out.
-    pub pack_instruction: &'static str,
-    /// The single-element conversion of edge stores (`cvt.rn.bf16.f32`), or empty for f32.
-    pub convert_instruction: &'static str,
+    /// C's element type, printed in the conversions' mnemonics.
+    #[serde(serialize_with = "type_name")]
+    pub out: DType,
+    pub out_bytes: u32,
+    /// 16-bit C: a pair of accumulators is stored as one packed word, and an edge element is
+    /// converted alone.
+    pub packs_pairs: bool,
     /// The thread's accumulator rows as direct stores, in increasing order.
     pub rows: Vec<EpilogueRow<PairStore>>,
     /// `epilogue: direct`, or `epilogue: tma` (whose boxes carry their rows' direct stores
     /// for a ragged N).
     #[serde(flatten)]
     pub path: StorePath,
+    /// `scale`, `bias`, `activation`: the math on the accumulators before they are stored.
+    pub fused: Option<FusedEpilogue>,
+    /// `scale: alpha_beta`: each consumer asks L2 for its rows of C-in when its tile starts,
+    /// so that the epilogue's reads find them there rather than in DRAM.
+    pub c_in_prefetch: Option<CInPrefetch>,
+    /// `scale: alpha_beta` under TMA stores: C-in's boxes by TMA into the store buffers.
+    pub c_in_loads: Option<CInLoads>,
 }
 
 impl WgmmaEpilogue {
-    pub fn new(g: &WgmmaGeometry, out_bytes: u32, pack_instruction: &'static str) -> Self {
-        let convert_instruction = match pack_instruction {
-            "cvt.rn.bf16x2.f32" => "cvt.rn.bf16.f32",
-            "cvt.rn.f16x2.f32" => "cvt.rn.f16.f32",
-            _ => "",
+    /// The epilogue of geometry `g` for `spec`'s C and fused math; C-in's mbarriers, if any,
+    /// start `c_in_barriers_offset` bytes from the ring base.
+    pub(super) fn new(g: &WgmmaGeometry, spec: &GemmSpec, c_in_barriers_offset: u32) -> Self {
+        let out_bytes = spec.out.size_bytes();
+        let rows = direct_rows(g, out_bytes);
+        let path = match g.store_staging {
+            Some(staging) => StorePath::Tma(tma_store(g, &staging, out_bytes)),
+            None => StorePath::Direct {},
         };
+        let c_in_loads = CInLoads::of(g, &path, c_in_barriers_offset);
+        // C's rows are 16-byte aligned (see `launch_contract`).
+        let fused = FusedEpilogue::of(spec, &segments(&rows, &path), 16).map(|fused| {
+            if c_in_loads.is_some() {
+                fused.with_c_in_staged()
+            } else {
+                fused
+            }
+        });
         WgmmaEpilogue {
-            pack_instruction,
-            convert_instruction,
-            rows: direct_rows(g, out_bytes),
-            path: match g.store_staging {
-                Some(staging) => StorePath::Tma(tma_store(g, &staging, out_bytes)),
-                None => StorePath::Direct {},
-            },
+            out: spec.out,
+            out_bytes,
+            packs_pairs: out_bytes == 2,
+            rows,
+            path,
+            fused,
+            c_in_prefetch: spec
+                .scale
+                .reads_c()
+                .then(|| CInPrefetch::new(g.rows_per_consumer, spec.tile.n, out_bytes)),
+            c_in_loads,
         }
     }
+}
+
+/// An element type as its name (`bf16`).
+fn type_name<S: Serializer>(dtype: &DType, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(dtype.name())
 }
 
 /// The accumulator that holds row `row` (0..16 of the warp's rows) of column `col` of the
@@ -127,18 +160,22 @@ impl WgmmaEpilogue {
     /// they are stored: one group per TMA store box, or per row for direct stores. The fused
     /// epilogue transforms each group just before its store.
     pub fn fused_segments(&self) -> Vec<Vec<AccElement>> {
-        match &self.path {
-            StorePath::Tma(tma) => tma
-                .boxes
-                .iter()
-                .map(|b| pair_elements(&b.direct_rows))
-                .collect(),
-            StorePath::Direct {} | StorePath::Staged(_) => self
-                .rows
-                .iter()
-                .map(|row| pair_elements(std::slice::from_ref(row)))
-                .collect(),
-        }
+        segments(&self.rows, &self.path)
+    }
+}
+
+/// [`WgmmaEpilogue::fused_segments`] of direct stores `rows` on store path `path`.
+fn segments(rows: &[EpilogueRow<PairStore>], path: &StorePath) -> Vec<Vec<AccElement>> {
+    match path {
+        StorePath::Tma(tma) => tma
+            .boxes
+            .iter()
+            .map(|b| pair_elements(&b.direct_rows))
+            .collect(),
+        StorePath::Direct {} | StorePath::Staged(_) => rows
+            .iter()
+            .map(|row| pair_elements(std::slice::from_ref(row)))
+            .collect(),
     }
 }
 
@@ -265,8 +302,10 @@ mod tests {
     use super::super::descriptor::tma_box_address;
     use super::*;
 
-    fn geometry(text: &str) -> WgmmaGeometry {
-        super::super::test_spec(text).1
+    /// The epilogue of the wgmma spec `text`, and its geometry.
+    fn epilogue(text: &str) -> (WgmmaEpilogue, WgmmaGeometry) {
+        let (valid, g) = super::super::test_spec(text);
+        (WgmmaEpilogue::new(&g, &valid.spec, 0), g)
     }
 
     /// Where accumulator `acc` of thread `(warp, lane)` sits in the consumer's rows: the
@@ -294,8 +333,7 @@ mod tests {
             "tile: 128x80x32, swizzle: 32B",
             "tile: 128x256x64, dtype: f16",
         ] {
-            let g = geometry(spec);
-            let e = WgmmaEpilogue::new(&g, 2, "cvt.rn.bf16x2.f32");
+            let (e, g) = epilogue(spec);
             let t = e.path.tma().expect("16-bit C is stored by TMA");
             let mut written = vec![0u32; (g.rows_per_consumer * g.n) as usize];
             for b in &t.boxes {
@@ -351,9 +389,9 @@ mod tests {
 
     #[test]
     fn f32_out_stores_directly() {
-        let g = geometry("dtype: f16, out: f32");
-        let e = WgmmaEpilogue::new(&g, 4, "");
+        let (e, _) = epilogue("dtype: f16, out: f32");
         assert!(e.path.tma().is_none());
+        assert!(!e.packs_pairs);
         assert_eq!(e.rows.len(), 2);
     }
     /// C-in's loads: two boxes ahead at the epilogue's start, then each box's start loads the
@@ -364,7 +402,9 @@ mod tests {
         let (valid, g) = super::super::test_spec("scale: alpha_beta, schedule: persistent");
         let plan = super::super::plan(&valid, &g);
         let loads = plan
+            .epilogue
             .c_in_loads
+            .clone()
             .expect("alpha_beta under TMA stores loads C-in");
         let StorePath::Tma(tma) = &plan.epilogue.path else {
             unreachable!()
@@ -395,7 +435,10 @@ mod tests {
         }
         assert_eq!(loaded, [0, 1, 2, 3]);
         assert_eq!(loads.box_bytes, 64 * 128);
-        assert_eq!(loads.barriers_offset, plan.ring.bytes_with_barriers());
+        assert_eq!(
+            loads.barriers_offset,
+            plan.main_loop.ring.bytes_with_barriers()
+        );
         assert_eq!(
             loads.barrier_offsets,
             (0..4)
@@ -405,7 +448,8 @@ mod tests {
         // No C-in, or direct stores: loaded by each thread instead.
         for text in ["scale: alpha", "scale: alpha_beta, epilogue: direct"] {
             let (valid, g) = super::super::test_spec(text);
-            assert_eq!(super::super::plan(&valid, &g).c_in_loads, None, "{text}");
+            let plan = super::super::plan(&valid, &g);
+            assert_eq!(plan.epilogue.c_in_loads, None, "{text}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The Hopper family's `explain` section.
 
 use super::descriptor::{Major, SmemDescriptor};
+use super::write::{input_types, wgmma_instructions};
 use super::{BoxLoad, WgmmaPlan};
 use crate::explain::common::{bands, budgets};
 use crate::sass::PtxasResources;
@@ -28,14 +29,10 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     let _ = writeln!(
         out,
         "family: Hopper (mma: wgmma), {} in, f32 accumulate, {} out",
-        if spec.b_dtype == spec.dtype {
-            spec.dtype.name().to_string()
-        } else {
-            format!("{} (A) and {} (B)", spec.dtype.name(), spec.b_dtype.name())
-        },
+        input_types(spec.dtype, spec.b_dtype),
         spec.out.name()
     );
-    let _ = writeln!(out, "  {}", p.wgmma_instructions.join(" + "));
+    let _ = writeln!(out, "  {}", wgmma_instructions(&p.main_loop).join(" + "));
     let _ = writeln!(
         out,
         "  block tile {}, {} threads = 1 producer warpgroup (one thread issues the TMA) + {} consumer warpgroup(s)",
@@ -50,14 +47,15 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
         g.k_steps,
         g.accumulators()
     );
-    match &p.register_split {
+    let (main_loop, launch, schedule) = (&p.main_loop, &p.launch, &p.schedule);
+    match &launch.register_split {
         Some(split) => {
             let used = WARPGROUP_THREADS * split.producer
                 + WARPGROUP_THREADS * g.consumers * split.consumer;
             let _ = writeln!(
                 out,
                 "  registers: .maxnreg {} (the even split); setmaxnreg.dec {} in the producer, setmaxnreg.inc {} in the consumers: {} x {} + {} x {} = {used} of 65536",
-                p.max_registers,
+                launch.max_registers,
                 split.producer,
                 split.consumer,
                 WARPGROUP_THREADS,
@@ -70,7 +68,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             let _ = writeln!(
                 out,
                 "  registers: .maxnreg {} for every warpgroup (one consumer: no split needed)",
-                p.max_registers
+                launch.max_registers
             );
         }
     }
@@ -85,24 +83,38 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
     let _ = writeln!(
         out,
         "  TMA per stage: {}, {}; arrive.expect_tx {} B",
-        boxes('A', spec.dtype, &p.a_loads, p.a_box.outer, p.a_box.inner),
-        boxes('B', spec.b_dtype, &p.b_loads, p.b_box.outer, p.b_box.inner),
-        p.ring.guard.expect_tx_bytes
+        boxes(
+            'A',
+            spec.dtype,
+            &main_loop.a_loads,
+            launch.a_box.outer,
+            launch.a_box.inner
+        ),
+        boxes(
+            'B',
+            spec.b_dtype,
+            &main_loop.b_loads,
+            launch.b_box.outer,
+            launch.b_box.inner
+        ),
+        main_loop.ring.guard.expect_tx_bytes
     );
     for (operand, descriptor, major, per_step) in [
         (
             'A',
-            p.a_descriptor,
-            p.a_major,
-            p.k_steps
+            main_loop.a_descriptor,
+            main_loop.a_major,
+            main_loop
+                .k_steps
                 .get(1)
                 .map_or(0, |s| s.mmas[0].a_offset_units * 16),
         ),
         (
             'B',
-            p.b_descriptor,
-            p.b_major,
-            p.k_steps
+            main_loop.b_descriptor,
+            main_loop.b_major,
+            main_loop
+                .k_steps
                 .get(1)
                 .map_or(0, |s| s.mmas[0].b_offset_units * 16),
         ),
@@ -124,12 +136,12 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             major.transpose_flag()
         );
     }
-    if let Some(promotion) = &p.promotion {
+    if let Some(promotion) = &main_loop.promotion {
         let _ = writeln!(
             out,
             "  promotion: every {} k tile(s) ({} k) each consumer waits for its wgmmas and adds the {} partial sums into as many f32 registers; the next interval starts them afresh (scale-d false), so the tensor cores' short accumulation spans one interval",
             promotion.k_tiles,
-            promotion.k_tiles * p.block_k,
+            promotion.k_tiles * main_loop.block_k,
             promotion.accumulators
         );
         if let Some(block) = &promotion.block {
@@ -144,10 +156,10 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             );
         }
     }
-    let pairs = if p.epilogue.pack_instruction.is_empty() {
-        "f32 pairs".to_string()
+    let pairs = if p.epilogue.packs_pairs {
+        format!("cvt.rn.{}x2.f32 pairs", p.epilogue.out.name())
     } else {
-        format!("{} pairs", p.epilogue.pack_instruction)
+        "f32 pairs".to_string()
     };
     let _ = match p.epilogue.path.tma() {
         Some(t) => writeln!(
@@ -165,47 +177,48 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
             "  epilogue: direct; {pairs} stored straight from the registers; tiles over the matrix edge store element by element under bounds checks (any M, N, K >= 1)"
         ),
     };
-    if let Some(loads) = &p.c_in_loads {
+    if let Some(loads) = &p.epilogue.c_in_loads {
         let _ = writeln!(
             out,
             "  C-in: each box's C-in comes by TMA ({} B, the map c_in_map) into the buffer the box is staged in, counted by that buffer's mbarrier; the warps read it back with ldmatrix at the addresses their stmatrix writes D to and apply alpha*acc + beta*C there; boxes 0 and 1 load when the epilogue starts, box b + 1 at box b's start into the buffer box b - 1's store has read",
             loads.box_bytes
         );
     }
-    if let Some(c) = &p.cluster {
+    if let Some(c) = &schedule.cluster {
+        let shared = if c.shares_a { 'A' } else { 'B' };
         let _ = writeln!(
             out,
             "  cluster: {} blocks share {}'s tiles; block rank r loads rows {}r..{}r+{} of each {} box ({} B) and multicasts them (mask {:#b}); empty barriers count the consumer warps of both blocks; a block leaves once its producer has seen every slot released (the peer's releases arrive on its barriers), with no cluster barrier at the exit",
             c.blocks,
-            c.shared.to_uppercase(),
+            shared,
             c.slice_rows,
             c.slice_rows,
             c.slice_rows - 1,
-            c.shared.to_uppercase(),
+            shared,
             c.slice_bytes,
             c.cta_mask
         );
     }
-    if let Some(walk) = &p.persistent {
+    if let Some(walk) = &schedule.walk {
         let _ = writeln!(
             out,
             "  schedule: persistent, grid = min(tiles, resident blocks); producer and consumers walk {}x{} tiles ({}) {}, + {}, .. in {}; the ring runs on across tiles, so the next tile's loads land while the consumers store this one",
-            p.walk_tile_m,
-            p.walk_tile_n,
-            if p.cluster.is_some() { "one per cluster" } else { "one per block" },
-            p.tile_index_register,
+            schedule.walk_tile_m,
+            schedule.walk_tile_n,
+            if schedule.cluster.is_some() { "one per cluster" } else { "one per block" },
+            if schedule.cluster.is_some() { "%clusterid.x" } else { "%ctaid.x" },
             walk.walkers,
             bands(walk)
         );
     }
-    if let Some(pingpong) = &p.pingpong {
+    if let Some(pingpong) = &schedule.pingpong {
         let _ = writeln!(
             out,
             "  ping-pong: consumer c computes tiles c, c + 2, .. of the block's walk, each whole, and skips the other's k tiles in the ring; turns at the tensor cores: consumer c waits on named barrier {} + c ({} threads) before its k tiles (consumer 0's first tile at once) and, once its last wgmma group retires, arrives on the other's if the walk holds the other's next tile, then stores its tile while the other's wgmmas run",
             pingpong.first_turn_barrier, pingpong.turn_threads
         );
     }
-    if let Some(stream_k) = &p.stream_k {
+    if let Some(stream_k) = &schedule.stream_k {
         let _ = writeln!(
             out,
             "  stream-K tail: where the tiles left after the whole rounds are at most half the grid (the grid grows to up to one block per k tile), the blocks share their k tiles, at most {} blocks a tile; a share that starts inside a tile leaves its f32 sums in the workspace ({} B per block: {} B of sums per consumer, then the flags) for the block that computed the tile's first k tile, which adds them in block order and stores C",
@@ -217,7 +230,7 @@ fn wgmma_family(out: &mut String, valid: &ValidSpec, g: &WgmmaGeometry, p: &Wgmm
 /// The ring over time: for each fill of the sequence, its slot and lap, the parities the
 /// producer and the consumers wait for, and when the slot is released.
 fn wgmma_ring_timeline(p: &WgmmaPlan) -> String {
-    let ring = &p.ring;
+    let ring = &p.main_loop.ring;
     let mut out = String::new();
     let _ = writeln!(
         out,

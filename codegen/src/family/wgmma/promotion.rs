@@ -144,7 +144,7 @@ mod tests {
     fn each_accumulator_is_scaled_by_its_row_and_column_block() {
         let (valid, g) = test_spec("dtype: e4m3, tile: 128x128x128, quant: block");
         let plan = super::super::plan(&valid, &g);
-        let promotion = plan.promotion.expect("quant: block promotes");
+        let promotion = plan.main_loop.promotion.expect("quant: block promotes");
         assert_eq!(promotion.k_tiles, 1);
         let block = promotion.block.expect("block scales");
         // One wgmma row of 64 per consumer: rows 0 and 8 of the thread; one block of columns.
@@ -160,6 +160,7 @@ mod tests {
         // A tile within one block of B's columns.
         let (valid, g) = test_spec("dtype: e4m3, tile: 128x64x128, swizzle: 64B, quant: block");
         let block = super::super::plan(&valid, &g)
+            .main_loop
             .promotion
             .unwrap()
             .block
@@ -167,7 +168,7 @@ mod tests {
         assert_eq!(block.col_blocks, 1);
         // Promotion alone keeps no scales.
         let (valid, g) = test_spec("dtype: e4m3, tile: 128x128x128, quant: tensor, promote: 256");
-        let promotion = super::super::plan(&valid, &g).promotion.unwrap();
+        let promotion = super::super::plan(&valid, &g).main_loop.promotion.unwrap();
         assert_eq!((promotion.k_tiles, promotion.block), (2, None));
     }
 
@@ -188,9 +189,13 @@ mod tests {
             let (valid, g) = test_spec(&format!(
                 "dtype: e4m3, tile: 128x128x128, stages: 4, {text}"
             ));
-            let plan = super::super::plan(&valid, &g);
-            assert_eq!(plan.slot_release, release, "{text}");
-            assert_eq!(plan.ring.guard.empty_arrivals, arrivals, "{text}");
+            let main_loop = super::super::plan(&valid, &g).main_loop;
+            assert_eq!(main_loop.slot_release, release, "{text}");
+            assert_eq!(
+                main_loop.slot_release_each_thread,
+                release == SlotRelease::EachThread
+            );
+            assert_eq!(main_loop.ring.guard.empty_arrivals, arrivals, "{text}");
         }
     }
 }

@@ -1,9 +1,91 @@
-//! The stream-K walk's plan: the workspace record of each block and a thread's partial
-//! sums in it.
+//! The schedule's plan: how blocks (or clusters) take their output tiles, the ping-pong
+//! consumers' turns, and the stream-K tail's workspace record and partial sums.
 
+use super::copy::ClusterPlan;
+use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
+use crate::plan::schedule::TileWalk;
 use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
-use gemm_dsl::StreamKSplit;
+use gemm_dsl::{GemmSpec, StreamKSplit, Tile};
 use serde::Serialize;
+
+/// How the kernel's blocks take their output tiles, and what the walk needs.
+#[derive(Clone, Debug, Serialize)]
+pub struct SchedulePlan {
+    /// Which entry template writes the kernel.
+    #[serde(skip)]
+    pub kind: ScheduleKind,
+    /// The persistent walk over the output tiles; `None` for one tile per block.
+    pub walk: Option<TileWalk>,
+    /// The output tiles a persistent block (or cluster) walks: one tile, or the cluster's.
+    pub walk_tile_m: u32,
+    pub walk_tile_n: u32,
+    /// A two-block cluster that multicasts its shared operand.
+    pub cluster: Option<ClusterPlan>,
+    /// The product of a strided batch a tile belongs to: its index is always in `%batch`
+    /// (from `%ctaid.z`, or from the tile walk), since it is a TMA coordinate too.
+    pub batch: BatchPlan,
+    /// `consumers: pingpong`: alternate tiles, turns at the tensor cores.
+    pub pingpong: Option<PingPong>,
+    /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
+    pub stream_k: Option<StreamK>,
+}
+
+impl SchedulePlan {
+    pub(super) fn new(g: &WgmmaGeometry, spec: &GemmSpec) -> SchedulePlan {
+        let (walk_tile_m, walk_tile_n) = match g.cluster {
+            Some(c) => (spec.tile.m * c.shape.rows, spec.tile.n * c.shape.cols),
+            None => (spec.tile.m, spec.tile.n),
+        };
+        let walk_tile = Tile {
+            m: walk_tile_m,
+            n: walk_tile_n,
+            k: spec.tile.k,
+        };
+        let walk = TileWalk::of(spec.schedule, walk_tile, true, g.cluster.is_some());
+        SchedulePlan {
+            kind: ScheduleKind::of(g, walk.is_some()),
+            walk,
+            walk_tile_m,
+            walk_tile_n,
+            cluster: g.cluster.map(|c| ClusterPlan::new(c, g, spec)),
+            batch: BatchPlan {
+                index: WALK_BATCH_REGISTER,
+                ..BatchPlan::new(
+                    spec.schedule,
+                    spec.dtype.size_bytes(),
+                    spec.out.size_bytes(),
+                )
+            },
+            pingpong: PingPong::of(g),
+            stream_k: StreamK::of(g),
+        }
+    }
+}
+
+/// How the kernel's blocks take their output tiles; each has its own entry template
+/// (`templates/wgmma/kernel/`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScheduleKind {
+    /// One output tile per block, from the grid.
+    TilePerBlock,
+    /// Each block (or cluster) walks the output tiles; its consumers split each tile's rows.
+    Persistent,
+    /// The persistent walk with two consumers that take alternate tiles ([`PingPong`]).
+    PingPong,
+    /// The persistent walk with its leftover tiles split along K ([`StreamK`]).
+    StreamK,
+}
+
+impl ScheduleKind {
+    fn of(g: &WgmmaGeometry, walks: bool) -> ScheduleKind {
+        match (walks, g.pingpong, g.stream_k) {
+            (false, _, _) => ScheduleKind::TilePerBlock,
+            (true, true, _) => ScheduleKind::PingPong,
+            (true, false, true) => ScheduleKind::StreamK,
+            (true, false, false) => ScheduleKind::Persistent,
+        }
+    }
+}
 
 /// A stream-K walk (`schedule: persistent(.., tail = stream_k)`). The tiles of the whole
 /// rounds go whole, as in any persistent walk; the `T mod grid` tiles left over are split
@@ -67,11 +149,12 @@ impl PingPong {
     }
 }
 
+/// One of a thread's 16-byte vectors of partial sums: four accumulators from
+/// `first_accumulator`, at `offset` in the consumer's slot.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PartialVector {
     pub offset: u32,
-    /// The four accumulator registers, `%accN`.
-    pub registers: Vec<String>,
+    pub first_accumulator: u32,
 }
 
 impl StreamK {
@@ -86,7 +169,7 @@ impl StreamK {
             vectors: (0..g.accumulators() / 4)
                 .map(|i| PartialVector {
                     offset: i * vector_stride_bytes,
-                    registers: (4 * i..4 * i + 4).map(|r| format!("%acc{r}")).collect(),
+                    first_accumulator: 4 * i,
                 })
                 .collect(),
         })

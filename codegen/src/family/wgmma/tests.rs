@@ -1,7 +1,8 @@
 //! The Hopper plan's numbers: boxes, descriptors, the ring, clusters, the register split.
 
-use super::descriptor::tma_box_address;
+use super::descriptor::{tma_box_address, Major, SmemDescriptor};
 use super::*;
+use gemm_dsl::abi::TensorMapBox;
 
 fn wgmma(text: &str) -> WgmmaPlan {
     let (valid, g) = test_spec(text);
@@ -57,7 +58,7 @@ fn written_at(
     major: Major,
     mn: u32,
     k: u32,
-    p: &WgmmaPlan,
+    element_bytes: u32,
 ) -> u32 {
     let (contiguous, line) = match major {
         Major::K => (k, mn),
@@ -74,7 +75,7 @@ fn written_at(
         box_load.smem_offset,
         line % tma.outer,
         contiguous % tma.inner,
-        p.in_bytes,
+        element_bytes,
         tma.swizzle_bytes,
     )
 }
@@ -95,12 +96,14 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
     for (spec, layout) in every_layout.chain(wide).chain(fp8) {
         {
             let spec = format!("{spec}, layout: {layout}");
-            let p = wgmma(&spec);
+            let plan = wgmma(&spec);
+            let (p, launch) = (&plan.main_loop, &plan.launch);
             let element = p.in_bytes;
-            let k_per_wgmma = p.geometry.k_per_wgmma;
-            for consumer in 0..p.consumers {
+            let k_per_wgmma = p.wgmma_k;
+            let instructions = super::write::wgmma_instructions(p);
+            for consumer in 0..launch.consumers {
                 // Ping-pong consumers each read the whole tile; others their own rows.
-                let first_row = if p.geometry.pingpong {
+                let first_row = if plan.geometry.pingpong {
                     0
                 } else {
                     consumer * p.rows_per_consumer
@@ -109,7 +112,8 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                     let k0 = step as u32 * k_per_wgmma;
                     // Each accumulator of a consumer's rows is written by exactly one wgmma,
                     // at its place in the row (column c of a row at N/2 * row + c/2).
-                    let mut written_by = vec![0u32; (p.geometry.m_wgmmas * p.block_n / 2) as usize];
+                    let mut written_by =
+                        vec![0u32; (plan.geometry.m_wgmmas * p.block_n / 2) as usize];
                     for op in &k_step.mmas {
                         let a = SmemDescriptor {
                             start_bytes: consumer * p.consumer_a_bytes + op.a_offset_units * 16,
@@ -118,8 +122,14 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                         for m in 0..WGMMA_M {
                             for k in 0..k_per_wgmma {
                                 let row = first_row + op.row * WGMMA_M + m;
-                                let written =
-                                    written_at(&p.a_loads, &p.a_box, p.a_major, row, k0 + k, &p);
+                                let written = written_at(
+                                    &p.a_loads,
+                                    &launch.a_box,
+                                    p.a_major,
+                                    row,
+                                    k0 + k,
+                                    element,
+                                );
                                 let read = a.element_address(p.a_major, m, k, element);
                                 assert_eq!(read, written, "{spec}: A row {row} k {}", k0 + k);
                             }
@@ -131,22 +141,25 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
                         for n in 0..op.n {
                             let column = op.n_start + n;
                             for k in 0..k_per_wgmma {
-                                let written =
-                                    written_at(&p.b_loads, &p.b_box, p.b_major, column, k0 + k, &p);
+                                let written = written_at(
+                                    &p.b_loads,
+                                    &launch.b_box,
+                                    p.b_major,
+                                    column,
+                                    k0 + k,
+                                    element,
+                                );
                                 let read = b.element_address(p.b_major, n, k, element);
                                 assert_eq!(read, written, "{spec}: B k {} column {column}", k0 + k);
                             }
                         }
                         assert_eq!(
-                            p.wgmma_instructions[op.piece].split('.').nth(4),
+                            instructions[op.piece].split('.').nth(4),
                             Some(format!("m64n{}k{k_per_wgmma}", op.n).as_str()),
                             "{spec}"
                         );
-                        let registers: Vec<usize> = op
-                            .accumulators
-                            .split(", ")
-                            .map(|r| r.trim_start_matches("%acc").parse().unwrap())
-                            .collect();
+                        let registers: Vec<usize> =
+                            op.accumulators.clone().map(|r| r as usize).collect();
                         let first = (op.row * p.block_n / 2 + op.n_start / 2) as usize;
                         assert_eq!(
                             registers,
@@ -169,7 +182,8 @@ fn descriptors_read_exactly_what_the_tma_wrote() {
 #[test]
 fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
     for spec in SPECS.iter().chain(WIDE_SPECS).chain(FP8_SPECS) {
-        let p = wgmma(spec);
+        let plan = wgmma(spec);
+        let (p, launch) = (&plan.main_loop, &plan.launch);
         let atom = 8 * p.a_descriptor.swizzle_bytes;
         let loads: Vec<&BoxLoad> = p.a_loads.iter().chain(&p.b_loads).collect();
         let bytes: u32 = loads.iter().map(|l| l.bytes).sum();
@@ -189,21 +203,21 @@ fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
             "{spec}: every stage starts on an atom"
         );
         assert_eq!(
-            cover(&p.a_loads, &p.a_box),
+            cover(&p.a_loads, &launch.a_box),
             (p.block_k, p.block_m),
             "{spec}"
         );
         if p.b_major == Major::K {
             // fp8: B column-major, its boxes run along K.
             assert_eq!(
-                cover(&p.b_loads, &p.b_box),
+                cover(&p.b_loads, &launch.b_box),
                 (p.block_k, p.block_n),
                 "{spec}"
             );
             continue;
         }
         assert_eq!(
-            cover(&p.b_loads, &p.b_box),
+            cover(&p.b_loads, &launch.b_box),
             (p.block_n, p.block_k),
             "{spec}"
         );
@@ -211,24 +225,25 @@ fn boxes_tile_the_stage_and_the_announced_bytes_are_theirs() {
         // K-major B over 256 rows in two boxes down them).
         for layout in ["rc", "cc"] {
             let other = wgmma(&format!("{spec}, layout: {layout}"));
+            let (loads, boxes) = (&other.main_loop, &other.launch);
             assert_eq!(
-                cover(&other.b_loads, &other.b_box),
-                (other.block_k, other.block_n),
+                cover(&loads.b_loads, &boxes.b_box),
+                (loads.block_k, loads.block_n),
                 "{spec}"
             );
-            let bytes: u32 = other
+            let bytes: u32 = loads
                 .a_loads
                 .iter()
-                .chain(&other.b_loads)
+                .chain(&loads.b_loads)
                 .map(|l| l.bytes)
                 .sum();
-            assert_eq!(bytes, other.ring.guard.expect_tx_bytes, "{spec}");
-            assert_eq!(bytes, other.ring.stage_bytes, "{spec}");
+            assert_eq!(bytes, loads.ring.guard.expect_tx_bytes, "{spec}");
+            assert_eq!(bytes, loads.ring.stage_bytes, "{spec}");
         }
         let cc = wgmma(&format!("{spec}, layout: cc"));
         assert_eq!(
-            cover(&cc.a_loads, &cc.a_box),
-            (cc.block_m, cc.block_k),
+            cover(&cc.main_loop.a_loads, &cc.launch.a_box),
+            (cc.main_loop.block_m, cc.main_loop.block_k),
             "{spec}"
         );
     }
@@ -256,15 +271,16 @@ fn cover(loads: &[BoxLoad], tma: &TensorMapBox) -> (u32, u32) {
 
 #[test]
 fn plan_numbers_of_the_default_spec() {
-    let p = wgmma("");
+    let plan = wgmma("");
+    let p = &plan.main_loop;
     assert_eq!(
-        p.wgmma_instructions.join(" + "),
+        super::write::wgmma_instructions(p).join(" + "),
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"
     );
-    assert_eq!(p.gmma_variant(), "HGMMA.64x256x16.F32.BF16");
-    assert_eq!((p.threads, p.max_registers), (384, 168));
+    assert_eq!(plan.gmma_variant(), "HGMMA.64x256x16.F32.BF16");
+    assert_eq!((plan.launch.threads, plan.launch.max_registers), (384, 168));
     assert_eq!(
-        p.register_split,
+        plan.launch.register_split,
         Some(RegisterSplit {
             producer: 40,
             consumer: 232
@@ -281,7 +297,7 @@ fn plan_numbers_of_the_default_spec() {
     assert_eq!(offsets, [(0, 0), (2, 128), (4, 256), (6, 384)]);
     assert_eq!(p.ring.guard.expect_tx_bytes, 49152);
     assert_eq!(p.ring.guard.empty_arrivals, 8);
-    let tma = p.epilogue.path.tma().expect("16-bit C is stored by TMA");
+    let tma = plan.epilogue.path.tma().expect("16-bit C is stored by TMA");
     assert_eq!(
         (tma.box_rows, tma.box_cols, tma.swizzle_bytes),
         (64, 64, 128)
@@ -309,33 +325,35 @@ fn shared_memory_regions_lie_apart_inside_the_launch() {
     ] {
         let (valid, g) = test_spec(text);
         let p = plan(&valid, &g);
-        let guard = &p.ring.guard;
-        let mut regions = vec![("ring", 0, p.ring.ring_bytes)];
+        let (ring, consumers) = (&p.main_loop.ring, p.launch.consumers);
+        let guard = &ring.guard;
+        let mut regions = vec![("ring", 0, ring.ring_bytes)];
         if let Some(tma) = p.epilogue.path.tma() {
             regions.push((
                 "store buffers",
                 guard.staging_offset,
-                guard.staging_offset + tma.consumer_bytes * p.consumers,
+                guard.staging_offset + tma.consumer_bytes * consumers,
             ));
         }
         regions.push((
             "ring barriers",
             guard.full_offset,
-            p.ring.bytes_with_barriers(),
+            ring.bytes_with_barriers(),
         ));
-        if let Some(loads) = &p.c_in_loads {
+        if let Some(loads) = &p.epilogue.c_in_loads {
             regions.push((
                 "C-in barriers",
                 loads.barriers_offset,
-                loads.barriers_offset + loads.consumer_bytes * p.consumers,
+                loads.barriers_offset + loads.consumer_bytes * consumers,
             ));
         }
-        if let Some(block) = p.promotion.as_ref().and_then(|p| p.block.as_ref()) {
+        let promotion = p.main_loop.promotion.as_ref();
+        if let Some(block) = promotion.and_then(|p| p.block.as_ref()) {
             assert_eq!(block.slots_offset % 16, 0, "{text}");
             regions.push((
                 "block-scale slots",
                 block.slots_offset,
-                block.slots_offset + block.slot_bytes * p.ring.stages,
+                block.slots_offset + block.slot_bytes * ring.stages,
             ));
         }
         for pair in regions.windows(2) {
