@@ -38,6 +38,7 @@
 
 use crate::element::{KernelTypes, Storage};
 use crate::error::Error;
+use crate::jit::DriverSass;
 #[cfg(feature = "emit")]
 use crate::kernel::intern;
 use crate::kernel::GemmKernel;
@@ -45,7 +46,6 @@ use cudarc::driver::CudaContext;
 #[cfg(feature = "emit")]
 use gemm_codegen::Emitted;
 use gemm_dsl::abi::KernelInfo;
-use gemm_dsl::sass::SassReport;
 use half::{bf16, f16};
 use std::sync::Arc;
 
@@ -140,12 +140,12 @@ impl AnyKernel {
     }
 
     /// [`GemmKernel::sass`].
-    pub fn sass(&self) -> Result<SassReport, Error> {
+    pub fn sass(&self) -> Result<DriverSass, Error> {
         crate::with_kernel!(self, kernel => kernel.sass())
     }
 
     /// [`GemmKernel::check_sass`].
-    pub fn check_sass(&self) -> Result<SassReport, Error> {
+    pub fn check_sass(&self) -> Result<DriverSass, Error> {
         crate::with_kernel!(self, kernel => kernel.check_sass())
     }
 }

@@ -2,9 +2,12 @@
 //! compiling to a cubin that can be disassembled.
 
 use crate::error::{DriverContext, Error};
+use crate::jit_cache::{self, NotCached};
 use cudarc::driver::sys::{self, CUjitInputType, CUjit_option};
 use cudarc::driver::CudaContext;
+use gemm_dsl::sass::SassReport;
 use std::ffi::{c_void, CString};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Bytes kept of each JIT log; driver messages for one kernel are far shorter.
@@ -163,11 +166,92 @@ impl Drop for LinkState {
     }
 }
 
+/// Where the machine code of a [`DriverCubin`] was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SassOrigin {
+    /// The cubin `cuModuleLoadDataEx` compiled for a module load, the code that runs, read
+    /// from this file of the driver's JIT cache.
+    LoadedModule { cache_entry: PathBuf },
+    /// A copy compiled for linking ([`jit_cubin`]), as the loaded code was not in the JIT
+    /// cache (why not). It differs from the loaded code where the kernel moves registers
+    /// between warpgroups: linking drops `setmaxnreg`.
+    LinkedCopy { why_not_loaded: String },
+}
+
+impl std::fmt::Display for SassOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SassOrigin::LoadedModule { cache_entry } => write!(
+                f,
+                "the loaded module's code (JIT cache entry {})",
+                cache_entry.display()
+            ),
+            SassOrigin::LinkedCopy { why_not_loaded } => write!(
+                f,
+                "a copy compiled for linking, not the loaded code: {why_not_loaded}"
+            ),
+        }
+    }
+}
+
+/// The machine code the driver makes of a kernel's PTX, and where it was read.
+#[derive(Clone, Debug)]
+pub struct DriverCubin {
+    pub cubin: Vec<u8>,
+    pub origin: SassOrigin,
+    /// The JIT's log of the linked copy (empty for the loaded module's code, and where the
+    /// driver took the copy from its cache).
+    pub log: String,
+}
+
+/// A kernel's SASS ([`GemmKernel::sass`](crate::GemmKernel::sass)) and where it was read.
+#[derive(Clone, Debug)]
+pub struct DriverSass {
+    pub report: SassReport,
+    pub origin: SassOrigin,
+}
+
+/// The machine code a module load of `ptx` runs on the context's device: loads it (as
+/// [`GemmKernel::load`](crate::GemmKernel::load) does), then reads the cubin the driver made
+/// from its JIT cache, or compiles a linked copy where the cache does not hold it.
+pub fn driver_cubin(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<DriverCubin, Error> {
+    let _module = Module::load(ctx, ptx, kernel)?;
+    let (major, minor) = ctx
+        .compute_capability()
+        .during(|| "reading the device's compute capability".to_string())?;
+    loaded_or_linked_cubin(ctx, ptx, kernel, (major * 10 + minor) as u32)
+}
+
+/// The cubin of a module already loaded from `ptx`, from the JIT cache, else a linked copy.
+pub(crate) fn loaded_or_linked_cubin(
+    ctx: &Arc<CudaContext>,
+    ptx: &str,
+    kernel: &str,
+    device_cc: u32,
+) -> Result<DriverCubin, Error> {
+    match jit_cache::loaded_cubin(ptx, device_cc) {
+        Ok(found) => Ok(DriverCubin {
+            cubin: found.cubin,
+            origin: SassOrigin::LoadedModule {
+                cache_entry: found.entry,
+            },
+            log: String::new(),
+        }),
+        Err(NotCached(why_not_loaded)) => {
+            let (cubin, log) = jit_cubin_logged(ctx, ptx, kernel)?;
+            Ok(DriverCubin {
+                cubin,
+                origin: SassOrigin::LinkedCopy { why_not_loaded },
+                log,
+            })
+        }
+    }
+}
+
 /// Compiles PTX with the driver's JIT for the context's device and returns the cubin. Not
-/// always the machine code `cuModuleLoadDataEx` runs: this `cuLink` route drops `setmaxnreg`
-/// (the JIT's note C7504, no `USETMAXREG` in the SASS) where `cuModuleLoadDataEx` keeps it
-/// (its JIT cache's cubin of the 128x128 ping-pong kernel has both, H100, driver 580.159.04,
-/// `results/two-speeds-2026-11-26/jit-cache.txt`).
+/// always the machine code `cuModuleLoadDataEx` runs: this `cuLink` route compiles for
+/// linking, which drops `setmaxnreg` (the JIT's note C7504, no `USETMAXREG` in the SASS) where
+/// `cuModuleLoadDataEx` keeps it; [`driver_cubin`] reads the loaded code.
 pub fn jit_cubin(ctx: &Arc<CudaContext>, ptx: &str, kernel: &str) -> Result<Vec<u8>, Error> {
     jit_cubin_logged(ctx, ptx, kernel).map(|(cubin, _)| cubin)
 }

@@ -4,7 +4,7 @@ use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, Ope
 use crate::element::{spec_types, stores, Element};
 use crate::epilogue::{check_arguments, check_quant_scales, BiasValues, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
-use crate::jit::{jit_cubin_logged, Module};
+use crate::jit::{loaded_or_linked_cubin, DriverSass, Module, SassOrigin};
 use crate::tensor_map::{GlobalMatrix, TensorMap};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
@@ -508,87 +508,89 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             })
     }
 
-    /// The SASS the driver runs for this kernel on this device: its JIT compiles the PTX to a
-    /// cubin (`cuLinkCreate` / `cuLinkAddData` / `cuLinkComplete`), nvdisasm reads it.
-    ///
-    /// The report's resources are the JIT's own `ptxas` lines. This route compiles for linking,
-    /// which ignores `setmaxnreg` (note C7504, "to maintain compatibility across compilation
-    /// units"); the module that runs is compiled whole and keeps it. [`GemmKernel::check_sass`]
-    /// accounts for that.
-    pub fn sass(&self) -> Result<SassReport, Error> {
-        let (cubin, log) = jit_cubin_logged(&self.ctx, self.info.ptx(), self.info.name())?;
-        let mut report = SassReport::parse(&sass::disassemble(&cubin)?);
-        report.resources = Some(PtxasResources::parse(&log));
-        Ok(report)
+    /// The SASS of the machine code this kernel runs: the cubin `cuModuleLoadDataEx` compiled
+    /// for its module, read from the driver's JIT cache, disassembled by nvdisasm. Where the
+    /// cache does not hold it (`CUDA_CACHE_DISABLE=1`, an evicted entry), the SASS of a copy
+    /// compiled for linking, with the JIT's log as the report's resources; the origin says
+    /// which. [`GemmKernel::check_sass`] accounts for the difference.
+    pub fn sass(&self) -> Result<DriverSass, Error> {
+        let device_cc = device_compute_capability(&self.ctx)?;
+        let code = loaded_or_linked_cubin(&self.ctx, self.info.ptx(), self.info.name(), device_cc)?;
+        let mut report = SassReport::parse(&sass::disassemble(&code.cubin)?);
+        if matches!(code.origin, SassOrigin::LinkedCopy { .. }) {
+            report.resources = Some(PtxasResources::parse(&code.log));
+        }
+        Ok(DriverSass {
+            report,
+            origin: code.origin,
+        })
     }
 
-    /// Checks the driver's SASS against the spec's promises and returns it. Where the linking
-    /// route ignored `setmaxnreg` (note C7504), the `USETMAXREG` promise is checked on the
-    /// loaded function instead: compiled whole, it keeps the kernel's `.maxnreg` as its
-    /// register count only when the registers are moved between warpgroups (otherwise ptxas
-    /// allocates what the code needs, fewer). So are the promises of no local memory: under
-    /// the even split the linking route compiles for, consumers that need the raised count
-    /// spill there; the loaded function must use no local memory at all.
-    pub fn check_sass(&self) -> Result<SassReport, Error> {
-        let report = self.sass()?;
-        let relocatable = report.resources.as_ref().is_some_and(|r| {
-            r.warnings
-                .iter()
-                .any(|w| w.contains(SETMAXNREG_IGNORED_FOR_LINKING))
-        });
-        let setmaxnreg = SassCheck::Present(Opcode::Usetmaxreg);
+    /// Checks the SASS of the code this kernel runs against the spec's promises and returns
+    /// it. Where only a linked copy could be read, the promises linking cannot keep are
+    /// checked on the loaded function instead: linking drops `setmaxnreg`, so `USETMAXREG` is
+    /// checked as the loaded function's register count (compiled whole, a kernel that moves
+    /// registers between warpgroups keeps its `.maxnreg` as its count; otherwise ptxas
+    /// allocates what the code needs, fewer), and no local memory as the loaded function's
+    /// local size (under the even split linking compiles for, consumers that need the raised
+    /// count spill).
+    pub fn check_sass(&self) -> Result<DriverSass, Error> {
+        let driver = self.sass()?;
+        let mismatch = |mismatch: SassMismatch, summary: String| Error::SassMismatch {
+            kernel: self.info.name().to_string(),
+            mismatch,
+            summary: format!("{summary}(read from {})", driver.origin),
+        };
         let mut promises: Vec<SassCheck> = self.info.expected_sass().to_vec();
-        let no_local = [
-            SassCheck::Absent(Opcode::Ldl),
-            SassCheck::Absent(Opcode::Stl),
-        ];
-        if relocatable && promises.iter().any(|check| no_local.contains(check)) {
-            promises.retain(|check| !no_local.contains(check));
-            let local_bytes = self.function_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
-                "local memory size",
-            )?;
-            if local_bytes != 0 {
-                return Err(Error::SassMismatch {
-                    kernel: self.info.name().to_string(),
-                    mismatch: SassMismatch(
-                        no_local
-                            .iter()
-                            .map(|&check| SassViolation { check, count: 1 })
-                            .collect(),
-                    ),
-                    summary: format!(
-                        "the loaded function uses {local_bytes} bytes of local memory per thread"
-                    ),
-                });
+        if matches!(driver.origin, SassOrigin::LinkedCopy { .. }) {
+            let no_local = [
+                SassCheck::Absent(Opcode::Ldl),
+                SassCheck::Absent(Opcode::Stl),
+            ];
+            if promises.iter().any(|check| no_local.contains(check)) {
+                promises.retain(|check| !no_local.contains(check));
+                let local_bytes = self.function_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                    "local memory size",
+                )?;
+                if local_bytes != 0 {
+                    let violations = no_local
+                        .iter()
+                        .map(|&check| SassViolation { check, count: 1 })
+                        .collect();
+                    return Err(mismatch(
+                        SassMismatch(violations),
+                        format!(
+                            "the loaded function uses {local_bytes} bytes of local memory per thread\n"
+                        ),
+                    ));
+                }
             }
-        }
-        if relocatable && promises.contains(&setmaxnreg) {
-            promises.retain(|check| *check != setmaxnreg);
-            let cap = ptx_max_registers(self.info.ptx());
-            let loaded = self.registers()?;
-            if cap != Some(loaded) {
-                return Err(Error::SassMismatch {
-                    kernel: self.info.name().to_string(),
-                    mismatch: SassMismatch(vec![SassViolation {
+            let setmaxnreg = SassCheck::Present(Opcode::Usetmaxreg);
+            if promises.contains(&setmaxnreg) {
+                promises.retain(|check| *check != setmaxnreg);
+                let cap = ptx_max_registers(self.info.ptx());
+                let loaded = self.registers()?;
+                if cap != Some(loaded) {
+                    let violation = SassViolation {
                         check: setmaxnreg,
                         count: 0,
-                    }]),
-                    summary: format!(
-                        "the loaded function has {loaded} registers per thread, not the .maxnreg {} that setmaxnreg works under",
-                        cap.map_or("(none)".to_string(), |c| c.to_string())
-                    ),
-                });
+                    };
+                    return Err(mismatch(
+                        SassMismatch(vec![violation]),
+                        format!(
+                            "the loaded function has {loaded} registers per thread, not the .maxnreg {} that setmaxnreg works under\n",
+                            cap.map_or("(none)".to_string(), |c| c.to_string())
+                        ),
+                    ));
+                }
             }
         }
-        report
+        driver
+            .report
             .require(&promises)
-            .map_err(|mismatch| Error::SassMismatch {
-                kernel: self.info.name().to_string(),
-                mismatch,
-                summary: report.summary(),
-            })?;
-        Ok(report)
+            .map_err(|violations| mismatch(violations, driver.report.summary()))?;
+        Ok(driver)
     }
 
     /// The debug-build SASS check: once per kernel text and device per process. Without
@@ -621,9 +623,6 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
         Ok(())
     }
 }
-
-/// The JIT's note when it compiled relocatable code and so ignored `setmaxnreg`.
-const SETMAXNREG_IGNORED_FOR_LINKING: &str = "C7504";
 
 /// The `.maxnreg` directive of a kernel's PTX.
 fn ptx_max_registers(ptx: &str) -> Option<u32> {

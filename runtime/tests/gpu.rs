@@ -9,6 +9,7 @@ use gemm_codegen::{Emitted, KernelInfo, KernelParts, LaunchShape, SassCheck, GEM
 use gemm_dsl::Mma;
 use gemm_runtime::{
     open_context, AnyKernel, CudaContext, CudaStream, Error, GemmKernel, KernelTypes, Opcode,
+    SassOrigin, SassReport,
 };
 use std::sync::Arc;
 
@@ -56,13 +57,19 @@ fn driver_sass_keeps_the_specs_promises() {
         let emitted = emit(entry);
         let kernel = load(&ctx, entry);
         let info = kernel.info();
-        let report = match kernel.check_sass() {
-            Ok(report) => report,
+        let driver = match kernel.check_sass() {
+            Ok(driver) => driver,
             Err(error) => {
                 failures.push(format!("{}: {error}", entry.name));
                 continue;
             }
         };
+        // The check reads the code that runs: the driver's JIT cache holds it unless the
+        // cache is turned off.
+        if !cache_disabled() && !matches!(driver.origin, SassOrigin::LoadedModule { .. }) {
+            failures.push(format!("{}: SASS read from {}", entry.name, driver.origin));
+        }
+        let report = &driver.report;
         eprintln!(
             "{:<28} {:<10} LDGSTS {:>3}  LDG {:>3}  STS {:>3}  LDS {:>3}  LDSM {:>3}  FFMA {:>5}  HMMA {:>4}  HGMMA {:>3}  UTMALDG {:>2}  LDL {}  STL {}  ({} instructions)",
             entry.name,
@@ -119,6 +126,55 @@ fn driver_sass_keeps_the_specs_promises() {
         "SASS mismatches:\n{}",
         failures.join("\n")
     );
+}
+
+fn cache_disabled() -> bool {
+    std::env::var("CUDA_CACHE_DISABLE").is_ok_and(|value| value.trim() == "1")
+}
+
+/// The loaded code of a kernel that moves registers between warpgroups keeps `setmaxnreg`;
+/// the copy compiled for linking drops it, so a check of that copy would check other code.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sass_is_read_from_the_loaded_module_not_a_linked_copy() {
+    let (ctx, _stream) = gpu();
+    assert!(
+        !cache_disabled(),
+        "this test reads the driver's JIT cache: unset CUDA_CACHE_DISABLE"
+    );
+    let entry = CATALOG
+        .iter()
+        .find(|entry| entry.name == "wgmma_f16_128x256x64_s4_f32out")
+        .expect("a catalog kernel with a setmaxnreg split");
+    let kernel = load(&ctx, entry);
+    assert!(
+        kernel
+            .info()
+            .expected_sass()
+            .contains(&SassCheck::Present(Opcode::Usetmaxreg)),
+        "{} no longer promises USETMAXREG: pick another kernel",
+        entry.name
+    );
+    let loaded = kernel.sass().unwrap();
+    let SassOrigin::LoadedModule { cache_entry } = &loaded.origin else {
+        panic!("{}: SASS read from {}", entry.name, loaded.origin);
+    };
+    eprintln!("{}: {}", entry.name, cache_entry.display());
+    assert!(
+        loaded.report.count(Opcode::Usetmaxreg) > 0,
+        "{}",
+        loaded.report.summary()
+    );
+    let linked = gemm_runtime::jit_cubin(&ctx, kernel.info().ptx(), entry.name).unwrap();
+    let linked = SassReport::parse(&gemm_dsl::sass::disassemble(&linked).unwrap());
+    assert_eq!(
+        linked.count(Opcode::Usetmaxreg),
+        0,
+        "the linked copy keeps setmaxnreg now: the two routes agree, and the cache read may go"
+    );
+    // The standalone route reads the same entry.
+    let standalone = gemm_runtime::driver_cubin(&ctx, kernel.info().ptx(), entry.name).unwrap();
+    assert_eq!(standalone.origin, loaded.origin);
 }
 
 #[test]

@@ -55,7 +55,8 @@ struct Cli {
     /// where a wrong result is wrong.
     #[arg(long)]
     blocks: bool,
-    /// Write the SASS the driver's JIT makes of the kernel to this file, with the JIT's log.
+    /// Write the SASS of the code the driver runs for the kernel to this file (from its JIT
+    /// cache; where the cache lacks it, of a copy compiled for linking, with the JIT's log).
     #[arg(long)]
     sass: Option<std::path::PathBuf>,
     /// Launch this PTX file instead of the generated text, under the spec's launch rules (a
@@ -132,9 +133,10 @@ fn run(cli: &Cli, info: &KernelInfo<'static>) -> Result<bool, gemm_harness::Erro
     // The SASS first: it is written for kernels the run-time-typed loader refuses too (fp8),
     // so a sanitizer's offsets into any kernel can be read against it.
     if let Some(path) = &cli.sass {
-        let (cubin, log) = gemm_runtime::jit_cubin_logged(&ctx, info.ptx(), info.name())?;
-        let sass = gemm_dsl::sass::disassemble(&cubin)?;
-        if let Err(error) = std::fs::write(path, format!("// JIT log:\n{log}\n\n{sass}")) {
+        let code = gemm_runtime::driver_cubin(&ctx, info.ptx(), info.name())?;
+        let sass = gemm_dsl::sass::disassemble(&code.cubin)?;
+        let header = format!("// SASS of {}\n// JIT log:\n{}\n\n", code.origin, code.log);
+        if let Err(error) = std::fs::write(path, header + &sass) {
             eprintln!("error: writing {}: {error}", path.display());
         }
     }
