@@ -35,10 +35,10 @@ use gemm_harness::bench::{
 use gemm_harness::probe::MathOnlyKernel;
 use gemm_harness::verify::{compare, in_order, ErrorReport, Problem, Reference, Tolerance};
 use gemm_harness::Error;
-use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
+use gemm_runtime::tune::{spec_hash, stride_align, CacheReading, TuneEntry, TuneFile};
 use gemm_runtime::{
     device_key, device_model, open_context, with_kernel, AnyKernel, Batch, CudaContext, DeviceInfo,
-    Element, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder, TuneCache,
+    Element, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::any::{Any, TypeId};
@@ -88,8 +88,9 @@ struct Cli {
     /// With --auto: consult this tuning cache before the model.
     #[arg(long, requires = "auto")]
     tune_cache: Option<PathBuf>,
-    /// Tune: time every member of --set per shape (each checked first) and write the fastest
-    /// per shape to this tuning cache (JSON), for `Matmul` and `GEMM_DSL_TUNE_CACHE`.
+    /// Tune: time every member of --set per shape (each checked first) and merge the fastest
+    /// per shape into this tuning cache (JSON), for `Matmul` and `GEMM_DSL_TUNE_CACHE`: a
+    /// shape measured again on this device replaces its entry, every other entry stays.
     #[arg(long, requires = "set")]
     tune_out: Option<PathBuf>,
     /// With --set: write the picks' table (model pick, cache pick, measured best per shape,
@@ -551,10 +552,15 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             cli.iters
         );
     }
-    if cli.tune_out.is_some() && !cli.check {
-        return Err(Failure::Arguments(
-            "--tune-out needs --check: a kernel enters the cache only after its check".to_string(),
-        ));
+    if let Some(path) = &cli.tune_out {
+        if !cli.check {
+            return Err(Failure::Arguments(
+                "--tune-out needs --check: a kernel enters the cache only after its check"
+                    .to_string(),
+            ));
+        }
+        // Before minutes of measuring: a file that cannot take the run's entries.
+        TuneFile::check_writable(path).map_err(|error| Failure::Output(error.to_string()))?;
     }
     let valid: Vec<ValidSpec> = specs
         .iter()
@@ -777,11 +783,11 @@ fn set_picker(
     let model = device_model(device, &DeviceModel::h100_sxm());
     let mut picker = Picker::new(&set_specs, model);
     if let Some(path) = &cli.tune_cache {
-        let cache = TuneCache::read(path, &device_key(device))?;
-        for line in cache.ignored() {
-            eprintln!("tuning cache {}: ignored {line}", path.display());
+        // Strict: timing the model's picks while the cache's were asked for would mislead.
+        picker = picker.with_cache_file(path, &device_key(device), CacheReading::Strict)?;
+        for line in picker.cache().ignored() {
+            eprintln!("tuning cache {}: left out {line}", path.display());
         }
-        picker = picker.with_cache(cache);
     }
     Ok(picker)
 }
@@ -939,8 +945,9 @@ fn write_picks(
         write(path, &picks.svg())?;
     }
     if let Some(path) = &cli.tune_out {
-        TuneCache::write(path, picks.cache_entries(&report.device, selection, picker))?;
-        eprintln!("wrote the tuning cache {}", path.display());
+        let entries = picks.cache_entries(&report.device, selection, picker);
+        let counts = TuneFile::merge(path, entries)?;
+        eprintln!("tuning cache {}: {counts}", path.display());
     }
     Ok(())
 }
