@@ -33,9 +33,10 @@ use gemm_harness::bench::{
     Shape, Skipped,
 };
 use gemm_harness::probe::MathOnlyKernel;
+use gemm_harness::tune::TuneRun;
 use gemm_harness::verify::{compare, in_order, ErrorReport, Problem, Reference, Tolerance};
 use gemm_harness::Error;
-use gemm_runtime::tune::{spec_hash, stride_align, CacheReading, TuneEntry, TuneFile};
+use gemm_runtime::tune::{CacheReading, TuneEntry, TuneFile};
 use gemm_runtime::{
     device_key, device_model, open_context, with_kernel, AnyKernel, Batch, CudaContext, DeviceInfo,
     Element, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder,
@@ -945,7 +946,7 @@ fn write_picks(
         write(path, &picks.svg())?;
     }
     if let Some(path) = &cli.tune_out {
-        let entries = picks.cache_entries(&report.device, selection, picker);
+        let entries = picks.cache_entries(&report.device, selection);
         let counts = TuneFile::merge(path, entries)?;
         eprintln!("tuning cache {}: {counts}", path.display());
     }
@@ -1127,48 +1128,18 @@ impl PickTable {
     }
 
     /// The measured best per shape, as cache entries.
-    fn cache_entries(
-        &self,
-        device: &DeviceInfo,
-        selection: &SetSelection,
-        picker: &Picker,
-    ) -> Vec<TuneEntry> {
-        let spec_texts: HashMap<&str, String> = picker
-            .candidates()
-            .iter()
-            .zip(selection.set.members)
-            .map(|(candidate, member)| {
-                let text =
-                    selection
-                        .set
-                        .spec(member, selection.dtype, selection.out, selection.layout);
-                let valid = gemm_dsl::check_str(&text).expect("set members are valid");
-                (candidate.name.as_str(), valid.spec.to_spec_text())
-            })
-            .collect();
+    fn cache_entries(&self, device: &DeviceInfo, selection: &SetSelection) -> Vec<TuneEntry> {
+        let run = TuneRun::new(
+            device_key(device),
+            selection.set,
+            selection.dtype,
+            selection.out,
+        );
         self.rows
             .iter()
             .filter_map(|row| {
                 let (kernel, tflops, ratio) = row.measured.first()?;
-                Some(TuneEntry {
-                    device: device_key(device),
-                    dtype: selection.dtype.name().to_string(),
-                    out: selection.out.name().to_string(),
-                    layout: selection.layout.name().to_string(),
-                    m: row.problem.m,
-                    n: row.problem.n,
-                    k: row.problem.k,
-                    batch: row.problem.batch,
-                    stride_align: stride_align(
-                        &row.problem,
-                        selection.dtype.size_bytes(),
-                        selection.out.size_bytes(),
-                    ),
-                    kernel: kernel.clone(),
-                    spec_hash: spec_hash(spec_texts.get(kernel.as_str())?),
-                    tflops: *tflops,
-                    ratio_to_cublas: *ratio,
-                })
+                run.entry(&row.problem, kernel, *tflops, *ratio)
             })
             .collect()
     }
