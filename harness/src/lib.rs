@@ -10,7 +10,8 @@
 //!   reports), with the fused-epilogue and fp8 comparisons in [`bench::fused`] and
 //!   [`bench::fp8`]; [`probe`] runs a spec's main-loop math alone, the ceiling
 //!   `gemm-bench --math-only` shows.
-//! - [`tune`] is the tuning cache as `gemm-bench --tune-out` writes it.
+//! - [`tune`] is the tuning cache as `gemm-bench` writes it (`--tune-out`) and inspects it
+//!   (`gemm-bench cache show|prune|merge`).
 //! - The binaries: `gemm-bench` (benchmarks, tuning caches) and `gemm-run` (one checked
 //!   launch of a kernel, for compute-sanitizer).
 

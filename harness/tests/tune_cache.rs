@@ -1,14 +1,19 @@
 //! The tuning cache end to end, without a GPU: entries written the way `gemm-bench --tune-out`
-//! writes them and read through the picker a `Matmul` builds.
+//! writes them and read through the picker a `Matmul` builds, the `gemm-bench cache`
+//! commands, concurrent writer processes, and a writer killed mid-write.
 
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::{DType, Layout};
 use gemm_harness::tune::TuneRun;
 use gemm_runtime::epilogue::FusedSpec;
-use gemm_runtime::tune::{spec_hash, CacheReading, TuneEntry, TuneFile};
+use gemm_runtime::tune::{spec_hash, CacheReading, DeviceKey, TuneEntry, TuneFile};
 use gemm_runtime::{device_key, DeviceInfo, KernelTypes, Pick, PickSource, Picker, Problem};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const GEMM_BENCH: &str = env!("CARGO_BIN_EXE_gemm-bench");
 
 /// A directory of its own per test, removed after it.
 struct Scratch(PathBuf);
@@ -23,6 +28,15 @@ impl Scratch {
 
     fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
+    }
+
+    fn listing(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 }
 
@@ -46,6 +60,21 @@ fn board(name: &str) -> DeviceInfo {
 
 fn h100() -> DeviceInfo {
     board("NVIDIA H100 80GB HBM3")
+}
+
+fn gemm_bench(args: &[&str]) -> Output {
+    Command::new(GEMM_BENCH)
+        .args(args)
+        .output()
+        .expect("gemm-bench runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// FNV-1a, 64 bits, as 16 hex digits: the spec hash, written out here so that the test does
@@ -210,7 +239,7 @@ fn every_entry_a_tuning_run_writes_hits_in_the_matmul_picker() {
 }
 
 /// The negative control of the test above: an entry whose hash is not the kernel's (its spec
-/// changed since) is not trusted.
+/// changed since) is not trusted, and `cache show` calls it stale.
 #[test]
 fn an_entry_with_another_spec_hash_is_stale_and_the_model_picks() {
     let scratch = Scratch::new("stale");
@@ -238,6 +267,9 @@ fn an_entry_with_another_spec_hash_is_stale_and_the_model_picks() {
         .with_cache_file(&path, &device_key(&h100()), CacheReading::Strict)
         .unwrap();
     assert_eq!(picker.pick(&problem), Some(model));
+    let shown = stdout(&gemm_bench(&["cache", "show", path.to_str().unwrap()]));
+    assert!(shown.contains("1 entry (1 stale)"), "{shown}");
+    assert!(shown.contains("stale (the spec changed)"), "{shown}");
 }
 
 /// A cache the picker cannot use (the issue's damaged file, a path that does not exist, a
@@ -362,5 +394,377 @@ fn a_cache_the_picker_cannot_use_leaves_the_model_to_pick_unless_strict() {
             "1 entry left out: no problem can match (the first, 64x4096x0 rr, bf16: k = 0)"
         ),
         "{error}"
+    );
+}
+
+/// A cache with an entry of every kind, two boards, and an entry that does not parse.
+fn mixed_cache(path: &Path) -> Vec<TuneEntry> {
+    let run_h100 = TuneRun::new(
+        device_key(&h100()),
+        &sets::SM90_16BIT,
+        DType::Bf16,
+        DType::Bf16,
+    );
+    let run_h200 = TuneRun::new(
+        device_key(&board("NVIDIA H200")),
+        &sets::SM90_16BIT,
+        DType::Bf16,
+        DType::Bf16,
+    );
+    let kernel = &sets::SM90_16BIT.specs(DType::Bf16, DType::Bf16)[0];
+    let kernel = gemm_dsl::check_str(kernel).unwrap().spec.name;
+    let problem = |m| Problem::new(m, 4096, 4096, Layout::RowRow);
+    let current = run_h100.entry(&problem(16), &kernel, 100.0, 0.98).unwrap();
+    let stale = TuneEntry {
+        spec_hash: "0000000000000000".to_string(),
+        ..run_h100.entry(&problem(32), &kernel, 110.0, 0.99).unwrap()
+    };
+    let unknown = TuneEntry {
+        kernel: "sm90_retired_member_bf16_rr".to_string(),
+        ..run_h100.entry(&problem(64), &kernel, 120.0, 1.0).unwrap()
+    };
+    let impossible = TuneEntry {
+        m: 0,
+        ..run_h100.entry(&problem(128), &kernel, 130.0, 1.0).unwrap()
+    };
+    let other_board = run_h200.entry(&problem(16), &kernel, 140.0, 1.02).unwrap();
+    let entries = vec![current, stale, unknown, impossible, other_board];
+    let mut text = Vec::new();
+    TuneFile::new(entries.clone()).write_to(&mut text).unwrap();
+    let text = String::from_utf8(text).unwrap().replace(
+        "\n]}",
+        ",\n{\"device\": {\"name\": \"NVIDIA H100 80GB HBM3\"}, \"kernel\": \"half an entry\"}\n]}",
+    );
+    std::fs::write(path, text).unwrap();
+    entries
+}
+
+#[test]
+fn cache_show_sorts_entries_by_device_and_status() {
+    let scratch = Scratch::new("show");
+    let path = scratch.path("cache.json");
+    mixed_cache(&path);
+    let output = gemm_bench(&["cache", "show", path.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shown = stdout(&output);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("{}: 6 entries in 2 devices (format 1)", path.display())
+    );
+    assert!(shown.contains(
+        "NVIDIA H100 80GB HBM3 (132 SMs, driver 13.0): 4 entries (1 current, 1 matching no problem, 1 stale, 1 unknown kernel)"
+    ), "{shown}");
+    assert!(
+        shown.contains("NVIDIA H200 (132 SMs, driver 13.0): 1 entry (1 current)"),
+        "{shown}"
+    );
+    for status in [
+        "current",
+        "stale (the spec changed)",
+        "unknown kernel (in no built-in set)",
+        "matches no problem: m = 0",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.ends_with(status)),
+            "{status}: {shown}"
+        );
+    }
+    assert!(shown.contains("1 entry not format 1's"), "{shown}");
+    assert!(shown.contains("entry 5: missing field"), "{shown}");
+
+    let summary = stdout(&gemm_bench(&[
+        "cache",
+        "show",
+        "--summary",
+        path.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        summary.lines().filter(|l| l.starts_with("  ")).count(),
+        1,
+        "{summary}"
+    );
+}
+
+#[test]
+fn cache_prune_drops_what_no_matmul_can_use_and_the_boards_asked_for() {
+    let scratch = Scratch::new("prune");
+    let path = scratch.path("cache.json");
+    let entries = mixed_cache(&path);
+    let before = std::fs::read(&path).unwrap();
+    let file = path.to_str().unwrap();
+
+    let dry = gemm_bench(&["cache", "prune", "--dry-run", file]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert_eq!(
+        stdout(&dry),
+        format!("{file} (dry run: would be): 3 dropped (1 stale, 0 of unknown kernels, 1 matching no problem, 1 not format 1's, 0 of dropped devices), 3 kept (1 of kernels in no built-in set, kept: --drop-unknown-kernels drops them)\n")
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    // An entry of a kernel no built-in set has may be one of the caller's own set: kept.
+    let pruned = gemm_bench(&["cache", "prune", file]);
+    assert!(pruned.status.success(), "{}", stderr(&pruned));
+    let left = TuneFile::read(&path).unwrap();
+    assert_eq!(
+        left.entries,
+        [entries[0].clone(), entries[2].clone(), entries[4].clone()]
+    );
+    assert!(left.malformed().is_empty());
+
+    let pruned = gemm_bench(&[
+        "cache",
+        "prune",
+        "--drop-unknown-kernels",
+        "--drop-device",
+        "H200",
+        file,
+    ]);
+    assert_eq!(
+        stdout(&pruned),
+        format!("{file}: 2 dropped (0 stale, 1 of unknown kernels, 0 matching no problem, 0 not format 1's, 1 of dropped devices), 1 kept\n")
+    );
+    assert_eq!(TuneFile::read(&path).unwrap().entries, [entries[0].clone()]);
+    assert_eq!(scratch.listing(), ["cache.json", "cache.json.lock"]);
+
+    // A missing file is an error, not an empty file made.
+    let missing = scratch.path("missing.json");
+    let output = gemm_bench(&["cache", "prune", missing.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "error: tuning cache {}: there is no such file\n",
+            missing.display()
+        )
+    );
+    assert!(!missing.exists());
+}
+
+#[test]
+fn the_cache_commands_name_a_bad_path_and_its_fault() {
+    let scratch = Scratch::new("bad-paths");
+    let directory = scratch.path("a-directory");
+    std::fs::create_dir(&directory).unwrap();
+    let damaged = scratch.path("damaged.json");
+    std::fs::write(&damaged, "{\"format\": 1, \"entries\": [{\"dev").unwrap();
+    let read_only = scratch.path("read-only.json");
+    std::fs::write(&read_only, "{\"format\": 1, \"entries\": []}").unwrap();
+    let mut permissions = std::fs::metadata(&read_only).unwrap().permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(&read_only, permissions).unwrap();
+    let good = scratch.path("good.json");
+    mixed_cache(&good);
+    let good = good.to_str().unwrap();
+    let cases = [
+        (
+            vec!["cache", "show", directory.to_str().unwrap()],
+            "it is a directory, not a file",
+        ),
+        (
+            vec!["cache", "show", damaged.to_str().unwrap()],
+            "truncated: the text ends inside its JSON",
+        ),
+        (
+            vec!["cache", "merge", damaged.to_str().unwrap(), good],
+            "not replaced, so that nothing in it is lost",
+        ),
+        (
+            vec!["cache", "merge", read_only.to_str().unwrap(), good],
+            "it is read-only: not replaced",
+        ),
+        (
+            vec!["cache", "merge", good, directory.to_str().unwrap()],
+            "it is a directory, not a file",
+        ),
+    ];
+    for (args, fault) in cases {
+        let output = gemm_bench(&args);
+        assert_eq!(output.status.code(), Some(1), "{args:?}");
+        let message = stderr(&output);
+        assert!(
+            message.contains("error: tuning cache ") && message.contains(fault),
+            "{args:?}: {message}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&damaged).unwrap(),
+        "{\"format\": 1, \"entries\": [{\"dev"
+    );
+
+    // --tune-out is checked before anything is measured (here before the GPU is opened).
+    let output = gemm_bench(&[
+        "--set",
+        "sm90",
+        "--check",
+        "--shapes",
+        "128x256x64",
+        "--tune-out",
+        damaged.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("not replaced, so that nothing in it is lost"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// `count` entries of `device`, sizes from `first_m`, naming a kernel of `writer`.
+fn entries_of(device: &DeviceKey, writer: usize, first_m: u32, count: u32) -> Vec<TuneEntry> {
+    (0..count)
+        .map(|i| TuneEntry {
+            device: device.clone(),
+            dtype: "bf16".to_string(),
+            out: "bf16".to_string(),
+            layout: "rr".to_string(),
+            m: first_m + i,
+            n: 4096,
+            k: 4096,
+            batch: 1,
+            stride_align: 128,
+            kernel: format!("writer_{writer}"),
+            spec_hash: spec_hash(&format!("writer_{writer}")),
+            tflops: 1.0,
+            ratio_to_cublas: 1.0,
+        })
+        .collect()
+}
+
+#[test]
+fn gemm_bench_processes_merging_at_once_lose_no_entry() {
+    let scratch = Scratch::new("processes");
+    let target = scratch.path("shared.json");
+    let h100 = device_key(&h100());
+    let writers = 8;
+    let per_writer = 300;
+    let inputs: Vec<PathBuf> = (0..writers)
+        .map(|writer| {
+            let path = scratch.path(&format!("run{writer}.json"));
+            let mut entries = entries_of(&h100, writer, 1 + writer as u32 * per_writer, per_writer);
+            // And one problem every writer measured: one entry of it survives.
+            entries.extend(entries_of(&h100, writer, 100_000, 1));
+            let mut text = Vec::new();
+            TuneFile::new(entries).write_to(&mut text).unwrap();
+            std::fs::write(&path, text).unwrap();
+            path
+        })
+        .collect();
+    let children: Vec<_> = inputs
+        .iter()
+        .map(|input| {
+            Command::new(GEMM_BENCH)
+                .args(["cache", "merge"])
+                .arg(&target)
+                .arg(input)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            stdout(&output).contains(&format!("{} added", per_writer))
+                || stdout(&output).contains(&format!("{} added", per_writer + 1)),
+            "{}",
+            stdout(&output)
+        );
+    }
+    let merged = TuneFile::read(&target).unwrap();
+    assert_eq!(merged.entries.len(), writers * per_writer as usize + 1);
+    for writer in 0..writers {
+        for entry in entries_of(&h100, writer, 1 + writer as u32 * per_writer, per_writer) {
+            assert!(
+                merged.entries.contains(&entry),
+                "lost {} m = {}",
+                entry.kernel,
+                entry.m
+            );
+        }
+    }
+    assert_eq!(merged.entries.iter().filter(|e| e.m == 100_000).count(), 1);
+    let mut expected: Vec<String> = (0..writers).map(|w| format!("run{w}.json")).collect();
+    expected.extend(["shared.json".to_string(), "shared.json.lock".to_string()]);
+    expected.sort();
+    assert_eq!(scratch.listing(), expected);
+}
+
+#[test]
+fn a_writer_killed_mid_write_leaves_the_old_file_whole() {
+    let scratch = Scratch::new("killed");
+    let target = scratch.path("cache.json");
+    let h100 = device_key(&h100());
+    let old = entries_of(&h100, 0, 1, 3);
+    TuneFile::merge(&target, old.clone()).unwrap();
+    let old_bytes = std::fs::read(&target).unwrap();
+    // A run large enough that writing it takes a while (about 50 MB).
+    let big = scratch.path("big.json");
+    let mut text = Vec::new();
+    TuneFile::new(entries_of(&h100, 1, 1000, 200_000))
+        .write_to(&mut text)
+        .unwrap();
+    std::fs::write(&big, &text).unwrap();
+    let merged_len = {
+        let mut merged = TuneFile::new(old.clone());
+        merged.merge_entries(entries_of(&h100, 1, 1000, 200_000));
+        let mut bytes = Vec::new();
+        merged.write_to(&mut bytes).unwrap();
+        bytes.len() as u64
+    };
+
+    let mut child = Command::new(GEMM_BENCH)
+        .args(["cache", "merge"])
+        .arg(&target)
+        .arg(&big)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let temporary = scratch.path(&format!(".cache.json.tmp.{}", child.id()));
+    // Kill it (SIGKILL: no clean-up of its own) once its temporary file has some of the
+    // new file in it.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let written_at_kill = loop {
+        let written = std::fs::metadata(&temporary).map_or(0, |meta| meta.len());
+        if written > 0 {
+            child.kill().unwrap();
+            break written;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the writer finished before it could be killed"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the writer never started writing"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    child.wait().unwrap();
+    assert!(
+        written_at_kill < merged_len,
+        "killed after {written_at_kill} of {merged_len} bytes: not mid-write"
+    );
+    assert_eq!(
+        std::fs::read(&target).unwrap(),
+        old_bytes,
+        "the old file changed"
+    );
+    assert!(
+        temporary.exists(),
+        "the killed writer's temporary file is its leftover"
+    );
+    assert_eq!(TuneFile::read(&target).unwrap().entries, old);
+
+    // The next writer is not held up by the dead one's lock, and removes its leftover.
+    let counts = TuneFile::merge(&target, entries_of(&h100, 2, 500, 2)).unwrap();
+    assert_eq!((counts.added, counts.kept), (2, 3));
+    assert!(!temporary.exists());
+    assert_eq!(
+        scratch.listing(),
+        ["big.json", "cache.json", "cache.json.lock"]
     );
 }

@@ -16,9 +16,12 @@
 //! back to back (rows padded to 16 bytes): ours through `launch_strided_batched`, cuBLAS
 //! through `cublasSgemmStridedBatched` / `cublasGemmStridedBatchedEx`.
 //!
+//! `gemm-bench cache show|prune|merge FILE` inspects and prunes tuning caches, or merges
+//! caches into one, without a GPU.
+//!
 //! Exit codes: 0 done, 1 GPU error or failed `--check`, 2 bad arguments.
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use cudarc::driver::{CudaSlice, CudaStream};
 use gemm_codegen::catalog::{self, CatalogSpec};
 use gemm_codegen::{Emitted, KernelInfo};
@@ -33,7 +36,7 @@ use gemm_harness::bench::{
     Shape, Skipped,
 };
 use gemm_harness::probe::MathOnlyKernel;
-use gemm_harness::tune::TuneRun;
+use gemm_harness::tune::{KnownKernels, PruneOptions, TuneRun};
 use gemm_harness::verify::{compare, in_order, ErrorReport, Problem, Reference, Tolerance};
 use gemm_harness::Error;
 use gemm_runtime::tune::{CacheReading, TuneEntry, TuneFile};
@@ -60,9 +63,12 @@ enum Suite {
 #[derive(Parser)]
 #[command(
     name = "gemm-bench",
-    about = "Time gemm-dsl catalog kernels against cuBLAS of the same element types"
+    about = "Time gemm-dsl catalog kernels against cuBLAS of the same element types",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Catalog specs to time, comma separated (default: the whole catalog, unless
     /// --spec-file is given).
     #[arg(long, value_delimiter = ',')]
@@ -203,6 +209,52 @@ struct Cli {
     /// `--svg` again (no GPU needed).
     #[arg(long, conflicts_with_all = ["specs", "shapes", "full_for", "check"])]
     from_json: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect, prune or merge tuning caches (no GPU needed).
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// The entries per device, each checked against this build's kernel sets: current,
+    /// stale (the kernel's spec changed since it was measured: `Matmul` ignores it), of an
+    /// unknown kernel, or matching no problem; then the entries that do not parse.
+    Show {
+        file: PathBuf,
+        /// Counts per device only, no line per entry.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Drop the entries no `Matmul` of this build can use (stale, matching no problem, not
+    /// parsing), and with --drop-device those of other boards; the file is replaced at once,
+    /// under the lock writers take.
+    Prune {
+        file: PathBuf,
+        /// Also drop every entry whose device (`NAME (N SMs, driver D)`, as `cache show`
+        /// prints it) contains this text; repeatable.
+        #[arg(long)]
+        drop_device: Vec<String>,
+        /// Also drop the entries of kernels no built-in set has (kept by default: they may
+        /// be kernels of your own `gemm_set!`).
+        #[arg(long)]
+        drop_unknown_kernels: bool,
+        /// Say what would be dropped; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Merge the entries of other caches into FILE, as --tune-out merges a run's: an entry of
+    /// the same device, problem and types is replaced, every other one stays. FILE is made if
+    /// there is none.
+    Merge {
+        file: PathBuf,
+        /// The caches to merge in, in order (a later one's entry of a key wins).
+        #[arg(required = true)]
+        from: Vec<PathBuf>,
+    },
 }
 
 /// Why the run stopped.
@@ -528,6 +580,9 @@ fn read_shape_file(path: &Path) -> Result<Vec<Shape>, Failure> {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    if let Some(Command::Cache(command)) = &cli.command {
+        return cache_command(command);
+    }
     if let Some(path) = &cli.from_json {
         let text = std::fs::read_to_string(path)
             .map_err(|error| Failure::Output(format!("cannot read {}: {error}", path.display())))?;
@@ -946,8 +1001,7 @@ fn write_picks(
         write(path, &picks.svg())?;
     }
     if let Some(path) = &cli.tune_out {
-        let entries = picks.cache_entries(&report.device, selection);
-        let counts = TuneFile::merge(path, entries)?;
+        let counts = TuneFile::merge(path, picks.cache_entries(&report.device, selection))?;
         eprintln!("tuning cache {}: {counts}", path.display());
     }
     Ok(())
@@ -1143,6 +1197,64 @@ impl PickTable {
             })
             .collect()
     }
+}
+
+/// `gemm-bench cache show|prune|merge`.
+fn cache_command(command: &CacheCommand) -> Result<(), Failure> {
+    let failed = |error: gemm_runtime::Error| Failure::Output(error.to_string());
+    match command {
+        CacheCommand::Show { file, summary } => {
+            let cache = TuneFile::read(file).map_err(failed)?;
+            print!(
+                "{}: {}",
+                file.display(),
+                gemm_harness::tune::show(&cache, &mut KnownKernels::default(), *summary)
+            );
+        }
+        CacheCommand::Prune {
+            file,
+            drop_device,
+            drop_unknown_kernels,
+            dry_run,
+        } => {
+            let options = PruneOptions {
+                drop_devices: drop_device.clone(),
+                drop_unknown_kernels: *drop_unknown_kernels,
+            };
+            // Read first: pruning a file that is not there (or is damaged) is an error, not
+            // an empty file made.
+            let mut cache = TuneFile::read(file).map_err(failed)?;
+            let mut known = KnownKernels::default();
+            let pruned = if *dry_run {
+                gemm_harness::tune::prune(&mut cache, &mut known, &options)
+            } else {
+                TuneFile::update(file, |cache| {
+                    gemm_harness::tune::prune(cache, &mut known, &options)
+                })
+                .map_err(failed)?
+            };
+            let would = if *dry_run { " (dry run: would be)" } else { "" };
+            println!("{}{would}: {pruned}", file.display());
+        }
+        CacheCommand::Merge { file, from } => {
+            let mut entries = Vec::new();
+            for path in from {
+                let cache = TuneFile::read(path).map_err(failed)?;
+                if let Some(first) = cache.malformed().first() {
+                    eprintln!(
+                        "{}: not merged: {} of its entries, which do not parse (the first, {})",
+                        path.display(),
+                        cache.malformed().len(),
+                        first.reason
+                    );
+                }
+                entries.extend(cache.entries);
+            }
+            let counts = TuneFile::merge(file, entries).map_err(failed)?;
+            println!("{}: {counts}", file.display());
+        }
+    }
+    Ok(())
 }
 
 /// The table on stdout and every output file asked for.
