@@ -10,9 +10,14 @@
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::Problem;
 use gemm_dsl::DType;
-use gemm_runtime::tune::{spec_hash, stride_align, DeviceKey, TuneEntry, TuneFile, FORMAT};
+use gemm_runtime::tune::{
+    spec_hash, stride_align, DeviceKey, MergeCounts, TuneEntry, TuneFile, FORMAT,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
+use std::fs::{self, File};
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
 
 /// Each member of `set` for these element types, in every layout it takes: its kernel name
 /// and the hash of its validated spec text, which a cache entry names it by.
@@ -76,6 +81,85 @@ impl TuneRun {
             ratio_to_cublas,
         })
     }
+}
+
+/// A tuning run's entries that did not reach their cache, and where they are instead.
+#[derive(Debug)]
+pub struct UnmergedRun {
+    /// Why the merge failed.
+    pub error: gemm_runtime::Error,
+    pub cache: PathBuf,
+    pub entries: usize,
+    /// The file of their own the entries were written to, if one could be.
+    pub saved: Option<PathBuf>,
+}
+
+impl fmt::Display for UnmergedRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.saved {
+            Some(saved) => write!(
+                f,
+                "{}\nthe run's {} entries are in {}: `gemm-bench cache merge {} {}` merges them",
+                self.error,
+                self.entries,
+                saved.display(),
+                self.cache.display(),
+                saved.display()
+            ),
+            None => write!(
+                f,
+                "{}\nand the run's {} entries could not be saved elsewhere",
+                self.error, self.entries
+            ),
+        }
+    }
+}
+
+/// Merges a tuning run's entries into the cache at `path` ([`TuneFile::merge`]). Where the
+/// merge fails (the file was damaged or made read-only since the run began, the disk filled),
+/// the entries go to a file of their own, `FILE.run-PID.json` beside the cache or else in the
+/// temporary directory, so that `gemm-bench cache merge` finishes the job instead of the
+/// minutes of measuring being spent again.
+pub fn merge_run(path: &Path, entries: Vec<TuneEntry>) -> Result<MergeCounts, Box<UnmergedRun>> {
+    let run = TuneFile::new(entries);
+    let error = match TuneFile::update(path, |file| file.merge_entries(run.entries.clone())) {
+        Ok(counts) => return Ok(counts),
+        Err(error) => error,
+    };
+    let name = format!(
+        "{}.run-{}.json",
+        path.file_name()
+            .map_or_else(|| "tune".into(), |name| name.to_string_lossy()),
+        std::process::id()
+    );
+    let saved = [path.with_file_name(&name), std::env::temp_dir().join(&name)]
+        .into_iter()
+        .find(|candidate| save_new(candidate, &run));
+    Err(Box::new(UnmergedRun {
+        error,
+        cache: path.to_path_buf(),
+        entries: run.entries.len(),
+        saved,
+    }))
+}
+
+/// Writes `file` to a new file at `path` (never over another); whether it is all there.
+fn save_new(path: &Path, file: &TuneFile) -> bool {
+    let Ok(mut out) = File::create_new(path) else {
+        return false;
+    };
+    let written = (|| {
+        let mut buffered = BufWriter::new(&mut out);
+        file.write_to(&mut buffered)?;
+        buffered.flush()?;
+        drop(buffered);
+        out.sync_all()
+    })();
+    if written.is_err() {
+        // Half a file would pass for the run's entries.
+        let _ = fs::remove_file(path);
+    }
+    written.is_ok()
 }
 
 /// An entry checked against this build's kernel sets.

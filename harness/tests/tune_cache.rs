@@ -4,7 +4,7 @@
 
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::{DType, Layout};
-use gemm_harness::tune::TuneRun;
+use gemm_harness::tune::{merge_run, TuneRun};
 use gemm_runtime::epilogue::FusedSpec;
 use gemm_runtime::tune::{spec_hash, CacheReading, DeviceKey, TuneEntry, TuneFile};
 use gemm_runtime::{device_key, DeviceInfo, KernelTypes, Pick, PickSource, Picker, Problem};
@@ -767,4 +767,63 @@ fn a_writer_killed_mid_write_leaves_the_old_file_whole() {
         scratch.listing(),
         ["big.json", "cache.json", "cache.json.lock"]
     );
+}
+
+/// A tuning run whose cache cannot take its entries at the end (damaged while the run
+/// measured, or its directory gone) keeps them in a file of their own, which `gemm-bench
+/// cache merge` merges once the cache is mended.
+#[test]
+fn a_run_that_cannot_merge_keeps_its_entries_for_cache_merge() {
+    let scratch = Scratch::new("unmerged");
+    let cache = scratch.path("cache.json");
+    let h100 = device_key(&h100());
+    let old = entries_of(&h100, 0, 1, 2);
+    TuneFile::merge(&cache, old.clone()).unwrap();
+    let good_text = std::fs::read(&cache).unwrap();
+    let damaged_text = &good_text[..good_text.len() / 2];
+    std::fs::write(&cache, damaged_text).unwrap();
+
+    let run = entries_of(&h100, 1, 100, 3);
+    let unmerged = merge_run(&cache, run.clone()).unwrap_err();
+    let saved = scratch.path(&format!("cache.json.run-{}.json", std::process::id()));
+    assert_eq!(unmerged.saved.as_deref(), Some(saved.as_path()));
+    assert_eq!(TuneFile::read(&saved).unwrap().entries, run);
+    let message = unmerged.to_string();
+    assert!(
+        message.contains("truncated")
+            && message.ends_with(&format!(
+                "the run's 3 entries are in {}: `gemm-bench cache merge {} {}` merges them",
+                saved.display(),
+                cache.display(),
+                saved.display()
+            )),
+        "{message}"
+    );
+    assert_eq!(std::fs::read(&cache).unwrap(), damaged_text);
+
+    // Mended, the cache takes the saved run: the old entries stay, the run's are added.
+    std::fs::write(&cache, &good_text).unwrap();
+    let output = gemm_bench(&[
+        "cache",
+        "merge",
+        cache.to_str().unwrap(),
+        saved.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!("{}: 3 added, 0 replaced, 2 kept\n", cache.display())
+    );
+    let mut both = old;
+    both.extend(run.clone());
+    assert_eq!(TuneFile::read(&cache).unwrap().entries, both);
+
+    // No directory for the cache: the run goes to the temporary directory.
+    let nowhere = scratch.path("no-such-dir/cache.json");
+    let unmerged = merge_run(&nowhere, run.clone()).unwrap_err();
+    let in_temp = std::env::temp_dir().join(format!("cache.json.run-{}.json", std::process::id()));
+    assert_eq!(unmerged.saved.as_deref(), Some(in_temp.as_path()));
+    let saved_run = TuneFile::read(&in_temp).map(|file| file.entries);
+    std::fs::remove_file(&in_temp).unwrap();
+    assert_eq!(saved_run.unwrap(), run);
 }

@@ -994,16 +994,25 @@ fn write_picks(
 ) -> Result<(), Failure> {
     let picks = PickTable::new(report, selection, picker, cli.ld_align, shapes);
     print!("{}", picks.markdown(cli));
+    // The cache first: it holds what the minutes of measuring were for.
+    if let Some(path) = &cli.tune_out {
+        merge_tuning_run(path, picks.cache_entries(&report.device, selection))?;
+    }
     if let Some(path) = &cli.picks {
         write(path, &picks.markdown(cli))?;
     }
     if let Some(path) = &cli.picks_svg {
         write(path, &picks.svg())?;
     }
-    if let Some(path) = &cli.tune_out {
-        let counts = TuneFile::merge(path, picks.cache_entries(&report.device, selection))?;
-        eprintln!("tuning cache {}: {counts}", path.display());
-    }
+    Ok(())
+}
+
+/// Merges a tuning run's entries into the cache at `path` and says what changed; where that
+/// fails, the error says where the entries went instead.
+fn merge_tuning_run(path: &Path, entries: Vec<TuneEntry>) -> Result<(), Failure> {
+    let counts = gemm_harness::tune::merge_run(path, entries)
+        .map_err(|unmerged| Failure::Output(unmerged.to_string()))?;
+    eprintln!("tuning cache {}: {counts}", path.display());
     Ok(())
 }
 
