@@ -10,6 +10,8 @@
 //!   reports), with the fused-epilogue and fp8 comparisons in [`bench::fused`] and
 //!   [`bench::fp8`]; [`probe`] runs a spec's main-loop math alone, the ceiling
 //!   `gemm-bench --math-only` shows.
+//! - [`tune`] is the tuning cache as `gemm-bench` writes it (`--tune-out`) and inspects it
+//!   (`gemm-bench cache show|prune|merge`).
 //! - The binaries: `gemm-bench` (benchmarks, tuning caches) and `gemm-run` (one checked
 //!   launch of a kernel, for compute-sanitizer).
 
@@ -17,6 +19,7 @@ pub mod baseline;
 pub mod bench;
 mod error;
 pub mod probe;
+pub mod tune;
 pub mod verify;
 
 pub use error::Error;

@@ -16,9 +16,12 @@
 //! back to back (rows padded to 16 bytes): ours through `launch_strided_batched`, cuBLAS
 //! through `cublasSgemmStridedBatched` / `cublasGemmStridedBatchedEx`.
 //!
+//! `gemm-bench cache show|prune|merge FILE` inspects and prunes tuning caches, or merges
+//! caches into one, without a GPU.
+//!
 //! Exit codes: 0 done, 1 GPU error or failed `--check`, 2 bad arguments.
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use cudarc::driver::{CudaSlice, CudaStream};
 use gemm_codegen::catalog::{self, CatalogSpec};
 use gemm_codegen::{Emitted, KernelInfo};
@@ -33,12 +36,13 @@ use gemm_harness::bench::{
     Shape, Skipped,
 };
 use gemm_harness::probe::MathOnlyKernel;
+use gemm_harness::tune::{KnownKernels, PruneOptions, TuneRun};
 use gemm_harness::verify::{compare, in_order, ErrorReport, Problem, Reference, Tolerance};
 use gemm_harness::Error;
-use gemm_runtime::tune::{spec_hash, stride_align, TuneEntry};
+use gemm_runtime::tune::{CacheReading, TuneEntry, TuneFile};
 use gemm_runtime::{
     device_key, device_model, open_context, with_kernel, AnyKernel, Batch, CudaContext, DeviceInfo,
-    Element, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder, TuneCache,
+    Element, GemmKernel, LaunchShape, LeadingDims, PickSource, Picker, StorageOrder,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::any::{Any, TypeId};
@@ -59,9 +63,12 @@ enum Suite {
 #[derive(Parser)]
 #[command(
     name = "gemm-bench",
-    about = "Time gemm-dsl catalog kernels against cuBLAS of the same element types"
+    about = "Time gemm-dsl catalog kernels against cuBLAS of the same element types",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Catalog specs to time, comma separated (default: the whole catalog, unless
     /// --spec-file is given).
     #[arg(long, value_delimiter = ',')]
@@ -88,8 +95,9 @@ struct Cli {
     /// With --auto: consult this tuning cache before the model.
     #[arg(long, requires = "auto")]
     tune_cache: Option<PathBuf>,
-    /// Tune: time every member of --set per shape (each checked first) and write the fastest
-    /// per shape to this tuning cache (JSON), for `Matmul` and `GEMM_DSL_TUNE_CACHE`.
+    /// Tune: time every member of --set per shape (each checked first) and merge the fastest
+    /// per shape into this tuning cache (JSON), for `Matmul` and `GEMM_DSL_TUNE_CACHE`: a
+    /// shape measured again on this device replaces its entry, every other entry stays.
     #[arg(long, requires = "set")]
     tune_out: Option<PathBuf>,
     /// With --set: write the picks' table (model pick, cache pick, measured best per shape,
@@ -201,6 +209,52 @@ struct Cli {
     /// `--svg` again (no GPU needed).
     #[arg(long, conflicts_with_all = ["specs", "shapes", "full_for", "check"])]
     from_json: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect, prune or merge tuning caches (no GPU needed).
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// The entries per device, each checked against this build's kernel sets: current,
+    /// stale (the kernel's spec changed since it was measured: `Matmul` ignores it), of an
+    /// unknown kernel, or matching no problem; then the entries that do not parse.
+    Show {
+        file: PathBuf,
+        /// Counts per device only, no line per entry.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Drop the entries no `Matmul` of this build can use (stale, matching no problem, not
+    /// parsing), and with --drop-device those of other boards; the file is replaced at once,
+    /// under the lock writers take.
+    Prune {
+        file: PathBuf,
+        /// Also drop every entry whose device (`NAME (N SMs, driver D)`, as `cache show`
+        /// prints it) contains this text; repeatable.
+        #[arg(long)]
+        drop_device: Vec<String>,
+        /// Also drop the entries of kernels no built-in set has (kept by default: they may
+        /// be kernels of your own `gemm_set!`).
+        #[arg(long)]
+        drop_unknown_kernels: bool,
+        /// Say what would be dropped; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Merge the entries of other caches into FILE, as --tune-out merges a run's: an entry of
+    /// the same device, problem and types is replaced, every other one stays. FILE is made if
+    /// there is none.
+    Merge {
+        file: PathBuf,
+        /// The caches to merge in, in order (a later one's entry of a key wins).
+        #[arg(required = true)]
+        from: Vec<PathBuf>,
+    },
 }
 
 /// Why the run stopped.
@@ -526,6 +580,9 @@ fn read_shape_file(path: &Path) -> Result<Vec<Shape>, Failure> {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    if let Some(Command::Cache(command)) = &cli.command {
+        return cache_command(command);
+    }
     if let Some(path) = &cli.from_json {
         let text = std::fs::read_to_string(path)
             .map_err(|error| Failure::Output(format!("cannot read {}: {error}", path.display())))?;
@@ -551,10 +608,15 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             cli.iters
         );
     }
-    if cli.tune_out.is_some() && !cli.check {
-        return Err(Failure::Arguments(
-            "--tune-out needs --check: a kernel enters the cache only after its check".to_string(),
-        ));
+    if let Some(path) = &cli.tune_out {
+        if !cli.check {
+            return Err(Failure::Arguments(
+                "--tune-out needs --check: a kernel enters the cache only after its check"
+                    .to_string(),
+            ));
+        }
+        // Before minutes of measuring: a file that cannot take the run's entries.
+        TuneFile::check_writable(path).map_err(|error| Failure::Output(error.to_string()))?;
     }
     let valid: Vec<ValidSpec> = specs
         .iter()
@@ -777,11 +839,11 @@ fn set_picker(
     let model = device_model(device, &DeviceModel::h100_sxm());
     let mut picker = Picker::new(&set_specs, model);
     if let Some(path) = &cli.tune_cache {
-        let cache = TuneCache::read(path, &device_key(device))?;
-        for line in cache.ignored() {
-            eprintln!("tuning cache {}: ignored {line}", path.display());
+        // Strict: timing the model's picks while the cache's were asked for would mislead.
+        picker = picker.with_cache_file(path, &device_key(device), CacheReading::Strict)?;
+        for line in picker.cache().ignored() {
+            eprintln!("tuning cache {}: left out {line}", path.display());
         }
-        picker = picker.with_cache(cache);
     }
     Ok(picker)
 }
@@ -932,16 +994,25 @@ fn write_picks(
 ) -> Result<(), Failure> {
     let picks = PickTable::new(report, selection, picker, cli.ld_align, shapes);
     print!("{}", picks.markdown(cli));
+    // The cache first: it holds what the minutes of measuring were for.
+    if let Some(path) = &cli.tune_out {
+        merge_tuning_run(path, picks.cache_entries(&report.device, selection))?;
+    }
     if let Some(path) = &cli.picks {
         write(path, &picks.markdown(cli))?;
     }
     if let Some(path) = &cli.picks_svg {
         write(path, &picks.svg())?;
     }
-    if let Some(path) = &cli.tune_out {
-        TuneCache::write(path, picks.cache_entries(&report.device, selection, picker))?;
-        eprintln!("wrote the tuning cache {}", path.display());
-    }
+    Ok(())
+}
+
+/// Merges a tuning run's entries into the cache at `path` and says what changed; where that
+/// fails, the error says where the entries went instead.
+fn merge_tuning_run(path: &Path, entries: Vec<TuneEntry>) -> Result<(), Failure> {
+    let counts = gemm_harness::tune::merge_run(path, entries)
+        .map_err(|unmerged| Failure::Output(unmerged.to_string()))?;
+    eprintln!("tuning cache {}: {counts}", path.display());
     Ok(())
 }
 
@@ -1120,51 +1191,79 @@ impl PickTable {
     }
 
     /// The measured best per shape, as cache entries.
-    fn cache_entries(
-        &self,
-        device: &DeviceInfo,
-        selection: &SetSelection,
-        picker: &Picker,
-    ) -> Vec<TuneEntry> {
-        let spec_texts: HashMap<&str, String> = picker
-            .candidates()
-            .iter()
-            .zip(selection.set.members)
-            .map(|(candidate, member)| {
-                let text =
-                    selection
-                        .set
-                        .spec(member, selection.dtype, selection.out, selection.layout);
-                let valid = gemm_dsl::check_str(&text).expect("set members are valid");
-                (candidate.name.as_str(), valid.spec.to_spec_text())
-            })
-            .collect();
+    fn cache_entries(&self, device: &DeviceInfo, selection: &SetSelection) -> Vec<TuneEntry> {
+        let run = TuneRun::new(
+            device_key(device),
+            selection.set,
+            selection.dtype,
+            selection.out,
+        );
         self.rows
             .iter()
             .filter_map(|row| {
                 let (kernel, tflops, ratio) = row.measured.first()?;
-                Some(TuneEntry {
-                    device: device_key(device),
-                    dtype: selection.dtype.name().to_string(),
-                    out: selection.out.name().to_string(),
-                    layout: selection.layout.name().to_string(),
-                    m: row.problem.m,
-                    n: row.problem.n,
-                    k: row.problem.k,
-                    batch: row.problem.batch,
-                    stride_align: stride_align(
-                        &row.problem,
-                        selection.dtype.size_bytes(),
-                        selection.out.size_bytes(),
-                    ),
-                    kernel: kernel.clone(),
-                    spec_hash: spec_hash(spec_texts.get(kernel.as_str())?),
-                    tflops: *tflops,
-                    ratio_to_cublas: *ratio,
-                })
+                run.entry(&row.problem, kernel, *tflops, *ratio)
             })
             .collect()
     }
+}
+
+/// `gemm-bench cache show|prune|merge`.
+fn cache_command(command: &CacheCommand) -> Result<(), Failure> {
+    let failed = |error: gemm_runtime::Error| Failure::Output(error.to_string());
+    match command {
+        CacheCommand::Show { file, summary } => {
+            let cache = TuneFile::read(file).map_err(failed)?;
+            print!(
+                "{}: {}",
+                file.display(),
+                gemm_harness::tune::show(&cache, &mut KnownKernels::default(), *summary)
+            );
+        }
+        CacheCommand::Prune {
+            file,
+            drop_device,
+            drop_unknown_kernels,
+            dry_run,
+        } => {
+            let options = PruneOptions {
+                drop_devices: drop_device.clone(),
+                drop_unknown_kernels: *drop_unknown_kernels,
+            };
+            // Read first: pruning a file that is not there (or is damaged) is an error, not
+            // an empty file made.
+            let mut cache = TuneFile::read(file).map_err(failed)?;
+            let mut known = KnownKernels::default();
+            let pruned = if *dry_run {
+                gemm_harness::tune::prune(&mut cache, &mut known, &options)
+            } else {
+                TuneFile::update(file, |cache| {
+                    gemm_harness::tune::prune(cache, &mut known, &options)
+                })
+                .map_err(failed)?
+            };
+            let would = if *dry_run { " (dry run: would be)" } else { "" };
+            println!("{}{would}: {pruned}", file.display());
+        }
+        CacheCommand::Merge { file, from } => {
+            let mut entries = Vec::new();
+            for path in from {
+                let cache = TuneFile::read(path).map_err(failed)?;
+                if let Some(first) = cache.malformed().first() {
+                    eprintln!(
+                        "{}: not merged: {} of its entries, which do not parse (the first, {})",
+                        path.display(),
+                        cache.malformed().len(),
+                        first.reason
+                    );
+                }
+                entries.extend(cache.entries);
+            }
+            let counts = TuneFile::merge(file, entries).map_err(failed)?;
+            println!("{}: {counts}", file.display());
+        }
+    }
+    Ok(())
 }
 
 /// The table on stdout and every output file asked for.

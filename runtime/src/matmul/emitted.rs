@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 impl<In: Element, Out: Element> Matmul<In, Out> {
     /// The built-in kernel set for the context's device and these element types
-    /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set.
+    /// ([`sets::for_device`]); reads the tuning cache `GEMM_DSL_TUNE_CACHE` names, if set
+    /// (one it cannot use is reported and the model picks: [`Matmul::with_tune_cache`]).
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, Error> {
         Self::new_fused(ctx, FusedSpec::NONE)
     }
@@ -49,13 +50,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         fused: FusedSpec,
     ) -> Result<Self, Error> {
         let types = element_types::<In, Out>()?;
-        let kernels: Vec<(ValidSpec, LaunchShape)> = set_specs(set, types, &fused)?
-            .into_iter()
-            .map(|valid| {
-                let launch = gemm_codegen::emit::launch_of(&valid);
-                (valid, launch)
-            })
-            .collect();
+        let kernels = set_kernels(set, types, &fused)?;
         let picker = Picker::new(&kernels, DeviceModel::h100_sxm());
         Self::assemble(
             ctx,
@@ -66,6 +61,35 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 .collect(),
         )
     }
+}
+
+impl Picker {
+    /// The picker [`Matmul::with_set_fused`] starts from, before it models the device in
+    /// hand (here the H100's model): every member of `set` for these types in every layout,
+    /// with the fused epilogue `fused` ([`FusedSpec::NONE`] for [`Matmul::with_set`]). No GPU
+    /// needed: what a `Matmul` would pick, and whether a tuning cache's entries reach it.
+    pub fn of_set(set: &KernelSet, types: KernelTypes, fused: &FusedSpec) -> Result<Picker, Error> {
+        Ok(Picker::new(
+            &set_kernels(set, types, fused)?,
+            DeviceModel::h100_sxm(),
+        ))
+    }
+}
+
+/// The members of `set` for these types with the fused epilogue `fused`, validated, with
+/// their launch shapes.
+fn set_kernels(
+    set: &KernelSet,
+    types: KernelTypes,
+    fused: &FusedSpec,
+) -> Result<Vec<(ValidSpec, LaunchShape)>, Error> {
+    Ok(set_specs(set, types, fused)?
+        .into_iter()
+        .map(|valid| {
+            let launch = gemm_codegen::emit::launch_of(&valid);
+            (valid, launch)
+        })
+        .collect())
 }
 
 /// The members of `set` for these types, with the fused epilogue `fused`, validated.

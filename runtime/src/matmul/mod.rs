@@ -30,7 +30,7 @@ use crate::element::{Element, KernelTypes, Storage};
 use crate::epilogue::Epilogue;
 use crate::error::Error;
 use crate::kernel::GemmKernel;
-use crate::tune::{spec_hash, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
+use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::{KernelInfo, LaunchShape};
 use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
@@ -101,6 +101,17 @@ impl Picker {
         self.cache = cache;
         self.picks = RwLock::new(HashMap::new());
         self
+    }
+
+    /// Consults the tuning cache at `path` before the model: the entries measured on
+    /// `device`, read as `reading` says ([`TuneCache::read`]).
+    pub fn with_cache_file(
+        self,
+        path: &Path,
+        device: &DeviceKey,
+        reading: CacheReading,
+    ) -> Result<Picker, Error> {
+        Ok(self.with_cache(TuneCache::read(path, device, reading)?))
     }
 
     pub fn candidates(&self) -> &[Candidate] {
@@ -242,8 +253,12 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         let info = DeviceInfo::query(ctx)?;
         let device = device_model(&info, picker.device());
         let mut picker = Picker { device, ..picker };
-        if let Some(path) = std::env::var_os(TUNE_CACHE_VARIABLE) {
-            picker = picker.with_cache(read_cache(Path::new(&path), &info)?);
+        if let Some(path) = std::env::var_os(TUNE_CACHE_VARIABLE).filter(|p| !p.is_empty()) {
+            picker = picker.with_cache_file(
+                Path::new(&path),
+                &device_key(&info),
+                CacheReading::from_env(),
+            )?;
         }
         Ok(Matmul {
             ctx: ctx.clone(),
@@ -255,10 +270,23 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     /// Consults the tuning cache at `path` before the model. Entries measured on another
-    /// device are ignored; [`TuneCache::ignored`] lists them.
-    pub fn with_tune_cache(mut self, path: &Path) -> Result<Self, Error> {
-        let info = DeviceInfo::query(&self.ctx)?;
-        self.picker = self.picker.with_cache(read_cache(path, &info)?);
+    /// device are left out ([`TuneCache::ignored`] sums them up). A cache that cannot be used
+    /// (missing, unreadable, damaged, another format) is reported once on stderr and the
+    /// model picks, unless `GEMM_DSL_TUNE_CACHE_STRICT=1` makes it an error
+    /// ([`CacheReading::from_env`]; [`Matmul::with_tune_cache_strict`] always does).
+    pub fn with_tune_cache(self, path: &Path) -> Result<Self, Error> {
+        self.with_tune_cache_read(path, CacheReading::from_env())
+    }
+
+    /// [`Matmul::with_tune_cache`], with a cache that cannot be used an
+    /// [`Error::TuneCache`].
+    pub fn with_tune_cache_strict(self, path: &Path) -> Result<Self, Error> {
+        self.with_tune_cache_read(path, CacheReading::Strict)
+    }
+
+    fn with_tune_cache_read(mut self, path: &Path, reading: CacheReading) -> Result<Self, Error> {
+        let device = device_key(&DeviceInfo::query(&self.ctx)?);
+        self.picker = self.picker.with_cache_file(path, &device, reading)?;
         Ok(self)
     }
 
@@ -443,14 +471,6 @@ pub fn device_key(info: &DeviceInfo) -> DeviceKey {
         sms: info.multiprocessors,
         driver: info.driver_version.clone(),
     }
-}
-
-fn read_cache(path: &Path, info: &DeviceInfo) -> Result<TuneCache, Error> {
-    let cache = TuneCache::read(path, &device_key(info))?;
-    for line in cache.ignored() {
-        eprintln!("gemm-dsl: tuning cache {}: ignored {line}", path.display());
-    }
-    Ok(cache)
 }
 
 #[cfg(test)]
