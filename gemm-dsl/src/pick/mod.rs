@@ -23,6 +23,8 @@
 
 mod refusal;
 pub mod sets;
+#[cfg(test)]
+mod tests;
 
 pub use refusal::{Refusal, Remedy};
 
