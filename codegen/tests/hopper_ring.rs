@@ -1,8 +1,12 @@
 //! Pipeline proofs of the Hopper family's stage ring, on the emitted PTX itself.
 //!
 //! The ring's protocol is read out of each kernel's text: the mbarrier init counts, the bytes
-//! the producer announces (`arrive.expect_tx`) and the boxes its TMA loads bring (from the
-//! kernel's tensor-map parameters, multicast or not), the parity each side waits for, when the
+//! the producer announces (`arrive.expect_tx`) and the copies of its first fill, replayed from
+//! the text (the boxes its TMA loads bring, from the kernel's tensor-map parameters, multicast
+//! or not; fp8 block scales' bulk copy of A's rows and `cp.async` of B's scale, whose
+//! completion arrives on the full barrier), whether a consumer warp releases a slot from lane 0
+//! or from every thread (block scales, read from the slot by every thread), the parity each
+//! side waits for, when the
 //! consumers release a slot (after the next k tile's `wgmma.wait_group 1`, or the last after
 //! `wait_group 0`) and on which blocks' barriers. A model of the cluster's blocks then runs
 //! that protocol over several output tiles (at least three laps of the ring) under many
@@ -41,6 +45,9 @@ struct Protocol {
     /// bytes its multicast loads bring into every block's stage.
     unicast_bytes: u32,
     multicast_bytes: u32,
+    /// Each copy's bytes: they land one by one.
+    unicast_copies: Vec<u32>,
+    multicast_copies: Vec<u32>,
     /// Blocks of a cluster, consumer warps per block.
     blocks: u32,
     consumer_warps: u32,
@@ -53,10 +60,16 @@ struct Protocol {
     releases_after_retirement: bool,
     /// Releases arrive on the peer blocks' empty barriers too.
     releases_remote: bool,
-    /// Ping-pong: the consumer warpgroups take alternate units; the kernel whose consumers
-    /// the model replays for each walk.
+    /// Ping-pong: the consumer warpgroups take alternate units, and the model replays their
+    /// warps from `kernel` for each walk.
     pingpong: bool,
-    replay: Option<Replay>,
+    kernel: Replay,
+    /// Bytes of the fill's `cp.async` copies, and their arrivals on the full barrier.
+    async_bytes: u32,
+    async_arrivals: u32,
+    /// Arrivals of one consumer warp's release: its lane 0's, or every thread's (block-scale
+    /// kernels, whose threads read their scales from the slot).
+    release_arrivals: u32,
     /// Bytes from one slot's stage to the next (the producer's stage base).
     stage_stride: u32,
     /// A cluster's producer, after its last fill, waits for this many slots' releases (as if
@@ -109,7 +122,6 @@ fn protocol(emitted: &Emitted) -> Protocol {
 /// The protocol of `ptx`, the kernel of `emitted` or an edited copy of it.
 fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
     let lines: Vec<&str> = ptx.lines().map(str::trim).collect();
-    let boxes = box_bytes(emitted);
     let inits = |barrier: &str| -> Vec<u32> {
         lines
             .iter()
@@ -120,29 +132,46 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
     let (full, empty) = (inits("[%full_bar"), inits("[%empty_bar"));
     assert_eq!(full.len(), empty.len());
     assert!(full.windows(2).all(|w| w[0] == w[1]) && empty.windows(2).all(|w| w[0] == w[1]));
-    let expect_tx = lines
-        .iter()
-        .find(|l| l.starts_with("mbarrier.arrive.expect_tx"))
-        .map(|l| last_number(l))
-        .expect("the producer announces its bytes");
-    let (mut unicast_bytes, mut multicast_bytes) = (0, 0);
-    // The ring's loads (the epilogue's TMA stores complete no barrier).
-    let loads = lines
-        .iter()
-        .filter(|l| l.contains("cp.async.bulk.tensor") && l.contains("mbarrier::complete_tx"));
-    for line in loads {
-        let map = line
-            .split('[')
-            .nth(2)
-            .and_then(|rest| rest.split(',').next())
-            .expect("a tensor map operand");
-        let bytes = boxes[map.trim()];
-        if line.contains(".multicast::cluster") {
-            multicast_bytes += bytes;
-        } else {
-            unicast_bytes += bytes;
+    let kernel = Replay {
+        ptx: ptx.to_string(),
+        kernel: emitted.kernel_name().to_string(),
+        tile: (
+            emitted.launch().tile_m,
+            emitted.launch().tile_n,
+            emitted.launch().tile_k,
+        ),
+        cluster: emitted.launch().cluster,
+        stages: full.len() as u32,
+        boxes: box_bytes(emitted),
+    };
+    // What the producer's first fill announces and copies, replayed: the tensors' boxes (its
+    // block's own, or multicast to every block of the cluster), bulk copies (block scales'
+    // rows) and `cp.async` copies whose completion arrives on the barrier (a column's scale).
+    let (mut expect_tx, mut unicast_copies, mut multicast_copies) = (None, Vec::new(), Vec::new());
+    let (mut async_bytes, mut async_arrivals) = (0, 0);
+    for event in replay_first_fill(&kernel) {
+        match event {
+            Event::ExpectTx { bytes } => {
+                assert!(expect_tx.is_none(), "one announcement a fill");
+                expect_tx = Some(bytes as u32);
+            }
+            Event::TensorLoad {
+                bytes,
+                multicast: false,
+            }
+            | Event::BulkCopy { bytes } => unicast_copies.push(bytes as u32),
+            Event::TensorLoad {
+                bytes,
+                multicast: true,
+            } => multicast_copies.push(bytes as u32),
+            Event::AsyncCopy { bytes } => async_bytes += bytes as u32,
+            Event::AsyncArrive => async_arrivals += 1,
+            _ => {}
         }
     }
+    let expect_tx = expect_tx.expect("the producer announces its bytes");
+    let (unicast_bytes, multicast_bytes) =
+        (unicast_copies.iter().sum(), multicast_copies.iter().sum());
     // The wait loops: the register each side's try_wait names.
     let wait_register = |barrier: &str| -> &str {
         let line = lines
@@ -169,6 +198,20 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
         .iter()
         .take_while(|l| !l.starts_with("wgmma.wait_group.sync.aligned\t0"))
         .any(|l| l.contains("mbarrier.arrive.shared::cluster"));
+    // The release's guard: lane 0's (`and.pred %p_release, %p_accumulate, %p_lane0`), or none.
+    let guard = release
+        .strip_prefix('@')
+        .and_then(|rest| rest.split_whitespace().next());
+    let release_arrivals = match guard {
+        Some(guard)
+            if lines.iter().any(|l| {
+                l.starts_with(&format!("and.pred\t{guard}, ")) && l.contains("%p_lane0")
+            }) =>
+        {
+            1
+        }
+        _ => 32,
+    };
     let (rows, cols) = emitted.launch().cluster;
     let blocks = rows * cols;
     let consumer_warps = (emitted.launch().threads_per_block - 128) / 32;
@@ -194,6 +237,8 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
         expect_tx,
         unicast_bytes,
         multicast_bytes,
+        unicast_copies,
+        multicast_copies,
         blocks,
         consumer_warps,
         producer_waits_previous_phase,
@@ -201,24 +246,18 @@ fn protocol_of(emitted: &Emitted, ptx: &str) -> Protocol {
         releases_after_retirement,
         releases_remote,
         pingpong,
-        replay: pingpong.then(|| Replay {
-            ptx: ptx.to_string(),
-            kernel: emitted.kernel_name().to_string(),
-            tile: (
-                emitted.launch().tile_m,
-                emitted.launch().tile_n,
-                emitted.launch().tile_k,
-            ),
-            cluster: emitted.launch().cluster,
-            stages: full.len() as u32,
-        }),
+        kernel,
+        async_bytes,
+        async_arrivals,
+        release_arrivals,
         stage_stride,
         drain_slots,
         exit_barrier,
     }
 }
 
-/// What the replay of a ping-pong kernel's consumers needs: its text and launch.
+/// What a replay of a kernel's threads needs: its text and launch, and its tensor maps' box
+/// bytes by register.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Replay {
     ptx: String,
@@ -226,6 +265,7 @@ struct Replay {
     tile: (u32, u32, u32),
     cluster: (u32, u32),
     stages: u32,
+    boxes: HashMap<String, u32>,
 }
 
 /// One instruction of a replayed kernel: its guard, opcode and operands.
@@ -310,18 +350,51 @@ enum Event {
         k: u64,
     },
     /// A wgmma reads the stages its A and B descriptors start in (byte addresses).
-    Read { a: u64, b: u64 },
+    Read {
+        a: u64,
+        b: u64,
+    },
     /// `wgmma.commit_group`.
     Commit,
     /// `wgmma.wait_group keep`: every committed group but the newest `keep` has retired.
-    Retire { keep: usize },
+    Retire {
+        keep: usize,
+    },
     /// `mbarrier.arrive` on slot `slot`'s empty barrier in block `block` of the cluster
     /// (relative to this one: 0 is its own).
-    Release { block: u64, slot: u64 },
+    Release {
+        block: u64,
+        slot: u64,
+    },
     /// `bar.sync id, threads`.
-    BarrierWait { id: u64, threads: u64 },
+    BarrierWait {
+        id: u64,
+        threads: u64,
+    },
     /// `bar.arrive id, threads`.
-    BarrierArrive { id: u64, threads: u64 },
+    BarrierArrive {
+        id: u64,
+        threads: u64,
+    },
+    /// The producer: `mbarrier.arrive.expect_tx` of a fill's bytes on its full barrier.
+    ExpectTx {
+        bytes: u64,
+    },
+    /// The producer: a tensor's box into its block's stage, or multicast to every block's.
+    TensorLoad {
+        bytes: u64,
+        multicast: bool,
+    },
+    /// The producer: a bulk copy (not a tensor's box) that completes `bytes` on the full
+    /// barrier, and a `cp.async` of `bytes` whose completion arrives on it
+    /// (`cp.async.mbarrier.arrive.noinc`).
+    BulkCopy {
+        bytes: u64,
+    },
+    AsyncCopy {
+        bytes: u64,
+    },
+    AsyncArrive,
 }
 
 /// A register's value, or none where the replay does not track it (floats, loaded data).
@@ -334,7 +407,29 @@ type Registers = HashMap<String, Option<u64>>;
 fn replay_consumer(
     replay: &Replay,
     (consumer, warp, rank): (u64, u64, u64),
+    walk: (u64, u64),
+) -> Vec<Event> {
+    replay_thread(replay, 128 * (consumer + 1) + 32 * warp, rank, walk, |_| {
+        false
+    })
+}
+
+/// The producer's first fill of a walk of whole tiles (thread 0, block 0), up to its first
+/// step to the next slot: the bytes it announces and the copies it issues.
+fn replay_first_fill(replay: &Replay) -> Vec<Event> {
+    replay_thread(replay, 0, 0, (4, 4), |text| {
+        text.starts_with("add.u32\t%slot, %slot, 1;")
+    })
+}
+
+/// Replays thread `thread` of block `rank` (see [`replay_consumer`]) until the consumers' end,
+/// the exit, or an instruction `stop` accepts.
+fn replay_thread(
+    replay: &Replay,
+    thread: u64,
+    rank: u64,
     (tiles, k_tiles): (u64, u64),
+    stop: impl Fn(&str) -> bool,
 ) -> Vec<Event> {
     let body: Vec<Line> = replay
         .ptx
@@ -364,11 +459,13 @@ fn replay_consumer(
     .into_iter()
     .map(|(param, value)| (format!("{}_{param}", replay.kernel), value))
     .collect();
-    let thread = 128 * (consumer + 1) + 32 * warp;
     let mut registers: Registers = [
         ("%tid.x", thread),
         ("%ctaid.x", rank),
         ("%nctaid.x", blocks),
+        // A one-tile-per-block grid's first tile row and product.
+        ("%ctaid.y", 0),
+        ("%ctaid.z", 0),
         ("%clusterid.x", 0),
         ("%nclusterid.x", 1),
         ("%cluster_ctarank", rank),
@@ -381,13 +478,14 @@ fn replay_consumer(
     let mut steps = 0;
     loop {
         steps += 1;
-        assert!(steps < 1_000_000, "consumer {consumer} runs away");
+        assert!(steps < 1_000_000, "thread {thread} runs away");
         let op = match &body[pc] {
             Line::Label(label) if label == "$L_consumers_done" || label == "$L_exit" => break,
             Line::Label(_) => {
                 pc += 1;
                 continue;
             }
+            Line::Op(op) if stop(&op.text) => break,
             Line::Op(op) => op,
         };
         pc += 1;
@@ -543,22 +641,72 @@ fn replay_consumer(
                 })
             }
             wait if wait.starts_with("mbarrier.try_wait.parity") => {
-                let full = known("%full_bar");
+                let (full, empty) = (known("%full_bar"), known("%empty_bar"));
+                let ring = 8 * u64::from(replay.stages);
                 let at = address(&o[1]);
-                if at >= full && at < full + 8 * u64::from(replay.stages) {
+                if (full..full + ring).contains(&at) {
                     events.push(Event::WaitFull {
                         slot: (at - full) / 8,
                         parity: known(&o[2]) & 1,
                         tile: known("%tile"),
                         k: known("%k_tile"),
                     });
-                } else {
-                    panic!(
-                        "a consumer waits on a barrier outside the ring: {}",
-                        op.text
-                    );
+                } else if !(empty..empty + ring).contains(&at) {
+                    // C-in's barriers, whose protocol store_buffers.rs proves, pass here; the
+                    // producer's waits on the empty barriers are the model's own.
+                    let c_in = registers
+                        .get("%cin_bars")
+                        .copied()
+                        .flatten()
+                        .expect("a barrier outside the ring is C-in's");
+                    assert!((c_in..c_in + 16).contains(&at), "{}", op.text);
                 }
                 Some(Some(1))
+            }
+            "mbarrier.arrive.expect_tx.shared::cta.b64" => {
+                let at = address(&o[1]);
+                let c_in = registers
+                    .get("%cin_bars")
+                    .copied()
+                    .flatten()
+                    .map_or(0..0, |c_in| c_in..c_in + 16);
+                if !c_in.contains(&at) {
+                    events.push(Event::ExpectTx {
+                        bytes: known(&o[2]),
+                    });
+                }
+                None
+            }
+            load if load.starts_with("cp.async.bulk.tensor")
+                && load.contains(".global.mbarrier::complete_tx::bytes") =>
+            {
+                // The ring's loads (C-in's complete its own barriers).
+                let full = known("%full_bar");
+                let barrier = address(&o[2]);
+                if (full..full + 8 * u64::from(replay.stages)).contains(&barrier) {
+                    let map = o[1].trim_start_matches('[').split(',').next().unwrap();
+                    events.push(Event::TensorLoad {
+                        bytes: u64::from(replay.boxes[map.trim()]),
+                        multicast: load.contains(".multicast::cluster"),
+                    });
+                }
+                None
+            }
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" => {
+                events.push(Event::BulkCopy {
+                    bytes: known(&o[2]),
+                });
+                None
+            }
+            "cp.async.ca.shared.global" => {
+                events.push(Event::AsyncCopy {
+                    bytes: known(&o[2]),
+                });
+                None
+            }
+            "cp.async.mbarrier.arrive.noinc.shared::cta.b64" => {
+                events.push(Event::AsyncArrive);
+                None
             }
             arrive if arrive.starts_with("mbarrier.arrive.shared::") => {
                 let at = address(&o[1]);
@@ -667,10 +815,15 @@ impl Mbarrier {
     }
 
     fn arrive(&mut self) -> Result<(), String> {
-        if self.pending == 0 {
+        self.arrive_n(1)
+    }
+
+    /// `count` arrivals at once (a warp's threads).
+    fn arrive_n(&mut self, count: u32) -> Result<(), String> {
+        if self.pending < count {
             return Err("arrival on a barrier whose phase has no pending arrivals".into());
         }
-        self.pending -= 1;
+        self.pending -= count;
         self.settle();
         Ok(())
     }
@@ -779,25 +932,38 @@ impl Block {
     }
 }
 
-/// A release on its way to a peer block's empty barrier.
+/// A release on its way to a peer block's empty barrier: `count` arrivals (a warp's).
 #[derive(Clone, Copy, Debug)]
 struct RemoteRelease {
     dest: usize,
     slot: usize,
+    count: u32,
 }
 
-/// A TMA load in flight.
+/// A copy in flight, and what its landing does to the slot's full barrier.
 #[derive(Clone, Copy, Debug)]
 struct Load {
     dest: usize,
     slot: u32,
     fill: u64,
     bytes: u32,
+    completion: Completion,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Completion {
+    /// A TMA or bulk copy: completes its bytes (`complete_tx`).
+    Bytes,
+    /// A `cp.async` followed by `cp.async.mbarrier.arrive.noinc`: arrives once it lands.
+    Arrival,
+    /// A `cp.async` nothing waits for.
+    Nothing,
 }
 
 /// What every thread that has not finished waits for, for a deadlock's message.
 fn waits(blocks: &[Block], fills: u64, p: &Protocol) -> String {
     let stages = u64::from(p.stages);
+    let stage_bytes = p.unicast_bytes + p.multicast_bytes * p.blocks + p.async_bytes;
     let mut waits = Vec::new();
     for (b, block) in blocks.iter().enumerate() {
         let f = block.producer_fill + u64::from(block.drained);
@@ -806,6 +972,24 @@ fn waits(blocks: &[Block], fills: u64, p: &Protocol) -> String {
                 "block {b}'s producer waits for slot {}'s release (fill {f})",
                 f % stages
             ));
+        }
+        for (slot, full) in block.full.iter().enumerate() {
+            let (fill, bytes) = block.landed[slot];
+            if full.tx < 0 {
+                waits.push(format!(
+                    "block {b} slot {slot}'s full barrier has {} bytes landed beyond those announced",
+                    -full.tx
+                ));
+            } else if fill != u64::MAX
+                && bytes == stage_bytes
+                && full.completed <= fill / stages
+                && full.tx == 0
+            {
+                waits.push(format!(
+                    "block {b} slot {slot}'s full barrier has fill {fill}'s bytes and waits for {} more arrivals",
+                    full.pending
+                ));
+            }
         }
         if !block.warps.is_empty() {
             waits.push(format!(
@@ -869,7 +1053,7 @@ fn run(
         ends.insert(fills - 1);
     }
     let stages = u64::from(p.stages);
-    let stage_bytes = p.unicast_bytes + p.multicast_bytes * p.blocks;
+    let stage_bytes = p.unicast_bytes + p.multicast_bytes * p.blocks + p.async_bytes;
     let mut blocks: Vec<Block> = (0..p.blocks as usize)
         .map(|b| Block {
             full: (0..p.stages).map(|_| Mbarrier::new(p.full_init)).collect(),
@@ -985,23 +1169,39 @@ fn run(
                 full.arrive().map_err(|e| {
                     format!("block {b} re-arms slot {slot} for fill {f} before the fill before landed: {e}")
                 })?;
-                if p.unicast_bytes > 0 {
+                for &bytes in &p.unicast_copies {
                     in_flight.push(Load {
                         dest: b,
                         slot,
                         fill: f,
-                        bytes: p.unicast_bytes,
+                        bytes,
+                        completion: Completion::Bytes,
                     });
                 }
-                if p.multicast_bytes > 0 {
+                for &bytes in &p.multicast_copies {
                     for dest in 0..p.blocks as usize {
                         in_flight.push(Load {
                             dest,
                             slot,
                             fill: f,
-                            bytes: p.multicast_bytes,
+                            bytes,
+                            completion: Completion::Bytes,
                         });
                     }
+                }
+                // A `cp.async` copy lands whether or not its completion arrives anywhere.
+                if p.async_bytes > 0 {
+                    in_flight.push(Load {
+                        dest: b,
+                        slot,
+                        fill: f,
+                        bytes: p.async_bytes,
+                        completion: if p.async_arrivals > 0 {
+                            Completion::Arrival
+                        } else {
+                            Completion::Nothing
+                        },
+                    });
                 }
                 blocks[b].producer_fill += 1;
             }
@@ -1050,10 +1250,14 @@ fn run(
                         }
                         for r in releases {
                             let s = (r % stages) as usize;
-                            blocks[b].empty[s].arrive()?;
+                            blocks[b].empty[s].arrive_n(p.release_arrivals)?;
                             if p.releases_remote {
                                 for dest in (0..blocks.len()).filter(|&peer| peer != b) {
-                                    releases_in_flight.push(RemoteRelease { dest, slot: s });
+                                    releases_in_flight.push(RemoteRelease {
+                                        dest,
+                                        slot: s,
+                                        count: p.release_arrivals,
+                                    });
                                 }
                             }
                             blocks[b].warps[index].released_through = Some(r);
@@ -1092,7 +1296,7 @@ fn run(
                         release.dest, release.slot
                     ));
                 }
-                blocks[release.dest].empty[release.slot].arrive()?;
+                blocks[release.dest].empty[release.slot].arrive_n(release.count)?;
             }
             // A replayed consumer warp's next event.
             5 => {
@@ -1167,12 +1371,14 @@ fn run(
                         }
                     }
                     Event::Release { block: peer, slot } => {
+                        // Lane 0 stands for its warp's threads where each releases.
                         if peer == 0 {
-                            block.empty[slot as usize].arrive()?;
+                            block.empty[slot as usize].arrive_n(p.release_arrivals)?;
                         } else {
                             releases_in_flight.push(RemoteRelease {
                                 dest: (b + peer as usize) % p.blocks as usize,
                                 slot: slot as usize,
+                                count: p.release_arrivals,
                             });
                         }
                     }
@@ -1196,6 +1402,13 @@ fn run(
                             ));
                         }
                         block.barriers.entry(id).or_default().arrive(id, threads)?;
+                    }
+                    Event::ExpectTx { .. }
+                    | Event::TensorLoad { .. }
+                    | Event::BulkCopy { .. }
+                    | Event::AsyncCopy { .. }
+                    | Event::AsyncArrive => {
+                        return Err(format!("a consumer warp copies into the ring: {event:?}"));
                     }
                 }
                 if advance {
@@ -1240,7 +1453,11 @@ fn run(
                     *landed = (load.fill, 0);
                 }
                 landed.1 += load.bytes;
-                block.full[load.slot as usize].complete_tx(load.bytes);
+                match load.completion {
+                    Completion::Bytes => block.full[load.slot as usize].complete_tx(load.bytes),
+                    Completion::Arrival => block.full[load.slot as usize].arrive()?,
+                    Completion::Nothing => {}
+                }
             }
         }
     }
@@ -1289,20 +1506,35 @@ fn check(p: &Protocol) -> Result<(), String> {
         walks.push(unequal.iter().rev().copied().collect());
         walks.push(unequal);
     }
-    for (walk, units) in walks.iter().enumerate() {
+    for (walk_index, units) in walks.iter().enumerate() {
         assert!(units.iter().sum::<u64>() >= 3 * stages);
-        // Ping-pong consumer warps run what the kernel's text does on this walk.
-        let scripts: Option<Vec<Vec<Vec<Event>>>> = p.replay.as_ref().map(|replay| {
+        // Ping-pong consumer warps run what the kernel's text does on this walk. The warps of
+        // a warpgroup do the same with the ring (the first walk replays each to check so);
+        // the other walks replay one warp per warpgroup.
+        let scripts: Option<Vec<Vec<Vec<Event>>>> = p.pingpong.then(|| {
+            let group = u64::from(p.warps_per_fill());
             (0..u64::from(p.blocks))
                 .map(|rank| {
-                    (0..u64::from(p.consumer_warps))
-                        .map(|w| {
-                            let group = u64::from(p.warps_per_fill());
-                            replay_consumer(
-                                replay,
-                                (w / group, w % group, rank),
-                                (units.len() as u64, units[0]),
-                            )
+                    (0..u64::from(p.consumer_warps) / group)
+                        .flat_map(|consumer| {
+                            let walk = (units.len() as u64, units[0]);
+                            let first = replay_consumer(&p.kernel, (consumer, 0, rank), walk);
+                            (0..group)
+                                .map(move |warp| {
+                                    if walk_index == 0 && warp > 0 {
+                                        let own = replay_consumer(
+                                            &p.kernel,
+                                            (consumer, warp, rank),
+                                            walk,
+                                        );
+                                        assert_eq!(
+                                            own, first,
+                                            "warp {warp} of consumer {consumer}"
+                                        );
+                                    }
+                                    first.clone()
+                                })
+                                .collect::<Vec<_>>()
                         })
                         .collect()
                 })
@@ -1318,18 +1550,41 @@ fn check(p: &Protocol) -> Result<(), String> {
             })?;
         }
         for seed in 0..40 {
-            let mut schedule = Schedule(seed * 7919 + walk as u64);
+            let mut schedule = Schedule(seed * 7919 + walk_index as u64);
             run(p, units, scripts, |n| schedule.next(n))?;
         }
     }
     Ok(())
 }
 
+/// Fused epilogues and fp8 variants beyond the catalog's: C-in, bias and activations on every
+/// schedule (their C-in loads complete barriers of their own, outside the ring), fp8 with block
+/// scales (whose scales ride in the ring: a bulk copy of A's and a `cp.async` of B's, and
+/// every consumer thread releases) on stream-K units and in clusters, promotion, e5m2.
+const FUSED_AND_FP8: &[&str] = &[
+    "name: f, arch: sm_90a, mma: wgmma, tile: 128x256x64, schedule: persistent, scale: alpha_beta, bias: col, activation: gelu",
+    "name: f, arch: sm_90a, mma: wgmma, tile: 128x128x64, consumers: pingpong, stages: 6, schedule: persistent, scale: alpha_beta, bias: col, activation: gelu",
+    "name: f, arch: sm_90a, mma: wgmma, tile: 64x128x64, consumers: pingpong, stages: 4, schedule: persistent, bias: row, activation: silu, aux: pre_activation",
+    "name: f, arch: sm_90a, mma: wgmma, tile: 64x128x64, consumers: 1, stages: 6, schedule: persistent(tail = stream_k), scale: alpha_beta, bias: col",
+    "name: f, arch: sm_90a, mma: wgmma, layout: rc, schedule: persistent, cluster: 1x2, copy: tma(multicast = 2), scale: alpha_beta, activation: silu",
+    "name: f, arch: sm_90a, mma: wgmma, tile: 64x128x64, consumers: 1, epilogue: direct, scale: alpha_beta, activation: gelu",
+    "name: f, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: pingpong, stages: 6, schedule: persistent, quant: tensor, scale: alpha_beta, bias: col",
+    "name: f, arch: sm_90a, mma: wgmma, dtype: e5m2, b_dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: pingpong, stages: 6, schedule: persistent, quant: tensor",
+    "name: f, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: 2, stages: 5, schedule: persistent, quant: tensor, promote: 256",
+    "name: f, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 64x128x128, consumers: 1, stages: 6, schedule: persistent(tail = stream_k), quant: block, promote: 128",
+    "name: f, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: 2, stages: 5, schedule: persistent, copy: tma(multicast = 2), cluster: 2x1, quant: block, promote: 128",
+    "name: f, arch: sm_90a, mma: wgmma, dtype: e4m3, out: f32, layout: rc, tile: 128x128x128, consumers: 2, stages: 3, quant: block, promote: 128, scale: alpha, bias: col, activation: relu",
+];
+
 fn hopper_specs() -> Vec<Emitted> {
-    let mut specs: Vec<Emitted> = gemm_codegen::catalog::CATALOG
+    let catalog = gemm_codegen::catalog::CATALOG
         .iter()
+        .chain(gemm_codegen::catalog::FP8)
         .filter(|e| e.spec.contains("mma: wgmma"))
-        .map(|e| gemm_codegen::emit_str(e.spec).unwrap())
+        .map(|e| e.spec);
+    let mut specs: Vec<Emitted> = catalog
+        .chain(FUSED_AND_FP8.iter().copied())
+        .map(|spec| gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}")))
         .collect();
     for stages in 2..=8 {
         for (tile, consumers) in [("64x128x64", 1), ("128x64x64", 2)] {
@@ -1359,7 +1614,7 @@ fn every_ring_keeps_its_protocol_under_any_interleaving() {
         // The numbers agree before anything runs: one producer arrival completes a full
         // barrier with exactly the bytes landing in the block; every consumer warp whose stage
         // a load reaches releases it.
-        assert_eq!(p.full_init, 1, "{}", emitted.spec_text());
+        assert_eq!(p.full_init, 1 + p.async_arrivals, "{}", emitted.spec_text());
         assert_eq!(
             p.expect_tx,
             p.unicast_bytes + p.multicast_bytes * p.blocks,
@@ -1368,7 +1623,7 @@ fn every_ring_keeps_its_protocol_under_any_interleaving() {
         );
         assert_eq!(
             p.empty_init,
-            p.warps_per_fill() * p.blocks,
+            p.warps_per_fill() * p.blocks * p.release_arrivals,
             "{}",
             emitted.spec_text()
         );
@@ -1563,7 +1818,7 @@ fn broken_pingpong_rings_are_caught() {
     )
     .unwrap();
     let good = protocol(&base);
-    assert!(good.pingpong && good.replay.is_some());
+    assert!(good.pingpong);
     check(&good).unwrap();
     let ptx = base.ptx();
     // The text with the `nth` occurrence (0: the first) of `from` replaced.
@@ -1586,7 +1841,8 @@ fn broken_pingpong_rings_are_caught() {
         (
             "no turn: the second warpgroup starts its first tile under the first's",
             edit("\t@%p_turn bar.sync\t%turn_own, 256;\n", "", 0),
-            "block 0 warpgroup 0 arrives at named barrier 4, which no warpgroup waits at",
+            // Whichever warpgroup hands over first: its turn barrier has no waiter.
+            ", which no warpgroup waits at",
         ),
         (
             "no hand-over: the second warpgroup waits for a turn that never comes",
@@ -1596,7 +1852,8 @@ fn broken_pingpong_rings_are_caught() {
         (
             "a turn barrier of one warpgroup's threads: each passes its own",
             turn_threads,
-            "passes its wait for tile 4's k tile 0 (fill 4) on slot 1 and finds no fill there",
+            // Fill 3 waited for on the phase of fill 0, of the same parity.
+            "passes its wait for tile 3's k tile 0 (fill 3) on slot 0 and finds fill 0",
         ),
         (
             "the turn handed over before the tile's last wgmmas retired",
@@ -1643,8 +1900,8 @@ fn broken_pingpong_rings_are_caught() {
                 "xor.b32\t%phase, %phase, 0;",
                 1,
             ),
-            // Fill 3 is the second lap's: parity 1.
-            "warpgroup 1 waits for tile 3's k tile 0 on slot 0's full barrier, parity 0",
+            // Fill 3 waited for on the phase of fill 0, of the same parity.
+            "warpgroup 1 passes its wait for tile 3's k tile 0 (fill 3) on slot 0 and finds fill 0",
         ),
         (
             "the skip's slot wraps at the wrong count",
@@ -1654,7 +1911,7 @@ fn broken_pingpong_rings_are_caught() {
                 1,
             ),
             // Fill 2 is slot 2's.
-            "warpgroup 0 waits for tile 2's k tile 0 on slot 0's full barrier",
+            "warpgroup 0 passes its wait for tile 2's k tile 0 (fill 2) on slot 0 and finds fill 0",
         ),
         (
             "the wgmmas read another slot's stage than the one waited for",
@@ -1673,6 +1930,57 @@ fn broken_pingpong_rings_are_caught() {
     ];
     for (what, text, want) in cases {
         assert_ne!(text, ptx, "{what}: the edit changes the kernel");
+        let error = check(&protocol_of(&base, &text)).expect_err(&format!("{what}: passed"));
+        eprintln!("{what}: {error}");
+        assert!(error.contains(want), "{what}: {error}");
+    }
+}
+
+/// Block scales ride in the ring: the fill's bytes announced must include A's scale rows,
+/// and the `cp.async` of B's scale must arrive on the full barrier; each way of breaking that,
+/// written into the PTX, is caught.
+#[test]
+fn broken_block_scale_rings_are_caught() {
+    let base = gemm_codegen::emit_str(
+        "name: ring, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, consumers: 2, stages: 3, schedule: persistent, quant: block, promote: 128",
+    )
+    .unwrap();
+    let good = protocol(&base);
+    // A's 128 rows of 4-byte scales in the bulk copy, B's one scale by cp.async.
+    assert_eq!(
+        (
+            good.expect_tx,
+            good.async_bytes,
+            good.async_arrivals,
+            good.release_arrivals
+        ),
+        (2 * 16384 + 128 * 4, 4, 1, 32)
+    );
+    check(&good).unwrap();
+    let ptx = base.ptx();
+    let edit = |from: &str, to: &str| {
+        assert_eq!(ptx.matches(from).count(), 1, "{from}");
+        ptx.replace(from, to)
+    };
+    let cases = [
+        (
+            "the scale rows' bytes left out of the announcement",
+            edit(
+                "add.u32\t%ps_tx, %ps_rows_bytes, 32768;",
+                "mov.u32\t%ps_tx, 32768;",
+            ),
+            "block 0 slot 0's full barrier has 512 bytes landed beyond those announced",
+        ),
+        (
+            "B's scale copied without an arrival on the full barrier",
+            edit(
+                "\tcp.async.mbarrier.arrive.noinc.shared::cta.b64\t[%full_addr];\n",
+                "",
+            ),
+            "block 0 slot 0's full barrier has fill 0's bytes and waits for 1 more arrivals",
+        ),
+    ];
+    for (what, text, want) in cases {
         let error = check(&protocol_of(&base, &text)).expect_err(&format!("{what}: passed"));
         eprintln!("{what}: {error}");
         assert!(error.contains(want), "{what}: {error}");
