@@ -9,10 +9,44 @@
 //! all after it in walker order, each published before it is read; the producer walks the
 //! units the consumers walk; every flag is clear again at the end; and the walkers finish
 //! whichever of them runs first (no walker waits on one that waits on it).
+//!
+//! The sums themselves are replayed too: after its main loop a unit's accumulators hold a
+//! model value of its k tiles (per tile, block rank and accumulator), and the fixup's stores
+//! (`st.global.v4.f32`), loads (`ld.global.cg.v4.f32`) and `add.f32` run on those values. A
+//! store reaches the other walkers only at the writer's `fence.acq_rel.gpu` (a load of sums no
+//! fence published fails), other walkers may run between a flag's store and what follows it,
+//! and each finisher's accumulators must hold its tile's whole sum. The fp8 kernels (tensor
+//! and block scales) and a fused epilogue's walk the same way.
 
 use gemm_codegen::emit_str;
 use gemm_codegen::gemm_dsl::StreamKSplit;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast hash for the replay's registers and workspace (the default SipHash dominated its
+/// time): multiply-rotate over the key's words.
+#[derive(Default)]
+struct Quick(u64);
+
+impl Hasher for Quick {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<Quick>>;
 
 /// One instruction of the replayed text: its guard, opcode and operands.
 #[derive(Clone, Debug)]
@@ -30,6 +64,10 @@ enum Line {
     Op(Instruction),
     /// The unit (`%tile`, `%k_first`, `%k_count`) is computed here.
     Unit,
+    /// The main loop is over: the `count` accumulators hold the unit's sums.
+    Accumulate {
+        count: usize,
+    },
     /// The consumers' fixup is over: the finisher stores the tile (or skips the store).
     FixedUp,
     Exit,
@@ -136,6 +174,9 @@ fn walk_program(ptx: &str, role: &str) -> Vec<Line> {
     push(&mut program, cut(ptx, &label, |line| line == unit_label));
     program.push(Line::Unit);
     if role == "consumer" {
+        program.push(Line::Accumulate {
+            count: accumulators(ptx),
+        });
         push(
             &mut program,
             cut(
@@ -166,6 +207,43 @@ fn walk_program(ptx: &str, role: &str) -> Vec<Line> {
     program
 }
 
+/// The accumulators a consumer thread holds: `.reg .f32 %acc<N>;`.
+fn accumulators(ptx: &str) -> usize {
+    let declared = ptx
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(".reg .f32\t%acc<"))
+        .expect("the accumulators are declared");
+    declared.trim_end_matches(">;").parse().unwrap()
+}
+
+/// `%acc0` .. `%acc{count - 1}`.
+fn accumulator_names(count: usize) -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    &NAMES.get_or_init(|| (0..256).map(|i| format!("%acc{i}")).collect())[..count]
+}
+
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The model's value of accumulator `index` after k tiles `k_first..k_first + k_count` of a
+/// tile is `scale(tile, rank, index) * k_sum(k_first, k_count)`: a sum over those k tiles of a number each k tile of each tile, block rank and
+/// accumulator has its own (wrapping 64-bit sums, so that adding partial sums is exact). The
+/// sums of pieces that cover a tile's k tiles once add up to the whole tile's; a piece left
+/// out or added twice, a partial added to another accumulator or another block's record do
+/// not (but for a chance of 2^-64).
+/// Each k tile's number is `scale(tile, rank, index) * mix(k)`.
+fn scale(tile: u32, rank: u32, index: usize) -> u64 {
+    mix((u64::from(tile) << 40) ^ (u64::from(rank) << 32) ^ index as u64) | 1
+}
+
+fn k_sum(k_first: u32, k_count: u32) -> u64 {
+    (k_first..k_first + k_count).fold(0, |sum, k| sum.wrapping_add(mix(u64::from(k) ^ 0x5eed)))
+}
+
 /// What one unit of a walker computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Unit {
@@ -176,11 +254,13 @@ struct Unit {
     k_count: u32,
 }
 
-/// The workspace: flags and the units whose sums each record slot holds.
+/// The workspace: flags, the units whose sums each record slot holds, and the sums (per
+/// 4-byte address) that a fence has made visible to other walkers.
 #[derive(Default)]
 struct Workspace {
-    flags: HashMap<u64, u64>,
-    slots: HashMap<u64, Unit>,
+    flags: Map<u64, u64>,
+    slots: Map<u64, Unit>,
+    values: Map<u64, u64>,
 }
 
 /// Base of the flags; the slots start at 0 (the replay sets `%ws_lane` and `%ws_flag`).
@@ -189,15 +269,19 @@ const FLAGS: u64 = 1 << 48;
 /// One block running a role's walk.
 struct Agent<'p> {
     program: &'p [Line],
-    labels: HashMap<&'p str, usize>,
+    labels: Map<&'p str, usize>,
     pc: usize,
-    registers: HashMap<String, u64>,
+    registers: Map<String, u64>,
     walker: u32,
     rank: u32,
     units: Vec<Unit>,
     /// Per finished tile: the units whose sums the finisher added, in order.
     gathered: Vec<(Unit, Vec<Unit>)>,
     added: Vec<Unit>,
+    /// Sums stored to the workspace that no fence has published yet.
+    unfenced: Vec<(u64, u64)>,
+    /// Instructions run so far, over every call of `run`.
+    steps: u64,
     done: bool,
 }
 
@@ -211,7 +295,7 @@ impl<'p> Agent<'p> {
                 _ => None,
             })
             .collect();
-        let mut registers: HashMap<String, u64> = inputs
+        let mut registers: Map<String, u64> = inputs
             .iter()
             .map(|&(name, value)| (name.to_string(), value))
             .collect();
@@ -232,6 +316,8 @@ impl<'p> Agent<'p> {
             units: Vec::new(),
             gathered: Vec::new(),
             added: Vec::new(),
+            unfenced: Vec::new(),
+            steps: 0,
             done: false,
         }
     }
@@ -270,7 +356,8 @@ impl<'p> Agent<'p> {
         let mut steps = 0u32;
         while !self.done {
             steps += 1;
-            if steps > 100_000 {
+            self.steps += 1;
+            if self.steps > 1_000_000 {
                 return Err(format!("walker {} runs away", self.walker));
             }
             let line = &self.program[self.pc];
@@ -285,9 +372,39 @@ impl<'p> Agent<'p> {
                     self.units.push(self.current_unit());
                     continue;
                 }
+                Line::Accumulate { count } => {
+                    let unit = self.current_unit();
+                    let k_sum = k_sum(unit.k_first, unit.k_count);
+                    for (index, name) in accumulator_names(*count).iter().enumerate() {
+                        let sum = scale(unit.tile, unit.rank, index).wrapping_mul(k_sum);
+                        match self.registers.get_mut(name) {
+                            Some(register) => *register = sum,
+                            None => {
+                                self.registers.insert(name.clone(), sum);
+                            }
+                        }
+                    }
+                    continue;
+                }
                 Line::FixedUp => {
                     let unit = self.current_unit();
                     if unit.k_first == 0 {
+                        // The finisher (or a whole tile) holds the tile's sums.
+                        let whole = k_sum(0, self.value("%k_tiles") as u32);
+                        let count = (0..)
+                            .take_while(|i| self.registers.contains_key(&format!("%acc{i}")))
+                            .count();
+                        assert!(count > 0, "the accumulators are set");
+                        for (index, name) in accumulator_names(count).iter().enumerate() {
+                            if self.registers[name]
+                                != scale(unit.tile, unit.rank, index).wrapping_mul(whole)
+                            {
+                                return Err(format!(
+                                    "walker {} finishes tile {} with accumulator {index} other than its k tiles' sum",
+                                    self.walker, unit.tile
+                                ));
+                            }
+                        }
                         self.gathered.push((unit, std::mem::take(&mut self.added)));
                     }
                     continue;
@@ -355,11 +472,24 @@ impl<'p> Agent<'p> {
                 "st.relaxed.gpu.global.u32" => {
                     let value = self.value(&o[1]);
                     workspace.flags.insert(self.address(&o[0]), value);
-                    None
+                    // Other walkers may run between the flag and what follows it.
+                    return Ok(true);
                 }
                 "st.global.v4.f32" => {
                     let unit = self.current_unit();
-                    workspace.slots.insert(self.address(&o[0]), unit);
+                    let address = self.address(&o[0]);
+                    workspace.slots.insert(address, unit);
+                    for (lane, register) in vector(&o[1]).into_iter().enumerate() {
+                        let value = self.value(register);
+                        self.unfenced.push((address + 4 * lane as u64, value));
+                    }
+                    None
+                }
+                // The sums stored before it reach the other walkers (the warpgroup's barrier
+                // before it makes the fence cumulative over every thread's stores; the replay
+                // runs one thread).
+                "fence.acq_rel.gpu" => {
+                    workspace.values.extend(self.unfenced.drain(..));
                     None
                 }
                 "ld.global.cg.v4.f32" => {
@@ -367,13 +497,24 @@ impl<'p> Agent<'p> {
                     let unit = *workspace.slots.get(&address).unwrap_or_else(|| {
                         panic!("walker {} reads a slot nobody wrote", self.walker)
                     });
+                    for (lane, register) in vector(&o[0]).into_iter().enumerate() {
+                        let at = address + 4 * lane as u64;
+                        let value = *workspace.values.get(&at).ok_or_else(|| {
+                            format!(
+                                "walker {} reads walker {}'s sums for tile {} before a fence published them",
+                                self.walker, unit.walker, unit.tile
+                            )
+                        })?;
+                        self.registers.insert(register.to_string(), value);
+                    }
                     // One record per peer: count it at its first vector.
                     if self.added.last() != Some(&unit) {
                         self.added.push(unit);
                     }
                     None
                 }
-                "add.f32" | "barrier.sync" | "fence.acq_rel.gpu" => None,
+                "add.f32" => Some(self.value(&o[1]).wrapping_add(self.value(&o[2]))),
+                "barrier.sync" => None,
                 other => panic!("the replay does not know {other}: {}", op.text),
             };
             if let Some(value) = result {
@@ -382,6 +523,15 @@ impl<'p> Agent<'p> {
         }
         Ok(true)
     }
+}
+
+/// The registers of a `{ %a, %b, .. }` vector operand.
+fn vector(operand: &str) -> Vec<&str> {
+    operand
+        .trim_matches(['{', '}'])
+        .split(',')
+        .map(str::trim)
+        .collect()
 }
 
 /// Runs every walker's blocks of a role over one workspace; the agents in the order given
@@ -417,18 +567,27 @@ fn run_grid<'p>(
     }
 }
 
-/// The stream-K kernels whose walks are replayed: the catalog's, and one of a cluster.
+/// The stream-K kernels whose walks are replayed: the catalog's (bf16 and fp8), one of a
+/// cluster, a fused epilogue's, and fp8 with block scales promoted every k tile.
 fn stream_k_specs() -> Vec<String> {
     let mut specs: Vec<String> = gemm_codegen::catalog::CATALOG
         .iter()
+        .chain(gemm_codegen::catalog::FP8)
         .filter(|e| e.spec.contains("tail = stream_k"))
         .map(|e| e.spec.to_string())
         .collect();
-    assert_eq!(specs.len(), 2);
-    specs.push(
-        "name: k, arch: sm_90a, mma: wgmma, tile: 128x256x64, cluster: 2x1, \
-         copy: tma(multicast = 2), schedule: persistent(raster = m, group = 8, tail = stream_k)"
-            .to_string(),
+    assert_eq!(specs.len(), 3);
+    specs.extend(
+        [
+            "name: k, arch: sm_90a, mma: wgmma, tile: 128x256x64, cluster: 2x1, \
+             copy: tma(multicast = 2), schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            "name: f, arch: sm_90a, mma: wgmma, tile: 64x128x64, consumers: 1, stages: 6, \
+             schedule: persistent(tail = stream_k), scale: alpha_beta, bias: col",
+            "name: b, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, \
+             tile: 64x128x128, consumers: 1, stages: 6, schedule: persistent(tail = stream_k), \
+             quant: block, promote: 128",
+        ]
+        .map(String::from),
     );
     specs
 }
@@ -639,8 +798,10 @@ fn the_emitted_tail_is_the_split_rule() {
     }
 }
 
-/// The replay catches a broken walk: a finisher that stops one peer short, a tail unit that
-/// does not move the tail position, and a walker that never publishes its sums.
+/// The replay catches a broken walk, each with its own message: a finisher that stops one peer
+/// short, a tail unit that does not move the tail position, a walker that never publishes its
+/// sums, a partial added to the wrong accumulator or left out, a record stored from the wrong
+/// accumulators, and sums published without the fence or after the flag.
 #[test]
 fn broken_stream_k_walks_are_caught() {
     let emitted = emit_str(&stream_k_specs()[0]).unwrap();
@@ -679,25 +840,83 @@ fn broken_stream_k_walks_are_caught() {
         assert_eq!(ptx.matches(from).count(), 1, "{from}");
         ptx.replace(from, to)
     };
-    // The finisher stops after the first peer.
-    let short = replace(
-        "@%p_more_peers bra\t$L_next_peer;",
-        "@%p_more_peers bra\t$L_fixed_up;",
-    );
-    let error = check(&short).expect_err("a finisher that adds one peer only passed");
-    assert!(error.contains("not summed once"), "{error}");
-    // The tail position does not advance: the walker repeats its first tail unit for ever.
-    let stuck = ptx.replace(
-        "add.u32\t%tail_pos, %tail_pos, %k_count;",
-        "add.u32\t%tail_pos, %tail_pos, 0;",
-    );
-    let error = check(&stuck).expect_err("a walk that does not advance passed");
-    assert!(error.contains("runs away"), "{error}");
-    // The partial sums are stored but their flag never set: the finisher waits for ever.
-    let unpublished = replace(
-        "@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 1;",
-        "@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 0;",
-    );
-    let error = check(&unpublished).expect_err("unpublished sums passed");
-    assert!(error.starts_with("deadlock: walkers"), "{error}");
+    let fence_and_flag = "\t@%p_wg_leader fence.acq_rel.gpu;\n\t@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 1;\n";
+    let cases = [
+        (
+            // The tiles' k tiles are then not covered once either; the sums say so first.
+            "the finisher stops after the first peer",
+            replace(
+                "@%p_more_peers bra\t$L_next_peer;",
+                "@%p_more_peers bra\t$L_fixed_up;",
+            ),
+            "with accumulator 0 other than its k tiles' sum",
+        ),
+        (
+            "the tail position does not advance: the walker repeats its first tail unit for ever",
+            // Both roles' advances.
+            ptx.replace(
+                "add.u32\t%tail_pos, %tail_pos, %k_count;",
+                "add.u32\t%tail_pos, %tail_pos, 0;",
+            ),
+            "runs away",
+        ),
+        (
+            "the partial sums are stored but their flag never set: the finisher waits for ever",
+            replace(
+                "@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 1;",
+                "@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 0;",
+            ),
+            "deadlock: walkers",
+        ),
+        (
+            "a peer's partial added to the wrong accumulator",
+            replace(
+                "add.f32\t%acc1, %acc1, %partial1;",
+                "add.f32\t%acc1, %acc1, %partial0;",
+            ),
+            "with accumulator 1 other than its k tiles' sum",
+        ),
+        (
+            "a peer's partial left out",
+            replace("\tadd.f32\t%acc5, %acc5, %partial1;\n", ""),
+            "with accumulator 5 other than its k tiles' sum",
+        ),
+        (
+            "a record stored from the wrong accumulators",
+            replace(
+                "[%slot_addr+0], { %acc0, %acc1, %acc2, %acc3 };",
+                "[%slot_addr+0], { %acc1, %acc0, %acc2, %acc3 };",
+            ),
+            "with accumulator 0 other than its k tiles' sum",
+        ),
+        (
+            "the sums' flag set without the fence",
+            replace(
+                fence_and_flag,
+                "\t@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 1;\n",
+            ),
+            "before a fence published them",
+        ),
+        (
+            "the fence after the flag",
+            replace(
+                fence_and_flag,
+                "\t@%p_wg_leader st.relaxed.gpu.global.u32\t[%flag_addr], 1;\n\t@%p_wg_leader fence.acq_rel.gpu;\n",
+            ),
+            "before a fence published them",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (what, broken, want) in cases {
+        match check(&broken) {
+            Ok(()) => wrong.push(format!("{what}: passed")),
+            Err(error) => {
+                eprintln!("{what}: {error}");
+                if !error.contains(want) {
+                    wrong.push(format!("{what}: wanted `{want}`, got: {error}"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

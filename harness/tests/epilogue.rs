@@ -212,3 +212,82 @@ fn fused_kernels_refuse_missing_and_foreign_arguments() {
         .unwrap();
     stream.synchronize().unwrap();
 }
+
+/// Kernels whose fused epilogue the test below breaks: Hopper with C-in by TMA (ping-pong),
+/// mma.sync and SIMT.
+const BETA_DROPPING: [&str; 3] = [SPECS[7], SPECS[10], SPECS[15]];
+
+/// `ptx` with β read as 0: C-in is still loaded, and left out of D.
+fn without_beta(emitted: &Emitted) -> String {
+    let load = format!(
+        "\tld.param.f32\t%fe_beta, [{}_beta];",
+        emitted.kernel_name()
+    );
+    assert!(emitted.ptx().contains(&load), "{}", emitted.kernel_name());
+    emitted
+        .ptx()
+        .replace(&load, "\tmov.f32\t%fe_beta, 0f00000000;")
+}
+
+/// The edited kernels assemble and keep their promises: what breaks is D, not the code path.
+#[test]
+fn kernels_edited_to_drop_beta_assemble_with_their_promises() {
+    for spec in BETA_DROPPING {
+        let emitted = gemm_codegen::emit_str(spec).unwrap();
+        let report =
+            gemm_runtime::SassReport::from_ptx(&without_beta(&emitted), emitted.spec().arch.name())
+                .unwrap_or_else(|error| panic!("{spec}: {error}"));
+        report
+            .require(emitted.expected_sass())
+            .unwrap_or_else(|mismatch| panic!("{spec}: {mismatch}"));
+    }
+}
+
+/// The fused verification must be able to say no: a kernel that leaves β·C-in out fails its
+/// tolerance on the shapes the fused tests use, a decode and a prefill (where C-in's share of
+/// D is smallest: the deepest K), while the unedited kernel passes the same problems.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_verification_fails_kernels_that_drop_beta_c_in() {
+    use gemm_codegen::KernelInfo;
+    let (ctx, stream) = gpu();
+    for spec in BETA_DROPPING {
+        let emitted: &'static Emitted = Box::leak(Box::new(gemm_codegen::emit_str(spec).unwrap()));
+        let name = emitted.kernel_name();
+        let mut parts = emitted.info().parts();
+        parts.ptx = Box::leak(without_beta(emitted).into_boxed_str());
+        // SAFETY: the edit only sets β to 0 in a register: the kernel touches no memory the
+        // unedited one does not.
+        let broken_info = unsafe { KernelInfo::from_parts(parts) };
+        let good = AnyKernel::from_emitted(&ctx, emitted).unwrap();
+        let broken = AnyKernel::load(&ctx, &broken_info).unwrap();
+        let fused = FusedSpec::of_info(good.info()).unwrap();
+        let case = FusedCase::for_spec(&fused);
+        for (m, n, k) in [(16, 4096, 4096), (512, 2048, 1024), (128, 256, 16384)] {
+            let lds = LeadingDims {
+                lda: k,
+                ldb: n,
+                ldc: n,
+            };
+            let run = |kernel: &AnyKernel| {
+                with_kernel!(kernel, typed => {
+                    verify_fused_batch(typed, &stream, m, n, k, lds, Batch::ONE, 0xBE7A, &case)
+                })
+                .unwrap_or_else(|e| panic!("{name} {m}x{n}x{k}: {e}"))
+                .worst()
+                .copied()
+                .expect("one product")
+            };
+            let tolerance = Tolerance::for_kernel(good.types(), m, n, k);
+            let (good_report, broken_report) = (run(&good), run(&broken));
+            eprintln!("{name} {m}x{n}x{k}: {good_report}; without β·C-in: {broken_report}");
+            good_report
+                .check(&tolerance)
+                .unwrap_or_else(|wrong| panic!("{name} {m}x{n}x{k} unedited: {wrong}"));
+            assert!(
+                broken_report.check(&tolerance).is_err(),
+                "{name} {m}x{n}x{k}: without β·C-in it passes ({broken_report})"
+            );
+        }
+    }
+}

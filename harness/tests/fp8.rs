@@ -1,7 +1,8 @@
 //! fp8 kernels (Hopper, `dtype: e4m3 | e5m2`) on the GPU: the catalog's fp8 specs and variants
 //! of them (e5m2, the mixed pairs, f16 and f32 out, a fused epilogue after the scales, block
-//! scales on stream-K units and in a cluster) on edge shapes and
-//! batches, against float64 on the decoded inputs, C poisoned first. The tests that are not
+//! scales on stream-K units and in a cluster) on edge shapes, padded leading dimensions and
+//! batches (block scales: one product with the padded leading dimensions; a batch is
+//! refused, in a test of its own), against float64 on the decoded inputs, C poisoned first. The tests that are not
 //! ignored check, without a GPU, what the specs promise; run the rest with `--ignored` on a
 //! machine with an NVIDIA Hopper GPU.
 
@@ -138,15 +139,25 @@ fn check<In: Element, Out: Element, InB: Element>(
     let mut checked = 0;
     for (seed, &(m, n, k, count)) in SHAPES.iter().enumerate() {
         let launch = kernel.info().launch();
-        let lds = if count == 1 {
-            LeadingDims::packed(launch, m, n, k)
+        let padded = count > 1;
+        // Block scales cover one product (the launch refuses a batch:
+        // `fp8_block_scales_refuse_a_batch`): their padded case is one product with the
+        // same padded leading dimensions.
+        let count = if fused.quant == gemm_dsl::Quant::Block {
+            1
         } else {
-            // 16 more bytes after every line, and a line's worth between the matrices.
+            count
+        };
+        let lds = if padded {
+            // 16 more bytes after every line, and (in a batch) a line's worth between the
+            // matrices.
             LeadingDims {
                 lda: k + 16,
                 ldb: k + 16,
                 ldc: n + 16 / Out::BYTES,
             }
+        } else {
+            LeadingDims::packed(launch, m, n, k)
         };
         let packed = Batch::packed(launch, count, (m, n, k), lds);
         let batch = if count == 1 {
@@ -159,17 +170,6 @@ fn check<In: Element, Out: Element, InB: Element>(
                 stride_c: packed.stride_c + u64::from(16 / Out::BYTES),
             }
         };
-        if fused.quant == gemm_dsl::Quant::Block && count > 1 {
-            // Block scales cover one product: the launch refuses a batch.
-            let refused = verify_fused_batch(&kernel, stream, m, n, k, lds, batch, 1, &case)
-                .expect_err("block scales take one product");
-            assert!(
-                refused.to_string().contains("cover one product"),
-                "{refused}"
-            );
-            checked += 1;
-            continue;
-        }
         let report = verify_fused_batch(
             &kernel,
             stream,
@@ -223,7 +223,9 @@ fn fp8_kernels_match_float64_on_edges_and_batches() {
 
 /// How far fp8 accumulation drifts from float64 as K grows: without promotion, promoting the
 /// partial sums every 128 k, and with block scales (promoted every 128 k too). Printed for the
-/// results file, and held to the fp8 tolerance.
+/// results file. The unpromoted kernel is held to the fp8 tolerance, the promoted ones to the
+/// promoted tolerance, which the unpromoted kernel must break where promotion matters (k of
+/// 4096 and more): a kernel that stopped promoting would fail there.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fp8_accumulation_error_over_long_k() {
@@ -249,6 +251,8 @@ fn fp8_accumulation_error_over_long_k() {
         let emitted = gemm_codegen::emit_str(&spec).unwrap();
         let kernel = GemmKernel::<E4m3, f32>::from_emitted(&ctx, &emitted).unwrap();
         let case = FusedCase::for_spec(&FusedSpec::of_spec(emitted.spec()));
+        let promoted = emitted.spec().promote.is_some();
+        assert_eq!(promoted, what != "no promotion", "{spec}");
         for k in [1024, 4096, 16384] {
             let (m, n) = (256, 256);
             let report = verify_fused_batch(
@@ -267,16 +271,55 @@ fn fp8_accumulation_error_over_long_k() {
                 "fp8 accumulation, e4m3 -> f32, {what}, {m}x{n}x{k}: {}",
                 report.worst().expect("one product")
             );
-            let magnitude = if what == "block scales" {
+            let magnitude = f64::from(if what == "block scales" {
                 BLOCK_SCALE_MAX * BLOCK_SCALE_MAX
             } else {
                 1.0
-            };
-            report
-                .check(&Tolerance::fp8_accumulation(k).for_magnitude(f64::from(magnitude)))
-                .unwrap();
+            });
+            let promoted_bound = Tolerance::fp8_promoted_accumulation(k).for_magnitude(magnitude);
+            if promoted {
+                report
+                    .check(&promoted_bound)
+                    .unwrap_or_else(|broken| panic!("{what}, k = {k}: {broken}"));
+            } else {
+                report
+                    .check(&Tolerance::fp8_accumulation(k).for_magnitude(magnitude))
+                    .unwrap_or_else(|broken| panic!("{what}, k = {k}: {broken}"));
+                if k >= 4096 {
+                    assert!(
+                        report.check(&promoted_bound).is_err(),
+                        "without promotion at k = {k} the promoted bound holds: it would not \
+                         catch a kernel that stopped promoting"
+                    );
+                }
+            }
         }
     }
+}
+
+/// Block scales cover one product: a launch of a batch is refused, not run.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_block_scales_refuse_a_batch() {
+    let (ctx, stream) = gpu();
+    let emitted = gemm_codegen::emit_str(catalog_spec("wgmma_e4m3_128x128x128_s5_block")).unwrap();
+    let kernel = GemmKernel::<E4m3, bf16>::from_emitted(&ctx, &emitted).unwrap();
+    let case = FusedCase::for_spec(&FusedSpec::of_spec(emitted.spec()));
+    let (m, n, k, count) = (333, 520, 1040, 3);
+    let lds = LeadingDims {
+        lda: k + 16,
+        ldb: k + 16,
+        ldc: n + 8,
+    };
+    let batch = Batch::packed(kernel.info().launch(), count, (m, n, k), lds);
+    let refused = verify_fused_batch(&kernel, &stream, m, n, k, lds, batch, 1, &case)
+        .expect_err("block scales take one product");
+    assert!(
+        refused
+            .to_string()
+            .contains("cover one product; this launch has 3"),
+        "{refused}"
+    );
 }
 
 #[test]

@@ -23,6 +23,8 @@
 
 mod refusal;
 pub mod sets;
+#[cfg(test)]
+mod tests;
 
 pub use refusal::{Refusal, Remedy};
 
@@ -162,8 +164,8 @@ pub struct DeviceModel {
 }
 
 /// The numbers of the model that are fitted to measurements rather than read off a
-/// datasheet: `codegen/tests/pick.rs::model_against_measurements` refits them from a
-/// `gemm-bench --set` run.
+/// datasheet: `codegen/tests/pick.rs::refit_the_model_to_the_measurements` refits them to
+/// the measured times of a `gemm-bench --set` run checked in beside it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Calibration {
     /// The fraction of the SM's peak math rate a family's main loop reaches (its math-only

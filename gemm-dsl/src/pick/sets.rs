@@ -410,6 +410,126 @@ mod tests {
     use super::*;
 
     #[test]
+    fn each_device_and_input_type_gets_its_set() {
+        let set = |cc, dtype| for_device(cc, dtype).map(|set| set.name);
+        // Hopper: the sm_90a sets for 16-bit and fp8 inputs; f32 from the SIMT set.
+        assert_eq!(set(90, DType::Bf16), Some("sm90"));
+        assert_eq!(set(90, DType::F16), Some("sm90"));
+        assert_eq!(set(90, DType::E4m3), Some("sm90_fp8"));
+        assert_eq!(set(90, DType::E5m2), Some("sm90_fp8"));
+        assert_eq!(set(90, DType::F32), Some("f32"));
+        // Ampere and Ada: mma.sync; no fp8 set; Blackwell (10.0) runs no sm_90a code.
+        for cc in [80, 86, 89, 100] {
+            assert_eq!(set(cc, DType::Bf16), Some("sm80"), "{cc}");
+            assert_eq!(set(cc, DType::F32), Some("f32"), "{cc}");
+            assert_eq!(set(cc, DType::E4m3), None, "{cc}");
+        }
+        // Before Ampere: nothing.
+        assert_eq!(set(75, DType::F16), None);
+        assert_eq!(set(75, DType::F32), None);
+        // tf32 inputs have no set.
+        assert_eq!(set(90, DType::Tf32), None);
+    }
+
+    #[test]
+    fn runs_on_admits_its_capability_or_newer() {
+        assert!(RunsOn::Exactly(90).admits(90));
+        assert!(!RunsOn::Exactly(90).admits(89));
+        assert!(!RunsOn::Exactly(90).admits(100));
+        assert!(RunsOn::From(80).admits(80));
+        assert!(RunsOn::From(80).admits(120));
+        assert!(!RunsOn::From(80).admits(75));
+        assert_eq!(
+            RunsOn::Exactly(90).to_string(),
+            "compute capability 9.0 only"
+        );
+    }
+
+    #[test]
+    fn a_member_spec_names_its_set_types_and_layout() {
+        let member = &SM90_16BIT.members[0];
+        assert_eq!(
+            SM90_16BIT.spec(member, DType::Bf16, DType::Bf16, Layout::RowRow),
+            format!(
+                "name: sm90_w128x256_bf16_rr, dtype: bf16, out: bf16, layout: rr, {}",
+                member.body
+            )
+        );
+        assert_eq!(
+            SM90_FP8.spec(
+                &SM90_FP8.members[1],
+                DType::E4m3,
+                DType::Bf16,
+                Layout::RowCol
+            ),
+            format!(
+                "name: sm90_fp8_w128x128_pp_e4m3bf16_rc, dtype: e4m3, out: bf16, layout: rc, {}",
+                SM90_FP8.members[1].body
+            )
+        );
+        // Every member of every set in every layout it takes, once, in member order per layout.
+        for set in SETS {
+            let dtype = set.dtypes[0];
+            let specs = set.specs(dtype, dtype);
+            let layouts = KernelSet::layouts(dtype);
+            assert_eq!(
+                specs.len(),
+                set.members.len() * layouts.len(),
+                "{}",
+                set.name
+            );
+            for (layout, specs) in layouts.iter().zip(specs.chunks(set.members.len())) {
+                for (member, spec) in set.members.iter().zip(specs) {
+                    assert_eq!(*spec, set.spec(member, dtype, dtype, *layout));
+                }
+            }
+            let mut names: Vec<&str> = set.members.iter().map(|m| m.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), set.members.len(), "{}: unique names", set.name);
+            assert_eq!(find(set.name), Some(set));
+        }
+        assert_eq!(find("sm70"), None);
+    }
+
+    #[test]
+    fn fp8_sets_take_layout_rc_only() {
+        assert_eq!(KernelSet::layouts(DType::E4m3), &[Layout::RowCol]);
+        assert_eq!(KernelSet::layouts(DType::E5m2), &[Layout::RowCol]);
+        assert_eq!(KernelSet::layouts(DType::Bf16), &LAYOUTS);
+        assert_eq!(
+            KernelSet::layouts_reason(DType::E4m3),
+            Some("the fp8 wgmma reads A and B K-major")
+        );
+        assert_eq!(KernelSet::layouts_reason(DType::F32), None);
+    }
+
+    #[test]
+    fn fused_specs_are_the_members_that_fuse() {
+        // The sm90 set's 128x192 ping-pong tile would spill with an epilogue; every other
+        // member of every set fuses.
+        let not_fusing: Vec<(&str, &str)> = SETS
+            .iter()
+            .flat_map(|set| {
+                set.members
+                    .iter()
+                    .filter(|m| !m.fuses)
+                    .map(move |m| (set.name, m.name))
+            })
+            .collect();
+        assert_eq!(not_fusing, [("sm90", "w128x192_pp")]);
+        let fused = SM90_16BIT.fused_specs(DType::Bf16, DType::Bf16);
+        let all = SM90_16BIT.specs(DType::Bf16, DType::Bf16);
+        assert_eq!(fused.len(), all.len() - LAYOUTS.len());
+        assert!(fused.iter().all(|spec| all.contains(spec)));
+        assert!(fused.iter().all(|spec| !spec.contains("sm90_w128x192_pp_")));
+        assert_eq!(
+            SM90_FP8.fused_specs(DType::E4m3, DType::Bf16),
+            SM90_FP8.specs(DType::E4m3, DType::Bf16)
+        );
+    }
+
+    #[test]
     fn a_set_refuses_devices_its_members_do_not_run_on_and_types_they_do_not_take() {
         assert_eq!(
             SM90_16BIT.refuses(80, DType::Bf16).as_deref(),
