@@ -171,6 +171,17 @@ pub enum Error {
     /// The fused epilogue's arguments do not match the kernel's spec, or a buffer is too
     /// short or misaligned (see [`crate::epilogue`]).
     EpilogueArguments { kernel: String, problem: String },
+    /// A launch on a stream that is capturing a CUDA graph, in a context whose buffers track
+    /// their uses with events across streams (cudarc's event tracking, on by default once the
+    /// context has a second stream). The events' waits cannot cross a capture: they would
+    /// invalidate it. Nothing was launched; the capture goes on. See [`crate::capture`].
+    CaptureNeedsUntrackedBuffers { what: String },
+    /// A capture asked of the legacy default stream, or a launch on it while another stream
+    /// captures: the legacy stream takes no part in a capture. See [`crate::capture`].
+    LegacyStreamCapture { what: String },
+    /// [`Matmul`](crate::Matmul) would load a kernel (the first run of a problem) on a stream
+    /// that is capturing a CUDA graph. Nothing was loaded or launched; the capture goes on.
+    CaptureLoadsKernel { kernel: String },
 }
 
 impl fmt::Display for Error {
@@ -407,6 +418,28 @@ impl fmt::Display for Error {
                 "{operand} holds {len} elements, but {count} matrices {stride} elements apart need {needed} \
                  ((count - 1) * stride_{} + one matrix of {matrix})",
                 operand.to_string().to_lowercase()
+            ),
+            Error::CaptureNeedsUntrackedBuffers { what } => write!(
+                f,
+                "{what}: the stream is capturing a CUDA graph, and the context tracks buffer uses \
+                 with events across its streams (cudarc's event tracking); an event wait cannot \
+                 cross a capture and would invalidate it. Call `ctx.disable_event_tracking()` \
+                 before allocating the buffers you capture with (and order streams yourself). \
+                 Nothing was launched; the capture goes on"
+            ),
+            Error::LegacyStreamCapture { what } => write!(
+                f,
+                "{what}: the legacy default stream (`ctx.default_stream()`) takes no part in a \
+                 CUDA graph capture: it cannot be captured, and work on it while a blocking stream \
+                 captures would invalidate that capture. Capture on a stream of your own \
+                 (`ctx.new_stream()`)"
+            ),
+            Error::CaptureLoadsKernel { kernel } => write!(
+                f,
+                "the first run of this problem loads `{kernel}` (compiling its PTX, allocating \
+                 its workspace), which a CUDA graph capture cannot hold; load it before \
+                 capturing: run the problem once, or call `matmul.kernel_for(&problem)`. \
+                 Nothing was loaded or launched; the capture goes on"
             ),
             Error::ContextMismatch { what } => write!(
                 f,

@@ -1,5 +1,6 @@
 //! A generated kernel loaded on a device, with checked launches.
 
+use crate::capture::{check_capture, StreamCapture};
 use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
 use crate::element::{spec_types, stores, Element};
 use crate::epilogue::{check_arguments, check_quant_scales, BiasValues, CIn, Epilogue, FusedSpec};
@@ -276,6 +277,10 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
     /// and none it ignores (α must be 1 and β 0 without them), the bias of the spec's type:
     /// checked, with C-in's buffer under C's rules, before anything reaches the GPU.
     ///
+    /// Every launch may be captured in a CUDA graph on a stream of one's own; on a capturing
+    /// stream it is refused while the context tracks buffer uses with events (see
+    /// [`crate::capture`]).
+    ///
     /// [`CIn::Output`]: crate::epilogue::CIn::Output
     #[allow(clippy::too_many_arguments)]
     pub fn launch_fused<A, B, C>(
@@ -331,6 +336,12 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             };
             same_context(&self.ctx, [("the bias", context)])?;
         }
+        // Before any buffer's events are touched: a refused launch leaves the capture usable.
+        check_capture(
+            StreamCapture::of(stream)?,
+            self.ctx.is_managing_stream_synchronization(),
+            || format!("launching `{}`", self.info.name()),
+        )?;
         let (a_len, b_len, c_len) = (a.len(), b.len(), c.len());
         // The guards make later work on other streams wait for this launch; they drop after it.
         let (a_ptr, _a_done) = a.device_ptr(stream);

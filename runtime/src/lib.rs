@@ -47,6 +47,7 @@
 //! workspace's `gemm-harness` crate, so a crate that launches kernels compiles no cuBLAS
 //! binding.
 
+pub mod capture;
 pub mod check;
 mod device;
 mod dispatch;
@@ -61,6 +62,7 @@ mod matmul;
 mod tensor_map;
 pub mod tune;
 
+pub use capture::{begin_capture, StreamCapture};
 pub use check::{Batch, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};
 pub use dispatch::{AnyKernel, TypedKernel};

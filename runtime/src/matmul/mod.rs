@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+use crate::capture::StreamCapture;
 use crate::check::{Batch, LeadingDims};
 use crate::device::DeviceInfo;
 use crate::element::{Element, KernelTypes, Storage};
@@ -330,9 +331,27 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         Ok(self.kernels[index].get_or_init(|| kernel))
     }
 
-    /// The picked kernel for `problem`, loaded.
+    /// The picked kernel for `problem`, loaded. Loads it ahead of a CUDA graph capture,
+    /// which cannot hold a load (see [`crate::capture`]).
     pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out>, Error> {
         self.kernel(self.pick_index(problem)?.index)
+    }
+
+    /// The picked kernel for `problem` to launch on `stream`: loaded, unless that would
+    /// happen inside a graph capture, which cannot hold it ([`Error::CaptureLoadsKernel`];
+    /// only a cold kernel asks whether the stream captures).
+    fn kernel_to_launch(
+        &self,
+        stream: &CudaStream,
+        problem: &Problem,
+    ) -> Result<&GemmKernel<In, Out>, Error> {
+        let index = self.pick_index(problem)?.index;
+        if self.kernels[index].get().is_none() && StreamCapture::of(stream)?.is_capturing() {
+            return Err(Error::CaptureLoadsKernel {
+                kernel: self.picker.candidates()[index].name.clone(),
+            });
+        }
+        self.kernel(index)
     }
 
     /// `C = A·B` for `problem` (its layout, leading dimensions and batch count; a batch's
@@ -343,6 +362,10 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// whose blocks wait for one another, launches cooperatively, so its grid starts only
     /// when all of it fits beside whatever else runs (`results/picking-2026-11-24/`: four
     /// stream-K kernels on four streams at once).
+    ///
+    /// Runs may be captured in a CUDA graph once their kernels are loaded (see
+    /// [`crate::capture`]); the first run of a problem loads its kernel, and during a capture
+    /// is refused with [`Error::CaptureLoadsKernel`].
     pub fn run<A, B, C>(
         &self,
         stream: &CudaStream,
@@ -356,7 +379,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let kernel = self.kernel_for(problem)?;
+        let kernel = self.kernel_to_launch(stream, problem)?;
         self.run_strided(stream, a, b, c, problem, packed_batch(kernel, problem))
     }
 
@@ -377,7 +400,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let kernel = self.kernel_for(problem)?;
+        let kernel = self.kernel_to_launch(stream, problem)?;
         let batch = packed_batch(kernel, problem);
         kernel.launch_fused(
             stream,
@@ -414,7 +437,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 batch: batch.count,
             });
         }
-        let kernel = self.kernel_for(problem)?;
+        let kernel = self.kernel_to_launch(stream, problem)?;
         let lds = leading_dims(problem);
         kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
     }
