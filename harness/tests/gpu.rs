@@ -1432,7 +1432,14 @@ fn hopper_k_tile_edits(ptx: &str) -> Vec<(&'static str, String)> {
         ),
     )];
     let accumulate = "%a_desc, %b_desc, %p_accumulate,";
-    if ptx.contains(accumulate) && !ptx.contains("setp.ne.u32\t%p_accumulate, %k_interval, 0;") {
+    // Not on ping-pong kernels (those that hand over with %p_handoff): edited so, the bf16
+    // one faulted with an illegal address on an H100 (2026-11-28) instead of computing a
+    // wrong C, which tests nothing of verify and spoils the context for the next kernel.
+    let pingpong = ptx.contains("%p_handoff");
+    if ptx.contains(accumulate)
+        && !pingpong
+        && !ptx.contains("setp.ne.u32\t%p_accumulate, %k_interval, 0;")
+    {
         edits.push((
             "accumulators restarted every k tile",
             ptx.replace(accumulate, "%a_desc, %b_desc, 0,"),
@@ -1447,7 +1454,8 @@ fn hopper_kernels_edited_to_lose_k_tiles_assemble_with_their_promises() {
     for name in HOPPER_SKIPPING_KERNELS {
         let emitted = emit(gemm_codegen::catalog::find(name).unwrap());
         let edits = hopper_k_tile_edits(emitted.ptx());
-        assert_eq!(edits.len(), if name.ends_with("_block") { 1 } else { 2 });
+        let one_edit = name.ends_with("_block") || name.ends_with("_pingpong");
+        assert_eq!(edits.len(), if one_edit { 1 } else { 2 }, "{name}");
         for (edit, ptx) in edits {
             assert_ne!(ptx, emitted.ptx(), "{name}, {edit}");
             let report = SassReport::from_ptx(&ptx, emitted.spec().arch.name())
