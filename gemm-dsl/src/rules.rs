@@ -7,7 +7,7 @@
 use crate::budget::{Occupancy, RegisterBudget, SmemLedger};
 use crate::error::SpecError;
 use crate::geometry::{CopySpread, COPY_VECTOR_BYTES};
-use crate::pick::FamilyCost;
+use crate::pick::family_cost::FamilyCost;
 use crate::spans::SpecSpans;
 use crate::spec::*;
 

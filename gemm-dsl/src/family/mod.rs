@@ -1,7 +1,7 @@
 //! Kernel families. A family is one module here holding its defaults, its scope, its
 //! geometry (how a block tile splits over warps and copies), its rules, its budgets and its
 //! numbers in the cost model: one implementation of `FamilyRules` (and of its companion
-//! `crate::pick::FamilyCost`), whose methods have no default bodies, so a new family is a
+//! `crate::pick::family_cost::FamilyCost`), whose methods have no default bodies, so a new family is a
 //! compile error until it answers every question the shared rules and the cost model ask.
 //! The families are listed three times, each list an exhaustive enum, so the compiler points
 //! at each place a new family must fill: the spec's `mma:` value (`crate::spec::Mma`,

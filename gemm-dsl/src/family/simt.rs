@@ -7,7 +7,7 @@ use crate::geometry::{
     operand_copies, rank_warp_grids, CopyGeometry, CopySpread, StoredTile, COPY_VECTOR_BYTES,
     MAX_WARPS,
 };
-use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
+use crate::pick::family_cost::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{not_implemented, Budgets, FamilyRules, Validator};
 use crate::spec::*;
 

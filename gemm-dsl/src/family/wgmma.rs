@@ -4,7 +4,7 @@
 //! geometry, rules and budgets.
 
 use crate::budget::{LedgerLine, Occupancy, RegisterBudget, RegisterLine, SmemLedger};
-use crate::pick::{Calibration, Candidate, FamilyCost, MathUnit};
+use crate::pick::family_cost::{Calibration, Candidate, FamilyCost, MathUnit};
 use crate::rules::{Budgets, FamilyRules, Validator};
 use crate::spec::*;
 
