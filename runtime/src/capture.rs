@@ -89,6 +89,20 @@ pub(crate) fn check_capture(
     }
 }
 
+/// [`check_capture`] for a launch on `stream`, asking the driver only where its answer could
+/// refuse the launch: in a context that tracks events, or on the legacy stream. A launch on a
+/// stream of one's own in an untracked context (the serving case) skips the query.
+pub(crate) fn check_capture_of(
+    stream: &CudaStream,
+    tracking_events: bool,
+    what: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    if !tracking_events && !is_legacy_stream(stream) {
+        return Ok(());
+    }
+    check_capture(StreamCapture::of(stream)?, tracking_events, what)
+}
+
 /// Whether `stream` is the legacy default stream (`ctx.default_stream()`: the null handle,
 /// or `CU_STREAM_LEGACY`).
 pub fn is_legacy_stream(stream: &CudaStream) -> bool {
@@ -134,6 +148,19 @@ mod tests {
                 error.to_string().contains("disable_event_tracking()"),
                 "{error}"
             );
+            assert!(check_capture(capture, false, launch).is_ok());
+        }
+    }
+
+    #[test]
+    fn an_untracked_launch_off_the_legacy_stream_is_never_refused() {
+        // What lets `check_capture_of` skip asking the driver: only the legacy stream can be
+        // `LegacyBesideCapture`, and every other state passes without tracking.
+        for capture in [
+            StreamCapture::Idle,
+            StreamCapture::Active,
+            StreamCapture::Invalidated,
+        ] {
             assert!(check_capture(capture, false, launch).is_ok());
         }
     }

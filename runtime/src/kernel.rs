@@ -1,12 +1,12 @@
 //! A generated kernel loaded on a device, with checked launches.
 
-use crate::capture::{check_capture, StreamCapture};
+use crate::capture::check_capture_of;
 use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
 use crate::element::{spec_types, stores, Element};
 use crate::epilogue::{check_arguments, check_quant_scales, BiasValues, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
 use crate::jit::{loaded_or_linked_cubin, DriverSass, Module, SassOrigin};
-use crate::tensor_map::{GlobalMatrix, TensorMap};
+use crate::tensor_map::{GlobalMatrix, TensorMap, TensorMapCache};
 use cudarc::driver::sys::{self, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 #[cfg(feature = "emit")]
@@ -48,6 +48,8 @@ pub struct GemmKernel<In, Out, InB = In> {
     /// A whole-tile persistent walk spread evenly over the blocks
     /// ([`GemmKernel::balance_grid`]).
     balanced_grid: bool,
+    /// The tensor maps of earlier launches, encoded again only for new buffers or sizes.
+    tensor_maps: TensorMapCache,
     elements: PhantomData<fn(In, InB) -> Out>,
 }
 
@@ -98,6 +100,7 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             workspace,
             fused,
             balanced_grid: true,
+            tensor_maps: TensorMapCache::new(),
             elements: PhantomData,
         };
         if cfg!(debug_assertions) {
@@ -337,8 +340,8 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             same_context(&self.ctx, [("the bias", context)])?;
         }
         // Before any buffer's events are touched: a refused launch leaves the capture usable.
-        check_capture(
-            StreamCapture::of(stream)?,
+        check_capture_of(
+            stream,
             self.ctx.is_managing_stream_synchronization(),
             || format!("launching `{}`", self.info.name()),
         )?;
@@ -465,8 +468,13 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             }
             None => (None, None),
         };
-        let mut values =
-            bind_params::<In, Out, InB>(&self.info, &args, workspace_ptr, &fused_values)?;
+        let mut values = bind_params::<In, Out, InB>(
+            &self.info,
+            &args,
+            workspace_ptr,
+            &fused_values,
+            &self.tensor_maps,
+        )?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
         let launch = self.info.launch();
         // SAFETY: the description is the PTX's own (`KernelInfo` comes only from codegen or
@@ -738,14 +746,18 @@ pub(crate) unsafe fn launch_raw(
         cluster,
         cooperative,
     } = dims;
-    let mut attributes = Vec::with_capacity(2);
+    // SAFETY: the attribute is plain data, valid when zeroed.
+    let mut attributes: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    let mut attribute_count = 0;
     if cluster != (1, 1) {
-        attributes.push(cluster_attribute(cluster));
+        attributes[attribute_count] = cluster_attribute(cluster);
+        attribute_count += 1;
     }
     if cooperative {
-        attributes.push(cooperative_attribute());
+        attributes[attribute_count] = cooperative_attribute();
+        attribute_count += 1;
     }
-    if attributes.is_empty() {
+    if attribute_count == 0 {
         // SAFETY: the caller's contract covers the parameters; the context is bound.
         return unsafe {
             sys::cuLaunchKernel(
@@ -764,7 +776,7 @@ pub(crate) unsafe fn launch_raw(
         }
         .result();
     }
-    let config = launch_config(dims, stream.cu_stream(), &mut attributes);
+    let config = launch_config(dims, stream.cu_stream(), &mut attributes[..attribute_count]);
     // SAFETY: as above; `config` points at `attributes`, which outlive the call.
     unsafe { sys::cuLaunchKernelEx(&config, function, params.as_mut_ptr(), std::ptr::null_mut()) }
         .result()
@@ -851,6 +863,7 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
     args: &LaunchArgs,
     workspace: Option<u64>,
     fused: &FusedValues,
+    tensor_maps: &TensorMapCache,
 ) -> Result<Vec<ParamValue>, Error> {
     let launch = info.launch();
     let operand = |operand: Operand| {
@@ -903,7 +916,7 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
                         matrices,
                         matrix_stride: stride,
                     };
-                    ParamValue::TensorMap(Box::new(TensorMap::encode(&tile, matrix, data_type)?))
+                    ParamValue::TensorMap(Box::new(tensor_maps.encode(&tile, matrix, data_type)?))
                 }
                 ParamKind::CInTensorMap(tile) => {
                     // C-in is laid out as C: C's sizes, leading dimension and batch stride.
@@ -917,7 +930,7 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
                         matrices: args.batch.count,
                         matrix_stride: args.batch.stride(Operand::C),
                     };
-                    ParamValue::TensorMap(Box::new(TensorMap::encode(&tile, matrix, data_type)?))
+                    ParamValue::TensorMap(Box::new(tensor_maps.encode(&tile, matrix, data_type)?))
                 }
             })
         })

@@ -101,3 +101,213 @@ impl TensorMap {
         Ok(TensorMap(unsafe { map.assume_init() }))
     }
 }
+
+/// Tensor maps encoded before, each under what it describes: a serving loop launches the same
+/// problem on the same buffers again and again, and encoding one costs a driver call. A map
+/// holds only addresses, sizes and strides (no hold on the memory), so one encoded for a
+/// freed buffer is still the right map for whatever now lies at that address with those
+/// sizes. The oldest entry makes room for a new one.
+pub(crate) struct TensorMapCache {
+    entries: std::sync::Mutex<MapEntries>,
+}
+
+/// What fixes an encoded map: everything [`TensorMap::encode`] passes to the driver.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct MapKey {
+    tile: TensorMapBox,
+    matrix: GlobalMatrix,
+    data_type: CUtensorMapDataType,
+}
+
+struct MapEntries {
+    entries: Vec<(MapKey, TensorMap)>,
+    /// The slot the next new map replaces once every slot is taken.
+    next_slot: usize,
+}
+
+impl TensorMapCache {
+    /// Maps kept per kernel: its two or three operands' maps for several buffer sets (a
+    /// rotation of inputs, a few layers' weights).
+    const CAPACITY: usize = 32;
+
+    pub(crate) fn new() -> TensorMapCache {
+        TensorMapCache {
+            entries: std::sync::Mutex::new(MapEntries {
+                entries: Vec::with_capacity(Self::CAPACITY),
+                next_slot: 0,
+            }),
+        }
+    }
+
+    /// The map [`TensorMap::encode`] returns for these arguments, encoded only when none
+    /// is kept for them.
+    pub(crate) fn encode(
+        &self,
+        tile: &TensorMapBox,
+        matrix: GlobalMatrix,
+        data_type: CUtensorMapDataType,
+    ) -> Result<TensorMap, Error> {
+        self.encode_with(tile, matrix, data_type, TensorMap::encode)
+    }
+
+    fn encode_with(
+        &self,
+        tile: &TensorMapBox,
+        matrix: GlobalMatrix,
+        data_type: CUtensorMapDataType,
+        encode: impl FnOnce(
+            &TensorMapBox,
+            GlobalMatrix,
+            CUtensorMapDataType,
+        ) -> Result<TensorMap, Error>,
+    ) -> Result<TensorMap, Error> {
+        let key = MapKey {
+            tile: *tile,
+            matrix,
+            data_type,
+        };
+        let mut cache = self
+            .entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, map)) = cache.entries.iter().find(|(kept, _)| *kept == key) {
+            return Ok(*map);
+        }
+        let map = encode(tile, matrix, data_type)?;
+        if cache.entries.len() < Self::CAPACITY {
+            cache.entries.push((key, map));
+        } else {
+            let slot = cache.next_slot;
+            cache.entries[slot] = (key, map);
+            cache.next_slot = (slot + 1) % Self::CAPACITY;
+        }
+        Ok(map)
+    }
+
+    /// How many maps are kept.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.lock().unwrap().entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gemm_dsl::abi::Operand;
+    use std::cell::Cell;
+
+    fn matrix(address: u64) -> GlobalMatrix {
+        GlobalMatrix {
+            address,
+            rows: 128,
+            cols: 64,
+            ld: 64,
+            element_bytes: 2,
+            matrices: 1,
+            matrix_stride: 0,
+        }
+    }
+
+    const TILE: TensorMapBox = TensorMapBox {
+        operand: Operand::A,
+        inner: 64,
+        outer: 128,
+        swizzle_bytes: 128,
+    };
+    const BF16: CUtensorMapDataType = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+
+    /// A stand-in for the driver's encoder: a map whose first word is the address, and a
+    /// count of the calls.
+    fn fake(
+        calls: &Cell<u32>,
+    ) -> impl Fn(&TensorMapBox, GlobalMatrix, CUtensorMapDataType) -> Result<TensorMap, Error> + '_
+    {
+        move |_, matrix, _| {
+            calls.set(calls.get() + 1);
+            // SAFETY: a CUtensorMap is plain words, valid when zeroed.
+            let mut map: sys::CUtensorMap = unsafe { std::mem::zeroed() };
+            map.opaque[0] = matrix.address;
+            Ok(TensorMap(map))
+        }
+    }
+
+    #[test]
+    fn a_map_is_encoded_once_per_matrix_tile_and_type() {
+        let cache = TensorMapCache::new();
+        let calls = Cell::new(0);
+        for _ in 0..3 {
+            let map = cache
+                .encode_with(&TILE, matrix(0x1000), BF16, fake(&calls))
+                .unwrap();
+            assert_eq!(map.0.opaque[0], 0x1000);
+        }
+        assert_eq!(calls.get(), 1);
+        // Any other address, size, stride, box or type is another map.
+        let taller = GlobalMatrix {
+            rows: 256,
+            ..matrix(0x1000)
+        };
+        let strided = GlobalMatrix {
+            ld: 72,
+            ..matrix(0x1000)
+        };
+        let other_box = TensorMapBox { outer: 64, ..TILE };
+        cache
+            .encode_with(&TILE, matrix(0x2000), BF16, fake(&calls))
+            .unwrap();
+        cache
+            .encode_with(&TILE, taller, BF16, fake(&calls))
+            .unwrap();
+        cache
+            .encode_with(&TILE, strided, BF16, fake(&calls))
+            .unwrap();
+        cache
+            .encode_with(&other_box, matrix(0x1000), BF16, fake(&calls))
+            .unwrap();
+        let f16 = CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+        cache
+            .encode_with(&TILE, matrix(0x1000), f16, fake(&calls))
+            .unwrap();
+        assert_eq!(calls.get(), 6);
+        assert_eq!(cache.len(), 6);
+    }
+
+    #[test]
+    fn the_cache_keeps_its_capacity_and_replaces_the_oldest() {
+        let cache = TensorMapCache::new();
+        let calls = Cell::new(0);
+        let capacity = TensorMapCache::CAPACITY as u64;
+        for address in 0..capacity + 1 {
+            cache
+                .encode_with(&TILE, matrix(address * 256), BF16, fake(&calls))
+                .unwrap();
+        }
+        assert_eq!(cache.len(), TensorMapCache::CAPACITY);
+        // The first map made room for the last; the second is still kept.
+        cache
+            .encode_with(&TILE, matrix(256), BF16, fake(&calls))
+            .unwrap();
+        assert_eq!(calls.get(), capacity as u32 + 1);
+        let map = cache
+            .encode_with(&TILE, matrix(0), BF16, fake(&calls))
+            .unwrap();
+        assert_eq!(calls.get(), capacity as u32 + 2);
+        assert_eq!(map.0.opaque[0], 0);
+    }
+
+    #[test]
+    fn a_failed_encoding_is_not_kept() {
+        let cache = TensorMapCache::new();
+        let failing = |_: &TensorMapBox, _: GlobalMatrix, _: CUtensorMapDataType| {
+            Err(Error::BatchMismatch {
+                problem: 1,
+                batch: 2,
+            })
+        };
+        assert!(cache
+            .encode_with(&TILE, matrix(0x1000), BF16, failing)
+            .is_err());
+        assert_eq!(cache.len(), 0);
+    }
+}

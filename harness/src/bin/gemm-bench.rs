@@ -202,6 +202,12 @@ struct Cli {
     /// `GemmKernel::balance_grid`), also under --fused: to compare the two.
     #[arg(long)]
     full_grid: bool,
+    /// Measure the host time per call instead of GPU time: `Matmul::run` over --set (warm),
+    /// the picked kernel's own launch, cuBLAS's GemmEx and an empty `cuLaunchKernel`, each
+    /// 200 calls back to back per round, --iters rounds (median), with and without cudarc's
+    /// event tracking, on --shapes (default: five serving problems), layout rr.
+    #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8"])]
+    host_cost: bool,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -498,6 +504,87 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
     )
 }
 
+/// `--host-cost`: the host time per call of the set's picks, of their kernels' launches and of
+/// cuBLAS, on --shapes or the serving problems.
+fn run_host_cost(cli: &Cli) -> Result<(), Failure> {
+    use gemm_harness::bench::host_cost::{measure, table, HostCostRounds};
+    use gemm_runtime::KernelTypes;
+    let selection = set_selection(cli)?.expect("--host-cost requires --set");
+    if selection.layout != Layout::RowRow {
+        return Err(Failure::Arguments(
+            "--host-cost times layout rr (cuBLAS's row-major call)".to_string(),
+        ));
+    }
+    let shapes = match (&cli.shapes, &cli.shape_file) {
+        (Some(text), _) => parse_shapes(text).map_err(Failure::Arguments)?,
+        (None, Some(path)) => read_shape_file(path)?,
+        (None, None) => {
+            parse_shapes("16x4096x4096,1x4096x14336,128x6144x4096,512x28672x4096,4096x4096x4096")
+                .expect("the serving problems parse")
+        }
+    };
+    let mut problems = Vec::new();
+    for shape in shapes {
+        if shape.batch > 1 {
+            return Err(Failure::Arguments(format!(
+                "--host-cost times single products; {shape} is a batch"
+            )));
+        }
+        problems.push((shape.m, shape.n, shape.k));
+    }
+    let rounds = HostCostRounds {
+        calls: 200,
+        rounds: cli.iters as usize,
+    };
+    let (dtype, out) = (selection.dtype, selection.out);
+    let types = KernelTypes::new(dtype, out).ok_or_else(|| {
+        Failure::Arguments(format!("no kernels of {} -> {}", dtype.name(), out.name()))
+    })?;
+    let set = selection.set;
+    let rows = match (dtype, out) {
+        (DType::Bf16, DType::Bf16) => {
+            measure::<half::bf16, half::bf16>(cli.device, set, types, &problems, rounds)
+        }
+        (DType::Bf16, DType::F32) => {
+            measure::<half::bf16, f32>(cli.device, set, types, &problems, rounds)
+        }
+        (DType::F16, DType::F16) => {
+            measure::<half::f16, half::f16>(cli.device, set, types, &problems, rounds)
+        }
+        (DType::F32, DType::F32) => measure::<f32, f32>(cli.device, set, types, &problems, rounds),
+        _ => {
+            return Err(Failure::Arguments(format!(
+                "--host-cost times bf16, f16 and f32 sets; not {} -> {}",
+                dtype.name(),
+                out.name()
+            )))
+        }
+    }?;
+    let device = DeviceInfo::query(&open_context(cli.device)?)?;
+    let text = format!(
+        "{}, {} ({} SMs), CUDA {} driver, set {}\n\n{}",
+        today(),
+        device.name,
+        device.multiprocessors,
+        device.driver_version,
+        set.name,
+        table(&rows, rounds)
+    );
+    println!("{text}");
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, &text).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    if let Some(path) = &cli.out {
+        let json = serde_json::to_string_pretty(&rows).expect("rows serialize");
+        std::fs::write(path, json).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    Ok(())
+}
+
 /// The kernel set `--set` names, with its types and layout.
 struct SetSelection {
     set: &'static KernelSet,
@@ -599,6 +686,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if let Some(spec) = &cli.fp8 {
         return run_fp8(cli, spec);
+    }
+    if cli.host_cost {
+        return run_host_cost(cli);
     }
     let specs = selected_specs(cli)?;
     let (shapes, extra_shapes) = shapes_to_run(cli, &specs)?;

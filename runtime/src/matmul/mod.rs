@@ -380,7 +380,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         C: DevicePtrMut<Out>,
     {
         let kernel = self.kernel_to_launch(stream, problem)?;
-        self.run_strided(stream, a, b, c, problem, packed_batch(kernel, problem))
+        let batch = packed_batch(kernel, problem);
+        let lds = leading_dims(problem);
+        kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
     }
 
     /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
