@@ -136,6 +136,13 @@ fn a_problem_parses_pads_and_counts_its_flops() {
         [Operand::A, Operand::B, Operand::C].map(|operand| padded.ld(operand)),
         [784, 2048, 4100]
     );
+    // Row-major operands: lines along K (A), N (B and C), each padded on its own.
+    let rr = Problem::new(777, 4099, 2046, Layout::RowRow).with_lines_padded(16, 2, 4);
+    assert_eq!((rr.lda, rr.ldb, rr.ldc), (2048, 4104, 4100));
+    assert_eq!(
+        Problem::parse("1024x1000x512", Layout::ColRow).unwrap(),
+        Problem::new(1024, 1000, 512, Layout::ColRow)
+    );
     let batched = Problem::parse("16X1024x1000x512", Layout::RowCol).unwrap();
     assert_eq!(
         batched,
@@ -152,6 +159,28 @@ fn a_problem_parses_pads_and_counts_its_flops() {
         Problem::parse("4x4", Layout::RowRow).unwrap_err(),
         "`4x4` is not MxNxK or BxMxNxK"
     );
+}
+
+#[test]
+fn math_rates_follow_the_unit_the_type_and_the_architecture() {
+    let (hopper, ampere) = (DeviceModel::h100_sxm(), DeviceModel::a100_sxm());
+    let rate = |device: &DeviceModel, unit, dtype| device.flops_per_clk(unit, dtype);
+    // FP32 pipes: 128 FMA lanes (256 flops) per SM clock, half that on the A100.
+    for dtype in [DType::F32, DType::Bf16] {
+        assert_eq!(rate(&hopper, MathUnit::Fma, dtype), 256.0);
+        assert_eq!(rate(&ampere, MathUnit::Fma, dtype), 128.0);
+    }
+    // Tensor cores: 16-bit inputs at the base rate, tf32 at half, fp8 at twice (Hopper's
+    // base rate twice Ampere's).
+    for (device, base) in [(&hopper, 4096.0), (&ampere, 2048.0)] {
+        let tensor = |dtype| rate(device, MathUnit::TensorCores, dtype);
+        assert_eq!(tensor(DType::Bf16), base);
+        assert_eq!(tensor(DType::F16), base);
+        assert_eq!(tensor(DType::Tf32), base / 2.0);
+        assert_eq!(tensor(DType::F32), base / 2.0);
+        assert_eq!(tensor(DType::E4m3), 2.0 * base);
+        assert_eq!(tensor(DType::E5m2), 2.0 * base);
+    }
 }
 
 #[test]
