@@ -419,3 +419,87 @@ fn matmul_refuses_to_load_a_kernel_during_a_capture() {
         matmul.run(&stream, &a, &b, c, &problem)
     });
 }
+
+/// `Matmul::warm_up` loads every kernel the problems pick (each once, the distinct picks
+/// side by side), so a capture of their first runs holds launches only and replays bitwise
+/// equal to eager runs; warming up again loads nothing.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn warm_up_loads_every_picked_kernel_so_first_runs_capture() {
+    let (ctx, stream) = untracked_gpu();
+    let matmul = Matmul::<bf16, bf16>::new(&ctx).unwrap();
+    let dims = [
+        (16, 4096, 4096),
+        (128, 6144, 4096),
+        (512, 28672, 4096),
+        (4096, 4096, 4096),
+        (16, 4096, 4096),
+    ];
+    let problems: Vec<Problem> = dims
+        .iter()
+        .map(|&(m, n, k)| Problem::new(m, n, k, Layout::RowRow))
+        .collect();
+    let mut picked: Vec<String> = problems
+        .iter()
+        .map(|problem| matmul.pick(problem).unwrap().kernel.to_string())
+        .collect();
+    picked.sort();
+    picked.dedup();
+    let warm = matmul.warm_up(&problems).unwrap();
+    let mut loaded = warm.loaded.clone();
+    loaded.sort();
+    assert_eq!(loaded, picked, "warm_up loads each distinct pick once");
+    assert_eq!(warm.already_loaded, 0);
+
+    let buffers: Vec<_> = dims
+        .iter()
+        .enumerate()
+        .map(|(seed, &dims)| operands::<bf16, bf16>(&stream, dims, 1, 0x6A_0060 + seed as u64))
+        .collect();
+    let mut outputs: Vec<CudaSlice<bf16>> = buffers.iter().map(|(_, _, c)| c.clone()).collect();
+    let poison = |outputs: &mut Vec<CudaSlice<bf16>>| {
+        for c in outputs.iter_mut() {
+            stream
+                .memcpy_htod(&vec![bf16::poison(); c.len()], c)
+                .unwrap();
+        }
+        stream.synchronize().unwrap();
+    };
+    poison(&mut outputs);
+    begin_capture(&stream, GLOBAL).unwrap();
+    for ((problem, (a, b, _)), c) in problems.iter().zip(&buffers).zip(outputs.iter_mut()) {
+        matmul
+            .run(&stream, a, b, c, problem)
+            .unwrap_or_else(|e| panic!("{problem}, captured after warm_up: {e}"));
+    }
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("the capture holds launches");
+    graph.launch().unwrap();
+    stream.synchronize().unwrap();
+    let replayed: Vec<Vec<bf16>> = outputs
+        .iter()
+        .map(|c| stream.clone_dtoh(c).unwrap())
+        .collect();
+
+    poison(&mut outputs);
+    for ((problem, (a, b, _)), c) in problems.iter().zip(&buffers).zip(outputs.iter_mut()) {
+        matmul.run(&stream, a, b, c, problem).unwrap();
+    }
+    for ((problem, c), replay) in problems.iter().zip(&outputs).zip(&replayed) {
+        let eager = stream.clone_dtoh(c).unwrap();
+        assert!(
+            !eager.iter().any(|x| x.is_poison()),
+            "{problem}: the eager run left elements unwritten"
+        );
+        assert!(
+            bytes(&eager) == bytes(replay),
+            "{problem}: the replay differs from the eager run"
+        );
+    }
+
+    let again = matmul.warm_up(&problems).unwrap();
+    assert!(again.loaded.is_empty(), "{again:?}");
+    assert_eq!(again.already_loaded, picked.len());
+}

@@ -71,7 +71,7 @@ pub use epilogue::{BiasArg, CIn, Epilogue, FusedSpec, QuantScales};
 pub use error::{Error, Operand};
 pub use jit::{driver_cubin, jit_cubin, jit_cubin_logged, DriverCubin, DriverSass, SassOrigin};
 pub use kernel::GemmKernel;
-pub use matmul::{device_key, device_model, Matmul, Pick, PickSource, Picked, Picker};
+pub use matmul::{device_key, device_model, Matmul, Pick, PickSource, Picked, Picker, WarmUp};
 pub use tune::TuneCache;
 
 // Crates the `gemm!` expansion and users name through the runtime, so versions always match.

@@ -208,6 +208,12 @@ struct Cli {
     /// event tracking, on --shapes (default: five serving problems), layout rr.
     #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8"])]
     host_cost: bool,
+    /// Time `Matmul::warm_up` over --set (layout --layout) for --shapes or --shape-file:
+    /// the kernels those problems pick, loaded side by side; then the same kernels loaded one
+    /// after another by a second `Matmul`. Set CUDA_CACHE_DISABLE=1 to time the driver's JIT
+    /// compile rather than its cache.
+    #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8", "host_cost"])]
+    warm_up: bool,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -585,6 +591,65 @@ fn run_host_cost(cli: &Cli) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `--warm-up`: how long the kernels of the problems take to load, side by side and one by one.
+fn run_warm_up(cli: &Cli) -> Result<(), Failure> {
+    let selection = set_selection(cli)?.expect("--warm-up requires --set");
+    let shapes = one_spec_shapes(cli)?;
+    let types = (selection.dtype, selection.out);
+    let problems: Vec<PickProblem> = shapes
+        .iter()
+        .map(|&shape| bench_problem(shape, selection.layout, cli.ld_align, types))
+        .collect();
+    let ctx = open_context(cli.device)?;
+    let (side_by_side, one_by_one) = match types {
+        (DType::Bf16, DType::Bf16) => {
+            time_loads::<half::bf16, half::bf16>(&ctx, &selection, &problems)
+        }
+        (DType::F16, DType::F16) => time_loads::<half::f16, half::f16>(&ctx, &selection, &problems),
+        (DType::F32, DType::F32) => time_loads::<f32, f32>(&ctx, &selection, &problems),
+        (dtype, out) => {
+            return Err(Failure::Arguments(format!(
+                "--warm-up loads bf16, f16 and f32 sets; not {} -> {}",
+                dtype.name(),
+                out.name()
+            )))
+        }
+    }?;
+    let cache = match std::env::var("CUDA_CACHE_DISABLE").as_deref() {
+        Ok("1") => "off (CUDA_CACHE_DISABLE=1: every load compiles)",
+        _ => "on",
+    };
+    println!(
+        "{} problems of set {} ({}): {} kernels; Matmul::warm_up {:.3} s on {} threads, one by one {:.3} s; driver JIT cache {cache}",
+        problems.len(),
+        selection.set.name,
+        selection.layout.name(),
+        side_by_side.loaded.len(),
+        side_by_side.elapsed.as_secs_f64(),
+        std::thread::available_parallelism().map_or(1, usize::from).min(side_by_side.loaded.len().max(1)),
+        one_by_one.as_secs_f64(),
+    );
+    println!("kernels: {}", side_by_side.loaded.join(", "));
+    Ok(())
+}
+
+/// `Matmul::warm_up`'s report, then the time a second `Matmul` takes to load the same
+/// kernels one after another.
+fn time_loads<In: Element, Out: Element>(
+    ctx: &Arc<CudaContext>,
+    selection: &SetSelection,
+    problems: &[PickProblem],
+) -> Result<(gemm_runtime::WarmUp, Duration), Failure> {
+    let warmed = gemm_runtime::Matmul::<In, Out>::with_set(ctx, selection.set)?;
+    let report = warmed.warm_up(problems)?;
+    let sequential = gemm_runtime::Matmul::<In, Out>::with_set(ctx, selection.set)?;
+    let started = Instant::now();
+    for problem in problems {
+        sequential.kernel_for(problem)?;
+    }
+    Ok((report, started.elapsed()))
+}
+
 /// The kernel set `--set` names, with its types and layout.
 struct SetSelection {
     set: &'static KernelSet,
@@ -689,6 +754,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if cli.host_cost {
         return run_host_cost(cli);
+    }
+    if cli.warm_up {
+        return run_warm_up(cli);
     }
     let specs = selected_specs(cli)?;
     let (shapes, extra_shapes) = shapes_to_run(cli, &specs)?;

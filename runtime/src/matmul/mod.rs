@@ -38,7 +38,9 @@ use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
 use gemm_dsl::{check_str, DType, ValidSpec};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 #[cfg(feature = "emit")]
 mod emitted;
@@ -201,8 +203,20 @@ pub struct Matmul<In, Out> {
     picker: Picker,
     sources: Vec<Source>,
     kernels: Vec<OnceLock<GemmKernel<In, Out>>>,
-    /// Held while a kernel loads, so two threads never load the same one twice.
-    loading: Mutex<()>,
+    /// One per kernel, held while it loads: two threads never load the same kernel twice,
+    /// and different kernels load side by side ([`Matmul::warm_up`]).
+    loading: Vec<Mutex<()>>,
+}
+
+/// What [`Matmul::warm_up`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WarmUp {
+    /// The kernels it loaded, by name.
+    pub loaded: Vec<String>,
+    /// The problems' kernels that were loaded before.
+    pub already_loaded: usize,
+    /// Wall time of the loads.
+    pub elapsed: Duration,
 }
 
 impl<In: Element, Out: Element> Matmul<In, Out> {
@@ -264,9 +278,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         Ok(Matmul {
             ctx: ctx.clone(),
             kernels: sources.iter().map(|_| OnceLock::new()).collect(),
+            loading: sources.iter().map(|_| Mutex::new(())).collect(),
             picker,
             sources,
-            loading: Mutex::new(()),
         })
     }
 
@@ -316,8 +330,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         if let Some(kernel) = self.kernels[index].get() {
             return Ok(kernel);
         }
-        let _loading = self
-            .loading
+        let _loading = self.loading[index]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(kernel) = self.kernels[index].get() {
@@ -329,6 +342,59 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             Source::Emit(valid) => GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(valid))?,
         };
         Ok(self.kernels[index].get_or_init(|| kernel))
+    }
+
+    /// Loads the kernels `problems` pick, side by side on up to as many threads as the
+    /// machine has cores, so that the first `run` of each problem launches at once (a load
+    /// compiles the kernel's PTX, which the driver's JIT cache keeps for later processes).
+    /// Every problem is picked first: one no kernel admits is an [`Error::NoKernelFor`] with
+    /// nothing loaded. The first failed load is returned after the others finish.
+    pub fn warm_up(&self, problems: &[Problem]) -> Result<WarmUp, Error> {
+        let mut indices = Vec::new();
+        for problem in problems {
+            let index = self.pick_index(problem)?.index;
+            if !indices.contains(&index) {
+                indices.push(index);
+            }
+        }
+        let (cold, warm): (Vec<usize>, Vec<usize>) = indices
+            .into_iter()
+            .partition(|&index| self.kernels[index].get().is_none());
+        let started = Instant::now();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(cold.len())
+            .max(1);
+        let next = AtomicUsize::new(0);
+        let first_error = Mutex::new(None);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    while let Some(&index) = cold.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if let Err(error) = self.kernel(index) {
+                            let mut first = first_error
+                                .lock()
+                                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                            first.get_or_insert(error);
+                        }
+                    }
+                });
+            }
+        });
+        if let Some(error) = first_error
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        {
+            return Err(error);
+        }
+        Ok(WarmUp {
+            loaded: cold
+                .iter()
+                .map(|&index| self.picker.candidates()[index].name.clone())
+                .collect(),
+            already_loaded: warm.len(),
+            elapsed: started.elapsed(),
+        })
     }
 
     /// The picked kernel for `problem`, loaded. Loads it ahead of a CUDA graph capture,
