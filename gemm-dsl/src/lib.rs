@@ -44,6 +44,7 @@ pub mod budget;
 pub mod error;
 pub mod family;
 pub mod geometry;
+pub mod grouped;
 pub mod parse;
 pub mod pick;
 mod rules;
