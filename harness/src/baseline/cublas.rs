@@ -201,6 +201,11 @@ impl Cublas {
         &self.stream
     }
 
+    /// The handle, for calls this wrapper does not make (its stream is [`Cublas::stream`]).
+    pub fn handle(&self) -> cudarc::cublas::sys::cublasHandle_t {
+        *self.blas.handle()
+    }
+
     /// Row-major, packed `C = A·B` (`A` m x k, `B` k x n) by `gemm`, enqueued on the handle's
     /// stream.
     ///

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 pub mod fp8;
 pub mod fused;
+pub mod grouped;
 pub mod host_cost;
 
 pub use crate::verify::Shape;

@@ -202,6 +202,12 @@ struct Cli {
     /// `GemmKernel::balance_grid`), also under --fused: to compare the two.
     #[arg(long)]
     full_grid: bool,
+    /// Time the grouped (mixture-of-experts) problems of this list (`shapes/moe.txt` format)
+    /// against cuBLAS: `cublasGemmGroupedBatchedEx`, a loop of `cublasGemmEx` per expert, and
+    /// this project's balanced strided batch of the same rows as the ceiling (bf16, layout
+    /// rr), each result checked first.
+    #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused", "fp8", "shapes", "shape_file"])]
+    grouped: Option<PathBuf>,
     /// Measure the host time per call instead of GPU time: `Matmul::run` over --set (warm),
     /// the picked kernel's own launch, cuBLAS's GemmEx and an empty `cuLaunchKernel`, each
     /// 200 calls back to back per round, --iters rounds (median), with and without cudarc's
@@ -510,6 +516,42 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
     )
 }
 
+/// `--grouped FILE`: every problem of the list against cuBLAS's grouped GEMM, a loop of
+/// GemmEx and the balanced ceiling.
+fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
+    use gemm_dsl::grouped::GroupedProblem;
+    use gemm_harness::bench::grouped::{grouped_table, time_grouped};
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
+    let problems = GroupedProblem::parse_list(&text)
+        .map_err(|why| Failure::Arguments(format!("{}: {why}", path.display())))?;
+    let ctx = open_context(cli.device)?;
+    let stream = ctx.new_stream().map_err(|source| {
+        Failure::Gpu(Error::Runtime(gemm_runtime::Error::Driver {
+            action: "making a stream".to_string(),
+            source,
+        }))
+    })?;
+    let device = DeviceInfo::query(&ctx)?;
+    let cublas = Cublas::new(&stream)?;
+    let matmul = gemm_runtime::Matmul::<half::bf16, half::bf16>::new(&ctx)?;
+    let rounds = rounds(cli, &ctx)?;
+    let mut rows = Vec::new();
+    for problem in &problems {
+        let row = time_grouped(&stream, &cublas, &matmul, problem, &rounds)?;
+        println!(
+            "{}: cuBLAS grouped {:.0} TF/s, loop {:.0}, ceiling {:.0} ({})",
+            row.problem,
+            row.cublas_grouped_tflops,
+            row.cublas_loop_tflops,
+            row.ceiling_tflops,
+            row.ceiling_kernel
+        );
+        rows.push(row);
+    }
+    finish_one_spec(cli, &device, grouped_table(&rows), &rows)
+}
+
 /// `--host-cost`: the host time per call of the set's picks, of their kernels' launches and of
 /// cuBLAS, on --shapes or the serving problems.
 fn run_host_cost(cli: &Cli) -> Result<(), Failure> {
@@ -754,6 +796,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if cli.host_cost {
         return run_host_cost(cli);
+    }
+    if let Some(path) = &cli.grouped {
+        return run_grouped(cli, path);
     }
     if cli.warm_up {
         return run_warm_up(cli);
