@@ -5,6 +5,7 @@ use crate::baseline::cublas::{Cublas, CublasGemm};
 use crate::error::{DriverContext, Error};
 use cudarc::driver::CudaStream;
 use gemm_dsl::abi::{LaunchShape, StorageOrder};
+use gemm_dsl::grouped::SplitMix64;
 use gemm_dsl::{Aux, BiasAlong, DType, Quant};
 use gemm_runtime::check::{Batch, LeadingDims};
 use gemm_runtime::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
@@ -157,25 +158,21 @@ impl FromStr for Shape {
 /// f64 are involved.
 #[derive(Clone, Debug)]
 pub struct NormalRng {
-    state: u64,
+    words: SplitMix64,
     spare: Option<f64>,
 }
 
 impl NormalRng {
     pub fn new(seed: u64) -> NormalRng {
         NormalRng {
-            state: seed,
+            words: SplitMix64::new(seed),
             spare: None,
         }
     }
 
     /// The next SplitMix64 word.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.words.next_u64()
     }
 
     /// Uniform in (0, 1]: the top 53 bits of a word, plus one, times 2^-53 (never 0, so its
