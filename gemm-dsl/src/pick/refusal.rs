@@ -255,6 +255,27 @@ mod tests {
     }
 
     #[test]
+    fn the_remedy_pads_for_a_candidate_that_then_computes_the_problem() {
+        // Whole tiles only: its padding (16-byte lines) would be the least, but 777 rows are
+        // no multiple of its 64, so padding does not let it compute the problem.
+        let mut whole_tiles = simt(Layout::RowRow);
+        whole_tiles.launch.partial_tiles = false;
+        // 32-byte lines: more padding, and then it computes the problem.
+        let mut wide_lines = simt(Layout::RowRow);
+        wide_lines.launch.operand_align_bytes = 32;
+        wide_lines.launch.output_align_bytes = 32;
+        let kernels = [whole_tiles, wide_lines];
+        let problem = Problem::new(777, 1001, 520, Layout::RowRow);
+        let ranking = rank(&kernels, &problem, &DeviceModel::a100_sxm());
+        let padded = problem.with_leading_dims(520, 1008, 1008);
+        assert_eq!(ranking.remedy(&kernels), Some(Remedy::PaddedLines(padded)));
+        assert!(kernels[0]
+            .refusal(&problem.with_leading_dims(520, 1004, 1004))
+            .is_some());
+        assert_eq!(kernels[1].refusal(&padded), None);
+    }
+
+    #[test]
     fn a_layout_no_candidate_takes_names_those_they_take() {
         let candidates = [simt(Layout::RowCol), simt(Layout::ColCol)];
         let problem = Problem::new(4096, 4096, 4096, Layout::RowRow);

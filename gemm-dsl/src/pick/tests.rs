@@ -282,7 +282,7 @@ fn leading_dimensions_that_split_cache_lines_slow_the_feed() {
 #[test]
 fn estimates_in_every_regime_are_pinned() {
     let h100 = DeviceModel::h100_sxm();
-    let cases: [(Candidate, Problem, DeviceModel, &str); 8] = [
+    let cases: [(Candidate, Problem, DeviceModel, &str); 9] = [
         (
             w128x256(),
             square(4096),
@@ -306,6 +306,12 @@ fn estimates_in_every_regime_are_pinned() {
             square(4096).with_leading_dims(4096, 4104, 4096),
             h100.clone(),
             "512 tiles x 64 k tiles, grid 128 (3.88 waves), 0.0% padded, rows split 128-byte lines; busiest SM 256 k tiles x 1405 clk; bound by math; predicted 211.9 us (649 TFLOP/s) | sm 200.5 fixup 0.0 dram 37.6",
+        ),
+        (
+            w64x256(),
+            Problem::new(16, 28672, 8192, Layout::RowRow),
+            h100.clone(),
+            "112 tiles x 128 k tiles, grid 112 (0.85 waves), 75.0% padded; busiest SM 128 k tiles x 1064 clk; bound by DRAM bandwidth; predicted 198.3 us (38 TFLOP/s) | sm 76.3 fixup 0.0 dram 177.2",
         ),
         (
             w64x256(),
