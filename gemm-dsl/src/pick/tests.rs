@@ -69,6 +69,14 @@ fn w128x256_c2x1() -> Candidate {
     )
 }
 
+/// 128x256 in two-block clusters along N, A multicast.
+fn w128x256_c1x2() -> Candidate {
+    candidate(
+        "name: w128x256_c1x2, arch: sm_90a, mma: wgmma, tile: 128x256x64, consumers: 2, stages: 4, copy: tma(multicast = 2), schedule: persistent(raster = m, group = 8), cluster: 1x2",
+        hopper_launch((128, 256, 64), 384, PERSISTENT, (1, 2), 0),
+    )
+}
+
 /// 64x256, one tile per block.
 fn w64x256() -> Candidate {
     candidate(
@@ -282,7 +290,7 @@ fn leading_dimensions_that_split_cache_lines_slow_the_feed() {
 #[test]
 fn estimates_in_every_regime_are_pinned() {
     let h100 = DeviceModel::h100_sxm();
-    let cases: [(Candidate, Problem, DeviceModel, &str); 9] = [
+    let cases: [(Candidate, Problem, DeviceModel, &str); 11] = [
         (
             w128x256(),
             square(4096),
@@ -306,6 +314,18 @@ fn estimates_in_every_regime_are_pinned() {
             square(4096).with_leading_dims(4096, 4104, 4096),
             h100.clone(),
             "512 tiles x 64 k tiles, grid 128 (3.88 waves), 0.0% padded, rows split 128-byte lines; busiest SM 256 k tiles x 1405 clk; bound by math; predicted 211.9 us (649 TFLOP/s) | sm 200.5 fixup 0.0 dram 37.6",
+        ),
+        (
+            w128x256_c1x2(),
+            square(4096),
+            h100.clone(),
+            "512 tiles x 64 k tiles, grid 128 (3.88 waves), 0.0% padded; busiest SM 256 k tiles x 1405 clk; bound by math; predicted 211.9 us (649 TFLOP/s) | sm 200.5 fixup 0.0 dram 37.6",
+        ),
+        (
+            m128x128(),
+            square(2048),
+            h100.clone(),
+            "256 tiles x 64 k tiles, grid 256 (0.97 waves), 0.0% padded; busiest SM 128 k tiles x 592 clk; bound by math; predicted 47.9 us (358 TFLOP/s) | sm 43.6 fixup 0.0 dram 9.4",
         ),
         (
             w64x256(),
