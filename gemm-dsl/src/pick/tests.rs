@@ -290,7 +290,7 @@ fn leading_dimensions_that_split_cache_lines_slow_the_feed() {
 #[test]
 fn estimates_in_every_regime_are_pinned() {
     let h100 = DeviceModel::h100_sxm();
-    let cases: [(Candidate, Problem, DeviceModel, &str); 11] = [
+    let cases: [(Candidate, Problem, DeviceModel, &str); 12] = [
         (
             w128x256(),
             square(4096),
@@ -314,6 +314,12 @@ fn estimates_in_every_regime_are_pinned() {
             square(4096).with_leading_dims(4096, 4104, 4096),
             h100.clone(),
             "512 tiles x 64 k tiles, grid 128 (3.88 waves), 0.0% padded, rows split 128-byte lines; busiest SM 256 k tiles x 1405 clk; bound by math; predicted 211.9 us (649 TFLOP/s) | sm 200.5 fixup 0.0 dram 37.6",
+        ),
+        (
+            w64x128_sk(),
+            Problem::new(2048, 4352, 1024, Layout::RowRow),
+            h100.clone(),
+            "1088 tiles x 16 k tiles, grid 132 (8.24 waves), 0.0% padded, stream-K tail split (fixup 18.1 us); busiest SM 132 k tiles x 654 clk; bound by L2 feed; predicted 73.1 us (250 TFLOP/s) | sm 50.1 fixup 18.1 dram 11.5",
         ),
         (
             w128x256_c1x2(),
