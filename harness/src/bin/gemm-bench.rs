@@ -429,8 +429,17 @@ fn finish_one_spec<Row: serde::Serialize>(
         cli.warmup,
     );
     println!("\n{table}");
+    write_table_and_rows(cli, &table, rows)
+}
+
+/// The table to --markdown and the rows as JSON to --out, where given.
+fn write_table_and_rows<Row: serde::Serialize>(
+    cli: &Cli,
+    table: &str,
+    rows: &[Row],
+) -> Result<(), Failure> {
     if let Some(path) = &cli.markdown {
-        std::fs::write(path, &table).map_err(|error| {
+        std::fs::write(path, table).map_err(|error| {
             Failure::Output(format!("cannot write {}: {error}", path.display()))
         })?;
     }
@@ -619,18 +628,7 @@ fn run_host_cost(cli: &Cli) -> Result<(), Failure> {
         table(&rows, rounds)
     );
     println!("{text}");
-    if let Some(path) = &cli.markdown {
-        std::fs::write(path, &text).map_err(|error| {
-            Failure::Output(format!("cannot write {}: {error}", path.display()))
-        })?;
-    }
-    if let Some(path) = &cli.out {
-        let json = serde_json::to_string_pretty(&rows).expect("rows serialize");
-        std::fs::write(path, json).map_err(|error| {
-            Failure::Output(format!("cannot write {}: {error}", path.display()))
-        })?;
-    }
-    Ok(())
+    write_table_and_rows(cli, &text, &rows)
 }
 
 /// `--warm-up`: how long the kernels of the problems take to load, side by side and one by one.
