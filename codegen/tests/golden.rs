@@ -149,3 +149,24 @@ fn explain_output() {
         insta::assert_snapshot!(format!("explain_{name}"), text);
     }
 }
+
+/// Grouped GEMM for mixture-of-experts layers: the tables every block builds from the
+/// experts' row table (a max-scan of the ends where the experts are contiguous; the counts
+/// under each expert's capacity where masked), and each tile's expert found in them.
+#[test]
+fn grouped_ptx() {
+    for (name, body) in [
+        (
+            "grouped_contiguous_rc",
+            "layout: rc, tile: 128x256x64, stages: 4, groups: contiguous",
+        ),
+        (
+            "grouped_masked_rr",
+            "layout: rr, tile: 128x128x64, stages: 6, groups: masked",
+        ),
+    ] {
+        let spec = format!("name: {name}, arch: sm_90a, mma: wgmma, {body}");
+        let emitted = gemm_codegen::emit_str(&spec).unwrap();
+        insta::assert_snapshot!(name, emitted.ptx());
+    }
+}

@@ -415,6 +415,11 @@ pub enum Scalar {
     Ldc,
     /// Products in a strided batch (1 for a single product).
     Batch,
+    /// Experts of a grouped launch (`groups:`): B's matrices, and the entries of the
+    /// experts' row table.
+    Groups,
+    /// `groups: masked`: the rows each expert owns in A and D.
+    GroupCapacity,
 }
 
 /// How a tensor map tiles an operand's global matrix: boxes of `inner` elements along the
@@ -452,6 +457,9 @@ pub enum ParamKind {
     /// Elements from one product's bias vector to the next (`.u64`; 0: one bias for the
     /// whole batch).
     BiasBatchStride,
+    /// The device address of a grouped launch's int32 row table (`.u64`, `groups:`): per
+    /// expert the end of its rows (`contiguous`, a prefix sum) or its count (`masked`).
+    GroupRows,
     /// A 128-byte `CUtensorMap` over C-in, laid out as C (its sizes, leading dimension and
     /// batch stride) with C's box: an epilogue that loads C-in's boxes with the TMA.
     CInTensorMap(TensorMapBox),
@@ -500,7 +508,8 @@ impl KernelParam {
             | ParamKind::BatchStride(_)
             | ParamKind::Workspace
             | ParamKind::EpilogueBuffer(_)
-            | ParamKind::BiasBatchStride => ".u64",
+            | ParamKind::BiasBatchStride
+            | ParamKind::GroupRows => ".u64",
             ParamKind::U32(_) => ".u32",
             ParamKind::Factor(_) => ".f32",
             ParamKind::TensorMap(_) | ParamKind::CInTensorMap(_) => ".align 64 .b8",
@@ -606,6 +615,37 @@ pub const GEMM_PARAMS: &[KernelParam] = &[
     BATCH_PARAMS[2],
     BATCH_PARAMS[3],
 ];
+
+/// A grouped kernel's parameters (`groups:`), after the batch's: the experts' row table,
+/// their count and, for `masked`, the rows each owns. None for a spec without groups.
+pub fn grouped_params(groups: crate::Groups) -> Vec<KernelParam> {
+    let table = |meaning| KernelParam {
+        name: "group_rows",
+        kind: ParamKind::GroupRows,
+        meaning,
+    };
+    let count = KernelParam {
+        name: "groups",
+        kind: ParamKind::U32(Scalar::Groups),
+        meaning: "experts: B's matrices and the row table's entries",
+    };
+    match groups {
+        crate::Groups::None => Vec::new(),
+        crate::Groups::Contiguous => vec![
+            table("per expert, the end of its rows in A and D (int32 prefix sums), device pointer"),
+            count,
+        ],
+        crate::Groups::Masked => vec![
+            table("per expert, the rows it holds (int32 counts), device pointer"),
+            count,
+            KernelParam {
+                name: "group_capacity",
+                kind: ParamKind::U32(Scalar::GroupCapacity),
+                meaning: "rows each expert owns in A and D",
+            },
+        ],
+    }
+}
 
 /// The fused epilogue's parameters, which every family's kernel takes last, in this order:
 /// fp8 operands' scales (`quant: tensor`), α and β (where `scale` has them), C-in (`alpha_beta`), the bias vector and its batch
@@ -813,6 +853,20 @@ impl<'a> KernelInfo<'a> {
     pub const fn expected_sass(&self) -> &'a [SassCheck] {
         self.expected_sass
     }
+
+    /// The grouped layout the kernel walks (`groups:`), read from its parameters: a row
+    /// table, and a capacity where experts own equal rows.
+    pub fn groups(&self) -> crate::Groups {
+        let takes = |kind| self.params.iter().any(|param| param.kind == kind);
+        match (
+            takes(ParamKind::GroupRows),
+            takes(ParamKind::U32(Scalar::GroupCapacity)),
+        ) {
+            (false, _) => crate::Groups::None,
+            (true, false) => crate::Groups::Contiguous,
+            (true, true) => crate::Groups::Masked,
+        }
+    }
 }
 
 /// Writes a value of the ABI as a Rust expression, its types named under `path` (the
@@ -953,6 +1007,7 @@ impl RustExpr for ParamKind {
                 )
             }
             ParamKind::BiasBatchStride => format!("{path}::ParamKind::BiasBatchStride"),
+            ParamKind::GroupRows => format!("{path}::ParamKind::GroupRows"),
             ParamKind::CInTensorMap(tile) => {
                 format!("{path}::ParamKind::CInTensorMap({})", tile.rust_expr(path))
             }

@@ -21,6 +21,19 @@
 use crate::spec::{BandOrder, Schedule};
 use std::fmt;
 
+/// The most experts one grouped launch takes: a block keeps two words per expert in shared
+/// memory ([`TABLE_BYTES`]). The largest routed layers of 2026 have 256 to 512 experts.
+pub const MAX_GROUPS: u32 = 1024;
+
+/// The warps whose partial scans a block's table build keeps in shared memory, at most: the
+/// widest Hopper block (a producer and three consumer warpgroups).
+pub const SCAN_WARPS: u32 = 16;
+
+/// Shared memory of a grouped kernel's tables: per expert the end of its rows and the row
+/// tiles of the experts up to it (the prefix sum the walk searches), then one word per warp
+/// for the block-wide scans that build them, on a 16-byte boundary.
+pub const TABLE_BYTES: u32 = 2 * 4 * MAX_GROUPS + 4 * SCAN_WARPS + 16;
+
 /// One line of a grouped problem list (`shapes/moe.txt` format): `G ROWS N K DIST`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupedProblem {

@@ -32,6 +32,7 @@
 //! | `aux` | `none`, `pre_activation` (also store the values before the activation, in the output type, laid out as C: cuBLASLt's `GELU_AUX`; needs an activation) | `none` |
 //! | `quant` | fp8 operands' dequantization scales: `none`, `tensor` (one f32 each for A and B, device pointers read at launch as cuBLASLt's scale pointers: `D = act(α·s_A·s_B·A·B + β·C + bias)`), `block` (DeepSeek-V3's: A one f32 per row per 128 k, `ceil(K/128)` lines of M rounded up to 4, 16-byte aligned; B one per 128x128 block, `ceil(N/128)` lines of `ceil(K/128)`; applied as each k tile of 128 is promoted; BK = 128, one product per launch) | `none` |
 //! | `promote` | fp8: the k between promotions of the tensor cores' partial sums (about 14 bits) into f32 registers, a multiple of BK: `none` or a count; doubles the accumulators' registers | `none` (`128` with `quant: block`) |
+//! | `groups` | grouped GEMM for mixture-of-experts layers (wgmma, persistent, direct stores, f16/bf16): `none`, `contiguous` (A `[rows, K]` with each expert's rows after the last's, ends in an int32 prefix sum on the device, no padding), `masked` (A `[G, capacity, K]`, an int32 count per expert); B `[G, N, K]` (`rc`) or `[G, K, N]` (`rr`); see [`grouped`] | `none` (with groups: `schedule: persistent`, `epilogue: direct`) |
 //!
 //! ```
 //! let valid = gemm_dsl::check_str("name: k, arch: sm_80, tile: 128x128x8, stages: 2").unwrap();

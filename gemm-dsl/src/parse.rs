@@ -89,9 +89,26 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let stages = builder.value(Key::Stages, family.stages(), parse_count);
     let swizzle = builder.value(Key::Swizzle, family.swizzle(dtype, tile), parse_swizzle);
     let copy = builder.value(Key::Copy, family.copy(arch), parse_copy);
-    let schedule = builder.value(Key::Schedule, Schedule::Tile, parse_schedule);
+    // A grouped kernel walks every expert's tiles and stores each up to its expert's last
+    // row: persistent, with direct stores, unless told otherwise.
+    let groups = builder.value(Key::Groups, Groups::None, parse_groups);
+    let default_schedule = if groups.is_grouped() {
+        Schedule::Persistent {
+            raster: Raster::M,
+            group: 8,
+            tail: Tail::Whole,
+        }
+    } else {
+        Schedule::Tile
+    };
+    let schedule = builder.value(Key::Schedule, default_schedule, parse_schedule);
     let cluster = builder.value(Key::Cluster, Grid2 { rows: 1, cols: 1 }, parse_grid);
-    let epilogue = builder.value(Key::Epilogue, family.epilogue(out), parse_epilogue);
+    let default_epilogue = if groups.is_grouped() {
+        Epilogue::Direct
+    } else {
+        family.epilogue(out)
+    };
+    let epilogue = builder.value(Key::Epilogue, default_epilogue, parse_epilogue);
     let scale = builder.value(Key::Scale, Scale::None, parse_scale);
     // `bias: col` is a vector of the output type.
     let bias = match builder.value(Key::Bias, None, parse_bias) {
@@ -147,6 +164,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             aux,
             quant,
             promote,
+            groups,
         },
         spans: SpecSpans { whole, keys },
     })
@@ -535,6 +553,22 @@ fn parse_promote(text: &str) -> ValueResult<Option<u32>> {
             |k| Ok(Some(k)),
         ),
     }
+}
+
+fn parse_groups(text: &str) -> ValueResult<Groups> {
+    Groups::ALL
+        .into_iter()
+        .find(|groups| groups.name() == text)
+        .map_or_else(
+            || {
+                bad(
+                    "grouped layout",
+                    text,
+                    "one of none, contiguous (each expert's rows follow the last's, ends in an int32 prefix sum), masked (each expert owns `capacity` rows, an int32 count of them used)",
+                )
+            },
+            Ok,
+        )
 }
 
 fn parse_aux(text: &str) -> ValueResult<Aux> {

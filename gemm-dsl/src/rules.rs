@@ -115,6 +115,22 @@ impl<'a> Validator<'a> {
         self.tensor_dtypes();
         self.bias_type();
         self.aux_output();
+        self.grouped_family();
+    }
+
+    /// Grouped GEMM runs on the Hopper family's persistent walk alone.
+    fn grouped_family(&mut self) {
+        if self.spec.groups.is_grouped() && self.spec.mma != Mma::Wgmma {
+            self.help(
+                Key::Groups,
+                format!(
+                    "`groups: {}` is a Hopper kernel's: its persistent walk reads the experts' rows on the device; `mma: {}` has no grouped kernel",
+                    self.spec.groups.name(),
+                    self.spec.mma.name()
+                ),
+                "mma: wgmma, arch: sm_90a, schedule: persistent",
+            );
+        }
     }
 
     /// An aux output holds the values before the activation: without one it would be D.

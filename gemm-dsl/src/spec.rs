@@ -355,6 +355,39 @@ impl Quant {
     }
 }
 
+/// Grouped GEMM for mixture-of-experts layers (`groups:`): one launch multiplies each
+/// expert's rows of A by the expert's own B, the rows each expert gets known only on the
+/// device ([`crate::grouped`] has the walk and its proofs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Groups {
+    /// One product (or a strided batch).
+    None,
+    /// A is `[rows, K]` with each expert's rows consecutive, D `[rows, N]`, B one matrix per
+    /// expert; expert `g`'s rows end at `group_rows[g]` (an int32 prefix sum on the device,
+    /// as `torch._grouped_mm`'s `offs`), with no padding.
+    Contiguous,
+    /// A is `[G, capacity, K]` and D `[G, capacity, N]`; expert `g` holds `group_rows[g]`
+    /// tokens (an int32 count on the device) at the top of its `capacity` rows, and the rows
+    /// past the count are neither read into results nor written.
+    Masked,
+}
+
+impl Groups {
+    pub const ALL: [Groups; 3] = [Groups::None, Groups::Contiguous, Groups::Masked];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Groups::None => "none",
+            Groups::Contiguous => "contiguous",
+            Groups::Masked => "masked",
+        }
+    }
+
+    pub fn is_grouped(self) -> bool {
+        self != Groups::None
+    }
+}
+
 /// Block tile `BM x BN x BK`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
@@ -867,6 +900,8 @@ pub struct GemmSpec {
     /// fp8: the k between promotions of the tensor cores' partial sums into f32 registers
     /// (`None`: no promotion).
     pub promote: Option<u32>,
+    /// Grouped GEMM over the experts of a mixture-of-experts layer (wgmma).
+    pub groups: Groups,
 }
 
 impl GemmSpec {
@@ -899,6 +934,7 @@ impl GemmSpec {
             Key::Aux => self.aux = from.aux,
             Key::Quant => self.quant = from.quant,
             Key::Promote => self.promote = from.promote,
+            Key::Groups => self.groups = from.groups,
         }
     }
 
@@ -948,6 +984,9 @@ impl GemmSpec {
         if let Some(k) = self.promote {
             fused.push_str(&format!(", promote: {k}"));
         }
+        if self.groups.is_grouped() {
+            fused.push_str(&format!(", groups: {}", self.groups.name()));
+        }
         format!(
             "name: {}, arch: {}, dtype: {}{b_dtype}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
              stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}{epilogue}{fused}",
@@ -994,10 +1033,11 @@ pub enum Key {
     Aux,
     Quant,
     Promote,
+    Groups,
 }
 
 impl Key {
-    pub const ALL: [Key; 23] = [
+    pub const ALL: [Key; 24] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -1021,6 +1061,7 @@ impl Key {
         Key::Aux,
         Key::Quant,
         Key::Promote,
+        Key::Groups,
     ];
 
     pub fn name(self) -> &'static str {
@@ -1048,6 +1089,7 @@ impl Key {
             Key::Aux => "aux",
             Key::Quant => "quant",
             Key::Promote => "promote",
+            Key::Groups => "groups",
         }
     }
 

@@ -220,6 +220,75 @@ fn check_batch_stride(
     Ok(())
 }
 
+/// A grouped product's sizes (`groups:` kernels): `groups` experts, whose rows together are
+/// `rows` rows of A and of D (`masked`: `groups x capacity`); each expert multiplies its rows
+/// by its own `K x N` matrix of B, B's matrices packed one after another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupedDims {
+    pub groups: u32,
+    pub rows: u32,
+    pub n: u32,
+    pub k: u32,
+}
+
+/// What a grouped launch passes besides the operands: the device's row table and the counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GroupedArgs {
+    pub table: u64,
+    pub groups: u32,
+    /// `masked`: the rows each expert owns; 0 for `contiguous`.
+    pub capacity: u32,
+}
+
+/// Checks a grouped launch: A and D as one product of `rows` rows ([`check_launch`]), B as
+/// `groups` packed matrices, the row table long enough, a masked layout's rows whole experts.
+/// Returns B's matrix stride in elements. The table's values only the device knows: the
+/// kernel clamps them (see `gemm_dsl::grouped::GroupRows`).
+pub(crate) fn check_grouped_launch(
+    shape: &LaunchShape,
+    args: &LaunchArgs,
+    dims: GroupedDims,
+    masked: bool,
+    table_len: usize,
+) -> Result<u64, String> {
+    use gemm_dsl::grouped::MAX_GROUPS;
+    if dims.groups == 0 || dims.groups > MAX_GROUPS {
+        return Err(format!(
+            "{} experts: a grouped launch takes 1 to {MAX_GROUPS}",
+            dims.groups
+        ));
+    }
+    if table_len < dims.groups as usize {
+        return Err(format!(
+            "the row table holds {table_len} entries, fewer than the {} experts",
+            dims.groups
+        ));
+    }
+    if masked && !dims.rows.is_multiple_of(dims.groups) {
+        return Err(format!(
+            "a masked layout's {} rows are not {} experts of equal capacity",
+            dims.rows, dims.groups
+        ));
+    }
+    let matrix = shape.stored_dims(Operand::B, dims.rows, dims.n, dims.k);
+    let stride_b = u64::from(matrix.0) * u64::from(args.b.ld);
+    let experts = Batch {
+        count: dims.groups,
+        stride_b,
+        ..Batch::ONE
+    };
+    check_batch_stride(
+        Operand::B,
+        &experts,
+        args.b,
+        elements_needed(matrix.0, matrix.1, args.b.ld),
+        shape.input_element_bytes,
+        shape.operand_align_bytes,
+    )
+    .map_err(|error| format!("B's experts: {error}"))?;
+    Ok(stride_b)
+}
+
 /// Elements a `rows x cols` row-major matrix with row stride `ld` spans: the last row needs
 /// only its own columns, not a whole stride.
 pub fn elements_needed(rows: u32, cols: u32, ld: u32) -> u64 {
@@ -1286,5 +1355,47 @@ mod tests {
             .to_string()
             .contains("9.0a, which runs only on compute capability 9.0"));
         assert!(check_arch("h", &hopper_only, 89).is_err());
+    }
+
+    /// A grouped launch: B's experts back to back (its stride returned), the table one entry
+    /// per expert at least, 1 to 1024 experts, a masked buffer of whole experts.
+    #[test]
+    fn grouped_launches_check_the_experts_the_host_knows() {
+        let (rows, n, k) = (300, 256, 64);
+        let mut args = packed(rows, n, k);
+        args.b.len *= 8;
+        let dims = GroupedDims {
+            groups: 8,
+            rows,
+            n,
+            k,
+        };
+        assert_eq!(
+            check_grouped_launch(&PARTIAL, &args, dims, false, 8),
+            Ok(u64::from(k * n))
+        );
+        let error = |dims, masked, table_len, args: &LaunchArgs| {
+            check_grouped_launch(&PARTIAL, args, dims, masked, table_len).unwrap_err()
+        };
+        assert!(error(GroupedDims { groups: 0, ..dims }, false, 8, &args).contains("0 experts"));
+        assert!(error(
+            GroupedDims {
+                groups: 1025,
+                ..dims
+            },
+            false,
+            2000,
+            &args
+        )
+        .contains("1 to 1024"));
+        assert!(error(dims, false, 7, &args).contains("holds 7 entries, fewer than the 8"));
+        assert!(error(dims, true, 8, &args).contains("300 rows are not 8 experts"));
+        assert_eq!(
+            check_grouped_launch(&PARTIAL, &args, GroupedDims { groups: 4, ..dims }, true, 4),
+            Ok(u64::from(k * n))
+        );
+        let mut short = args;
+        short.b.len -= 1;
+        assert!(error(dims, false, 8, &short).starts_with("B's experts"));
     }
 }

@@ -171,6 +171,9 @@ pub enum Error {
     /// The fused epilogue's arguments do not match the kernel's spec, or a buffer is too
     /// short or misaligned (see [`crate::epilogue`]).
     EpilogueArguments { kernel: String, problem: String },
+    /// A grouped launch's arguments do not fit the kernel (`groups:`), or a buffer is too
+    /// short (see [`GemmKernel::launch_grouped`](crate::GemmKernel::launch_grouped)).
+    GroupedArguments { kernel: String, problem: String },
     /// A launch on a stream that is capturing a CUDA graph, in a context whose buffers track
     /// their uses with events across streams (cudarc's event tracking, on by default once the
     /// context has a second stream). The events' waits cannot cross a capture: they would
@@ -268,6 +271,9 @@ impl fmt::Display for Error {
             Error::TuneCache { path, reason } => write!(f, "tuning cache {path}: {reason}"),
             Error::EpilogueArguments { kernel, problem } => {
                 write!(f, "the epilogue arguments of `{kernel}`: {problem}")
+            }
+            Error::GroupedArguments { kernel, problem } => {
+                write!(f, "the grouped launch of `{kernel}`: {problem}")
             }
             Error::BatchMismatch { problem, batch } => write!(
                 f,

@@ -1,7 +1,10 @@
 //! A generated kernel loaded on a device, with checked launches.
 
 use crate::capture::check_capture_of;
-use crate::check::{check_arch, check_launch, Batch, LaunchArgs, LeadingDims, OperandArg};
+use crate::check::{
+    check_arch, check_grouped_launch, check_launch, Batch, GroupedArgs, GroupedDims, LaunchArgs,
+    LeadingDims, OperandArg,
+};
 use crate::element::{spec_types, stores, Element};
 use crate::epilogue::{check_arguments, check_quant_scales, BiasValues, CIn, Epilogue, FusedSpec};
 use crate::error::{DriverContext, Error};
@@ -304,6 +307,107 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
+        self.launch_any(stream, a, b, c, (m, n, k), lds, batch, epilogue, None)
+    }
+
+    /// A grouped product (`groups:` kernels, for mixture-of-experts layers), in one launch:
+    /// expert `g`'s rows of A times its own B into the same rows of `c` (D). `group_rows`
+    /// holds an int32 per expert, read only by the kernel: `groups: contiguous`, the end of
+    /// expert `g`'s rows (a prefix sum, as `torch._grouped_mm`'s `offs`; A is
+    /// `dims.rows x K`, each expert's rows after the last's); `groups: masked`, expert `g`'s
+    /// count of rows (A is `dims.groups x capacity x K`, `dims.rows = groups x capacity`,
+    /// expert `g`'s rows the first of its own `capacity`). B holds `dims.groups` matrices
+    /// back to back, each laid out as the spec's layout says (`rc`: `N x K`, as `nn.Linear`
+    /// stores weights, `ldb >= K`; `rr`: `K x N`). D's rows that belong to no expert, and a
+    /// masked expert's rows past its count, are not written.
+    ///
+    /// Checked before the launch: the sizes, the leading dimensions, every buffer's length
+    /// (B's for all its experts, the table's for one entry per expert), 1 to
+    /// [`MAX_GROUPS`](gemm_dsl::grouped::MAX_GROUPS) experts. The table's values are not read
+    /// on the host (no synchronization): the kernel clamps them, as
+    /// [`GroupRows`](gemm_dsl::grouped::GroupRows) says: an entry below the one before makes
+    /// its expert empty, a negative one counts as 0, one past the rows stops at them, a count
+    /// over the capacity is the capacity, so whatever the table holds, nothing is written
+    /// outside D's rows or into another expert's. Capturable in a CUDA graph as every launch
+    /// (the table is read when the graph replays).
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_grouped<A, B, C, R>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        group_rows: &R,
+        dims: GroupedDims,
+        lds: LeadingDims,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<InB>,
+        C: DevicePtrMut<Out>,
+        R: DevicePtr<i32>,
+    {
+        let groups = self.info.groups();
+        if !groups.is_grouped() {
+            return Err(Error::GroupedArguments {
+                kernel: self.info.name().to_string(),
+                problem: "the kernel is not grouped (its spec has no `groups:`): launch it with `launch_strided_batched`".to_string(),
+            });
+        }
+        same_context(
+            &self.ctx,
+            [("the row table", group_rows.stream().context())],
+        )?;
+        let table_len = group_rows.len();
+        let (table, _table_done) = group_rows.device_ptr(stream);
+        let grouped = GroupedArgs {
+            table,
+            groups: dims.groups,
+            capacity: match groups {
+                gemm_dsl::Groups::Masked => dims.rows / dims.groups.max(1),
+                _ => 0,
+            },
+        };
+        let mut plain = Epilogue::none();
+        self.launch_any(
+            stream,
+            a,
+            b,
+            c,
+            (dims.rows, dims.n, dims.k),
+            lds,
+            Batch::ONE,
+            &mut plain,
+            Some((grouped, dims, table_len)),
+        )
+    }
+
+    /// Every launch: checks, binds and launches (a grouped launch with its table's address,
+    /// its sizes and the table's length).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_any<A, B, C>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        (m, n, k): (u32, u32, u32),
+        lds: LeadingDims,
+        batch: Batch,
+        epilogue: &mut Epilogue<'_, Out>,
+        grouped: Option<(GroupedArgs, GroupedDims, usize)>,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<InB>,
+        C: DevicePtrMut<Out>,
+    {
+        if grouped.is_none() && self.info.groups().is_grouped() {
+            return Err(Error::GroupedArguments {
+                kernel: self.info.name().to_string(),
+                problem: "the kernel is grouped (its spec has `groups:`): launch it with `launch_grouped` and the experts' row table".to_string(),
+            });
+        }
         let LeadingDims { lda, ldb, ldc } = lds;
         same_context(
             &self.ctx,
@@ -372,6 +476,24 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             batch,
         };
         let mut grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
+        // A grouped walk's tiles are counted on the device: every resident block takes part.
+        let grouped = match grouped {
+            None => None,
+            Some((values, dims, table_len)) => {
+                let masked = self.info.groups() == gemm_dsl::Groups::Masked;
+                let stride_b =
+                    check_grouped_launch(self.info.launch(), &args, dims, masked, table_len)
+                        .map_err(|problem| Error::GroupedArguments {
+                            kernel: self.info.name().to_string(),
+                            problem,
+                        })?;
+                grid = self
+                    .info
+                    .launch()
+                    .full_grid_batched(m, n, k, 1, self.resident_blocks);
+                Some((values, stride_b))
+            }
+        };
         if !self.balanced_grid {
             grid = self
                 .info
@@ -473,6 +595,7 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             &args,
             workspace_ptr,
             &fused_values,
+            grouped,
             &self.tensor_maps,
         )?;
         let mut params: Vec<*mut c_void> = values.iter_mut().map(ParamValue::as_ptr).collect();
@@ -863,8 +986,15 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
     args: &LaunchArgs,
     workspace: Option<u64>,
     fused: &FusedValues,
+    grouped: Option<(GroupedArgs, u64)>,
     tensor_maps: &TensorMapCache,
 ) -> Result<Vec<ParamValue>, Error> {
+    let grouped_value = |what: &str| {
+        grouped.ok_or_else(|| Error::GroupedArguments {
+            kernel: info.name().to_string(),
+            problem: format!("the kernel takes {what}, and the launch is not grouped"),
+        })
+    };
     let launch = info.launch();
     let operand = |operand: Operand| {
         let (rows, cols) = launch.stored_dims(operand, args.m, args.n, args.k);
@@ -887,8 +1017,16 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
                     Scalar::Ldb => args.b.ld,
                     Scalar::Ldc => args.c.ld,
                     Scalar::Batch => args.batch.count,
+                    Scalar::Groups => grouped_value("the experts' count")?.0.groups,
+                    Scalar::GroupCapacity => grouped_value("a masked capacity")?.0.capacity,
                 }),
-                ParamKind::BatchStride(which) => ParamValue::U64(args.batch.stride(which)),
+                ParamKind::GroupRows => ParamValue::U64(grouped_value("a row table")?.0.table),
+                ParamKind::BatchStride(which) => ParamValue::U64(match (grouped, which) {
+                    // A grouped launch's B holds one matrix per expert: the kernel takes
+                    // the expert's as the tile's product.
+                    (Some((_, stride_b)), Operand::B) => stride_b,
+                    _ => args.batch.stride(which),
+                }),
                 // Load allocates the workspace of every kernel whose launch shape asks for one.
                 ParamKind::Workspace => {
                     ParamValue::U64(workspace.ok_or_else(|| workspace_mismatch(info))?)
@@ -905,8 +1043,14 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);
                     // An operand every product shares is one matrix; the kernel reads it
                     // as matrix 0.
-                    let stride = args.batch.stride(tile.operand);
-                    let matrices = if stride == 0 { 1 } else { args.batch.count };
+                    let (stride, matrices) = match (grouped, tile.operand) {
+                        // A grouped launch's B holds one matrix per expert.
+                        (Some((values, stride_b)), Operand::B) => (stride_b, values.groups),
+                        _ => {
+                            let stride = args.batch.stride(tile.operand);
+                            (stride, if stride == 0 { 1 } else { args.batch.count })
+                        }
+                    };
                     let matrix = GlobalMatrix {
                         address: arg.address,
                         rows,

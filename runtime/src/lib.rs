@@ -63,7 +63,7 @@ mod tensor_map;
 pub mod tune;
 
 pub use capture::{begin_capture, StreamCapture};
-pub use check::{Batch, LeadingDims};
+pub use check::{Batch, GroupedDims, LeadingDims};
 pub use device::{driver_present, open_context, DeviceInfo};
 pub use dispatch::{AnyKernel, TypedKernel};
 pub use element::{Element, KernelTypes, Storage};

@@ -43,6 +43,9 @@ pub struct WalkDim {
     /// Added to the dimension before dividing by the tile, so a partial last tile counts:
     /// `tile - 1` for kernels that compute partial tiles, 0 for whole-tile kernels.
     pub round_up: u32,
+    /// The register that holds the dimension's tile count, where the kernel counts them
+    /// itself instead of dividing its parameter (a grouped walk's row tiles).
+    pub tiles_register: Option<&'static str>,
 }
 
 impl TileWalk {
@@ -64,6 +67,7 @@ impl TileWalk {
             divide: ConstDivisor::new(tile),
             block_register,
             round_up: if partial_tiles { tile - 1 } else { 0 },
+            tiles_register: None,
         };
         let m = dim("m", tile.m, "%block_m");
         let n = dim("n", tile.n, "%block_n");
@@ -84,5 +88,16 @@ impl TileWalk {
                 "%nctaid.x"
             },
         })
+    }
+
+    /// The walk with its row tiles counted in `register` rather than from `m`: a grouped
+    /// walk's rows are every expert's row tiles one after another.
+    pub fn with_row_tiles_in(mut self, register: &'static str) -> TileWalk {
+        for dim in [&mut self.along, &mut self.across] {
+            if dim.param == "m" {
+                dim.tiles_register = Some(register);
+            }
+        }
+        self
     }
 }

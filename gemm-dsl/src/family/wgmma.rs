@@ -741,6 +741,9 @@ impl Validator<'_> {
                 "stages: 4",
             );
         }
+        if s.groups.is_grouped() {
+            self.grouped();
+        }
         if !self.errors.is_empty() {
             return None;
         }
@@ -810,6 +813,90 @@ impl Validator<'_> {
             );
         }
         Some((geometry, budgets))
+    }
+
+    /// `groups:` runs on the cooperative persistent walk: each tile's expert is found in
+    /// tables the block builds from the device's counts. What the grouped kernel does not yet
+    /// do is refused here, each with the spec that runs.
+    fn grouped(&mut self) {
+        let s = self.spec;
+        let name = s.groups.name();
+        match s.schedule {
+            Schedule::Persistent {
+                tail: Tail::Whole, ..
+            } => {}
+            Schedule::Persistent {
+                tail: Tail::StreamK,
+                ..
+            } => self.help(
+                Key::Schedule,
+                format!("`groups: {name}` walks whole tiles: a stream-K tail is not grouped yet"),
+                "schedule: persistent",
+            ),
+            Schedule::Tile => self.help(
+                Key::Schedule,
+                format!(
+                    "`groups: {name}` needs a persistent walk: its blocks take the tiles of every expert, whose rows only the device knows"
+                ),
+                "schedule: persistent",
+            ),
+        }
+        if s.pingpong {
+            self.help(
+                Key::Consumers,
+                format!("`groups: {name}` is not grouped with ping-pong consumers yet"),
+                "consumers: 2",
+            );
+        }
+        if s.cluster.count() != 1 {
+            self.help(
+                Key::Cluster,
+                format!(
+                    "`groups: {name}`: a cluster's tiles may belong to two experts, whose operands differ; clusters are not grouped yet"
+                ),
+                "cluster: 1x1",
+            );
+        }
+        if s.epilogue == Epilogue::Tma {
+            self.help(
+                Key::Epilogue,
+                format!(
+                    "`groups: {name}` stores each tile up to its expert's last row; a TMA store clips at the matrix edge only"
+                ),
+                "epilogue: direct",
+            );
+        }
+        if !s.layout.a_row_major() {
+            self.help(
+                Key::Layout,
+                format!(
+                    "`groups: {name}` takes A as `[rows, K]`, each expert's rows consecutive: A row-major"
+                ),
+                "layout: rc (B as `[G, N, K]`, nn.Linear's weights) or layout: rr (`[G, K, N]`)",
+            );
+        }
+        if s.dtype.is_fp8() {
+            self.help(
+                Key::Dtype,
+                format!("`groups: {name}` multiplies f16 or bf16; fp8 is not grouped yet"),
+                "dtype: bf16",
+            );
+        }
+        let fused = [
+            (Key::Scale, s.scale != Scale::None),
+            (Key::Bias, s.bias != Bias::None),
+            (Key::Activation, s.activation != Activation::None),
+            (Key::Aux, s.aux != Aux::None),
+        ];
+        for (key, given) in fused {
+            if given {
+                self.help(
+                    key,
+                    format!("`groups: {name}` has no fused epilogue yet"),
+                    format!("leave `{}:` out", key.name()),
+                );
+            }
+        }
     }
 
     fn wgmma_geometry_error(&mut self, error: WgmmaGeometryError) {
@@ -1123,6 +1210,13 @@ pub fn wgmma_smem_ledger(s: &GemmSpec, g: &WgmmaGeometry) -> SmemLedger {
                 bytes: staging.bytes(g.consumers) + align,
             }
         }))
+        .chain(s.groups.is_grouped().then(|| LedgerLine {
+            what: format!(
+                "grouped walk: per expert (up to {}) its rows' end and row tiles through it, scan words",
+                crate::grouped::MAX_GROUPS
+            ),
+            bytes: crate::grouped::TABLE_BYTES,
+        }))
         .chain(
             g.store_staging
                 .filter(|staging| staging.c_in_loads)
@@ -1198,7 +1292,7 @@ pub fn wgmma_register_budget(g: &WgmmaGeometry) -> RegisterBudget {
 #[cfg(test)]
 mod tests {
     use super::SharedOperand;
-    use crate::{check_str, Family, SpecError, Swizzle};
+    use crate::{check_str, Epilogue, Family, Groups, Schedule, SpecError, Swizzle, Tail};
 
     fn errors(text: &str) -> Vec<SpecError> {
         check_str(text).expect_err("spec must be invalid").0
@@ -1538,6 +1632,95 @@ mod tests {
         );
         let budget = |g| crate::family::wgmma::wgmma_register_budget(&g).total();
         assert!(budget(split) > budget(whole));
+    }
+
+    #[test]
+    fn grouped_specs_default_to_a_persistent_walk_with_direct_stores() {
+        let valid = check_str(&format!("{HOPPER}, layout: rc, groups: contiguous")).unwrap();
+        let s = &valid.spec;
+        assert_eq!(s.groups, Groups::Contiguous);
+        assert_eq!(s.epilogue, Epilogue::Direct);
+        assert!(matches!(
+            s.schedule,
+            Schedule::Persistent {
+                tail: Tail::Whole,
+                ..
+            }
+        ));
+        let text = s.to_spec_text();
+        assert!(text.ends_with(", groups: contiguous"), "{text}");
+        assert_eq!(check_str(&text).unwrap().spec, *s);
+        // The tables: two words per expert and the scans' words, in the ledger.
+        let plain = check_str(&format!(
+            "{HOPPER}, layout: rc, schedule: persistent, epilogue: direct"
+        ))
+        .unwrap();
+        assert_eq!(
+            valid.smem.total() - plain.smem.total(),
+            u64::from(crate::grouped::TABLE_BYTES)
+        );
+        let masked = check_str(&format!("{HOPPER}, groups: masked")).unwrap();
+        assert!(masked.spec.to_spec_text().ends_with(", groups: masked"));
+    }
+
+    #[test]
+    fn what_is_not_grouped_yet_is_refused_with_the_spec_that_runs() {
+        for (spec, message, help) in [
+            (
+                "schedule: tile",
+                "needs a persistent walk",
+                "schedule: persistent",
+            ),
+            (
+                "schedule: persistent(tail = stream_k)",
+                "a stream-K tail is not grouped yet",
+                "schedule: persistent",
+            ),
+            (
+                "tile: 128x128x64, consumers: pingpong",
+                "not grouped with ping-pong consumers yet",
+                "consumers: 2",
+            ),
+            (
+                "copy: tma(multicast = 2), cluster: 2x1",
+                "clusters are not grouped yet",
+                "cluster: 1x1",
+            ),
+            (
+                "epilogue: tma",
+                "a TMA store clips at the matrix edge only",
+                "epilogue: direct",
+            ),
+            ("layout: cr", "A row-major", "layout: rc"),
+            (
+                "dtype: e4m3, layout: rc, tile: 128x256x128",
+                "fp8 is not grouped yet",
+                "dtype: bf16",
+            ),
+            ("bias: col", "no fused epilogue yet", "leave `bias:` out"),
+        ] {
+            let all = errors(&format!("{HOPPER}, groups: contiguous, {spec}"));
+            let e = all
+                .iter()
+                .find(|e| e.message.contains(message))
+                .unwrap_or_else(|| panic!("{spec}: {all:?}"));
+            assert!(
+                e.help.as_deref().is_some_and(|h| h.starts_with(help)),
+                "{spec}: {e:?}"
+            );
+        }
+        let other_family = errors("arch: sm_80, mma: mma_sync, groups: masked");
+        assert!(
+            other_family
+                .iter()
+                .any(|e| e.message.contains("`mma: mma_sync` has no grouped kernel")),
+            "{other_family:?}"
+        );
+        let bad_value = errors(&format!("{HOPPER}, groups: ragged"));
+        assert!(
+            bad_value[0].message.contains("grouped layout"),
+            "{bad_value:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Grouped (mixture-of-experts) problems against cuBLAS in one process (`gemm-bench
-//! --grouped FILE`), bf16 in and out, before gemm-dsl has a grouped kernel: the baselines and
-//! the ceiling a grouped kernel is measured against.
+//! --grouped FILE`), bf16 in and out: this project's grouped kernels (`groups:`), the
+//! baselines, and the ceiling.
 //!
 //! Each problem of a `shapes/moe.txt` list gets its experts' rows as `gemm_dsl::grouped`
 //! draws them. Expert `g` computes `D_g = A_g · B_g`: A's rows of the expert (contiguous: one
@@ -11,10 +11,13 @@
 //! - `cublasGemmGroupedBatchedEx` (cuBLAS 12.5+), one call over the experts that have rows;
 //! - a loop of `cublasGemmEx`, one call per expert with rows;
 //! - the ceiling: this project's `Matmul` over the strided batch of `G` products of the same
-//!   total rows split evenly (the balanced problem a grouped kernel would match at best).
+//!   total rows split evenly (the balanced problem a grouped kernel would match at best);
+//! - ours: each of [`GROUPED_SPECS`] of the problem's layout (contiguous or masked) in one
+//!   `launch_grouped`, the fastest reported.
 //!
-//! Checked first: the grouped call's D against the loop's, and the ceiling's D against a loop
-//! of `cublasGemmEx` over the balanced buffers. A and the weights hold random normals; for
+//! Checked first: the grouped call's D and each of ours against the loop's (ours with D
+//! poisoned, every row no expert holds still poisoned after), and the ceiling's D against a
+//! loop of `cublasGemmEx` over the balanced buffers. A and the weights hold random normals; for
 //! the largest weights (DeepSeek-V3's 256 experts take 15 GB) a 64 MiB block of them repeats.
 
 use crate::baseline::cublas::{Cublas, CublasGemm};
@@ -23,14 +26,53 @@ use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasOperation_t, cudaDataType};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_dsl::grouped::{Distribution, GroupedProblem};
+use gemm_dsl::grouped::{Distribution, GroupRows, GroupedProblem};
 use gemm_dsl::pick::Problem;
 use gemm_dsl::Layout;
-use gemm_runtime::{Matmul, Storage};
+use gemm_runtime::{Element, GemmKernel, GroupedDims, LeadingDims, Matmul, Storage};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
+
+/// This project's grouped kernels the bench times, layout `rr` as the baselines': `{groups}`
+/// stands for `contiguous` or `masked`.
+pub const GROUPED_SPECS: [&str; 2] = [
+    "name: moe_128x256_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 4, groups: {groups}",
+    "name: moe_128x128_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 6, groups: {groups}",
+];
+
+/// A loaded grouped kernel and its name.
+type NamedKernel = (String, GemmKernel<bf16, bf16>);
+
+/// The grouped kernels of [`GROUPED_SPECS`], loaded once for a run: contiguous, then masked.
+pub struct GroupedKernels {
+    contiguous: Vec<NamedKernel>,
+    masked: Vec<NamedKernel>,
+}
+
+impl GroupedKernels {
+    pub fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<GroupedKernels, Error> {
+        let load = |groups: &str| -> Result<Vec<NamedKernel>, Error> {
+            GROUPED_SPECS
+                .iter()
+                .map(|spec| {
+                    let spec = spec.replace("{groups}", groups);
+                    let emitted = gemm_codegen::emit_str(&spec).map_err(|e| Error::Baseline {
+                        action: format!("emitting {spec}"),
+                        reason: e.to_string(),
+                    })?;
+                    let name = emitted.info().name().to_string();
+                    Ok((name, GemmKernel::from_emitted(ctx, &emitted)?))
+                })
+                .collect()
+        };
+        Ok(GroupedKernels {
+            contiguous: load("contiguous")?,
+            masked: load("masked")?,
+        })
+    }
+}
 
 /// One problem's medians (ms), speeds over the rows the experts have, and the checks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,6 +87,12 @@ pub struct GroupedRow {
     /// The balanced strided batch of the same total rows, ours.
     pub ceiling_ms: f64,
     pub ceiling_kernel: String,
+    /// The fastest of ours.
+    pub ours_ms: f64,
+    pub ours_kernel: String,
+    pub ours_tflops: f64,
+    /// ‖D_ours − D_loop‖ / ‖D_loop‖, the largest over our kernels.
+    pub ours_vs_loop: f64,
     pub cublas_grouped_tflops: f64,
     pub cublas_loop_tflops: f64,
     pub ceiling_tflops: f64,
@@ -249,6 +297,7 @@ pub fn time_grouped(
     stream: &Arc<CudaStream>,
     cublas: &Cublas,
     matmul: &Matmul<bf16, bf16>,
+    kernels: &GroupedKernels,
     problem: &GroupedProblem,
     rounds: &Rounds,
 ) -> Result<GroupedRow, Error> {
@@ -269,6 +318,25 @@ pub fn time_grouped(
     };
     let mut d_grouped = alloc("D", d_len)?;
     let mut d_loop = alloc("D", d_len)?;
+    let mut d_ours = alloc("D", d_len)?;
+    let (ours, table_host) = match problem.distribution {
+        Distribution::Masked { .. } => (&kernels.masked, sizes.iter().map(|&s| s as i32).collect()),
+        _ => (&kernels.contiguous, GroupRows::offsets_of(&sizes)),
+    };
+    let table = stream
+        .clone_htod(&table_host)
+        .during(|| "copying the row table".to_string())?;
+    let dims = GroupedDims {
+        groups,
+        rows: problem.rows,
+        n,
+        k,
+    };
+    let lds = LeadingDims {
+        lda: k,
+        ldb: n,
+        ldc: n,
+    };
 
     // The ceiling: G products of the same rows in all, split evenly.
     let balanced_rows = (problem.rows.div_ceil(groups)).max(1);
@@ -302,7 +370,30 @@ pub fn time_grouped(
         k,
     )?;
     let read = |d: &CudaSlice<bf16>| stream.clone_dtoh(d).during(|| "reading D back".to_string());
-    let grouped_vs_loop = rel_diff(&read(&d_grouped)?, &read(&d_loop)?, &experts, n);
+    let d_loop_host = read(&d_loop)?;
+    let grouped_vs_loop = rel_diff(&read(&d_grouped)?, &d_loop_host, &experts, n);
+    // Ours, each on a poisoned D: the experts' rows as the loop's, every other row untouched.
+    let mut ours_vs_loop = 0.0f64;
+    for (name, kernel) in ours {
+        stream
+            .memcpy_htod(&vec![bf16::poison(); d_len], &mut d_ours)
+            .during(|| "poisoning D".to_string())?;
+        kernel.launch_grouped(stream, &a, &b, &mut d_ours, &table, dims, lds)?;
+        let d_host = read(&d_ours)?;
+        ours_vs_loop = ours_vs_loop.max(rel_diff(&d_host, &d_loop_host, &experts, n));
+        let written_elsewhere = outside_rows(&experts, problem.rows)
+            .flat_map(|row| &d_host[row * n as usize..(row + 1) * n as usize])
+            .filter(|x| !x.is_poison())
+            .count();
+        if written_elsewhere > 0 {
+            return Err(Error::Baseline {
+                action: format!("checking {name} on {problem}"),
+                reason: format!(
+                    "{written_elsewhere} elements of rows no expert holds were written"
+                ),
+            });
+        }
+    }
     let ceiling_vs_cublas = rel_diff(
         &read(&d_ceiling)?,
         &read(&d_ceiling_ref)?,
@@ -310,11 +401,11 @@ pub fn time_grouped(
         n,
     );
     let bound = 1e-2;
-    if !(grouped_vs_loop <= bound && ceiling_vs_cublas <= bound) {
+    if !(grouped_vs_loop <= bound && ceiling_vs_cublas <= bound && ours_vs_loop <= bound) {
         return Err(Error::Baseline {
             action: format!("checking {problem}"),
             reason: format!(
-                "grouped vs loop {grouped_vs_loop:.2e}, ceiling vs cuBLAS {ceiling_vs_cublas:.2e} (bound {bound:.0e})"
+                "grouped vs loop {grouped_vs_loop:.2e}, ours vs loop {ours_vs_loop:.2e}, ceiling vs cuBLAS {ceiling_vs_cublas:.2e} (bound {bound:.0e})"
             ),
         });
     }
@@ -323,10 +414,28 @@ pub fn time_grouped(
     let mut loop_launch = |_: usize| cublas_loop(cublas, &a, &b, &mut d_loop, &experts, n, k);
     let mut ceiling_launch =
         |_: usize| Ok(matmul.run(stream, &a_balanced, &b, &mut d_ceiling, &balanced)?);
+    let d_ours = std::cell::RefCell::new(d_ours);
+    let mut ours_launches: Vec<_> = ours
+        .iter()
+        .map(|(_, kernel)| {
+            let (a, b, table, d_ours) = (&a, &b, &table, &d_ours);
+            move |_: usize| -> Result<(), Error> {
+                let mut d = d_ours.borrow_mut();
+                Ok(kernel.launch_grouped(stream, a, b, &mut *d, table, dims, lds)?)
+            }
+        })
+        .collect();
     let mut competitors: Vec<&mut Launcher<'_>> =
         vec![&mut grouped_launch, &mut loop_launch, &mut ceiling_launch];
+    for launch in &mut ours_launches {
+        competitors.push(launch);
+    }
     let times = time_round_robin(stream, rounds, &mut competitors)?;
     let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
+    let (fastest, ours_ms) = (0..ours.len())
+        .map(|i| (i, ms(3 + i)))
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .expect("at least one grouped kernel");
     let tflops = |rows: u64, ms: f64| 2.0 * rows as f64 * f64::from(n) * f64::from(k) / (ms * 1e9);
     Ok(GroupedRow {
         problem: problem.to_string(),
@@ -340,8 +449,21 @@ pub fn time_grouped(
         cublas_grouped_tflops: tflops(real_rows, ms(0)),
         cublas_loop_tflops: tflops(real_rows, ms(1)),
         ceiling_tflops: tflops(balanced_len, ms(2)),
+        ours_ms,
+        ours_kernel: ours[fastest].0.clone(),
+        ours_tflops: tflops(real_rows, ours_ms),
+        ours_vs_loop,
         grouped_vs_loop,
         ceiling_vs_cublas,
+    })
+}
+
+/// The rows of a `rows`-row buffer that no expert holds.
+fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize> + '_ {
+    (0..rows as usize).filter(move |&row| {
+        !experts
+            .iter()
+            .any(|&(start, count)| (start..start + u64::from(count)).contains(&(row as u64)))
     })
 }
 
@@ -349,19 +471,25 @@ pub fn time_grouped(
 pub fn grouped_table(rows: &[GroupedRow]) -> String {
     let mut out = String::from(
         "bf16 in and out, layout rr (B as `[G, K, N]`); TF/s over the rows the experts have (the ceiling: over its balanced rows).\n\n\
-         | problem (G ROWS N K DIST) | rows per expert (min / max) | cuBLAS grouped TF/s | loop of GemmEx TF/s | ceiling: ours, balanced strided batch TF/s | ceiling kernel | grouped vs loop | ceiling vs cuBLAS |\n\
-         |---|---|---:|---:|---:|---|---:|---:|\n",
+         | problem (G ROWS N K DIST) | rows per expert (min / max) | ours TF/s | ours / best cuBLAS | ours / ceiling | cuBLAS grouped TF/s | loop of GemmEx TF/s | ceiling: ours, balanced strided batch TF/s | our kernel | ceiling kernel | ours vs loop | grouped vs loop | ceiling vs cuBLAS |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
     );
     for row in rows {
+        let best_cublas = row.cublas_grouped_tflops.max(row.cublas_loop_tflops);
         out.push_str(&format!(
-            "| {} | {} / {} | {:.0} | {:.0} | {:.0} | `{}` | {:.1e} | {:.1e} |\n",
+            "| {} | {} / {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | `{}` | `{}` | {:.1e} | {:.1e} | {:.1e} |\n",
             row.problem,
             row.min_rows,
             row.max_rows,
+            row.ours_tflops,
+            row.ours_tflops / best_cublas,
+            row.ours_tflops / row.ceiling_tflops,
             row.cublas_grouped_tflops,
             row.cublas_loop_tflops,
             row.ceiling_tflops,
+            row.ours_kernel,
             row.ceiling_kernel,
+            row.ours_vs_loop,
             row.grouped_vs_loop,
             row.ceiling_vs_cublas
         ));

@@ -202,10 +202,10 @@ struct Cli {
     /// `GemmKernel::balance_grid`), also under --fused: to compare the two.
     #[arg(long)]
     full_grid: bool,
-    /// Time the grouped (mixture-of-experts) problems of this list (`shapes/moe.txt` format)
-    /// against cuBLAS: `cublasGemmGroupedBatchedEx`, a loop of `cublasGemmEx` per expert, and
-    /// this project's balanced strided batch of the same rows as the ceiling (bf16, layout
-    /// rr), each result checked first.
+    /// Time the grouped (mixture-of-experts) problems of this list (`shapes/moe.txt` format):
+    /// this project's grouped kernels against cuBLAS (`cublasGemmGroupedBatchedEx`, a loop of
+    /// `cublasGemmEx` per expert) and this project's balanced strided batch of the same rows
+    /// as the ceiling (bf16, layout rr), each result checked first.
     #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused", "fp8", "shapes", "shape_file"])]
     grouped: Option<PathBuf>,
     /// Measure the host time per call instead of GPU time: `Matmul::run` over --set (warm),
@@ -529,7 +529,7 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
 /// GemmEx and the balanced ceiling.
 fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
     use gemm_dsl::grouped::GroupedProblem;
-    use gemm_harness::bench::grouped::{grouped_table, time_grouped};
+    use gemm_harness::bench::grouped::{grouped_table, time_grouped, GroupedKernels};
     let text = std::fs::read_to_string(path)
         .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
     let problems = GroupedProblem::parse_list(&text)
@@ -544,13 +544,16 @@ fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
     let device = DeviceInfo::query(&ctx)?;
     let cublas = Cublas::new(&stream)?;
     let matmul = gemm_runtime::Matmul::<half::bf16, half::bf16>::new(&ctx)?;
+    let kernels = GroupedKernels::load(&ctx)?;
     let rounds = rounds(cli, &ctx)?;
     let mut rows = Vec::new();
     for problem in &problems {
-        let row = time_grouped(&stream, &cublas, &matmul, problem, &rounds)?;
+        let row = time_grouped(&stream, &cublas, &matmul, &kernels, problem, &rounds)?;
         println!(
-            "{}: cuBLAS grouped {:.0} TF/s, loop {:.0}, ceiling {:.0} ({})",
+            "{}: ours {:.0} TF/s ({}), cuBLAS grouped {:.0}, loop {:.0}, ceiling {:.0} ({})",
             row.problem,
+            row.ours_tflops,
+            row.ours_kernel,
             row.cublas_grouped_tflops,
             row.cublas_loop_tflops,
             row.ceiling_tflops,

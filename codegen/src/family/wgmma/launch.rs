@@ -5,8 +5,8 @@ use super::descriptor::Major;
 use super::WgmmaPlan;
 use crate::plan::LaunchContract;
 use gemm_dsl::abi::{
-    epilogue_params, KernelParam, Operand, ParamKind, Scalar, TensorMapBox, BATCH_PARAMS,
-    SIZE_PARAMS,
+    epilogue_params, grouped_params, KernelParam, Operand, ParamKind, Scalar, TensorMapBox,
+    BATCH_PARAMS, SIZE_PARAMS,
 };
 use gemm_dsl::family::wgmma::{OperandBoxes, SharedOperand, WgmmaGeometry, STORE_BOX_ROWS};
 use gemm_dsl::{GemmSpec, RegisterBudget};
@@ -40,6 +40,8 @@ pub struct LaunchPlan {
     pub aux: gemm_dsl::Aux,
     #[serde(skip)]
     pub quant: gemm_dsl::Quant,
+    #[serde(skip)]
+    pub groups: gemm_dsl::Groups,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -92,6 +94,7 @@ impl LaunchPlan {
             bias: spec.bias,
             aux: spec.aux,
             quant: spec.quant,
+            groups: spec.groups,
         }
     }
 }
@@ -135,6 +138,7 @@ impl WgmmaPlan {
             meaning: "C row stride, elements",
         });
         params.extend(BATCH_PARAMS);
+        params.extend(grouped_params(launch.groups));
         if self.schedule.stream_k.is_some() {
             params.push(KernelParam {
                 name: "workspace",

@@ -54,6 +54,7 @@
 pub mod copy;
 pub mod descriptor;
 pub mod epilogue;
+pub mod grouped;
 pub mod launch;
 pub mod main_loop;
 pub mod promotion;
@@ -92,12 +93,15 @@ pub struct WgmmaPlan {
 pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let spec = &valid.spec;
     let ring = main_loop::ring(g, spec.dtype.size_bytes(), spec.stages);
+    // A grouped walk's tables follow the ring's barriers (grouped kernels have no store
+    // buffers, C-in barriers or block-scale slots after them).
+    let tables_offset = ring.bytes_with_barriers().next_multiple_of(16);
     // C-in's mbarriers follow the ring's.
     let epilogue = WgmmaEpilogue::new(g, spec, ring.bytes_with_barriers());
     WgmmaPlan {
         geometry: *g,
         main_loop: MainLoop::new(g, spec, ring, &epilogue),
-        schedule: SchedulePlan::new(g, spec),
+        schedule: SchedulePlan::new(g, spec, tables_offset),
         epilogue,
         launch: LaunchPlan::new(g, spec),
     }

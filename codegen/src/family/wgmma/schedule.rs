@@ -2,6 +2,7 @@
 //! consumers' turns, and the stream-K tail's workspace record and partial sums.
 
 use super::copy::ClusterPlan;
+use super::grouped::{GroupedWalk, ROW_TILES_REGISTER};
 use crate::plan::batch::{BatchPlan, WALK_BATCH_REGISTER};
 use crate::plan::schedule::TileWalk;
 use gemm_dsl::family::wgmma::{WgmmaGeometry, WARPGROUP_THREADS};
@@ -28,10 +29,13 @@ pub struct SchedulePlan {
     pub pingpong: Option<PingPong>,
     /// `tail = stream_k`: the tail's split along K and the workspace the blocks meet in.
     pub stream_k: Option<StreamK>,
+    /// `groups:`: the walk runs over every expert's row tiles.
+    pub grouped: Option<GroupedWalk>,
 }
 
 impl SchedulePlan {
-    pub(super) fn new(g: &WgmmaGeometry, spec: &GemmSpec) -> SchedulePlan {
+    /// `tables_offset`: where a grouped walk's tables may start in shared memory.
+    pub(super) fn new(g: &WgmmaGeometry, spec: &GemmSpec, tables_offset: u32) -> SchedulePlan {
         let (walk_tile_m, walk_tile_n) = match g.cluster {
             Some(c) => (spec.tile.m * c.shape.rows, spec.tile.n * c.shape.cols),
             None => (spec.tile.m, spec.tile.n),
@@ -41,7 +45,13 @@ impl SchedulePlan {
             n: walk_tile_n,
             k: spec.tile.k,
         };
-        let walk = TileWalk::of(spec.schedule, walk_tile, true, g.cluster.is_some());
+        let grouped = GroupedWalk::of(spec, g.threads, tables_offset);
+        let walk = TileWalk::of(spec.schedule, walk_tile, true, g.cluster.is_some()).map(|walk| {
+            match grouped {
+                Some(_) => walk.with_row_tiles_in(ROW_TILES_REGISTER),
+                None => walk,
+            }
+        });
         SchedulePlan {
             kind: ScheduleKind::of(g, walk.is_some()),
             walk,
@@ -58,6 +68,7 @@ impl SchedulePlan {
             },
             pingpong: PingPong::of(g),
             stream_k: StreamK::of(g),
+            grouped,
         }
     }
 }

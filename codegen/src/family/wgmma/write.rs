@@ -56,6 +56,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../templates/wgmma/schedule/walk.ptx.tera"),
     ),
     (
+        "wgmma/schedule/grouped.ptx.tera",
+        include_str!("../../../templates/wgmma/schedule/grouped.ptx.tera"),
+    ),
+    (
         "wgmma/schedule/pingpong.ptx.tera",
         include_str!("../../../templates/wgmma/schedule/pingpong.ptx.tera"),
     ),

@@ -1,0 +1,368 @@
+//! Grouped GEMM (`groups: contiguous | masked`) on the GPU: ragged experts (sizes 0, 1, a
+//! tile ± 1, hundreds of experts) against a float64 reference, D poisoned first so that the
+//! rows no expert owns must still hold the poison afterwards; row tables that decrease, go
+//! negative or run past the buffer, clamped as `gemm_dsl::grouped::GroupRows` says; the host's
+//! refusals; a CUDA-graph capture. The test that is not ignored checks, without a GPU, that
+//! the specs here emit; run the rest with `--ignored` on a machine with an NVIDIA Hopper GPU.
+
+use gemm_dsl::grouped::{GroupRows, SplitMix64};
+use gemm_dsl::{DType, Layout};
+use gemm_harness::verify::{normal_values, Tolerance};
+use gemm_runtime::cudarc::driver::sys::{
+    CUgraphInstantiate_flags, CUstreamCaptureMode, CUstreamCaptureStatus,
+};
+use gemm_runtime::{
+    begin_capture, open_context, Batch, CudaContext, CudaSlice, CudaStream, Element, Error,
+    GemmKernel, GroupedDims, LeadingDims,
+};
+use half::bf16;
+use std::sync::Arc;
+
+/// The grouped kernels under test: both layouts of B, both grouped layouts, one and two
+/// consumers, and a 192-row tile (three consumers), whose tile-row division is not a shift.
+const SPECS: [&str; 4] = [
+    "name: moe_rc, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 4, groups: contiguous",
+    "name: moe_rr, arch: sm_90a, mma: wgmma, layout: rr, tile: 64x128x64, consumers: 1, stages: 6, groups: contiguous",
+    "name: moe_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, groups: masked",
+    "name: moe_192, arch: sm_90a, mma: wgmma, layout: rc, tile: 192x128x64, consumers: 3, stages: 4, groups: contiguous",
+];
+
+fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
+    let ctx = open_context(0).expect("these tests need a CUDA GPU");
+    let stream = ctx.default_stream();
+    (ctx, stream)
+}
+
+fn kernel(ctx: &Arc<CudaContext>, spec: &str) -> GemmKernel<bf16, bf16> {
+    let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    GemmKernel::from_emitted(ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+/// One grouped problem: the row table as the device gets it, and where B's layout puts K.
+struct Case {
+    what: String,
+    layout: Layout,
+    masked: bool,
+    table: Vec<i32>,
+    /// Rows of A and D (masked: experts x capacity).
+    rows: u32,
+    n: u32,
+    k: u32,
+}
+
+impl Case {
+    fn groups(&self) -> u32 {
+        self.table.len() as u32
+    }
+
+    /// The rows each expert owns once the kernel has clamped the table.
+    fn ranges(&self) -> GroupRows {
+        if self.masked {
+            GroupRows::masked(&self.table, self.rows / self.groups())
+        } else {
+            GroupRows::contiguous(&self.table, self.rows)
+        }
+    }
+
+    fn lds(&self) -> LeadingDims {
+        LeadingDims {
+            lda: self.k,
+            ldb: if self.layout == Layout::RowCol {
+                self.k
+            } else {
+                self.n
+            },
+            ldc: self.n,
+        }
+    }
+
+    fn dims(&self) -> GroupedDims {
+        GroupedDims {
+            groups: self.groups(),
+            rows: self.rows,
+            n: self.n,
+            k: self.k,
+        }
+    }
+}
+
+/// Contiguous cases: ragged sizes around the tile, rows past the last expert, bad tables,
+/// and more experts than a block has threads (so the kernel's table build loops).
+fn contiguous_cases(layout: Layout, tile_m: u32) -> Vec<Case> {
+    let sizes = [0, 1, tile_m - 1, tile_m, tile_m + 1, 0, 2 * tile_m + 5, 3];
+    let mut cases = vec![];
+    let offsets = GroupRows::offsets_of(&sizes);
+    let last = *offsets.last().unwrap() as u32;
+    cases.push(Case {
+        what: format!("sizes {sizes:?} and 7 rows past the last expert"),
+        layout,
+        masked: false,
+        table: offsets,
+        rows: last + 7,
+        n: 384,
+        k: 200,
+    });
+    cases.push(Case {
+        what: "a decreasing, a negative and a past-the-end entry".to_string(),
+        layout,
+        masked: false,
+        table: vec![100, 50, 300, -5, 2000, 400],
+        rows: 500,
+        n: 136,
+        k: 64,
+    });
+    let mut rng = SplitMix64::new(0x40_0001);
+    let many: Vec<u32> = (0..1000).map(|_| rng.below(9) as u32).collect();
+    let offsets = GroupRows::offsets_of(&many);
+    cases.push(Case {
+        what: "1000 experts of 0 to 8 rows".to_string(),
+        layout,
+        masked: false,
+        rows: *offsets.last().unwrap() as u32,
+        table: offsets,
+        n: 128,
+        k: 64,
+    });
+    cases
+}
+
+fn masked_cases() -> Vec<Case> {
+    vec![Case {
+        what: "counts 0, 1, the capacity, over it, negative, a tile + 1".to_string(),
+        layout: Layout::RowCol,
+        masked: true,
+        table: vec![0, 1, 200, 250, -3, 129],
+        rows: 6 * 200,
+        n: 256,
+        k: 136,
+    }]
+}
+
+/// Runs `case` on `kernel` and checks every expert's rows against float64 and every other
+/// row of D untouched.
+fn check_case(stream: &Arc<CudaStream>, kernel: &GemmKernel<bf16, bf16>, case: &Case, seed: u64) {
+    let (rows, n, k, groups) = (
+        case.rows as usize,
+        case.n as usize,
+        case.k as usize,
+        case.groups(),
+    );
+    let a_host: Vec<bf16> = normal_values(rows * k, seed);
+    let b_host: Vec<bf16> = normal_values(groups as usize * n * k, seed ^ 0xB);
+    let a = stream.clone_htod(&a_host).unwrap();
+    let b = stream.clone_htod(&b_host).unwrap();
+    let table = stream.clone_htod(&case.table).unwrap();
+    let mut d = stream.clone_htod(&vec![bf16::poison(); rows * n]).unwrap();
+    kernel
+        .launch_grouped(stream, &a, &b, &mut d, &table, case.dims(), case.lds())
+        .unwrap_or_else(|e| panic!("{}: {e}", case.what));
+    let d_host = stream.clone_dtoh(&d).unwrap();
+
+    let mut owner = vec![None; rows];
+    for (g, &(start, end)) in case.ranges().ranges.iter().enumerate() {
+        for row in start..end {
+            owner[row as usize] = Some(g);
+        }
+    }
+    let tolerance = Tolerance::for_types(DType::Bf16, DType::Bf16, (rows * n) as u64, case.k);
+    let (mut error_sq, mut reference_sq, mut max_abs) = (0.0f64, 0.0f64, 0.0f64);
+    for (row, expert) in owner.iter().enumerate() {
+        let written = &d_host[row * n..(row + 1) * n];
+        let Some(g) = *expert else {
+            let touched = written.iter().filter(|x| !x.is_poison()).count();
+            assert_eq!(
+                touched, 0,
+                "{}: row {row} belongs to no expert, and {touched} of its elements were written",
+                case.what
+            );
+            continue;
+        };
+        let b_g = &b_host[g * n * k..(g + 1) * n * k];
+        for (col, value) in written.iter().enumerate() {
+            let mut want = 0.0f64;
+            for i in 0..k {
+                let b_value = match case.layout {
+                    Layout::RowCol => b_g[col * k + i],
+                    _ => b_g[i * n + col],
+                };
+                want += a_host[row * k + i].to_f64() * b_value.to_f64();
+            }
+            assert!(
+                !value.is_poison(),
+                "{}: D[{row}, {col}] of expert {g} was not written",
+                case.what
+            );
+            let diff = (value.to_f64() - want).abs();
+            max_abs = max_abs.max(diff);
+            error_sq += diff * diff;
+            reference_sq += want * want;
+        }
+    }
+    let rel = (error_sq / reference_sq.max(f64::MIN_POSITIVE)).sqrt();
+    assert!(
+        rel <= tolerance.rel_frobenius && max_abs <= tolerance.max_abs,
+        "{}: relative error {rel:.2e}, largest {max_abs:.2e} (bounds {:.1e}, {:.1e})",
+        case.what,
+        tolerance.rel_frobenius,
+        tolerance.max_abs
+    );
+}
+
+#[test]
+fn the_grouped_specs_emit() {
+    for spec in SPECS {
+        let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_ne!(emitted.info().groups(), gemm_dsl::Groups::None, "{spec}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ragged_experts_match_float64_and_leave_other_rows_alone() {
+    let (ctx, stream) = gpu();
+    for (index, spec) in SPECS.iter().enumerate() {
+        let kernel = kernel(&ctx, spec);
+        let valid = gemm_dsl::check_str(spec).unwrap();
+        let cases = match valid.spec.groups {
+            gemm_dsl::Groups::Masked => masked_cases(),
+            _ => contiguous_cases(valid.spec.layout, valid.spec.tile.m),
+        };
+        for (seed, case) in cases.iter().enumerate() {
+            // Fresh inputs per kernel and case.
+            check_case(
+                &stream,
+                &kernel,
+                case,
+                0x40_1000 + (index * 16 + seed) as u64,
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_grouped_launches_are_refused_before_the_gpu() {
+    let (ctx, stream) = gpu();
+    let grouped = kernel(&ctx, SPECS[0]);
+    let (rows, n, k) = (256u32, 256u32, 64u32);
+    let a = stream.alloc_zeros::<bf16>((rows * k) as usize).unwrap();
+    let b = stream.alloc_zeros::<bf16>((4 * n * k) as usize).unwrap();
+    let mut d = stream.alloc_zeros::<bf16>((rows * n) as usize).unwrap();
+    let table = stream.clone_htod(&[64i32, 128, 192, 256]).unwrap();
+    let lds = LeadingDims {
+        lda: k,
+        ldb: k,
+        ldc: n,
+    };
+    let dims = |groups| GroupedDims { groups, rows, n, k };
+    let refused = |result: Result<(), Error>, words: &str| {
+        let text = result.expect_err(words).to_string();
+        assert!(text.contains(words), "`{text}` does not say `{words}`");
+    };
+    refused(
+        grouped.launch_grouped(&stream, &a, &b, &mut d, &table, dims(0), lds),
+        "0 experts",
+    );
+    refused(
+        grouped.launch_grouped(&stream, &a, &b, &mut d, &table, dims(5), lds),
+        "the row table holds 4 entries",
+    );
+    let short_b = b.slice(..(3 * n * k) as usize);
+    refused(
+        grouped.launch_grouped(&stream, &a, &short_b, &mut d, &table, dims(4), lds),
+        "B's experts",
+    );
+    refused(
+        grouped.launch_strided_batched(&stream, &a, &b, &mut d, rows, n, k, lds, Batch::ONE),
+        "launch it with `launch_grouped`",
+    );
+    let masked = kernel(&ctx, SPECS[2]);
+    refused(
+        masked.launch_grouped(&stream, &a, &b, &mut d, &table, dims(3), lds),
+        "not 3 experts of equal capacity",
+    );
+    let dense = kernel(
+        &ctx,
+        "name: dense_rc, arch: sm_90a, mma: wgmma, layout: rc, schedule: persistent",
+    );
+    refused(
+        dense.launch_grouped(&stream, &a, &b, &mut d, &table, dims(4), lds),
+        "the kernel is not grouped",
+    );
+    grouped
+        .launch_grouped(&stream, &a, &b, &mut d, &table, dims(4), lds)
+        .unwrap();
+    stream.synchronize().unwrap();
+}
+
+/// A grouped launch captured in a CUDA graph and replayed: D bitwise equal to the eager
+/// launch, and a change of the table's values between replays followed (the graph reads the
+/// table when it runs).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_captured_grouped_launch_replays_and_follows_the_table() {
+    let ctx = open_context(0).expect("these tests need a CUDA GPU");
+    // SAFETY: the test orders its work on its one stream.
+    unsafe { ctx.disable_event_tracking() };
+    let stream = ctx.new_stream().unwrap();
+    let kernel = kernel(&ctx, SPECS[0]);
+    let case = &contiguous_cases(Layout::RowCol, 128)[0];
+    let (rows, n, k) = (case.rows as usize, case.n as usize, case.k as usize);
+    let a = stream
+        .clone_htod(&normal_values::<bf16>(rows * k, 0x40_2000))
+        .unwrap();
+    let b = stream
+        .clone_htod(&normal_values::<bf16>(
+            case.groups() as usize * n * k,
+            0x40_2001,
+        ))
+        .unwrap();
+    let mut table = stream.clone_htod(&case.table).unwrap();
+    let mut d: CudaSlice<bf16> = stream.clone_htod(&vec![bf16::poison(); rows * n]).unwrap();
+    kernel
+        .launch_grouped(&stream, &a, &b, &mut d, &table, case.dims(), case.lds())
+        .unwrap();
+    let eager = stream.clone_dtoh(&d).unwrap();
+
+    stream
+        .memcpy_htod(&vec![bf16::poison(); rows * n], &mut d)
+        .unwrap();
+    stream.synchronize().unwrap();
+    begin_capture(&stream, CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL).unwrap();
+    kernel
+        .launch_grouped(&stream, &a, &b, &mut d, &table, case.dims(), case.lds())
+        .unwrap();
+    assert_eq!(
+        stream.capture_status().unwrap(),
+        CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+    );
+    let graph = stream
+        .end_capture(CUgraphInstantiate_flags(0))
+        .unwrap()
+        .expect("the capture holds the launch");
+    graph.launch().unwrap();
+    stream.synchronize().unwrap();
+    let replayed = stream.clone_dtoh(&d).unwrap();
+    let differ = replayed
+        .iter()
+        .zip(&eager)
+        .filter(|(r, e)| r.to_bits() != e.to_bits())
+        .count();
+    assert_eq!(differ, 0, "the replay differs from the eager launch");
+
+    // All rows to expert 0 now: the replay writes every row.
+    let everything = vec![case.rows as i32; case.table.len()];
+    stream.memcpy_htod(&everything, &mut table).unwrap();
+    stream
+        .memcpy_htod(&vec![bf16::poison(); rows * n], &mut d)
+        .unwrap();
+    graph.launch().unwrap();
+    stream.synchronize().unwrap();
+    let unwritten = stream
+        .clone_dtoh(&d)
+        .unwrap()
+        .iter()
+        .filter(|x| x.is_poison())
+        .count();
+    assert_eq!(unwritten, 0, "the replay did not follow the new table");
+}
