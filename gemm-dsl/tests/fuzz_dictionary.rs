@@ -4,8 +4,8 @@
 //! variant is added.
 
 use gemm_dsl::{
-    Activation, Arch, Aux, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Key, Layout, Mma,
-    Quant, Raster, Scale, Schedule, Swizzle, Tail,
+    Activation, Arch, Aux, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Groups, Key, Layout,
+    Mma, Quant, Raster, Scale, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -156,6 +156,9 @@ fn values() -> Vec<String> {
     }));
     values.extend(Quant::ALL.map(|quant| match quant {
         Quant::None | Quant::Tensor | Quant::Block => quant.name().to_string(),
+    }));
+    values.extend(Groups::ALL.map(|groups| match groups {
+        Groups::None | Groups::Contiguous | Groups::Masked => groups.name().to_string(),
     }));
     // `consumers:` takes a count or this word.
     values.push("pingpong".to_string());

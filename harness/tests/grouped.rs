@@ -19,9 +19,11 @@ use half::bf16;
 use std::sync::Arc;
 
 /// The grouped kernels under test: both layouts of B, both grouped layouts, one and two
-/// consumers, and a 192-row tile (three consumers), whose tile-row division is not a shift.
-const SPECS: [&str; 4] = [
+/// consumers, direct and TMA stores, and a 192-row tile (three consumers), whose tile-row
+/// division is not a shift.
+const SPECS: [&str; 5] = [
     "name: moe_rc, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 4, groups: contiguous",
+    "name: moe_rc_tma, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 3, epilogue: tma, groups: contiguous",
     "name: moe_rr, arch: sm_90a, mma: wgmma, layout: rr, tile: 64x128x64, consumers: 1, stages: 6, groups: contiguous",
     "name: moe_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, groups: masked",
     "name: moe_192, arch: sm_90a, mma: wgmma, layout: rc, tile: 192x128x64, consumers: 3, stages: 4, groups: contiguous",
@@ -276,7 +278,7 @@ fn bad_grouped_launches_are_refused_before_the_gpu() {
         grouped.launch_strided_batched(&stream, &a, &b, &mut d, rows, n, k, lds, Batch::ONE),
         "launch it with `launch_grouped`",
     );
-    let masked = kernel(&ctx, SPECS[2]);
+    let masked = kernel(&ctx, SPECS[3]);
     refused(
         masked.launch_grouped(&stream, &a, &b, &mut d, &table, dims(3), lds),
         "not 3 experts of equal capacity",

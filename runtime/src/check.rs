@@ -289,6 +289,20 @@ pub(crate) fn check_grouped_launch(
     Ok(stride_b)
 }
 
+/// The rows of the tallest walk a grouped launch's table can make, the experts' row tiles
+/// one after another: each expert adds at most one partial tile to the buffer's rows
+/// (`contiguous`), or has at most its capacity's tiles (`masked`). The grid is sized for it.
+pub(crate) fn grouped_walk_rows(shape: &LaunchShape, dims: GroupedDims, masked: bool) -> u32 {
+    let tile = u64::from(shape.tile_m.max(1));
+    let groups = u64::from(dims.groups);
+    let rows = if masked {
+        groups * (u64::from(dims.rows) / groups.max(1)).div_ceil(tile) * tile
+    } else {
+        u64::from(dims.rows) + groups * tile
+    };
+    u32::try_from(rows).unwrap_or(u32::MAX)
+}
+
 /// Elements a `rows x cols` row-major matrix with row stride `ld` spans: the last row needs
 /// only its own columns, not a whole stride.
 pub fn elements_needed(rows: u32, cols: u32, ld: u32) -> u64 {
@@ -1397,5 +1411,26 @@ mod tests {
         let mut short = args;
         short.b.len -= 1;
         assert!(error(dims, false, 8, &short).starts_with("B's experts"));
+    }
+
+    /// 128 rows of 128 experts may make 128 row tiles (one row each), not one: the grid must
+    /// not be sized by the buffer's rows.
+    #[test]
+    fn a_grouped_grid_is_sized_for_the_most_tiles_the_table_can_make() {
+        let dims = GroupedDims {
+            groups: 128,
+            rows: 128,
+            n: 1536,
+            k: 2048,
+        };
+        let tall = grouped_walk_rows(&PARTIAL, dims, false);
+        assert_eq!(tall, 128 + 128 * PARTIAL.tile_m);
+        assert_eq!(PARTIAL.tiles(tall, dims.n).0, 129);
+        let masked = GroupedDims {
+            groups: 4,
+            rows: 4 * 200,
+            ..dims
+        };
+        assert_eq!(grouped_walk_rows(&PARTIAL, masked, true), 4 * 256);
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::capture::check_capture_of;
 use crate::check::{
-    check_arch, check_grouped_launch, check_launch, Batch, GroupedArgs, GroupedDims, LaunchArgs,
-    LeadingDims, OperandArg,
+    check_arch, check_grouped_launch, check_launch, grouped_walk_rows, Batch, GroupedArgs,
+    GroupedDims, LaunchArgs, LeadingDims, OperandArg,
 };
 use crate::element::{spec_types, stores, Element};
 use crate::epilogue::{check_arguments, check_quant_scales, BiasValues, CIn, Epilogue, FusedSpec};
@@ -476,7 +476,8 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             batch,
         };
         let mut grid = check_launch(self.info.launch(), &args, self.resident_blocks)?;
-        // A grouped walk's tiles are counted on the device: every resident block takes part.
+        // A grouped walk's tiles are counted on the device: the grid is sized for the most
+        // the table can make.
         let grouped = match grouped {
             None => None,
             Some((values, dims, table_len)) => {
@@ -487,10 +488,11 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
                             kernel: self.info.name().to_string(),
                             problem,
                         })?;
-                grid = self
-                    .info
-                    .launch()
-                    .full_grid_batched(m, n, k, 1, self.resident_blocks);
+                let walk_rows = grouped_walk_rows(self.info.launch(), dims, masked);
+                grid =
+                    self.info
+                        .launch()
+                        .full_grid_batched(walk_rows, n, k, 1, self.resident_blocks);
                 Some((values, stride_b))
             }
         };

@@ -857,15 +857,6 @@ impl Validator<'_> {
                 "cluster: 1x1",
             );
         }
-        if s.epilogue == Epilogue::Tma {
-            self.help(
-                Key::Epilogue,
-                format!(
-                    "`groups: {name}` stores each tile up to its expert's last row; a TMA store clips at the matrix edge only"
-                ),
-                "epilogue: direct",
-            );
-        }
         if !s.layout.a_row_major() {
             self.help(
                 Key::Layout,
@@ -1685,11 +1676,6 @@ mod tests {
                 "copy: tma(multicast = 2), cluster: 2x1",
                 "clusters are not grouped yet",
                 "cluster: 1x1",
-            ),
-            (
-                "epilogue: tma",
-                "a TMA store clips at the matrix edge only",
-                "epilogue: direct",
             ),
             ("layout: cr", "A row-major", "layout: rc"),
             (

@@ -37,9 +37,12 @@ use std::sync::Arc;
 
 /// This project's grouped kernels the bench times, layout `rr` as the baselines': `{groups}`
 /// stands for `contiguous` or `masked`.
-pub const GROUPED_SPECS: [&str; 2] = [
+pub const GROUPED_SPECS: [&str; 5] = [
     "name: moe_128x256_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 4, groups: {groups}",
-    "name: moe_128x128_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 6, groups: {groups}",
+    "name: moe_128x256_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, groups: {groups}",
+    "name: moe_128x128_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 5, epilogue: tma, groups: {groups}",
+    "name: moe_256x128_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 256x128x64, stages: 3, epilogue: tma, groups: {groups}",
+    "name: moe_64x256_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 64x256x64, consumers: 1, stages: 5, epilogue: tma, groups: {groups}",
 ];
 
 /// A loaded grouped kernel and its name.

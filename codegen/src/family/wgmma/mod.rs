@@ -93,8 +93,8 @@ pub struct WgmmaPlan {
 pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let spec = &valid.spec;
     let ring = main_loop::ring(g, spec.dtype.size_bytes(), spec.stages);
-    // A grouped walk's tables follow the ring's barriers (grouped kernels have no store
-    // buffers, C-in barriers or block-scale slots after them).
+    // A grouped walk's tables follow the ring's barriers (grouped kernels have no C-in
+    // barriers or block-scale slots after them).
     let tables_offset = ring.bytes_with_barriers().next_multiple_of(16);
     // C-in's mbarriers follow the ring's.
     let epilogue = WgmmaEpilogue::new(g, spec, ring.bytes_with_barriers());

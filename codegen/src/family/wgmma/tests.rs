@@ -311,8 +311,9 @@ fn plan_numbers_of_the_default_spec() {
 }
 
 /// The block's shared memory: the ring, C's store buffers, the ring's barriers, C-in's
-/// barriers and the block scales' slots lie apart, in that order, and end inside the dynamic
-/// shared memory the launch asks for (after the up to 1 KB the ring's alignment takes).
+/// barriers, the block scales' slots and a grouped walk's tables lie apart, in that order,
+/// and end inside the dynamic shared memory the launch asks for (after the up to 1 KB the
+/// ring's alignment takes).
 #[test]
 fn shared_memory_regions_lie_apart_inside_the_launch() {
     for text in [
@@ -322,6 +323,8 @@ fn shared_memory_regions_lie_apart_inside_the_launch() {
         "dtype: e4m3, tile: 128x128x128, stages: 5, quant: block, scale: alpha_beta",
         "dtype: e4m3, tile: 64x128x128, consumers: 1, stages: 6, quant: block",
         "tile: 64x128x64, consumers: 1, epilogue: direct, scale: alpha_beta",
+        "layout: rc, stages: 3, groups: contiguous, epilogue: tma",
+        "layout: rc, tile: 64x256x64, consumers: 1, stages: 5, groups: masked",
     ] {
         let (valid, g) = test_spec(text);
         let p = plan(&valid, &g);
@@ -354,6 +357,13 @@ fn shared_memory_regions_lie_apart_inside_the_launch() {
                 "block-scale slots",
                 block.slots_offset,
                 block.slots_offset + block.slot_bytes * ring.stages,
+            ));
+        }
+        if let Some(grouped) = &p.schedule.grouped {
+            regions.push((
+                "grouped tables",
+                grouped.ends_offset,
+                grouped.scan_offset + 4 * grouped.warps,
             ));
         }
         for pair in regions.windows(2) {
