@@ -18,7 +18,8 @@
 //! they come and clamps them ([`GroupRows`]): whatever they hold, no tile reaches a row outside
 //! its expert's range, and no range outside the buffer.
 
-use crate::spec::{BandOrder, Schedule};
+use crate::pick::Problem;
+use crate::spec::{BandOrder, DType, Groups, Layout, Schedule};
 use std::fmt;
 
 /// The most experts one grouped launch takes: a block keeps two words per expert in shared
@@ -33,6 +34,77 @@ pub const SCAN_WARPS: u32 = 16;
 /// tiles of the experts up to it (the prefix sum the walk searches), then one word per warp
 /// for the block-wide scans that build them, on a 16-byte boundary.
 pub const TABLE_BYTES: u32 = 2 * 4 * MAX_GROUPS + 4 * SCAN_WARPS + 16;
+
+/// The Hopper grouped kernels an entry point picks among, by name and spec keys: 128-row
+/// tiles for experts of hundreds of rows and more, 64-row ones for decode (few rows per
+/// expert, the weights' bandwidth the bound), a 256-row one for large balanced experts. A
+/// 128x256 tile with TMA stores fits 3 stages beside the experts' tables; the direct-store
+/// one keeps 4. Measured on an H200 on 2026-11-28: `results/grouped-2026-11-28/`.
+pub const SM90_GROUPED_MEMBERS: [(&str, &str); 5] = [
+    ("w128x256", "tile: 128x256x64, stages: 4, epilogue: direct"),
+    ("w128x256_tma", "tile: 128x256x64, stages: 3, epilogue: tma"),
+    ("w128x128_tma", "tile: 128x128x64, stages: 5, epilogue: tma"),
+    ("w256x128_tma", "tile: 256x128x64, stages: 3, epilogue: tma"),
+    (
+        "w64x256_tma",
+        "tile: 64x256x64, consumers: 1, stages: 5, epilogue: tma",
+    ),
+];
+
+/// The specs of [`SM90_GROUPED_MEMBERS`] for one grouped layout, layout of A and B, and
+/// 16-bit type (in and out), named `sm90_grouped_<member>_<dtype>_<layout>_<groups>`.
+pub fn sm90_grouped_specs(groups: Groups, layout: Layout, dtype: DType) -> Vec<String> {
+    SM90_GROUPED_MEMBERS
+        .iter()
+        .map(|(member, keys)| {
+            format!(
+                "name: sm90_grouped_{member}_{dtype}_{layout}_{groups}, arch: sm_90a, mma: wgmma, dtype: {dtype}, layout: {layout}, {keys}, groups: {groups}",
+                dtype = dtype.name(),
+                layout = layout.name(),
+                groups = groups.name(),
+            )
+        })
+        .collect()
+}
+
+/// What the host knows of a grouped launch, for picking its kernel: the experts, the rows of
+/// A and D in all (masked: experts x capacity), N, K, the layout of A and B, and whether the
+/// experts own equal slots (masked). The rows each expert gets only the device knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupedShape {
+    pub groups: u32,
+    pub rows: u32,
+    pub n: u32,
+    pub k: u32,
+    pub layout: Layout,
+    pub masked: bool,
+}
+
+impl GroupedShape {
+    /// The experts expected to hold rows: a masked layout's every expert; else, with the rows
+    /// routed at random, `G · (1 − (1 − 1/G)^rows)` of them (at least one).
+    pub fn busy_experts(&self) -> u32 {
+        if self.masked || self.groups <= 1 {
+            return self.groups.max(1);
+        }
+        let groups = f64::from(self.groups);
+        let idle = (1.0 - 1.0 / groups).powf(f64::from(self.rows));
+        (groups * (1.0 - idle)).round().clamp(1.0, groups) as u32
+    }
+
+    /// The problem a grouped walk is priced as: the strided batch of the busy experts, each
+    /// with an even share of the rows (a masked expert its capacity, what it may hold), each
+    /// with its own B, as the walk reads them.
+    pub fn priced_as(&self) -> Problem {
+        let busy = self.busy_experts();
+        let rows = if self.masked {
+            self.rows / self.groups.max(1)
+        } else {
+            self.rows.div_ceil(busy)
+        };
+        Problem::new(rows.max(1), self.n, self.k, self.layout).with_batch(busy)
+    }
+}
 
 /// One line of a grouped problem list (`shapes/moe.txt` format): `G ROWS N K DIST`.
 #[derive(Clone, Debug, PartialEq)]

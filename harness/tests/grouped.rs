@@ -13,7 +13,7 @@ use gemm_runtime::cudarc::driver::sys::{
 };
 use gemm_runtime::{
     begin_capture, open_context, Batch, CudaContext, CudaSlice, CudaStream, Element, Error,
-    GemmKernel, GroupedDims, LeadingDims,
+    GemmKernel, GroupedDims, GroupedMatmul, Groups, LeadingDims,
 };
 use half::bf16;
 use std::sync::Arc;
@@ -140,9 +140,18 @@ fn masked_cases() -> Vec<Case> {
     }]
 }
 
-/// Runs `case` on `kernel` and checks every expert's rows against float64 and every other
+/// A grouped launch of A, B, D and the row table.
+type Launch<'a> = dyn Fn(
+        &CudaSlice<bf16>,
+        &CudaSlice<bf16>,
+        &mut CudaSlice<bf16>,
+        &CudaSlice<i32>,
+    ) -> Result<(), Error>
+    + 'a;
+
+/// Runs `case` by `launch` and checks every expert's rows against float64 and every other
 /// row of D untouched.
-fn check_case(stream: &Arc<CudaStream>, kernel: &GemmKernel<bf16, bf16>, case: &Case, seed: u64) {
+fn check_case(stream: &Arc<CudaStream>, case: &Case, seed: u64, launch: &Launch<'_>) {
     let (rows, n, k, groups) = (
         case.rows as usize,
         case.n as usize,
@@ -155,9 +164,7 @@ fn check_case(stream: &Arc<CudaStream>, kernel: &GemmKernel<bf16, bf16>, case: &
     let b = stream.clone_htod(&b_host).unwrap();
     let table = stream.clone_htod(&case.table).unwrap();
     let mut d = stream.clone_htod(&vec![bf16::poison(); rows * n]).unwrap();
-    kernel
-        .launch_grouped(stream, &a, &b, &mut d, &table, case.dims(), case.lds())
-        .unwrap_or_else(|e| panic!("{}: {e}", case.what));
+    launch(&a, &b, &mut d, &table).unwrap_or_else(|e| panic!("{}: {e}", case.what));
     let d_host = stream.clone_dtoh(&d).unwrap();
 
     let mut owner = vec![None; rows];
@@ -214,7 +221,7 @@ fn check_case(stream: &Arc<CudaStream>, kernel: &GemmKernel<bf16, bf16>, case: &
 fn the_grouped_specs_emit() {
     for spec in SPECS {
         let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
-        assert_ne!(emitted.info().groups(), gemm_dsl::Groups::None, "{spec}");
+        assert_ne!(emitted.info().groups(), Groups::None, "{spec}");
     }
 }
 
@@ -226,17 +233,44 @@ fn ragged_experts_match_float64_and_leave_other_rows_alone() {
         let kernel = kernel(&ctx, spec);
         let valid = gemm_dsl::check_str(spec).unwrap();
         let cases = match valid.spec.groups {
-            gemm_dsl::Groups::Masked => masked_cases(),
+            Groups::Masked => masked_cases(),
             _ => contiguous_cases(valid.spec.layout, valid.spec.tile.m),
         };
         for (seed, case) in cases.iter().enumerate() {
             // Fresh inputs per kernel and case.
             check_case(
                 &stream,
-                &kernel,
                 case,
                 0x40_1000 + (index * 16 + seed) as u64,
+                &|a, b, d, table| {
+                    kernel.launch_grouped(&stream, a, b, d, table, case.dims(), case.lds())
+                },
             );
+        }
+    }
+}
+
+/// The entry point: its pick is a member of the set, and its run computes every case.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_grouped_entry_point_picks_a_member_and_computes_every_case() {
+    let (ctx, stream) = gpu();
+    for (layout, groups) in [
+        (Layout::RowCol, Groups::Contiguous),
+        (Layout::RowRow, Groups::Contiguous),
+        (Layout::RowCol, Groups::Masked),
+    ] {
+        let experts = GroupedMatmul::<bf16, bf16>::new(&ctx, groups, layout).unwrap();
+        let cases = match groups {
+            Groups::Masked => masked_cases(),
+            _ => contiguous_cases(layout, 128),
+        };
+        for (seed, case) in cases.iter().enumerate() {
+            let picked = experts.pick(&case.dims()).unwrap().to_string();
+            assert!(experts.names().contains(&picked.as_str()), "{picked}");
+            check_case(&stream, case, 0x40_3000 + seed as u64, &|a, b, d, table| {
+                experts.run(&stream, a, b, d, table, case.dims())
+            });
         }
     }
 }

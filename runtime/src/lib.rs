@@ -71,6 +71,8 @@ pub use epilogue::{BiasArg, CIn, Epilogue, FusedSpec, QuantScales};
 pub use error::{Error, Operand};
 pub use jit::{driver_cubin, jit_cubin, jit_cubin_logged, DriverCubin, DriverSass, SassOrigin};
 pub use kernel::GemmKernel;
+#[cfg(feature = "emit")]
+pub use matmul::GroupedMatmul;
 pub use matmul::{device_key, device_model, Matmul, Pick, PickSource, Picked, Picker, WarmUp};
 pub use tune::TuneCache;
 
@@ -86,6 +88,6 @@ pub use gemm_dsl::abi::{
 };
 pub use gemm_dsl::pick::{sets, Problem};
 pub use gemm_dsl::sass::SassReport;
-pub use gemm_dsl::{DType, Layout};
+pub use gemm_dsl::{DType, Groups, Layout};
 pub use gemm_macros::{gemm, gemm_set};
 pub use tensor_map::{GlobalMatrix, TensorMap};

@@ -12,8 +12,9 @@
 //! - a loop of `cublasGemmEx`, one call per expert with rows;
 //! - the ceiling: this project's `Matmul` over the strided batch of `G` products of the same
 //!   total rows split evenly (the balanced problem a grouped kernel would match at best);
-//! - ours: each of [`GROUPED_SPECS`] of the problem's layout (contiguous or masked) in one
-//!   `launch_grouped`, the fastest reported.
+//! - ours: every member of the Hopper grouped set (`gemm_dsl::grouped::sm90_grouped_specs`)
+//!   of the problem's layout (contiguous or masked), each in one `launch_grouped`; the row
+//!   reports the entry point's pick (`GroupedMatmul::pick`) and the fastest member.
 //!
 //! Checked first: the grouped call's D and each of ours against the loop's (ours with D
 //! poisoned, every row no expert holds still poisoned after), and the ceiling's D against a
@@ -29,50 +30,24 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::grouped::{Distribution, GroupRows, GroupedProblem};
 use gemm_dsl::pick::Problem;
 use gemm_dsl::Layout;
-use gemm_runtime::{Element, GemmKernel, GroupedDims, LeadingDims, Matmul, Storage};
+use gemm_runtime::{Element, GroupedDims, GroupedMatmul, Groups, LeadingDims, Matmul, Storage};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-/// This project's grouped kernels the bench times, layout `rr` as the baselines': `{groups}`
-/// stands for `contiguous` or `masked`.
-pub const GROUPED_SPECS: [&str; 5] = [
-    "name: moe_128x256_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 4, groups: {groups}",
-    "name: moe_128x256_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, groups: {groups}",
-    "name: moe_128x128_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 5, epilogue: tma, groups: {groups}",
-    "name: moe_256x128_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 256x128x64, stages: 3, epilogue: tma, groups: {groups}",
-    "name: moe_64x256_tma_{groups}, arch: sm_90a, mma: wgmma, layout: rr, tile: 64x256x64, consumers: 1, stages: 5, epilogue: tma, groups: {groups}",
-];
-
-/// A loaded grouped kernel and its name.
-type NamedKernel = (String, GemmKernel<bf16, bf16>);
-
-/// The grouped kernels of [`GROUPED_SPECS`], loaded once for a run: contiguous, then masked.
+/// This project's grouped entry points over the Hopper grouped set, layout `rr` as the
+/// baselines': contiguous, then masked.
 pub struct GroupedKernels {
-    contiguous: Vec<NamedKernel>,
-    masked: Vec<NamedKernel>,
+    contiguous: GroupedMatmul<bf16, bf16>,
+    masked: GroupedMatmul<bf16, bf16>,
 }
 
 impl GroupedKernels {
     pub fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<GroupedKernels, Error> {
-        let load = |groups: &str| -> Result<Vec<NamedKernel>, Error> {
-            GROUPED_SPECS
-                .iter()
-                .map(|spec| {
-                    let spec = spec.replace("{groups}", groups);
-                    let emitted = gemm_codegen::emit_str(&spec).map_err(|e| Error::Baseline {
-                        action: format!("emitting {spec}"),
-                        reason: e.to_string(),
-                    })?;
-                    let name = emitted.info().name().to_string();
-                    Ok((name, GemmKernel::from_emitted(ctx, &emitted)?))
-                })
-                .collect()
-        };
         Ok(GroupedKernels {
-            contiguous: load("contiguous")?,
-            masked: load("masked")?,
+            contiguous: GroupedMatmul::new(ctx, Groups::Contiguous, Layout::RowRow)?,
+            masked: GroupedMatmul::new(ctx, Groups::Masked, Layout::RowRow)?,
         })
     }
 }
@@ -90,11 +65,15 @@ pub struct GroupedRow {
     /// The balanced strided batch of the same total rows, ours.
     pub ceiling_ms: f64,
     pub ceiling_kernel: String,
-    /// The fastest of ours.
+    /// Ours: the entry point's pick (`GroupedMatmul::pick`), and the fastest member.
     pub ours_ms: f64,
     pub ours_kernel: String,
     pub ours_tflops: f64,
-    /// ‖D_ours − D_loop‖ / ‖D_loop‖, the largest over our kernels.
+    pub best_member_kernel: String,
+    pub best_member_tflops: f64,
+    /// Every member's speed, in the set's order.
+    pub member_tflops: Vec<(String, f64)>,
+    /// ‖D_ours − D_loop‖ / ‖D_loop‖, the largest over the members.
     pub ours_vs_loop: f64,
     pub cublas_grouped_tflops: f64,
     pub cublas_loop_tflops: f64,
@@ -322,10 +301,14 @@ pub fn time_grouped(
     let mut d_grouped = alloc("D", d_len)?;
     let mut d_loop = alloc("D", d_len)?;
     let mut d_ours = alloc("D", d_len)?;
-    let (ours, table_host) = match problem.distribution {
+    let (grouped_matmul, table_host) = match problem.distribution {
         Distribution::Masked { .. } => (&kernels.masked, sizes.iter().map(|&s| s as i32).collect()),
         _ => (&kernels.contiguous, GroupRows::offsets_of(&sizes)),
     };
+    let names = grouped_matmul.names();
+    let ours = (0..names.len())
+        .map(|index| Ok((names[index], grouped_matmul.kernel(index)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
     let table = stream
         .clone_htod(&table_host)
         .during(|| "copying the row table".to_string())?;
@@ -377,7 +360,7 @@ pub fn time_grouped(
     let grouped_vs_loop = rel_diff(&read(&d_grouped)?, &d_loop_host, &experts, n);
     // Ours, each on a poisoned D: the experts' rows as the loop's, every other row untouched.
     let mut ours_vs_loop = 0.0f64;
-    for (name, kernel) in ours {
+    for (name, kernel) in &ours {
         stream
             .memcpy_htod(&vec![bf16::poison(); d_len], &mut d_ours)
             .during(|| "poisoning D".to_string())?;
@@ -435,11 +418,22 @@ pub fn time_grouped(
     }
     let times = time_round_robin(stream, rounds, &mut competitors)?;
     let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
-    let (fastest, ours_ms) = (0..ours.len())
-        .map(|i| (i, ms(3 + i)))
-        .min_by(|x, y| x.1.total_cmp(&y.1))
-        .expect("at least one grouped kernel");
     let tflops = |rows: u64, ms: f64| 2.0 * rows as f64 * f64::from(n) * f64::from(k) / (ms * 1e9);
+    let member_tflops: Vec<(String, f64)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.to_string(), tflops(real_rows, ms(3 + i))))
+        .collect();
+    let picked = grouped_matmul.pick(&dims)?;
+    let picked_index = names
+        .iter()
+        .position(|name| *name == picked)
+        .expect("the pick is a member");
+    let best = member_tflops
+        .iter()
+        .max_by(|x, y| x.1.total_cmp(&y.1))
+        .expect("at least one grouped kernel")
+        .clone();
     Ok(GroupedRow {
         problem: problem.to_string(),
         min_rows: sizes.iter().copied().min().unwrap_or(0),
@@ -452,9 +446,12 @@ pub fn time_grouped(
         cublas_grouped_tflops: tflops(real_rows, ms(0)),
         cublas_loop_tflops: tflops(real_rows, ms(1)),
         ceiling_tflops: tflops(balanced_len, ms(2)),
-        ours_ms,
-        ours_kernel: ours[fastest].0.clone(),
-        ours_tflops: tflops(real_rows, ours_ms),
+        ours_ms: ms(3 + picked_index),
+        ours_kernel: picked.to_string(),
+        ours_tflops: member_tflops[picked_index].1,
+        best_member_kernel: best.0,
+        best_member_tflops: best.1,
+        member_tflops,
         ours_vs_loop,
         grouped_vs_loop,
         ceiling_vs_cublas,
@@ -474,13 +471,13 @@ fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize
 pub fn grouped_table(rows: &[GroupedRow]) -> String {
     let mut out = String::from(
         "bf16 in and out, layout rr (B as `[G, K, N]`); TF/s over the rows the experts have (the ceiling: over its balanced rows).\n\n\
-         | problem (G ROWS N K DIST) | rows per expert (min / max) | ours TF/s | ours / best cuBLAS | ours / ceiling | cuBLAS grouped TF/s | loop of GemmEx TF/s | ceiling: ours, balanced strided batch TF/s | our kernel | ceiling kernel | ours vs loop | grouped vs loop | ceiling vs cuBLAS |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
+         | problem (G ROWS N K DIST) | rows per expert (min / max) | ours (picked) TF/s | ours / best cuBLAS | ours / ceiling | cuBLAS grouped TF/s | loop of GemmEx TF/s | ceiling: ours, balanced strided batch TF/s | picked kernel | best member (TF/s) | ceiling kernel | ours vs loop | grouped vs loop | ceiling vs cuBLAS |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|\n",
     );
     for row in rows {
         let best_cublas = row.cublas_grouped_tflops.max(row.cublas_loop_tflops);
         out.push_str(&format!(
-            "| {} | {} / {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | `{}` | `{}` | {:.1e} | {:.1e} | {:.1e} |\n",
+            "| {} | {} / {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | `{}` | `{}` ({:.0}) | `{}` | {:.1e} | {:.1e} | {:.1e} |\n",
             row.problem,
             row.min_rows,
             row.max_rows,
@@ -491,6 +488,8 @@ pub fn grouped_table(rows: &[GroupedRow]) -> String {
             row.cublas_loop_tflops,
             row.ceiling_tflops,
             row.ours_kernel,
+            row.best_member_kernel,
+            row.best_member_tflops,
             row.ceiling_kernel,
             row.ours_vs_loop,
             row.grouped_vs_loop,

@@ -168,7 +168,7 @@ fn epilogue_suffix(fused: &FusedSpec) -> String {
 
 /// The spec types a set is instantiated with for these Rust types (f32 words hold f32, not
 /// tf32).
-fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
+pub(crate) fn element_types<In: Element, Out: Element>() -> Result<KernelTypes, Error> {
     let named = |name: &str| match name {
         "bf16" => DType::Bf16,
         "f16" => DType::F16,

@@ -44,6 +44,12 @@ use std::time::{Duration, Instant};
 
 #[cfg(feature = "emit")]
 mod emitted;
+#[cfg(feature = "emit")]
+mod grouped;
+#[cfg(feature = "emit")]
+pub(crate) use emitted::element_types;
+#[cfg(feature = "emit")]
+pub use grouped::GroupedMatmul;
 
 /// Where a pick came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,228 @@
+//! `GroupedMatmul`: grouped GEMM for mixture-of-experts layers through one entry point (the
+//! `emit` feature). It holds the Hopper grouped set ([`sm90_grouped_specs`]) for one grouped
+//! layout and one layout of A and B, picks a kernel per launch from what the host knows (the
+//! experts, the rows in all, N, K: [`GroupedShape::priced_as`] prices the walk as the strided
+//! batch of the experts expected to hold rows) and loads each kernel the first time it is
+//! picked.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), gemm_runtime::Error> {
+//! use gemm_runtime::half::bf16;
+//! use gemm_runtime::{GroupedDims, GroupedMatmul, Groups, Layout};
+//!
+//! let ctx = gemm_runtime::open_context(0)?;
+//! let stream = ctx.default_stream();
+//! // Eight experts, B as nn.Linear's weights ([G, N, K]), rows ending at `offsets`.
+//! let experts = GroupedMatmul::<bf16, bf16>::new(&ctx, Groups::Contiguous, Layout::RowCol)?;
+//! let dims = GroupedDims { groups: 8, rows: 4096, n: 14336, k: 4096 };
+//! let a = stream.alloc_zeros::<bf16>(4096 * 4096).unwrap();
+//! let w = stream.alloc_zeros::<bf16>(8 * 14336 * 4096).unwrap();
+//! let mut d = stream.alloc_zeros::<bf16>(4096 * 14336).unwrap();
+//! let offsets = stream.clone_htod(&[512i32, 1024, 1536, 2048, 2560, 3072, 3584, 4096]).unwrap();
+//! experts.run(&stream, &a, &w, &mut d, &offsets, dims)?;
+//! println!("ran {}", experts.pick(&dims)?);
+//! # Ok(())
+//! # }
+//! ```
+
+use super::{device_model, element_types};
+use crate::capture::StreamCapture;
+use crate::check::{GroupedDims, LeadingDims};
+use crate::device::DeviceInfo;
+use crate::element::Element;
+use crate::error::Error;
+use crate::kernel::GemmKernel;
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use gemm_dsl::grouped::{sm90_grouped_specs, GroupedShape};
+use gemm_dsl::pick::{self, Candidate, DeviceModel};
+use gemm_dsl::{check_str, DType, Groups, Layout, ValidSpec};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One entry point for grouped products: picks the kernel per launch, loads it once.
+#[derive(Debug)]
+pub struct GroupedMatmul<In, Out> {
+    ctx: Arc<CudaContext>,
+    groups: Groups,
+    layout: Layout,
+    device: DeviceModel,
+    specs: Vec<ValidSpec>,
+    candidates: Vec<Candidate>,
+    kernels: Vec<OnceLock<GemmKernel<In, Out>>>,
+    /// One per kernel, held while it loads.
+    loading: Vec<Mutex<()>>,
+}
+
+impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
+    /// The grouped set for `groups` (contiguous or masked) and `layout` (`rc`: B as
+    /// `[G, N, K]`; `rr`: `[G, K, N]`), on a Hopper device (compute capability 9.0), bf16 or
+    /// f16 in and the same type out.
+    pub fn new(ctx: &Arc<CudaContext>, groups: Groups, layout: Layout) -> Result<Self, Error> {
+        let info = DeviceInfo::query(ctx)?;
+        let types = element_types::<In, Out>()?;
+        let cc = info.compute_capability_number();
+        let grouped_types =
+            matches!(types.dtype(), DType::Bf16 | DType::F16) && types.out() == types.dtype();
+        if cc != 90 || !grouped_types || !groups.is_grouped() {
+            return Err(Error::NoKernelSet {
+                types: format!("grouped ({}) {types}", groups.name()),
+                device_cc: cc,
+            });
+        }
+        let specs = sm90_grouped_specs(groups, layout, types.dtype())
+            .iter()
+            .map(|text| {
+                check_str(text).map_err(|errors| Error::SpecText {
+                    kernel: text.clone(),
+                    errors: errors.render(text, "sm90 grouped"),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let candidates = specs
+            .iter()
+            .map(|valid| Candidate::of(valid, gemm_codegen::emit::launch_of(valid)))
+            .collect();
+        Ok(GroupedMatmul {
+            ctx: ctx.clone(),
+            groups,
+            layout,
+            device: device_model(&info, &DeviceModel::h100_sxm()),
+            kernels: specs.iter().map(|_| OnceLock::new()).collect(),
+            loading: specs.iter().map(|_| Mutex::new(())).collect(),
+            specs,
+            candidates,
+        })
+    }
+
+    /// The name of the kernel [`GroupedMatmul::run`] would launch for `dims`.
+    pub fn pick(&self, dims: &GroupedDims) -> Result<&str, Error> {
+        Ok(&self.candidates[self.pick_index(dims)?].name)
+    }
+
+    fn pick_index(&self, dims: &GroupedDims) -> Result<usize, Error> {
+        let shape = GroupedShape {
+            groups: dims.groups,
+            rows: dims.rows,
+            n: dims.n,
+            k: dims.k,
+            layout: self.layout,
+            masked: self.groups == Groups::Masked,
+        };
+        let priced = shape.priced_as();
+        pick::pick(&self.candidates, &priced, &self.device).ok_or_else(|| Error::NoKernelFor {
+            problem: format!(
+                "{} experts, {} rows, N {}, K {} (priced as {priced})",
+                dims.groups, dims.rows, dims.n, dims.k
+            ),
+            refused: pick::rank(&self.candidates, &priced, &self.device)
+                .refused
+                .iter()
+                .map(|(index, reason)| format!("{}: {reason}", self.candidates[*index].name))
+                .collect::<Vec<_>>()
+                .join("; "),
+        })
+    }
+
+    /// The set's kernels by name, in the order [`GroupedMatmul::kernel`] numbers them.
+    pub fn names(&self) -> Vec<&str> {
+        self.candidates.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Kernel `index` of the set, loaded on first use (to measure every member).
+    pub fn kernel(&self, index: usize) -> Result<&GemmKernel<In, Out>, Error> {
+        if let Some(kernel) = self.kernels[index].get() {
+            return Ok(kernel);
+        }
+        let _loading = self.loading[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(kernel) = self.kernels[index].get() {
+            return Ok(kernel);
+        }
+        let kernel = GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(&self.specs[index]))?;
+        Ok(self.kernels[index].get_or_init(|| kernel))
+    }
+
+    /// The picked kernel for `dims`, loaded: call it before capturing a CUDA graph, which
+    /// cannot hold a load.
+    pub fn kernel_for(&self, dims: &GroupedDims) -> Result<&GemmKernel<In, Out>, Error> {
+        self.kernel(self.pick_index(dims)?)
+    }
+
+    /// The grouped product with packed operands (A `rows x K`; B `groups` matrices as the
+    /// layout says; D `rows x N`) and the experts' row table, by the picked kernel: see
+    /// [`GemmKernel::launch_grouped`] for the layouts, the checks and what a bad table does.
+    /// During a CUDA-graph capture a kernel not yet loaded is refused
+    /// ([`Error::CaptureLoadsKernel`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn run<A, B, C, R>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        d: &mut C,
+        group_rows: &R,
+        dims: GroupedDims,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+        R: DevicePtr<i32>,
+    {
+        let index = self.pick_index(&dims)?;
+        if self.kernels[index].get().is_none() && StreamCapture::of(stream)?.is_capturing() {
+            return Err(Error::CaptureLoadsKernel {
+                kernel: self.candidates[index].name.clone(),
+            });
+        }
+        let lds = LeadingDims {
+            lda: dims.k,
+            ldb: if self.layout.b_row_major() {
+                dims.n
+            } else {
+                dims.k
+            },
+            ldc: dims.n,
+        };
+        self.kernel(index)?
+            .launch_grouped(stream, a, b, d, group_rows, dims, lds)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gemm_dsl::grouped::{sm90_grouped_specs, GroupedShape};
+    use gemm_dsl::pick::{self, Candidate, DeviceModel};
+    use gemm_dsl::{check_str, DType, Groups, Layout};
+
+    /// What the H100's model picks for the problems of `shapes/moe.txt`: 64-row tiles where
+    /// the experts hold a few rows each, 128 rows and more where they hold thousands.
+    #[test]
+    fn the_model_picks_narrow_tiles_for_decode_and_tall_ones_for_prefill() {
+        let candidates: Vec<Candidate> =
+            sm90_grouped_specs(Groups::Contiguous, Layout::RowRow, DType::Bf16)
+                .iter()
+                .map(|text| {
+                    let valid = check_str(text).unwrap();
+                    let launch = gemm_codegen::emit::launch_of(&valid);
+                    Candidate::of(&valid, launch)
+                })
+                .collect();
+        let picked = |groups, rows, n, k| {
+            let shape = GroupedShape {
+                groups,
+                rows,
+                n,
+                k,
+                layout: Layout::RowRow,
+                masked: false,
+            };
+            let index = pick::pick(&candidates, &shape.priced_as(), &DeviceModel::h100_sxm())
+                .expect("a grouped kernel admits every problem");
+            candidates[index].launch.tile_m
+        };
+        assert_eq!(picked(256, 512, 4096, 7168), 64);
+        assert_eq!(picked(8, 32, 28672, 4096), 64);
+        assert!(picked(8, 32768, 4096, 7168) >= 128);
+    }
+}
