@@ -36,17 +36,17 @@ pub const SCAN_WARPS: u32 = 16;
 pub const TABLE_BYTES: u32 = 2 * 4 * MAX_GROUPS + 4 * SCAN_WARPS + 16;
 
 /// The Hopper grouped kernels an entry point picks among, by name and spec keys: 128-row
-/// tiles for experts of hundreds of rows and more, 64-row ones for decode (few rows per
-/// expert, the weights' bandwidth the bound), a 256-row one for large balanced experts. A
-/// 128x256 tile with TMA stores fits 3 stages beside the experts' tables; the direct-store
-/// one keeps 4. Measured on an H200 on 2026-11-28: `results/grouped-2026-11-28/`.
-pub const SM90_GROUPED_MEMBERS: [(&str, &str); 5] = [
-    ("w128x256", "tile: 128x256x64, stages: 4, epilogue: direct"),
-    ("w128x256_tma", "tile: 128x256x64, stages: 3, epilogue: tma"),
-    ("w128x128_tma", "tile: 128x128x64, stages: 5, epilogue: tma"),
-    ("w256x128_tma", "tile: 256x128x64, stages: 3, epilogue: tma"),
+/// tiles for experts of hundreds of rows and more (128x256 where N is wide, 128x128 where
+/// fewer tiles would leave SMs idle), 64-row ones for decode (a few rows per expert, the
+/// weights' bandwidth the bound). All store C by TMA, a box past its expert's last row
+/// directly; beside the experts' tables a 128x256 tile fits 3 stages. Measured on an H200 on
+/// 2026-11-28 (`results/grouped-2026-11-28/`): a 128x256 tile with direct stores at 4 stages
+/// and a 256x128 one were never the fastest member on `shapes/moe.txt`, and left.
+pub const SM90_GROUPED_MEMBERS: [(&str, &str); 3] = [
+    ("w128x256", "tile: 128x256x64, stages: 3, epilogue: tma"),
+    ("w128x128", "tile: 128x128x64, stages: 5, epilogue: tma"),
     (
-        "w64x256_tma",
+        "w64x256",
         "tile: 64x256x64, consumers: 1, stages: 5, epilogue: tma",
     ),
 ];

@@ -331,4 +331,5 @@ fn a_grouped_launch_is_priced_as_the_batch_of_its_busy_experts() {
         assert_eq!(valid.spec.groups, Groups::Masked, "{spec}");
     }
     assert!(specs[0].starts_with("name: sm90_grouped_w128x256_bf16_rc_masked,"));
+    assert!(specs.iter().all(|spec| spec.contains("epilogue: tma")));
 }
