@@ -18,7 +18,6 @@
 //! they come and clamps them ([`GroupRows`]): whatever they hold, no tile reaches a row outside
 //! its expert's range, and no range outside the buffer.
 
-use crate::pick::Problem;
 use crate::spec::{BandOrder, DType, Groups, Layout, Schedule};
 use std::fmt;
 
@@ -65,45 +64,6 @@ pub fn sm90_grouped_specs(groups: Groups, layout: Layout, dtype: DType) -> Vec<S
             )
         })
         .collect()
-}
-
-/// What the host knows of a grouped launch, for picking its kernel: the experts, the rows of
-/// A and D in all (masked: experts x capacity), N, K, the layout of A and B, and whether the
-/// experts own equal slots (masked). The rows each expert gets only the device knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GroupedShape {
-    pub groups: u32,
-    pub rows: u32,
-    pub n: u32,
-    pub k: u32,
-    pub layout: Layout,
-    pub masked: bool,
-}
-
-impl GroupedShape {
-    /// The experts expected to hold rows: a masked layout's every expert; else, with the rows
-    /// routed at random, `G · (1 − (1 − 1/G)^rows)` of them (at least one).
-    pub fn busy_experts(&self) -> u32 {
-        if self.masked || self.groups <= 1 {
-            return self.groups.max(1);
-        }
-        let groups = f64::from(self.groups);
-        let idle = (1.0 - 1.0 / groups).powf(f64::from(self.rows));
-        (groups * (1.0 - idle)).round().clamp(1.0, groups) as u32
-    }
-
-    /// The problem a grouped walk is priced as: the strided batch of the busy experts, each
-    /// with an even share of the rows (a masked expert its capacity, what it may hold), each
-    /// with its own B, as the walk reads them.
-    pub fn priced_as(&self) -> Problem {
-        let busy = self.busy_experts();
-        let rows = if self.masked {
-            self.rows / self.groups.max(1)
-        } else {
-            self.rows.div_ceil(busy)
-        };
-        Problem::new(rows.max(1), self.n, self.k, self.layout).with_batch(busy)
-    }
 }
 
 /// One line of a grouped problem list (`shapes/moe.txt` format): `G ROWS N K DIST`.

@@ -1289,6 +1289,20 @@ mod tests {
         check_str(text).expect_err("spec must be invalid").0
     }
 
+    /// `text` is refused with an error whose message holds `message` and whose help starts
+    /// with `help`.
+    fn assert_refused_with_help(text: &str, message: &str, help: &str) {
+        let all = errors(text);
+        let e = all
+            .iter()
+            .find(|e| e.message.contains(message))
+            .unwrap_or_else(|| panic!("{text}: {all:?}"));
+        assert!(
+            e.help.as_deref().is_some_and(|h| h.starts_with(help)),
+            "{text}: {e:?}"
+        );
+    }
+
     const HOPPER: &str = "arch: sm_90a, mma: wgmma";
 
     #[test]
@@ -1685,14 +1699,10 @@ mod tests {
             ),
             ("bias: col", "no fused epilogue yet", "leave `bias:` out"),
         ] {
-            let all = errors(&format!("{HOPPER}, groups: contiguous, {spec}"));
-            let e = all
-                .iter()
-                .find(|e| e.message.contains(message))
-                .unwrap_or_else(|| panic!("{spec}: {all:?}"));
-            assert!(
-                e.help.as_deref().is_some_and(|h| h.starts_with(help)),
-                "{spec}: {e:?}"
+            assert_refused_with_help(
+                &format!("{HOPPER}, groups: contiguous, {spec}"),
+                message,
+                help,
             );
         }
         let other_family = errors("arch: sm_80, mma: mma_sync, groups: masked");
@@ -1853,15 +1863,7 @@ mod tests {
                 "use a smaller tile",
             ),
         ] {
-            let all = errors(&format!("{HOPPER}, {spec}"));
-            let e = all
-                .iter()
-                .find(|e| e.message.contains(message))
-                .unwrap_or_else(|| panic!("{spec}: {all:?}"));
-            assert!(
-                e.help.as_deref().is_some_and(|h| h.starts_with(help)),
-                "{spec}: {e:?}"
-            );
+            assert_refused_with_help(&format!("{HOPPER}, {spec}"), message, help);
         }
     }
 }

@@ -302,28 +302,8 @@ fn draws_are_pinned_for_other_languages() {
 }
 
 #[test]
-fn a_grouped_launch_is_priced_as_the_batch_of_its_busy_experts() {
+fn the_grouped_set_is_valid_in_each_layout_with_tma_stores() {
     use crate::spec::{Groups, Layout};
-    let shape = |groups, rows, masked| GroupedShape {
-        groups,
-        rows,
-        n: 4096,
-        k: 7168,
-        layout: Layout::RowCol,
-        masked,
-    };
-    // Thousands of rows over 8 experts: every expert is busy, with an eighth of them.
-    let prefill = shape(8, 32768, false).priced_as();
-    assert_eq!((prefill.batch, prefill.m), (8, 4096));
-    // 512 rows at random over 256 experts: about 221 hold rows (256 · (1 − (255/256)^512)), 3 each.
-    let decode = shape(256, 512, false);
-    assert_eq!(decode.busy_experts(), 221);
-    assert_eq!((decode.priced_as().batch, decode.priced_as().m), (221, 3));
-    // One row for 128 experts: one busy.
-    assert_eq!(shape(128, 1, false).busy_experts(), 1);
-    // Masked: every expert, at its capacity.
-    let masked = shape(4, 1024, true).priced_as();
-    assert_eq!((masked.batch, masked.m), (4, 256));
     let specs = sm90_grouped_specs(Groups::Masked, Layout::RowCol, crate::DType::Bf16);
     assert_eq!(specs.len(), SM90_GROUPED_MEMBERS.len());
     for spec in &specs {

@@ -22,12 +22,14 @@
 //! picks, and `gemm-bench tune` writes the measured best where the model is wrong.
 
 pub(crate) mod family_cost;
+pub mod grouped;
 mod refusal;
 pub mod sets;
 #[cfg(test)]
 mod tests;
 
 pub use family_cost::{Calibration, Candidate, MathUnit};
+pub use grouped::GroupedShape;
 pub use refusal::{Refusal, Remedy};
 
 use crate::abi::{LaunchShape, Operand};

@@ -25,7 +25,7 @@
 //! # }
 //! ```
 
-use super::{device_model, element_types};
+use super::{device_model, element_types, KernelSlots};
 use crate::capture::StreamCapture;
 use crate::check::{GroupedDims, LeadingDims};
 use crate::device::DeviceInfo;
@@ -33,10 +33,11 @@ use crate::element::Element;
 use crate::error::Error;
 use crate::kernel::GemmKernel;
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_dsl::grouped::{sm90_grouped_specs, GroupedShape};
+use gemm_dsl::grouped::sm90_grouped_specs;
+use gemm_dsl::pick::GroupedShape;
 use gemm_dsl::pick::{self, Candidate, DeviceModel};
 use gemm_dsl::{check_str, DType, Groups, Layout, ValidSpec};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 /// One entry point for grouped products: picks the kernel per launch, loads it once.
 #[derive(Debug)]
@@ -47,9 +48,7 @@ pub struct GroupedMatmul<In, Out> {
     device: DeviceModel,
     specs: Vec<ValidSpec>,
     candidates: Vec<Candidate>,
-    kernels: Vec<OnceLock<GemmKernel<In, Out>>>,
-    /// One per kernel, held while it loads.
-    loading: Vec<Mutex<()>>,
+    kernels: KernelSlots<In, Out>,
 }
 
 impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
@@ -86,8 +85,7 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
             groups,
             layout,
             device: device_model(&info, &DeviceModel::h100_sxm()),
-            kernels: specs.iter().map(|_| OnceLock::new()).collect(),
-            loading: specs.iter().map(|_| Mutex::new(())).collect(),
+            kernels: KernelSlots::new(specs.len()),
             specs,
             candidates,
         })
@@ -129,17 +127,9 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
 
     /// Kernel `index` of the set, loaded on first use (to measure every member).
     pub fn kernel(&self, index: usize) -> Result<&GemmKernel<In, Out>, Error> {
-        if let Some(kernel) = self.kernels[index].get() {
-            return Ok(kernel);
-        }
-        let _loading = self.loading[index]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(kernel) = self.kernels[index].get() {
-            return Ok(kernel);
-        }
-        let kernel = GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(&self.specs[index]))?;
-        Ok(self.kernels[index].get_or_init(|| kernel))
+        self.kernels.get_or_load(index, || {
+            GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(&self.specs[index]))
+        })
     }
 
     /// The picked kernel for `dims`, loaded: call it before capturing a CUDA graph, which
@@ -170,7 +160,7 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
         R: DevicePtr<i32>,
     {
         let index = self.pick_index(&dims)?;
-        if self.kernels[index].get().is_none() && StreamCapture::of(stream)?.is_capturing() {
+        if self.kernels.loaded(index).is_none() && StreamCapture::of(stream)?.is_capturing() {
             return Err(Error::CaptureLoadsKernel {
                 kernel: self.candidates[index].name.clone(),
             });
@@ -191,7 +181,8 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
 
 #[cfg(test)]
 mod tests {
-    use gemm_dsl::grouped::{sm90_grouped_specs, GroupedShape};
+    use gemm_dsl::grouped::sm90_grouped_specs;
+    use gemm_dsl::pick::GroupedShape;
     use gemm_dsl::pick::{self, Candidate, DeviceModel};
     use gemm_dsl::{check_str, DType, Groups, Layout};
 

@@ -208,10 +208,49 @@ pub struct Matmul<In, Out> {
     ctx: Arc<CudaContext>,
     picker: Picker,
     sources: Vec<Source>,
+    kernels: KernelSlots<In, Out>,
+}
+
+/// Kernels loaded on first use, one slot per member of a set: a lock per slot is held while
+/// its kernel loads, so two threads never load the same kernel twice, and different kernels
+/// load side by side ([`Matmul::warm_up`]).
+#[derive(Debug)]
+pub(crate) struct KernelSlots<In, Out> {
     kernels: Vec<OnceLock<GemmKernel<In, Out>>>,
-    /// One per kernel, held while it loads: two threads never load the same kernel twice,
-    /// and different kernels load side by side ([`Matmul::warm_up`]).
     loading: Vec<Mutex<()>>,
+}
+
+impl<In, Out> KernelSlots<In, Out> {
+    pub(crate) fn new(count: usize) -> Self {
+        KernelSlots {
+            kernels: (0..count).map(|_| OnceLock::new()).collect(),
+            loading: (0..count).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// Slot `index`'s kernel, if it was loaded.
+    pub(crate) fn loaded(&self, index: usize) -> Option<&GemmKernel<In, Out>> {
+        self.kernels[index].get()
+    }
+
+    /// Slot `index`'s kernel, loaded by `load` the first time.
+    pub(crate) fn get_or_load(
+        &self,
+        index: usize,
+        load: impl FnOnce() -> Result<GemmKernel<In, Out>, Error>,
+    ) -> Result<&GemmKernel<In, Out>, Error> {
+        if let Some(kernel) = self.kernels[index].get() {
+            return Ok(kernel);
+        }
+        let _loading = self.loading[index]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(kernel) = self.kernels[index].get() {
+            return Ok(kernel);
+        }
+        let kernel = load()?;
+        Ok(self.kernels[index].get_or_init(|| kernel))
+    }
 }
 
 /// What [`Matmul::warm_up`] did.
@@ -283,8 +322,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         }
         Ok(Matmul {
             ctx: ctx.clone(),
-            kernels: sources.iter().map(|_| OnceLock::new()).collect(),
-            loading: sources.iter().map(|_| Mutex::new(())).collect(),
+            kernels: KernelSlots::new(sources.len()),
             picker,
             sources,
         })
@@ -333,21 +371,14 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
 
     /// Candidate `index`'s kernel, loaded on first use.
     pub fn kernel(&self, index: usize) -> Result<&GemmKernel<In, Out>, Error> {
-        if let Some(kernel) = self.kernels[index].get() {
-            return Ok(kernel);
-        }
-        let _loading = self.loading[index]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(kernel) = self.kernels[index].get() {
-            return Ok(kernel);
-        }
-        let kernel = match &self.sources[index] {
-            Source::Static(info) => GemmKernel::load(&self.ctx, info)?,
-            #[cfg(feature = "emit")]
-            Source::Emit(valid) => GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(valid))?,
-        };
-        Ok(self.kernels[index].get_or_init(|| kernel))
+        self.kernels
+            .get_or_load(index, || match &self.sources[index] {
+                Source::Static(info) => GemmKernel::load(&self.ctx, info),
+                #[cfg(feature = "emit")]
+                Source::Emit(valid) => {
+                    GemmKernel::from_emitted(&self.ctx, &gemm_codegen::emit(valid))
+                }
+            })
     }
 
     /// Loads the kernels `problems` pick, side by side on up to as many threads as the
@@ -365,7 +396,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         }
         let (cold, warm): (Vec<usize>, Vec<usize>) = indices
             .into_iter()
-            .partition(|&index| self.kernels[index].get().is_none());
+            .partition(|&index| self.kernels.loaded(index).is_none());
         let started = Instant::now();
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
@@ -418,7 +449,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         problem: &Problem,
     ) -> Result<&GemmKernel<In, Out>, Error> {
         let index = self.pick_index(problem)?.index;
-        if self.kernels[index].get().is_none() && StreamCapture::of(stream)?.is_capturing() {
+        if self.kernels.loaded(index).is_none() && StreamCapture::of(stream)?.is_capturing() {
             return Err(Error::CaptureLoadsKernel {
                 kernel: self.picker.candidates()[index].name.clone(),
             });
