@@ -87,6 +87,22 @@ gemm_runtime::gemm! {
     quant: tensor,
 }
 
+// Grouped GEMM for a mixture-of-experts layer: every expert's rows of A (one expert's after
+// another's, their ends an int32 prefix sum on the device) times the expert's own weight of
+// `[G, N, K]`, in one launch: `kernel.launch_grouped(&stream, &a, &w, &mut d, &offsets, dims,
+// lds)`.
+gemm_runtime::gemm! {
+    name: moe_experts,
+    arch: sm_90a,
+    dtype: bf16,
+    layout: rc,
+    tile: 128x256x64,
+    stages: 3,
+    mma: wgmma,
+    epilogue: tma,
+    groups: contiguous,
+}
+
 // A kernel set for the entry point that picks (`Matmul::from_kernels(&ctx, llm::KERNELS)`):
 // large tiles for prefill, 64-row tiles with and without split-K for decode.
 gemm_runtime::gemm_set! {
@@ -118,6 +134,16 @@ mod tests {
                 gemm_runtime::half::bf16::ZERO,
             )
         };
+    }
+
+    #[test]
+    fn a_grouped_kernel_takes_the_experts_row_table() {
+        let names: Vec<&str> = moe_experts::PARAMS.iter().map(|p| p.name).collect();
+        assert!(names.ends_with(&["group_rows", "groups"]), "{names:?}");
+        assert_eq!(moe_experts::INFO.groups(), gemm_runtime::Groups::Contiguous);
+        assert!(moe_experts::SPEC.contains("schedule: persistent"));
+        assert!(moe_experts::PTX.contains("$L_consumer_group_search:"));
+        assert!(moe_experts::EXPECTED_SASS.contains(&SassCheck::Present(Opcode::Utmastg)));
     }
 
     #[test]
