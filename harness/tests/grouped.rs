@@ -402,3 +402,39 @@ fn a_captured_grouped_launch_replays_and_follows_the_table() {
         .count();
     assert_eq!(unwritten, 0, "the replay did not follow the new table");
 }
+
+/// With event tracking on (a second stream), a grouped launch inside a capture is refused
+/// before the row table's events are touched: the capture stays active and ends.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_grouped_launch_in_a_tracked_capture_is_refused_and_the_capture_goes_on() {
+    let ctx = open_context(0).expect("these tests need a CUDA GPU");
+    let stream = ctx.new_stream().unwrap();
+    assert!(ctx.is_managing_stream_synchronization());
+    let kernel = kernel(&ctx, SPECS[0]);
+    let case = &contiguous_cases(Layout::RowCol, 128)[1];
+    let (rows, n, k) = (case.rows as usize, case.n as usize, case.k as usize);
+    let a = stream.alloc_zeros::<bf16>(rows * k).unwrap();
+    let b = stream
+        .alloc_zeros::<bf16>(case.groups() as usize * n * k)
+        .unwrap();
+    let mut d = stream.alloc_zeros::<bf16>(rows * n).unwrap();
+    let table = stream.clone_htod(&case.table).unwrap();
+    stream.synchronize().unwrap();
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .unwrap();
+    let refused = kernel
+        .launch_grouped(&stream, &a, &b, &mut d, &table, case.dims(), case.lds())
+        .unwrap_err();
+    assert!(
+        matches!(refused, Error::CaptureNeedsUntrackedBuffers { .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        stream.capture_status().unwrap(),
+        CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+    );
+    drop(stream.end_capture(CUgraphInstantiate_flags(0)).unwrap());
+    ctx.check_err().unwrap();
+}

@@ -358,6 +358,12 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             &self.ctx,
             [("the row table", group_rows.stream().context())],
         )?;
+        // Before the table's events are touched: a refused launch leaves the capture usable.
+        check_capture_of(
+            stream,
+            self.ctx.is_managing_stream_synchronization(),
+            || format!("launching `{}`", self.info.name()),
+        )?;
         let table_len = group_rows.len();
         let (table, _table_done) = group_rows.device_ptr(stream);
         let grouped = GroupedArgs {
@@ -496,7 +502,8 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
                 Some((values, stride_b))
             }
         };
-        if !self.balanced_grid {
+        // A grouped grid is sized above for the tallest walk its table can make.
+        if !self.balanced_grid && grouped.is_none() {
             grid = self
                 .info
                 .launch()
