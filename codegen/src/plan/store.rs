@@ -297,6 +297,8 @@ pub struct StoreBox {
     pub col: u32,
     /// The column past the box's last.
     pub col_end: u32,
+    /// The row past the box's last, below the consumer's first.
+    pub row_end: u32,
     pub matrices: Vec<StoreMatrices>,
     /// The box's direct stores, for a box that crosses a ragged column N: rows below the
     /// thread's first row, each row's step `ld_scale` counted from that first row.

@@ -109,6 +109,7 @@ fn tma_store(g: &WgmmaGeometry, staging: &StoreStaging, out_bytes: u32) -> TmaSt
             row: mi * WGMMA_M,
             col: strip * box_cols,
             col_end: (strip + 1) * box_cols,
+            row_end: mi * WGMMA_M + STORE_BOX_ROWS,
             matrices: (0..box_cols / 16)
                 .map(|piece| {
                     let col = strip * box_cols + 16 * piece;

@@ -35,6 +35,11 @@ pub struct GroupedWalk {
     /// The row tile: rows round up to it, and a tile's walk row is its first row over it.
     pub tile_m: u32,
     pub tile_m_divide: ConstDivisor,
+    /// Added to an expert's rows before dividing by the tile: its last tile may be partial.
+    pub tile_m_round_up: u32,
+    /// Offsets from the scans' words of each warp's word but the last's (a thread adds the
+    /// totals of the warps before its own).
+    pub scan_words_before_last: Vec<u32>,
 }
 
 impl GroupedWalk {
@@ -61,6 +66,8 @@ impl GroupedWalk {
             warps,
             tile_m: spec.tile.m,
             tile_m_divide: ConstDivisor::new(spec.tile.m),
+            tile_m_round_up: spec.tile.m - 1,
+            scan_words_before_last: (0..warps - 1).map(|warp| 4 * warp).collect(),
         })
     }
 }
