@@ -153,7 +153,8 @@ fn explain_output() {
 /// Grouped GEMM for mixture-of-experts layers: the tables every block builds from the
 /// experts' row table (a max-scan of the ends where the experts are contiguous; the counts
 /// under each expert's capacity where masked), each tile's expert found in them, and (TMA
-/// stores) the boxes past an expert's last row stored directly.
+/// stores) the boxes past an expert's last row stored directly; with a stream-K tail, the
+/// walk's last tiles split along K whichever experts they belong to.
 #[test]
 fn grouped_ptx() {
     for (name, body) in [
@@ -164,6 +165,10 @@ fn grouped_ptx() {
         (
             "grouped_masked_rr",
             "layout: rr, tile: 128x128x64, stages: 6, groups: masked",
+        ),
+        (
+            "grouped_masked_stream_k_rr",
+            "layout: rr, tile: 128x128x64, stages: 6, schedule: persistent(tail = stream_k), groups: masked",
         ),
     ] {
         let spec = format!("name: {name}, arch: sm_90a, mma: wgmma, {body}");

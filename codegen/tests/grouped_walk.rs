@@ -43,6 +43,12 @@ const MASKED_SPECS: [&str; 2] = [
     "name: g, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, consumers: 1, groups: masked",
     "name: g, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, schedule: persistent(raster = n, group = 4), groups: masked",
 ];
+/// The stream-K kernels (`tail = stream_k`): the same build and search, reached from the
+/// stream-K walk's units (`codegen/tests/stream_k_walk.rs` replays how they split).
+const STREAM_K_SPECS: [&str; 2] = [
+    "name: g, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, schedule: persistent(tail = stream_k), groups: contiguous",
+    "name: g, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked",
+];
 
 /// Every spec above names its kernel `g`: its parameters are `g_<param>`.
 const PARAM_PREFIX: &str = "g_";
@@ -1184,6 +1190,13 @@ fn contiguous_walks_match_the_model() {
 #[test]
 fn masked_walks_match_the_model() {
     for spec in MASKED_SPECS {
+        check_spec(spec);
+    }
+}
+
+#[test]
+fn stream_k_kernels_build_and_search_as_the_whole_tile_ones() {
+    for spec in STREAM_K_SPECS {
         check_spec(spec);
     }
 }

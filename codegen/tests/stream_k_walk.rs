@@ -586,6 +586,9 @@ fn stream_k_specs() -> Vec<String> {
             "name: b, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, \
              tile: 64x128x128, consumers: 1, stages: 6, schedule: persistent(tail = stream_k), \
              quant: block, promote: 128",
+            // A grouped walk counts its tiles on the device; its units split as any walk's.
+            "name: g, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 5, \
+             epilogue: tma, schedule: persistent(tail = stream_k), groups: masked",
         ]
         .map(String::from),
     );

@@ -20,13 +20,15 @@ use std::sync::Arc;
 
 /// The grouped kernels under test: both layouts of B, both grouped layouts, one and two
 /// consumers, direct and TMA stores, and a 192-row tile (three consumers), whose tile-row
-/// division is not a shift.
-const SPECS: [&str; 5] = [
+/// division is not a shift; with a stream-K tail, both layouts.
+const SPECS: [&str; 7] = [
     "name: moe_rc, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 4, groups: contiguous",
     "name: moe_rc_tma, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 3, epilogue: tma, groups: contiguous",
     "name: moe_rr, arch: sm_90a, mma: wgmma, layout: rr, tile: 64x128x64, consumers: 1, stages: 6, groups: contiguous",
     "name: moe_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, groups: masked",
     "name: moe_192, arch: sm_90a, mma: wgmma, layout: rc, tile: 192x128x64, consumers: 3, stages: 4, groups: contiguous",
+    "name: moe_sk, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, schedule: persistent(tail = stream_k), groups: contiguous",
+    "name: moe_sk_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked",
 ];
 
 fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
@@ -112,6 +114,19 @@ fn contiguous_cases(layout: Layout, tile_m: u32) -> Vec<Case> {
         rows: 500,
         n: 136,
         k: 64,
+    });
+    // With 128x256 tiles on 132 SMs: 176 tiles, a whole round and 44 left over, which a
+    // stream-K tail splits along K over every SM, across the experts' boundaries.
+    let sizes = [300, 0, 700, 129];
+    let offsets = GroupRows::offsets_of(&sizes);
+    cases.push(Case {
+        what: format!("sizes {sizes:?}, N 4096, K 320"),
+        layout,
+        masked: false,
+        rows: *offsets.last().unwrap() as u32,
+        table: offsets,
+        n: 4096,
+        k: 320,
     });
     let mut rng = SplitMix64::new(0x40_0001);
     let many: Vec<u32> = (0..1000).map(|_| rng.below(9) as u32).collect();

@@ -821,18 +821,10 @@ impl Validator<'_> {
     fn grouped(&mut self) {
         let s = self.spec;
         let name = s.groups.name();
+        // A stream-K tail splits the walk's last tiles whatever their experts: every block
+        // counts the same tiles from the table, so every block splits them alike.
         match s.schedule {
-            Schedule::Persistent {
-                tail: Tail::Whole, ..
-            } => {}
-            Schedule::Persistent {
-                tail: Tail::StreamK,
-                ..
-            } => self.help(
-                Key::Schedule,
-                format!("`groups: {name}` walks whole tiles: a stream-K tail is not grouped yet"),
-                "schedule: persistent",
-            ),
+            Schedule::Persistent { .. } => {}
             Schedule::Tile => self.help(
                 Key::Schedule,
                 format!(
@@ -1666,6 +1658,16 @@ mod tests {
         );
         let masked = check_str(&format!("{HOPPER}, groups: masked")).unwrap();
         assert!(masked.spec.to_spec_text().ends_with(", groups: masked"));
+        // A stream-K tail splits the walk's last tiles, whichever experts they belong to.
+        let split = check_str(&format!(
+            "{HOPPER}, schedule: persistent(tail = stream_k), groups: masked"
+        ))
+        .unwrap();
+        assert!(split.spec.to_spec_text().contains("tail = stream_k"));
+        let Family::Wgmma(g) = split.family else {
+            unreachable!()
+        };
+        assert!(g.workspace_bytes_per_block() > 0);
     }
 
     #[test]
@@ -1674,11 +1676,6 @@ mod tests {
             (
                 "schedule: tile",
                 "needs a persistent walk",
-                "schedule: persistent",
-            ),
-            (
-                "schedule: persistent(tail = stream_k)",
-                "a stream-K tail is not grouped yet",
                 "schedule: persistent",
             ),
             (
