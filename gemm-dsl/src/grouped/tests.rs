@@ -310,6 +310,6 @@ fn the_grouped_set_is_valid_in_each_layout_with_tma_stores() {
         let valid = crate::check_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert_eq!(valid.spec.groups, Groups::Masked, "{spec}");
     }
-    assert!(specs[0].starts_with("name: sm90_grouped_w128x256_bf16_rc_masked,"));
+    assert!(specs[0].starts_with("name: sm90_grouped_w128x256_sk_bf16_rc_masked,"));
     assert!(specs.iter().all(|spec| spec.contains("epilogue: tma")));
 }

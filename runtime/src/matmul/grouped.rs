@@ -1,9 +1,9 @@
 //! `GroupedMatmul`: grouped GEMM for mixture-of-experts layers through one entry point (the
 //! `emit` feature). It holds the Hopper grouped set ([`sm90_grouped_specs`]) for one grouped
 //! layout and one layout of A and B, picks a kernel per launch from what the host knows (the
-//! experts, the rows in all, N, K: [`GroupedShape::priced_as`] prices the walk as the strided
-//! batch of the experts expected to hold rows) and loads each kernel the first time it is
-//! picked.
+//! experts, the rows in all, N, K: [`GroupedShape::pick`] prices the walk as the strided
+//! batch of the experts expected to hold rows, a masked one at several fills of its capacity)
+//! and loads each kernel the first time it is picked.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), gemm_runtime::Error> {
@@ -105,18 +105,24 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
             layout: self.layout,
             masked: self.groups == Groups::Masked,
         };
-        let priced = shape.priced_as();
-        pick::pick(&self.candidates, &priced, &self.device).ok_or_else(|| Error::NoKernelFor {
-            problem: format!(
-                "{} experts, {} rows, N {}, K {} (priced as {priced})",
-                dims.groups, dims.rows, dims.n, dims.k
-            ),
-            refused: pick::rank(&self.candidates, &priced, &self.device)
-                .refused
-                .iter()
-                .map(|(index, reason)| format!("{}: {reason}", self.candidates[*index].name))
-                .collect::<Vec<_>>()
-                .join("; "),
+        shape.pick(&self.candidates, &self.device).ok_or_else(|| {
+            // The last priced problem is the tallest: the one a member would refuse.
+            let priced = *shape
+                .priced_as()
+                .last()
+                .expect("one priced problem or more");
+            Error::NoKernelFor {
+                problem: format!(
+                    "{} experts, {} rows, N {}, K {} (priced as {priced})",
+                    dims.groups, dims.rows, dims.n, dims.k
+                ),
+                refused: pick::rank(&self.candidates, &priced, &self.device)
+                    .refused
+                    .iter()
+                    .map(|(index, reason)| format!("{}: {reason}", self.candidates[*index].name))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            }
         })
     }
 
@@ -183,7 +189,7 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
 mod tests {
     use gemm_dsl::grouped::sm90_grouped_specs;
     use gemm_dsl::pick::GroupedShape;
-    use gemm_dsl::pick::{self, Candidate, DeviceModel};
+    use gemm_dsl::pick::{Candidate, DeviceModel};
     use gemm_dsl::{check_str, DType, Groups, Layout};
 
     /// What the H100's model picks for the problems of `shapes/moe.txt`: 64-row tiles where
@@ -208,7 +214,8 @@ mod tests {
                 layout: Layout::RowRow,
                 masked: false,
             };
-            let index = pick::pick(&candidates, &shape.priced_as(), &DeviceModel::h100_sxm())
+            let index = shape
+                .pick(&candidates, &DeviceModel::h100_sxm())
                 .expect("a grouped kernel admits every problem");
             candidates[index].launch.tile_m
         };
