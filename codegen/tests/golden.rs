@@ -154,7 +154,9 @@ fn explain_output() {
 /// experts' row table (a max-scan of the ends where the experts are contiguous; the counts
 /// under each expert's capacity where masked), each tile's expert found in them, and (TMA
 /// stores) the boxes past an expert's last row stored directly; with a stream-K tail, the
-/// walk's last tiles split along K whichever experts they belong to.
+/// walk's last tiles split along K whichever experts they belong to; fp8 with block scales,
+/// each tile's A scales copied from the 16-byte unit that holds its first row and its B
+/// scales its expert's.
 #[test]
 fn grouped_ptx() {
     for (name, body) in [
@@ -165,6 +167,10 @@ fn grouped_ptx() {
         (
             "grouped_masked_rr",
             "layout: rr, tile: 128x128x64, stages: 6, groups: masked",
+        ),
+        (
+            "grouped_fp8_block_rc",
+            "dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 5, epilogue: tma, quant: block, promote: 128, groups: contiguous",
         ),
         (
             "grouped_masked_stream_k_rr",

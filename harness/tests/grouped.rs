@@ -6,14 +6,15 @@
 //! the specs here emit; run the rest with `--ignored` on a machine with an NVIDIA Hopper GPU.
 
 use gemm_dsl::grouped::{GroupRows, SplitMix64};
-use gemm_dsl::{DType, Layout};
-use gemm_harness::verify::{normal_values, Tolerance};
+use gemm_dsl::{DType, Layout, Quant};
+use gemm_harness::verify::{normal_values, Tolerance, BLOCK_SCALE_MAX};
 use gemm_runtime::cudarc::driver::sys::{
     CUgraphInstantiate_flags, CUstreamCaptureMode, CUstreamCaptureStatus,
 };
+use gemm_runtime::fp8::E4m3;
 use gemm_runtime::{
-    begin_capture, open_context, Batch, CudaContext, CudaSlice, CudaStream, Element, Error,
-    GemmKernel, GroupedDims, GroupedMatmul, Groups, LeadingDims,
+    begin_capture, open_context, Batch, CudaContext, CudaSlice, CudaStream, Element, Epilogue,
+    Error, GemmKernel, GroupedDims, GroupedMatmul, Groups, LeadingDims, Storage,
 };
 use half::bf16;
 use std::sync::Arc;
@@ -31,13 +32,21 @@ const SPECS: [&str; 7] = [
     "name: moe_sk_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked",
 ];
 
+/// fp8 experts with block scales (`quant: block`): A's 1x128 scales over every row, each
+/// expert's own 128x128 scales of B; contiguous whole tiles, and masked with a stream-K tail
+/// and TMA stores.
+const FP8_SPECS: [&str; 2] = [
+    "name: moe_fp8, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 5, quant: block, promote: 128, groups: contiguous",
+    "name: moe_fp8_masked_sk, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 4, epilogue: tma, schedule: persistent(tail = stream_k), quant: block, promote: 128, groups: masked",
+];
+
 fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
     let ctx = open_context(0).expect("these tests need a CUDA GPU");
     let stream = ctx.default_stream();
     (ctx, stream)
 }
 
-fn kernel(ctx: &Arc<CudaContext>, spec: &str) -> GemmKernel<bf16, bf16> {
+fn kernel<In: Element>(ctx: &Arc<CudaContext>, spec: &str) -> GemmKernel<In, bf16> {
     let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
     GemmKernel::from_emitted(ctx, &emitted).unwrap_or_else(|e| panic!("{spec}: {e}"))
 }
@@ -155,31 +164,80 @@ fn masked_cases() -> Vec<Case> {
     }]
 }
 
-/// A grouped launch of A, B, D and the row table.
-type Launch<'a> = dyn Fn(
-        &CudaSlice<bf16>,
-        &CudaSlice<bf16>,
+/// A grouped launch of A, B, D, the row table and (`quant: block`) the block scales.
+type Launch<'a, In> = dyn Fn(
+        &CudaSlice<In>,
+        &CudaSlice<In>,
         &mut CudaSlice<bf16>,
         &CudaSlice<i32>,
+        Option<&BlockScales>,
     ) -> Result<(), Error>
     + 'a;
 
+/// fp8 block scales (`quant: block`), on the host and the device: A's ceil(K/128) lines of
+/// the rows rounded up to 4, then each expert's B ceil(N/128) lines of ceil(K/128). Powers of
+/// two up to [`BLOCK_SCALE_MAX`] either way, so every scaled product is exact.
+struct BlockScales {
+    a_host: Vec<f32>,
+    b_host: Vec<f32>,
+    a: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+}
+
+impl BlockScales {
+    fn random(stream: &Arc<CudaStream>, case: &Case, seed: u64) -> BlockScales {
+        let mut rng = SplitMix64::new(seed ^ 0x5ca1e);
+        let most = BLOCK_SCALE_MAX.log2() as u64;
+        let mut power_of_two = || 2f32.powi((rng.below(2 * most + 1) as i32) - most as i32);
+        let k_blocks = case.k.div_ceil(Quant::BLOCK) as usize;
+        let a_lines = (case.rows as usize).next_multiple_of(Quant::A_LINE_MULTIPLE as usize);
+        let b_lines = case.groups() as usize * case.n.div_ceil(Quant::BLOCK) as usize;
+        let a_host: Vec<f32> = (0..k_blocks * a_lines).map(|_| power_of_two()).collect();
+        let b_host: Vec<f32> = (0..b_lines * k_blocks).map(|_| power_of_two()).collect();
+        BlockScales {
+            a: stream.clone_htod(&a_host).unwrap(),
+            b: stream.clone_htod(&b_host).unwrap(),
+            a_host,
+            b_host,
+        }
+    }
+
+    /// The scale of A's element (row, i) times that of expert g's B at (i, col).
+    fn factor(&self, case: &Case, g: usize, (row, col, i): (usize, usize, usize)) -> f64 {
+        let block = Quant::BLOCK as usize;
+        let k_blocks = case.k.div_ceil(Quant::BLOCK) as usize;
+        let a_lines = (case.rows as usize).next_multiple_of(Quant::A_LINE_MULTIPLE as usize);
+        let n_blocks = case.n.div_ceil(Quant::BLOCK) as usize;
+        let a = self.a_host[i / block * a_lines + row];
+        let b = self.b_host[(g * n_blocks + col / block) * k_blocks + i / block];
+        f64::from(a) * f64::from(b)
+    }
+}
+
 /// Runs `case` by `launch` and checks every expert's rows against float64 and every other
-/// row of D untouched.
-fn check_case(stream: &Arc<CudaStream>, case: &Case, seed: u64, launch: &Launch<'_>) {
+/// row of D untouched; with `block_scales`, fp8 operands scaled by random block scales.
+fn check_case<In: Element>(
+    stream: &Arc<CudaStream>,
+    case: &Case,
+    seed: u64,
+    block_scales: bool,
+    launch: &Launch<'_, In>,
+) {
     let (rows, n, k, groups) = (
         case.rows as usize,
         case.n as usize,
         case.k as usize,
         case.groups(),
     );
-    let a_host: Vec<bf16> = normal_values(rows * k, seed);
-    let b_host: Vec<bf16> = normal_values(groups as usize * n * k, seed ^ 0xB);
+    let a_host: Vec<In> = normal_values(rows * k, seed);
+    let b_host: Vec<In> = normal_values(groups as usize * n * k, seed ^ 0xB);
     let a = stream.clone_htod(&a_host).unwrap();
     let b = stream.clone_htod(&b_host).unwrap();
     let table = stream.clone_htod(&case.table).unwrap();
+    let scales = block_scales.then(|| BlockScales::random(stream, case, seed));
     let mut d = stream.clone_htod(&vec![bf16::poison(); rows * n]).unwrap();
-    launch(&a, &b, &mut d, &table).unwrap_or_else(|e| panic!("{}: {e}", case.what));
+    launch(&a, &b, &mut d, &table, scales.as_ref())
+        .unwrap_or_else(|e| panic!("{}: {e}", case.what));
     let d_host = stream.clone_dtoh(&d).unwrap();
 
     let mut owner = vec![None; rows];
@@ -188,7 +246,16 @@ fn check_case(stream: &Arc<CudaStream>, case: &Case, seed: u64, launch: &Launch<
             owner[row as usize] = Some(g);
         }
     }
-    let tolerance = Tolerance::for_types(DType::Bf16, DType::Bf16, (rows * n) as u64, case.k);
+    let input = match In::STORAGE {
+        Storage::Bf16 => DType::Bf16,
+        Storage::E4m3 => DType::E4m3,
+        other => panic!("no grouped test takes {other:?}"),
+    };
+    let tolerance = Tolerance::for_types(input, DType::Bf16, (rows * n) as u64, case.k);
+    let tolerance = match &scales {
+        None => tolerance,
+        Some(_) => tolerance.for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX)),
+    };
     let (mut error_sq, mut reference_sq, mut max_abs) = (0.0f64, 0.0f64, 0.0f64);
     for (row, expert) in owner.iter().enumerate() {
         let written = &d_host[row * n..(row + 1) * n];
@@ -209,7 +276,10 @@ fn check_case(stream: &Arc<CudaStream>, case: &Case, seed: u64, launch: &Launch<
                     Layout::RowCol => b_g[col * k + i],
                     _ => b_g[i * n + col],
                 };
-                want += a_host[row * k + i].to_f64() * b_value.to_f64();
+                let scale = scales
+                    .as_ref()
+                    .map_or(1.0, |s| s.factor(case, g, (row, col, i)));
+                want += a_host[row * k + i].to_f64() * b_value.to_f64() * scale;
             }
             assert!(
                 !value.is_poison(),
@@ -234,7 +304,7 @@ fn check_case(stream: &Arc<CudaStream>, case: &Case, seed: u64, launch: &Launch<
 
 #[test]
 fn the_grouped_specs_emit() {
-    for spec in SPECS {
+    for spec in SPECS.iter().chain(&FP8_SPECS) {
         let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert_ne!(emitted.info().groups(), Groups::None, "{spec}");
     }
@@ -245,7 +315,7 @@ fn the_grouped_specs_emit() {
 fn ragged_experts_match_float64_and_leave_other_rows_alone() {
     let (ctx, stream) = gpu();
     for (index, spec) in SPECS.iter().enumerate() {
-        let kernel = kernel(&ctx, spec);
+        let kernel = kernel::<bf16>(&ctx, spec);
         let valid = gemm_dsl::check_str(spec).unwrap();
         let cases = match valid.spec.groups {
             Groups::Masked => masked_cases(),
@@ -257,8 +327,75 @@ fn ragged_experts_match_float64_and_leave_other_rows_alone() {
                 &stream,
                 case,
                 0x40_1000 + (index * 16 + seed) as u64,
-                &|a, b, d, table| {
+                false,
+                &|a, b, d, table, _| {
                     kernel.launch_grouped(&stream, a, b, d, table, case.dims(), case.lds())
+                },
+            );
+        }
+    }
+}
+
+/// fp8 cases: K a multiple of 16 (whole 16-byte lines for the TMA) with a partial last block
+/// of 128, 9 k tiles (the ring and its scale slots go round more than once), experts of 0, 1,
+/// a tile ± 1 rows, starting at rows that are not multiples of 4 (the A scales' 16-byte
+/// units), and masked counts over the capacity and negative.
+fn fp8_cases() -> Vec<Case> {
+    let sizes = [0, 1, 127, 128, 129, 0, 261, 3];
+    let offsets = GroupRows::offsets_of(&sizes);
+    let last = *offsets.last().unwrap() as u32;
+    vec![
+        Case {
+            what: format!("fp8, sizes {sizes:?} and 5 rows past the last expert"),
+            layout: Layout::RowCol,
+            masked: false,
+            table: offsets,
+            rows: last + 5,
+            n: 384,
+            k: 1040,
+        },
+        Case {
+            what: "fp8, counts 0, 1, the capacity, over it, negative, a tile + 1".to_string(),
+            layout: Layout::RowCol,
+            masked: true,
+            table: vec![0, 1, 203, 250, -3, 129],
+            rows: 6 * 203,
+            n: 256,
+            k: 1040,
+        },
+    ]
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_experts_with_block_scales_match_float64() {
+    let (ctx, stream) = gpu();
+    for (index, spec) in FP8_SPECS.iter().enumerate() {
+        let kernel = kernel::<E4m3>(&ctx, spec);
+        let masked = kernel.info().groups() == Groups::Masked;
+        for (seed, case) in fp8_cases()
+            .iter()
+            .filter(|c| c.masked == masked)
+            .enumerate()
+        {
+            check_case(
+                &stream,
+                case,
+                0x40_5000 + (index * 16 + seed) as u64,
+                true,
+                &|a, b, d, table, scales| {
+                    let scales = scales.expect("block scales");
+                    let mut epilogue = Epilogue::none().quant_scales(&scales.a, &scales.b);
+                    kernel.launch_grouped_with(
+                        &stream,
+                        a,
+                        b,
+                        d,
+                        table,
+                        case.dims(),
+                        case.lds(),
+                        &mut epilogue,
+                    )
                 },
             );
         }
@@ -283,9 +420,13 @@ fn the_grouped_entry_point_picks_a_member_and_computes_every_case() {
         for (seed, case) in cases.iter().enumerate() {
             let picked = experts.pick(&case.dims()).unwrap().to_string();
             assert!(experts.names().contains(&picked.as_str()), "{picked}");
-            check_case(&stream, case, 0x40_3000 + seed as u64, &|a, b, d, table| {
-                experts.run(&stream, a, b, d, table, case.dims())
-            });
+            check_case(
+                &stream,
+                case,
+                0x40_3000 + seed as u64,
+                false,
+                &|a, b, d, table, _| experts.run(&stream, a, b, d, table, case.dims()),
+            );
         }
     }
 }

@@ -373,6 +373,7 @@ pub(crate) fn check_quant_scales(
     fused: &FusedSpec,
     given: &GivenArguments,
     (m, n, k, batch): (u32, u32, u32, u32),
+    b_matrices: u32,
 ) -> Result<(), Error> {
     let wrong = |problem: String| {
         Err(Error::EpilogueArguments {
@@ -406,11 +407,16 @@ pub(crate) fn check_quant_scales(
             let k_blocks = u64::from(k.div_ceil(Quant::BLOCK));
             let n_blocks = u64::from(n.div_ceil(Quant::BLOCK));
             let m_lines = u64::from(m).next_multiple_of(u64::from(Quant::A_LINE_MULTIPLE));
+            let experts = if b_matrices > 1 {
+                format!(", for each of {b_matrices} experts")
+            } else {
+                String::new()
+            };
             (
                 k_blocks * m_lines,
-                n_blocks * k_blocks,
+                u64::from(b_matrices.max(1)) * n_blocks * k_blocks,
                 format!(
-                    "A: ceil(K/128) = {k_blocks} lines of M rounded up to 4 = {m_lines}; B: ceil(N/128) = {n_blocks} lines of {k_blocks}"
+                    "A: ceil(K/128) = {k_blocks} lines of M rounded up to 4 = {m_lines}; B: ceil(N/128) = {n_blocks} lines of {k_blocks}{experts}"
                 ),
             )
         }
@@ -560,8 +566,8 @@ mod tests {
             aux: false,
             quant_scales,
         };
-        let check = |fused: &FusedSpec, lens, dims| {
-            check_quant_scales("k", fused, &given(lens), dims).map_err(|e| e.to_string())
+        let check = |fused: &FusedSpec, lens, dims: (u32, u32, u32, u32)| {
+            check_quant_scales("k", fused, &given(lens), dims, dims.3).map_err(|e| e.to_string())
         };
         let one = (100, 30, 4096, 1);
         assert!(check(&tensor, Some((1, 1)), one).is_ok());
@@ -593,6 +599,15 @@ mod tests {
         assert!(check(&block, Some((3300, 99)), (100, 300, 4100, 2))
             .unwrap_err()
             .contains("cover one product; this launch has 2"));
+        // A grouped launch: one product, B's scales for each of 8 experts.
+        let grouped = |lens| {
+            check_quant_scales("k", &block, &given(lens), (100, 300, 4100, 1), 8)
+                .map_err(|e| e.to_string())
+        };
+        assert!(grouped(Some((3300, 8 * 99))).is_ok());
+        assert!(grouped(Some((3300, 99)))
+            .unwrap_err()
+            .contains("the kernel reads 3300 and 792"));
     }
 
     #[test]

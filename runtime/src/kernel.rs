@@ -329,7 +329,8 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
     /// its expert empty, a negative one counts as 0, one past the rows stops at them, a count
     /// over the capacity is the capacity, so whatever the table holds, nothing is written
     /// outside D's rows or into another expert's. Capturable in a CUDA graph as every launch
-    /// (the table is read when the graph replays).
+    /// (the table is read when the graph replays). An fp8 kernel with block scales takes them
+    /// through [`GemmKernel::launch_grouped_with`].
     #[allow(clippy::too_many_arguments)]
     pub fn launch_grouped<A, B, C, R>(
         &self,
@@ -340,6 +341,33 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
         group_rows: &R,
         dims: GroupedDims,
         lds: LeadingDims,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<InB>,
+        C: DevicePtrMut<Out>,
+        R: DevicePtr<i32>,
+    {
+        let mut plain = Epilogue::none();
+        self.launch_grouped_with(stream, a, b, c, group_rows, dims, lds, &mut plain)
+    }
+
+    /// [`GemmKernel::launch_grouped`] with the epilogue's arguments: a grouped fp8 kernel's
+    /// block scales (`quant: block`, [`Epilogue::quant_scales`]). A's are as a dense
+    /// kernel's, over all `dims.rows` rows: ceil(K/128) lines of the rows rounded up to 4,
+    /// one f32 per row and 128 k. B's are each expert's ceil(N/128) lines of ceil(K/128)
+    /// (one per 128x128 block), expert after expert.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch_grouped_with<A, B, C, R>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        group_rows: &R,
+        dims: GroupedDims,
+        lds: LeadingDims,
+        epilogue: &mut Epilogue<'_, Out>,
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
@@ -374,7 +402,6 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
                 _ => 0,
             },
         };
-        let mut plain = Epilogue::none();
         self.launch_any(
             stream,
             a,
@@ -383,7 +410,7 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             (dims.rows, dims.n, dims.k),
             lds,
             Batch::ONE,
-            &mut plain,
+            epilogue,
             Some((grouped, dims, table_len)),
         )
     }
@@ -430,11 +457,16 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             &epilogue.given(),
             (m, n, batch.count),
         )?;
+        // A grouped launch's B scales are each expert's.
+        let b_matrices = grouped
+            .as_ref()
+            .map_or(batch.count, |(_, dims, _)| dims.groups);
         check_quant_scales(
             self.info.name(),
             &self.fused,
             &epilogue.given(),
             (m, n, k, batch.count),
+            b_matrices,
         )?;
         if let Some(CIn::Buffer(c_in)) = &epilogue.c_in {
             same_context(&self.ctx, [("C-in", c_in.stream().context())])?;

@@ -246,6 +246,10 @@ pub struct WgmmaGeometry {
     /// `quant: block`: the producer copies each k tile's scales into a slot beside its stage
     /// ([`WgmmaGeometry::block_scale_bytes`]).
     pub block_scales: bool,
+    /// `quant: block`: the rows of A scales a slot holds. BM, or with `groups:` (whose tiles
+    /// start at any row, and whose scales' copy must start on a 16-byte boundary) BM and the
+    /// [`Quant::A_LINE_MULTIPLE`] rows before a tile's first row back to that boundary.
+    pub block_scale_a_rows: u32,
 }
 
 /// The narrowest XOR swizzle an operand falls back to.
@@ -464,13 +468,19 @@ impl WgmmaGeometry {
             ),
             promote_k_tiles,
             block_scales: spec.quant == Quant::Block,
+            block_scale_a_rows: if spec.groups.is_grouped() {
+                tile.m + Quant::A_LINE_MULTIPLE
+            } else {
+                tile.m
+            },
         })
     }
 
-    /// `quant: block`: one stage's scales in shared memory, beside the ring: the tile's BM
-    /// rows' A scales (one bulk copy), then its column blocks' B scales, padded to 16 bytes.
+    /// `quant: block`: one stage's scales in shared memory, beside the ring: the tile's
+    /// rows' A scales (one bulk copy, [`WgmmaGeometry::block_scale_a_rows`]), then its column
+    /// blocks' B scales, padded to 16 bytes.
     pub fn block_scale_slot_bytes(&self) -> u32 {
-        (self.tile.m * 4 + (self.block_scale_col_blocks() * 4).next_multiple_of(16))
+        (self.block_scale_a_rows * 4 + (self.block_scale_col_blocks() * 4).next_multiple_of(16))
             .next_multiple_of(16)
     }
 
@@ -858,11 +868,13 @@ impl Validator<'_> {
                 "layout: rc (B as `[G, N, K]`, nn.Linear's weights) or layout: rr (`[G, K, N]`)",
             );
         }
-        if s.dtype.is_fp8() {
+        if s.quant == Quant::Tensor {
             self.help(
-                Key::Dtype,
-                format!("`groups: {name}` multiplies f16 or bf16; fp8 is not grouped yet"),
-                "dtype: bf16",
+                Key::Quant,
+                format!(
+                    "`groups: {name}` scales fp8 experts by blocks: one scale for every expert's B is not grouped"
+                ),
+                "quant: block (1x128 scales of A's rows, 128x128 of each expert's B)",
             );
         }
         let fused = [
@@ -1690,9 +1702,9 @@ mod tests {
             ),
             ("layout: cr", "A row-major", "layout: rc"),
             (
-                "dtype: e4m3, layout: rc, tile: 128x256x128",
-                "fp8 is not grouped yet",
-                "dtype: bf16",
+                "dtype: e4m3, layout: rc, tile: 128x128x128, quant: tensor",
+                "one scale for every expert's B is not grouped",
+                "quant: block",
             ),
             ("bias: col", "no fused epilogue yet", "leave `bias:` out"),
         ] {

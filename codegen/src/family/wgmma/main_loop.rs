@@ -165,7 +165,7 @@ impl MainLoop {
             rows_per_consumer: g.rows_per_consumer,
             consumer_row_step: if g.pingpong { 0 } else { g.rows_per_consumer },
             stage_desc_units: ring.stage_bytes / 16,
-            promotion: Promotion::of(g, spec.quant, epilogue, scale_slots_offset),
+            promotion: Promotion::of(g, spec, epilogue, scale_slots_offset),
             ring,
             lines_split: a_loads.iter().chain(&b_loads).any(|l| l.outer_offset > 0),
             a_loads,

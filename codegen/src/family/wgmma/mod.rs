@@ -93,14 +93,22 @@ pub struct WgmmaPlan {
 pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     let spec = &valid.spec;
     let ring = main_loop::ring(g, spec.dtype.size_bytes(), spec.stages);
-    // A grouped walk's tables follow the ring's barriers (grouped kernels have no C-in
-    // barriers or block-scale slots after them).
-    let tables_offset = ring.bytes_with_barriers().next_multiple_of(16);
     // C-in's mbarriers follow the ring's.
     let epilogue = WgmmaEpilogue::new(g, spec, ring.bytes_with_barriers());
+    let main_loop = MainLoop::new(g, spec, ring, &epilogue);
+    // A grouped walk's tables follow everything else: the ring's barriers and (fp8) the
+    // block scales' slots (grouped kernels have no C-in).
+    let tables_offset = main_loop
+        .promotion
+        .as_ref()
+        .and_then(|promotion| promotion.block.as_ref())
+        .map_or(main_loop.ring.bytes_with_barriers(), |block| {
+            block.slots_offset + block.slot_bytes * main_loop.ring.stages
+        })
+        .next_multiple_of(16);
     WgmmaPlan {
         geometry: *g,
-        main_loop: MainLoop::new(g, spec, ring, &epilogue),
+        main_loop,
         schedule: SchedulePlan::new(g, spec, tables_offset),
         epilogue,
         launch: LaunchPlan::new(g, spec),

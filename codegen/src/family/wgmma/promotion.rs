@@ -16,7 +16,7 @@
 
 use super::epilogue::WgmmaEpilogue;
 use gemm_dsl::family::wgmma::WgmmaGeometry;
-use gemm_dsl::Quant;
+use gemm_dsl::{GemmSpec, Quant};
 use serde::Serialize;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -58,6 +58,16 @@ pub struct BlockScales {
     /// A's scale lines: M rounded up by adding this and masking with `a_line_mask`.
     pub a_line_round_up: u32,
     pub a_line_mask: i32,
+    /// `groups:`: a tile starts at any row and multiplies its expert's B, so the copy of its
+    /// A scales starts at the 16-byte unit holding its first row (`copied_a_rows` rows), a
+    /// consumer reads from `row & a_row_in_unit_mask` rows into the slot, and B's scales are
+    /// the expert's (each expert's after the one before).
+    pub grouped: bool,
+    pub copied_a_rows: u32,
+    pub a_row_in_unit_mask: u32,
+    /// The register that holds a consumer thread's byte offset of its rows in a slot: set
+    /// once, or (grouped) at each tile.
+    pub a_read_register: &'static str,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -77,12 +87,13 @@ impl Promotion {
     /// from the ring's base.
     pub fn of(
         g: &WgmmaGeometry,
-        quant: Quant,
+        spec: &GemmSpec,
         epilogue: &WgmmaEpilogue,
         slots_offset: u32,
     ) -> Option<Promotion> {
         let k_tiles = g.promote_k_tiles?;
-        let block = (quant == Quant::Block).then(|| {
+        let grouped = spec.groups.is_grouped();
+        let block = (spec.quant == Quant::Block).then(|| {
             let elements: Vec<_> = epilogue.fused_segments().into_iter().flatten().collect();
             let mut rows: Vec<u32> = elements.iter().map(|e| e.row).collect();
             rows.sort_unstable();
@@ -117,11 +128,17 @@ impl Promotion {
                 factors,
                 terms,
                 a_offsets: rows.iter().map(|row| row * 4).collect(),
-                b_offsets: (0..col_blocks).map(|c| (g.tile.m + c) * 4).collect(),
+                b_offsets: (0..col_blocks)
+                    .map(|c| (g.block_scale_a_rows + c) * 4)
+                    .collect(),
                 block_shift: Quant::BLOCK.trailing_zeros(),
                 block_round_up: Quant::BLOCK - 1,
                 a_line_round_up: Quant::A_LINE_MULTIPLE - 1,
                 a_line_mask: -(Quant::A_LINE_MULTIPLE as i32),
+                grouped,
+                copied_a_rows: g.block_scale_a_rows,
+                a_row_in_unit_mask: Quant::A_LINE_MULTIPLE - 1,
+                a_read_register: if grouped { "%bs_tile_read" } else { "%bs_read" },
                 slots_offset,
                 slot_bytes: g.block_scale_slot_bytes(),
                 block_m: g.tile.m,

@@ -325,6 +325,7 @@ fn shared_memory_regions_lie_apart_inside_the_launch() {
         "tile: 64x128x64, consumers: 1, epilogue: direct, scale: alpha_beta",
         "layout: rc, stages: 3, groups: contiguous, epilogue: tma",
         "layout: rc, tile: 64x256x64, consumers: 1, stages: 5, groups: masked",
+        "dtype: e4m3, layout: rc, tile: 128x128x128, stages: 5, epilogue: tma, quant: block, groups: masked",
     ] {
         let (valid, g) = test_spec(text);
         let p = plan(&valid, &g);
