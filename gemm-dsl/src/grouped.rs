@@ -61,6 +61,38 @@ pub const SM90_GROUPED_MEMBERS: [(&str, &str); 4] = [
     ),
 ];
 
+/// The Hopper fp8 grouped kernels (e4m3 experts with block scales, `quant: block`: A's 1x128
+/// and each expert's 128x128 scales of B, as DeepSeek-V3's), by name and spec keys: 128x128x128
+/// tiles (the widest whose promoted sums fit the registers) with whole tiles and with a
+/// stream-K tail, and 64x128x128 for a few rows per expert. B is K-major (`layout: rc`, `[G, N,
+/// K]`), as fp8 wgmma reads it. No entry point picks among them yet: `gemm-bench --grouped-fp8`
+/// times each.
+pub const SM90_GROUPED_FP8_MEMBERS: [(&str, &str); 3] = [
+    ("w128x128", "tile: 128x128x128, stages: 5, epilogue: tma"),
+    (
+        "w128x128_sk",
+        "tile: 128x128x128, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k)",
+    ),
+    (
+        "w64x128_sk",
+        "tile: 64x128x128, consumers: 1, stages: 6, epilogue: tma, schedule: persistent(tail = stream_k)",
+    ),
+];
+
+/// The specs of [`SM90_GROUPED_FP8_MEMBERS`] for one grouped layout: e4m3 in, bf16 out,
+/// layout `rc`, named `sm90_grouped_fp8_<member>_<groups>`.
+pub fn sm90_grouped_fp8_specs(groups: Groups) -> Vec<String> {
+    SM90_GROUPED_FP8_MEMBERS
+        .iter()
+        .map(|(member, keys)| {
+            format!(
+                "name: sm90_grouped_fp8_{member}_{groups}, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, {keys}, quant: block, promote: 128, groups: {groups}",
+                groups = groups.name(),
+            )
+        })
+        .collect()
+}
+
 /// The specs of [`SM90_GROUPED_MEMBERS`] for one grouped layout, layout of A and B, and
 /// 16-bit type (in and out), named `sm90_grouped_<member>_<dtype>_<layout>_<groups>`.
 pub fn sm90_grouped_specs(groups: Groups, layout: Layout, dtype: DType) -> Vec<String> {

@@ -313,3 +313,17 @@ fn the_grouped_set_is_valid_in_each_layout_with_tma_stores() {
     assert!(specs[0].starts_with("name: sm90_grouped_w128x256_sk_bf16_rc_masked,"));
     assert!(specs.iter().all(|spec| spec.contains("epilogue: tma")));
 }
+
+#[test]
+fn the_fp8_grouped_set_is_valid_with_block_scales() {
+    use crate::spec::{Groups, Quant};
+    for groups in [Groups::Contiguous, Groups::Masked] {
+        let specs = sm90_grouped_fp8_specs(groups);
+        assert_eq!(specs.len(), SM90_GROUPED_FP8_MEMBERS.len());
+        for spec in &specs {
+            let valid = crate::check_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert_eq!(valid.spec.groups, groups, "{spec}");
+            assert_eq!(valid.spec.quant, Quant::Block, "{spec}");
+        }
+    }
+}

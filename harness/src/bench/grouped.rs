@@ -85,7 +85,7 @@ pub struct GroupedRow {
 }
 
 /// Where expert `g`'s rows start in A and D, and how many it has.
-fn expert_rows(problem: &GroupedProblem, sizes: &[u32]) -> Vec<(u64, u32)> {
+pub(crate) fn expert_rows(problem: &GroupedProblem, sizes: &[u32]) -> Vec<(u64, u32)> {
     let mut start = 0u64;
     sizes
         .iter()
@@ -128,7 +128,7 @@ fn random_bf16(
 }
 
 /// `‖x − y‖ / ‖y‖` over the rows of `experts` (`n` columns each).
-fn rel_diff(x: &[bf16], y: &[bf16], experts: &[(u64, u32)], n: u32) -> f64 {
+pub(crate) fn rel_diff(x: &[bf16], y: &[bf16], experts: &[(u64, u32)], n: u32) -> f64 {
     let (mut diff, mut norm) = (0.0f64, 0.0f64);
     for &(start, rows) in experts {
         let from = (start * u64::from(n)) as usize;
@@ -459,7 +459,7 @@ pub fn time_grouped(
 }
 
 /// The rows of a `rows`-row buffer that no expert holds.
-fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize> + '_ {
     (0..rows as usize).filter(move |&row| {
         !experts
             .iter()

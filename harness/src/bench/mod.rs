@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 pub mod fp8;
 pub mod fused;
 pub mod grouped;
+pub mod grouped_fp8;
 pub mod host_cost;
 
 pub use crate::verify::Shape;

@@ -208,6 +208,11 @@ struct Cli {
     /// as the ceiling (bf16, layout rr), each result checked first.
     #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused", "fp8", "shapes", "shape_file"])]
     grouped: Option<PathBuf>,
+    /// Time the fp8 grouped set (e4m3 experts with block scales, bf16 out, layout rc) on the
+    /// problems of this list (`shapes/moe.txt` format) against a loop of cuBLASLt's fp8 GEMM
+    /// over the experts, each result checked first.
+    #[arg(long, conflicts_with_all = ["specs", "set", "spec_file", "fused", "fp8", "shapes", "shape_file", "grouped"])]
+    grouped_fp8: Option<PathBuf>,
     /// Measure the host time per call instead of GPU time: `Matmul::run` over --set (warm),
     /// the picked kernel's own launch, cuBLAS's GemmEx and an empty `cuLaunchKernel`, each
     /// 200 calls back to back per round, --iters rounds (median), with and without cudarc's
@@ -564,6 +569,39 @@ fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
     finish_one_spec(cli, &device, grouped_table(&rows), &rows)
 }
 
+/// `--grouped-fp8 FILE`: every problem of the list, the fp8 grouped set against a loop of
+/// cuBLASLt's fp8 GEMM.
+fn run_grouped_fp8(cli: &Cli, path: &Path) -> Result<(), Failure> {
+    use gemm_dsl::grouped::GroupedProblem;
+    use gemm_harness::bench::grouped_fp8::{
+        grouped_fp8_table, time_grouped_fp8, Fp8GroupedKernels,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
+    let problems = GroupedProblem::parse_list(&text)
+        .map_err(|why| Failure::Arguments(format!("{}: {why}", path.display())))?;
+    let ctx = open_context(cli.device)?;
+    let stream = ctx.new_stream().map_err(|source| {
+        Failure::Gpu(Error::Runtime(gemm_runtime::Error::Driver {
+            action: "making a stream".to_string(),
+            source,
+        }))
+    })?;
+    let device = DeviceInfo::query(&ctx)?;
+    let kernels = Fp8GroupedKernels::load(&ctx)?;
+    let rounds = rounds(cli, &ctx)?;
+    let mut rows = Vec::new();
+    for problem in &problems {
+        let row = time_grouped_fp8(&stream, &kernels, problem, &rounds)?;
+        println!(
+            "{}: fastest member {:.0} TF/s ({}), cuBLASLt loop {:.0}",
+            row.problem, row.best_member_tflops, row.best_member_kernel, row.cublaslt_loop_tflops
+        );
+        rows.push(row);
+    }
+    finish_one_spec(cli, &device, grouped_fp8_table(&rows), &rows)
+}
+
 /// `--host-cost`: the host time per call of the set's picks, of their kernels' launches and of
 /// cuBLAS, on --shapes or the serving problems.
 fn run_host_cost(cli: &Cli) -> Result<(), Failure> {
@@ -797,6 +835,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if cli.host_cost {
         return run_host_cost(cli);
+    }
+    if let Some(path) = &cli.grouped_fp8 {
+        return run_grouped_fp8(cli, path);
     }
     if let Some(path) = &cli.grouped {
         return run_grouped(cli, path);
