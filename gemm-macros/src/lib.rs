@@ -28,7 +28,8 @@ const RUNTIME_PACKAGE: &str = "gemm-runtime";
 ///   kernel's SASS must and must not contain), and `INFO`, all of it as one `KernelInfo`;
 /// - `Input`, `InputB` and `Output`, the Rust element types of A, B and C (`InputB` is
 ///   `Input` unless the spec's `b_dtype` pairs two fp8 types);
-/// - `grid(m, n, k, resident_blocks)` and `grid_batched(..)`, the launch grid;
+/// - `grid(m, n, k, resident_blocks)` and `grid_batched(..)`, the launch grid (not for a
+///   `groups:` kernel, whose tiles only the device counts: `launch_grouped` sizes its grid);
 /// - `load(&ctx)`, which JIT-loads the kernel into a typed `GemmKernel<Input, Output, InputB>` whose
 ///   `launch` and `launch_strided_batched` check every size, stride and alignment.
 ///
@@ -255,7 +256,9 @@ fn expand(emitted: &Emitted, path: &str) -> TokenStream2 {
 
             /// Grid `(x, y, z)` for an `m x n x k` problem on a device that holds
             /// `resident_blocks` blocks of this kernel at once (a persistent schedule launches
-            /// no more; see `GemmKernel::resident_blocks`).
+            /// no more; see `GemmKernel::resident_blocks`). Not a grouped kernel's (`groups:`):
+            /// its walk's tiles are counted on the device, and `launch_grouped` sizes its grid
+            /// for the tallest walk the row table can make.
             pub const fn grid(m: u32, n: u32, k: u32, resident_blocks: u32) -> (u32, u32, u32) {
                 LAUNCH.grid(m, n, k, resident_blocks)
             }
