@@ -26,7 +26,7 @@ use crate::bench::{median, time_round_robin, Launcher, Rounds};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasOperation_t, cudaDataType};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use gemm_dsl::grouped::{Distribution, GroupRows, GroupedProblem};
 use gemm_dsl::pick::Problem;
 use gemm_dsl::Layout;
@@ -85,7 +85,7 @@ pub struct GroupedRow {
 }
 
 /// Where expert `g`'s rows start in A and D, and how many it has.
-pub(crate) fn expert_rows(problem: &GroupedProblem, sizes: &[u32]) -> Vec<(u64, u32)> {
+fn expert_rows(problem: &GroupedProblem, sizes: &[u32]) -> Vec<(u64, u32)> {
     let mut start = 0u64;
     sizes
         .iter()
@@ -101,19 +101,18 @@ pub(crate) fn expert_rows(problem: &GroupedProblem, sizes: &[u32]) -> Vec<(u64, 
         .collect()
 }
 
-/// A device buffer of `len` bf16 random normals: a block of them, repeated.
-fn random_bf16(
+/// A device buffer of `len` values from `next` (random normals): a block of them, repeated.
+pub(crate) fn random_normals<T: DeviceRepr + ValidAsZeroBits + Clone + Unpin>(
     stream: &Arc<CudaStream>,
     len: usize,
-    rng: &mut NormalRng,
     what: &str,
-) -> Result<CudaSlice<bf16>, Error> {
-    const BLOCK: usize = 32 << 20;
-    let block: Vec<bf16> = (0..len.min(BLOCK))
-        .map(|_| bf16::from_f64(rng.next_normal()))
-        .collect();
+    next: impl FnMut() -> T,
+) -> Result<CudaSlice<T>, Error> {
+    const BLOCK_BYTES: usize = 64 << 20;
+    let block_len = (BLOCK_BYTES / size_of::<T>()).min(len);
+    let block: Vec<T> = std::iter::repeat_with(next).take(block_len).collect();
     let mut buffer = stream
-        .alloc_zeros::<bf16>(len.max(1))
+        .alloc_zeros::<T>(len.max(1))
         .during(|| format!("allocating {what} ({len} elements)"))?;
     let mut at = 0;
     while at < len {
@@ -125,6 +124,71 @@ fn random_bf16(
         at += chunk;
     }
     Ok(buffer)
+}
+
+/// A device buffer of `len` bf16 random normals.
+fn random_bf16(
+    stream: &Arc<CudaStream>,
+    len: usize,
+    rng: &mut NormalRng,
+    what: &str,
+) -> Result<CudaSlice<bf16>, Error> {
+    random_normals(stream, len, what, || bf16::from_f64(rng.next_normal()))
+}
+
+/// A problem's routed rows: each expert's count, where its rows lie in A and D, their sum,
+/// and the row table the kernels read (masked: the counts; contiguous: the ends).
+pub(crate) struct RoutedRows {
+    pub sizes: Vec<u32>,
+    pub experts: Vec<(u64, u32)>,
+    pub rows: u64,
+    pub table: Vec<i32>,
+}
+
+impl RoutedRows {
+    pub fn of(problem: &GroupedProblem) -> RoutedRows {
+        let sizes = problem.group_rows();
+        let table = match problem.distribution {
+            Distribution::Masked { .. } => sizes.iter().map(|&s| s as i32).collect(),
+            _ => GroupRows::offsets_of(&sizes),
+        };
+        RoutedRows {
+            experts: expert_rows(problem, &sizes),
+            rows: sizes.iter().map(|&s| u64::from(s)).sum(),
+            table,
+            sizes,
+        }
+    }
+
+    /// Fewest and most rows an expert has.
+    pub fn extremes(&self) -> (u32, u32) {
+        let min = self.sizes.iter().copied().min().unwrap_or(0);
+        (min, self.sizes.iter().copied().max().unwrap_or(0))
+    }
+
+    /// `Err` where `name` wrote an element of a row no expert holds in `d` (poisoned before
+    /// the launch), `n` columns a row.
+    pub fn check_untouched(
+        &self,
+        d: &[bf16],
+        n: u32,
+        problem: &GroupedProblem,
+        name: &str,
+    ) -> Result<(), Error> {
+        let written_elsewhere = outside_rows(&self.experts, problem.rows)
+            .flat_map(|row| &d[row * n as usize..(row + 1) * n as usize])
+            .filter(|x| !x.is_poison())
+            .count();
+        if written_elsewhere > 0 {
+            return Err(Error::Baseline {
+                action: format!("checking {name} on {problem}"),
+                reason: format!(
+                    "{written_elsewhere} elements of rows no expert holds were written"
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// `‖x − y‖ / ‖y‖` over the rows of `experts` (`n` columns each).
@@ -284,9 +348,8 @@ pub fn time_grouped(
     rounds: &Rounds,
 ) -> Result<GroupedRow, Error> {
     let (n, k, groups) = (problem.n, problem.k, problem.groups);
-    let sizes = problem.group_rows();
-    let experts = expert_rows(problem, &sizes);
-    let real_rows: u64 = sizes.iter().map(|&s| u64::from(s)).sum();
+    let routed = RoutedRows::of(problem);
+    let (experts, real_rows) = (&routed.experts, routed.rows);
     let buffer_rows = u64::from(problem.rows);
     let mut rng = NormalRng::new(0x6E00_0000 ^ u64::from(n) ^ (u64::from(k) << 24));
     let a = random_bf16(stream, (buffer_rows * u64::from(k)) as usize, &mut rng, "A")?;
@@ -301,16 +364,16 @@ pub fn time_grouped(
     let mut d_grouped = alloc("D", d_len)?;
     let mut d_loop = alloc("D", d_len)?;
     let mut d_ours = alloc("D", d_len)?;
-    let (grouped_matmul, table_host) = match problem.distribution {
-        Distribution::Masked { .. } => (&kernels.masked, sizes.iter().map(|&s| s as i32).collect()),
-        _ => (&kernels.contiguous, GroupRows::offsets_of(&sizes)),
+    let grouped_matmul = match problem.distribution {
+        Distribution::Masked { .. } => &kernels.masked,
+        _ => &kernels.contiguous,
     };
     let names = grouped_matmul.names();
     let ours = (0..names.len())
         .map(|index| Ok((names[index], grouped_matmul.kernel(index)?)))
         .collect::<Result<Vec<_>, Error>>()?;
     let table = stream
-        .clone_htod(&table_host)
+        .clone_htod(&routed.table)
         .during(|| "copying the row table".to_string())?;
     let dims = GroupedDims {
         groups,
@@ -341,10 +404,10 @@ pub fn time_grouped(
     let mut d_ceiling_ref = alloc("D", (balanced_len * u64::from(n)) as usize)?;
     let ceiling_kernel = matmul.pick(&balanced)?.kernel.to_string();
 
-    let grouped = GroupedCall::new(stream, &a, &b, &mut d_grouped, &experts, (n, k))?;
+    let grouped = GroupedCall::new(stream, &a, &b, &mut d_grouped, experts, (n, k))?;
     // Correct first.
     grouped.run(cublas)?;
-    cublas_loop(cublas, &a, &b, &mut d_loop, &experts, n, k)?;
+    cublas_loop(cublas, &a, &b, &mut d_loop, experts, n, k)?;
     matmul.run(stream, &a_balanced, &b, &mut d_ceiling, &balanced)?;
     cublas_loop(
         cublas,
@@ -357,7 +420,7 @@ pub fn time_grouped(
     )?;
     let read = |d: &CudaSlice<bf16>| stream.clone_dtoh(d).during(|| "reading D back".to_string());
     let d_loop_host = read(&d_loop)?;
-    let grouped_vs_loop = rel_diff(&read(&d_grouped)?, &d_loop_host, &experts, n);
+    let grouped_vs_loop = rel_diff(&read(&d_grouped)?, &d_loop_host, experts, n);
     // Ours, each on a poisoned D: the experts' rows as the loop's, every other row untouched.
     let mut ours_vs_loop = 0.0f64;
     for (name, kernel) in &ours {
@@ -366,19 +429,8 @@ pub fn time_grouped(
             .during(|| "poisoning D".to_string())?;
         kernel.launch_grouped(stream, &a, &b, &mut d_ours, &table, dims, lds)?;
         let d_host = read(&d_ours)?;
-        ours_vs_loop = ours_vs_loop.max(rel_diff(&d_host, &d_loop_host, &experts, n));
-        let written_elsewhere = outside_rows(&experts, problem.rows)
-            .flat_map(|row| &d_host[row * n as usize..(row + 1) * n as usize])
-            .filter(|x| !x.is_poison())
-            .count();
-        if written_elsewhere > 0 {
-            return Err(Error::Baseline {
-                action: format!("checking {name} on {problem}"),
-                reason: format!(
-                    "{written_elsewhere} elements of rows no expert holds were written"
-                ),
-            });
-        }
+        ours_vs_loop = ours_vs_loop.max(rel_diff(&d_host, &d_loop_host, experts, n));
+        routed.check_untouched(&d_host, n, problem, name)?;
     }
     let ceiling_vs_cublas = rel_diff(
         &read(&d_ceiling)?,
@@ -397,7 +449,7 @@ pub fn time_grouped(
     }
 
     let mut grouped_launch = |_: usize| grouped.run(cublas);
-    let mut loop_launch = |_: usize| cublas_loop(cublas, &a, &b, &mut d_loop, &experts, n, k);
+    let mut loop_launch = |_: usize| cublas_loop(cublas, &a, &b, &mut d_loop, experts, n, k);
     let mut ceiling_launch =
         |_: usize| Ok(matmul.run(stream, &a_balanced, &b, &mut d_ceiling, &balanced)?);
     let d_ours = std::cell::RefCell::new(d_ours);
@@ -436,8 +488,8 @@ pub fn time_grouped(
         .clone();
     Ok(GroupedRow {
         problem: problem.to_string(),
-        min_rows: sizes.iter().copied().min().unwrap_or(0),
-        max_rows: sizes.iter().copied().max().unwrap_or(0),
+        min_rows: routed.extremes().0,
+        max_rows: routed.extremes().1,
         rows: real_rows,
         cublas_grouped_ms: ms(0),
         cublas_loop_ms: ms(1),
@@ -459,7 +511,7 @@ pub fn time_grouped(
 }
 
 /// The rows of a `rows`-row buffer that no expert holds.
-pub(crate) fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize> + '_ {
+fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize> + '_ {
     (0..rows as usize).filter(move |&row| {
         !experts
             .iter()

@@ -10,13 +10,13 @@
 //! expert holds still poisoned after) is checked against the loop's before timing; the
 //! scales' arithmetic is checked against float64 by `harness/tests/grouped.rs`.
 
-use super::grouped::{expert_rows, outside_rows, rel_diff};
+use super::grouped::{random_normals, rel_diff, RoutedRows};
 use crate::baseline::fp8::{Fp8Format, LtFp8Gemm};
 use crate::bench::{median, time_round_robin, Launcher, Rounds};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::driver::{CudaSlice, CudaStream};
-use gemm_dsl::grouped::{sm90_grouped_fp8_specs, Distribution, GroupRows, GroupedProblem};
+use gemm_dsl::grouped::{sm90_grouped_fp8_specs, Distribution, GroupedProblem};
 use gemm_dsl::Quant;
 use gemm_runtime::fp8::E4m3;
 use gemm_runtime::{Element, Epilogue, GemmKernel, GroupedDims, Groups, LeadingDims};
@@ -73,32 +73,6 @@ pub struct Fp8GroupedRow {
     pub ours_vs_loop: f64,
 }
 
-/// A device buffer of `len` e4m3 random normals: a block of them, repeated.
-fn random_e4m3(
-    stream: &Arc<CudaStream>,
-    len: usize,
-    rng: &mut NormalRng,
-    what: &str,
-) -> Result<CudaSlice<E4m3>, Error> {
-    const BLOCK: usize = 64 << 20;
-    let block: Vec<E4m3> = (0..len.min(BLOCK))
-        .map(|_| E4m3::from_f32(rng.next_normal() as f32))
-        .collect();
-    let mut buffer = stream
-        .alloc_zeros::<E4m3>(len.max(1))
-        .during(|| format!("allocating {what} ({len} elements)"))?;
-    let mut at = 0;
-    while at < len {
-        let chunk = block.len().min(len - at);
-        let mut view = buffer.slice_mut(at..at + chunk);
-        stream
-            .memcpy_htod(&block[..chunk], &mut view)
-            .during(|| format!("copying {what} to the device"))?;
-        at += chunk;
-    }
-    Ok(buffer)
-}
-
 pub fn time_grouped_fp8(
     stream: &Arc<CudaStream>,
     kernels: &Fp8GroupedKernels,
@@ -106,14 +80,19 @@ pub fn time_grouped_fp8(
     rounds: &Rounds,
 ) -> Result<Fp8GroupedRow, Error> {
     let (n, k, groups) = (problem.n, problem.k, problem.groups);
-    let sizes = problem.group_rows();
-    let experts = expert_rows(problem, &sizes);
-    let real_rows: u64 = sizes.iter().map(|&s| u64::from(s)).sum();
+    let routed = RoutedRows::of(problem);
+    let (experts, real_rows) = (&routed.experts, routed.rows);
     let buffer_rows = u64::from(problem.rows);
     let mut rng = NormalRng::new(0x6E08_0000 ^ u64::from(n) ^ (u64::from(k) << 24));
-    let a = random_e4m3(stream, (buffer_rows * u64::from(k)) as usize, &mut rng, "A")?;
+    let mut e4m3 = || E4m3::from_f32(rng.next_normal() as f32);
+    let a = random_normals(
+        stream,
+        (buffer_rows * u64::from(k)) as usize,
+        "A",
+        &mut e4m3,
+    )?;
     let weights = u64::from(groups) * u64::from(n) * u64::from(k);
-    let b = random_e4m3(stream, weights as usize, &mut rng, "the weights")?;
+    let b = random_normals(stream, weights as usize, "the weights", &mut e4m3)?;
     let d_len = (buffer_rows * u64::from(n)) as usize;
     let alloc = |what: &str, len: usize| {
         stream
@@ -122,12 +101,12 @@ pub fn time_grouped_fp8(
     };
     let mut d_loop = alloc("D", d_len)?;
     let d_ours = alloc("D", d_len)?;
-    let (members, table_host) = match problem.distribution {
-        Distribution::Masked { .. } => (&kernels.masked, sizes.iter().map(|&s| s as i32).collect()),
-        _ => (&kernels.contiguous, GroupRows::offsets_of(&sizes)),
+    let members = match problem.distribution {
+        Distribution::Masked { .. } => &kernels.masked,
+        _ => &kernels.contiguous,
     };
     let table = stream
-        .clone_htod(&table_host)
+        .clone_htod(&routed.table)
         .during(|| "copying the row table".to_string())?;
     // Block scales of 1: A's ceil(K/128) lines of the rows rounded up to 4, each expert's
     // ceil(N/128) lines of ceil(K/128).
@@ -156,7 +135,7 @@ pub fn time_grouped_fp8(
 
     // The loop: one cuBLASLt plan per distinct row count.
     let mut plans: HashMap<u32, LtFp8Gemm<bf16>> = HashMap::new();
-    for &(_, rows) in &experts {
+    for &(_, rows) in experts {
         if rows > 0 && !plans.contains_key(&rows) {
             let plan = LtFp8Gemm::new(stream, rows, n, k, Fp8Format::E4m3, Fp8Format::E4m3, false)?;
             plans.insert(rows, plan);
@@ -194,19 +173,8 @@ pub fn time_grouped_fp8(
             .during(|| "poisoning D".to_string())?;
         launch_ours(kernel, &mut d)?;
         let d_host = read(&d)?;
-        ours_vs_loop = ours_vs_loop.max(rel_diff(&d_host, &d_loop_host, &experts, n));
-        let written_elsewhere = outside_rows(&experts, problem.rows)
-            .flat_map(|row| &d_host[row * n as usize..(row + 1) * n as usize])
-            .filter(|x| !x.is_poison())
-            .count();
-        if written_elsewhere > 0 {
-            return Err(Error::Baseline {
-                action: format!("checking {name} on {problem}"),
-                reason: format!(
-                    "{written_elsewhere} elements of rows no expert holds were written"
-                ),
-            });
-        }
+        ours_vs_loop = ours_vs_loop.max(rel_diff(&d_host, &d_loop_host, experts, n));
+        routed.check_untouched(&d_host, n, problem, name)?;
     }
     // Both round the same f32 sums (in different orders) to bf16; NaN fails too.
     let bound = 1e-2;
@@ -246,8 +214,8 @@ pub fn time_grouped_fp8(
         .clone();
     Ok(Fp8GroupedRow {
         problem: problem.to_string(),
-        min_rows: sizes.iter().copied().min().unwrap_or(0),
-        max_rows: sizes.iter().copied().max().unwrap_or(0),
+        min_rows: routed.extremes().0,
+        max_rows: routed.extremes().1,
         rows: real_rows,
         cublaslt_loop_ms: ms(0),
         cublaslt_loop_tflops: tflops(ms(0)),

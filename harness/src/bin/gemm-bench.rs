@@ -530,23 +530,48 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
     )
 }
 
+/// What both grouped runs start from: the list's problems, the device and a stream on it.
+struct GroupedRun {
+    problems: Vec<gemm_dsl::grouped::GroupedProblem>,
+    ctx: std::sync::Arc<gemm_runtime::CudaContext>,
+    stream: std::sync::Arc<gemm_runtime::CudaStream>,
+    device: DeviceInfo,
+}
+
+impl GroupedRun {
+    fn open(cli: &Cli, path: &Path) -> Result<GroupedRun, Failure> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            Failure::Arguments(format!("cannot read {}: {error}", path.display()))
+        })?;
+        let problems = gemm_dsl::grouped::GroupedProblem::parse_list(&text)
+            .map_err(|why| Failure::Arguments(format!("{}: {why}", path.display())))?;
+        let ctx = open_context(cli.device)?;
+        let stream = ctx.new_stream().map_err(|source| {
+            Failure::Gpu(Error::Runtime(gemm_runtime::Error::Driver {
+                action: "making a stream".to_string(),
+                source,
+            }))
+        })?;
+        let device = DeviceInfo::query(&ctx)?;
+        Ok(GroupedRun {
+            problems,
+            ctx,
+            stream,
+            device,
+        })
+    }
+}
+
 /// `--grouped FILE`: every problem of the list against cuBLAS's grouped GEMM, a loop of
 /// GemmEx and the balanced ceiling.
 fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
-    use gemm_dsl::grouped::GroupedProblem;
     use gemm_harness::bench::grouped::{grouped_table, time_grouped, GroupedKernels};
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
-    let problems = GroupedProblem::parse_list(&text)
-        .map_err(|why| Failure::Arguments(format!("{}: {why}", path.display())))?;
-    let ctx = open_context(cli.device)?;
-    let stream = ctx.new_stream().map_err(|source| {
-        Failure::Gpu(Error::Runtime(gemm_runtime::Error::Driver {
-            action: "making a stream".to_string(),
-            source,
-        }))
-    })?;
-    let device = DeviceInfo::query(&ctx)?;
+    let GroupedRun {
+        problems,
+        ctx,
+        stream,
+        device,
+    } = GroupedRun::open(cli, path)?;
     let cublas = Cublas::new(&stream)?;
     let matmul = gemm_runtime::Matmul::<half::bf16, half::bf16>::new(&ctx)?;
     let kernels = GroupedKernels::load(&ctx)?;
@@ -572,22 +597,15 @@ fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
 /// `--grouped-fp8 FILE`: every problem of the list, the fp8 grouped set against a loop of
 /// cuBLASLt's fp8 GEMM.
 fn run_grouped_fp8(cli: &Cli, path: &Path) -> Result<(), Failure> {
-    use gemm_dsl::grouped::GroupedProblem;
     use gemm_harness::bench::grouped_fp8::{
         grouped_fp8_table, time_grouped_fp8, Fp8GroupedKernels,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
-    let problems = GroupedProblem::parse_list(&text)
-        .map_err(|why| Failure::Arguments(format!("{}: {why}", path.display())))?;
-    let ctx = open_context(cli.device)?;
-    let stream = ctx.new_stream().map_err(|source| {
-        Failure::Gpu(Error::Runtime(gemm_runtime::Error::Driver {
-            action: "making a stream".to_string(),
-            source,
-        }))
-    })?;
-    let device = DeviceInfo::query(&ctx)?;
+    let GroupedRun {
+        problems,
+        ctx,
+        stream,
+        device,
+    } = GroupedRun::open(cli, path)?;
     let kernels = Fp8GroupedKernels::load(&ctx)?;
     let rounds = rounds(cli, &ctx)?;
     let mut rows = Vec::new();
