@@ -566,19 +566,14 @@ impl GroupedRun {
 /// GemmEx and the balanced ceiling.
 fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
     use gemm_harness::bench::grouped::{grouped_table, time_grouped, GroupedKernels};
-    let GroupedRun {
-        problems,
-        ctx,
-        stream,
-        device,
-    } = GroupedRun::open(cli, path)?;
-    let cublas = Cublas::new(&stream)?;
-    let matmul = gemm_runtime::Matmul::<half::bf16, half::bf16>::new(&ctx)?;
-    let kernels = GroupedKernels::load(&ctx)?;
-    let rounds = rounds(cli, &ctx)?;
+    let run = GroupedRun::open(cli, path)?;
+    let cublas = Cublas::new(&run.stream)?;
+    let matmul = gemm_runtime::Matmul::<half::bf16, half::bf16>::new(&run.ctx)?;
+    let kernels = GroupedKernels::load(&run.ctx)?;
+    let rounds = rounds(cli, &run.ctx)?;
     let mut rows = Vec::new();
-    for problem in &problems {
-        let row = time_grouped(&stream, &cublas, &matmul, &kernels, problem, &rounds)?;
+    for problem in &run.problems {
+        let row = time_grouped(&run.stream, &cublas, &matmul, &kernels, problem, &rounds)?;
         println!(
             "{}: ours {:.0} TF/s ({}), cuBLAS grouped {:.0}, loop {:.0}, ceiling {:.0} ({})",
             row.problem,
@@ -591,7 +586,7 @@ fn run_grouped(cli: &Cli, path: &Path) -> Result<(), Failure> {
         );
         rows.push(row);
     }
-    finish_one_spec(cli, &device, grouped_table(&rows), &rows)
+    finish_one_spec(cli, &run.device, grouped_table(&rows), &rows)
 }
 
 /// `--grouped-fp8 FILE`: every problem of the list, the fp8 grouped set against a loop of
@@ -600,24 +595,19 @@ fn run_grouped_fp8(cli: &Cli, path: &Path) -> Result<(), Failure> {
     use gemm_harness::bench::grouped_fp8::{
         grouped_fp8_table, time_grouped_fp8, Fp8GroupedKernels,
     };
-    let GroupedRun {
-        problems,
-        ctx,
-        stream,
-        device,
-    } = GroupedRun::open(cli, path)?;
-    let kernels = Fp8GroupedKernels::load(&ctx)?;
-    let rounds = rounds(cli, &ctx)?;
+    let run = GroupedRun::open(cli, path)?;
+    let kernels = Fp8GroupedKernels::load(&run.ctx)?;
+    let rounds = rounds(cli, &run.ctx)?;
     let mut rows = Vec::new();
-    for problem in &problems {
-        let row = time_grouped_fp8(&stream, &kernels, problem, &rounds)?;
+    for problem in &run.problems {
+        let row = time_grouped_fp8(&run.stream, &kernels, problem, &rounds)?;
         println!(
             "{}: fastest member {:.0} TF/s ({}), cuBLASLt loop {:.0}",
             row.problem, row.best_member_tflops, row.best_member_kernel, row.cublaslt_loop_tflops
         );
         rows.push(row);
     }
-    finish_one_spec(cli, &device, grouped_fp8_table(&rows), &rows)
+    finish_one_spec(cli, &run.device, grouped_fp8_table(&rows), &rows)
 }
 
 /// `--host-cost`: the host time per call of the set's picks, of their kernels' launches and of
