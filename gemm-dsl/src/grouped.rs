@@ -39,9 +39,9 @@ pub const TABLE_BYTES: u32 = 2 * 4 * MAX_GROUPS + 4 * SCAN_WARPS + 16;
 /// fewer tiles would leave SMs idle), 64-row ones for decode (a few rows per expert, the
 /// weights' bandwidth the bound). All store C by TMA, a box past its expert's last row
 /// directly; beside the experts' tables a 128x256 tile fits 3 stages. Measured on H200s on
-/// 2026-11-28 (`results/grouped-2026-11-28/`, `shapes/moe.txt`): a 128x256 tile with direct
-/// stores at 4 stages and a 256x128 one were never the fastest member, and left; a stream-K
-/// tail made the 128x256 tile up to 7 % faster where the experts hold thousands of rows and
+/// 2026-11-28 over `shapes/moe.txt`: a 128x256 tile with direct stores at 4 stages and a
+/// 256x128 one were never the fastest member, and left (`results/grouped-2026-11-28/`); a
+/// stream-K tail (`results/grouped-sk-2026-11-28/`) made the 128x256 tile up to 7 % faster where the experts hold thousands of rows and
 /// 13 % on one masked expert of 580 rows, and lost nowhere, so it replaced the whole-tile
 /// 128x256; the 128x128 tile keeps both (stream-K 26 % faster on one expert of 580 rows,
 /// N 4096, K 7168; whole tiles 2–7 % faster where N is 7168 and K 2048).

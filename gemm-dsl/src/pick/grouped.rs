@@ -7,7 +7,7 @@ use crate::spec::Layout;
 
 /// The fills of its capacity a masked launch is priced at: its experts' counts are known only
 /// on the device, so the price is the mean over a spread of them. Measured (H200,
-/// `results/grouped-2026-11-28/`, one to four experts of capacity 256 to 1024 holding
+/// `results/grouped-sk-2026-11-28/`, one to four experts of capacity 256 to 1024 holding
 /// 114–580 rows): priced at full capacity alone, the model picked the fastest of four
 /// members for none of the six masked problems of `shapes/moe.txt`; over these fills, four.
 pub const MASKED_FILLS: [(u32, u32); 4] = [(1, 4), (2, 4), (3, 4), (4, 4)];
@@ -49,7 +49,10 @@ impl GroupedShape {
             let capacity = self.rows / self.groups.max(1);
             return MASKED_FILLS
                 .iter()
-                .map(|&(part, whole)| priced(capacity * part / whole, self.groups.max(1)))
+                .map(|&(part, whole)| {
+                    let rows = u64::from(capacity) * u64::from(part) / u64::from(whole);
+                    priced(rows as u32, self.groups.max(1))
+                })
                 .collect();
         }
         let busy = self.busy_experts();
