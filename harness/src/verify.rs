@@ -1325,6 +1325,31 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
     })
 }
 
+/// A launch refused inside a CUDA-graph capture the caller began on `stream` without the
+/// runtime (cudarc's event tracking on): asserts the refusal is
+/// [`gemm_runtime::Error::CaptureNeedsUntrackedBuffers`] and that the capture is still active,
+/// then ends it (dropping its graph) and asserts the context holds no error.
+pub fn assert_refused_and_capture_goes_on(
+    ctx: &cudarc::driver::CudaContext,
+    stream: &Arc<CudaStream>,
+    refused: &gemm_runtime::Error,
+) {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureStatus};
+    assert!(
+        matches!(
+            refused,
+            gemm_runtime::Error::CaptureNeedsUntrackedBuffers { .. }
+        ),
+        "{refused}"
+    );
+    assert_eq!(
+        stream.capture_status().unwrap(),
+        CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE
+    );
+    drop(stream.end_capture(CUgraphInstantiate_flags(0)).unwrap());
+    ctx.check_err().unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
