@@ -539,6 +539,7 @@ fn fused_epilogues_leave_the_main_loop_alone() {
         "scale: alpha_beta, bias: col, activation: gelu",
         "scale: alpha, bias: row(f32), activation: gelu_erf",
         "activation: silu",
+        "bias: col, row_scale: f32",
     ];
     let mut compared = 0;
     for (plain, math) in families {
@@ -609,12 +610,12 @@ fn fused_epilogues_leave_the_main_loop_alone() {
             compared += 1;
         }
     }
-    assert_eq!(compared, 15);
+    assert_eq!(compared, 20);
 }
 
 /// Every member of every kernel set that takes a fused epilogue (`SetMember::fuses`), with the
-/// heaviest one (C-in, an f32 column bias and the exact GELU) and with a row bias and SiLU,
-/// assembles without spills and keeps its promises: `Matmul::with_set_fused` builds exactly
+/// heaviest one (C-in, an f32 column bias and the exact GELU) and with a row bias, SiLU, aux
+/// and the rows' factors, assembles without spills and keeps its promises: `Matmul::with_set_fused` builds exactly
 /// these kernels. A member that does not take one is shown to need it: it spills.
 #[test]
 fn every_set_member_assembles_with_a_fused_epilogue() {
@@ -646,7 +647,7 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
             }
             for epilogue in [
                 "scale: alpha_beta, bias: col(f32), activation: gelu_erf",
-                "scale: alpha, bias: row, activation: silu, aux: pre_activation",
+                "scale: alpha, bias: row, activation: silu, aux: pre_activation, row_scale: f32",
             ] {
                 let spec = format!(
                     "{}, {epilogue}",
@@ -663,4 +664,30 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
         .filter(|member| member.fuses)
         .count();
     assert_eq!(assembled, 2 * fusing);
+}
+
+/// Every member of the grouped sets (bf16 and fp8 block-scaled), with a mixture-of-experts
+/// layer's epilogues (each expert's bias, the router's weight per row, SiLU; an f32 bias and
+/// α), assembles without spills and keeps its promises: `GroupedMatmul::new_fused` builds
+/// these kernels.
+#[test]
+fn every_grouped_member_assembles_with_an_experts_epilogue() {
+    use gemm_dsl::grouped::{sm90_grouped_fp8_specs, sm90_grouped_specs};
+    use gemm_dsl::{DType, Groups, Layout};
+    let mut assembled = 0;
+    for groups in [Groups::Contiguous, Groups::Masked] {
+        let members = sm90_grouped_specs(groups, Layout::RowCol, DType::Bf16)
+            .into_iter()
+            .chain(sm90_grouped_fp8_specs(groups));
+        for member in members {
+            for epilogue in [
+                "bias: col, row_scale: f32, activation: silu",
+                "scale: alpha, bias: col(f32), row_scale: f32",
+            ] {
+                assemble_and_check(&member, &format!("{member}, {epilogue}"));
+                assembled += 1;
+            }
+        }
+    }
+    assert_eq!(assembled, 2 * 2 * 7);
 }

@@ -176,6 +176,10 @@ fn grouped_ptx() {
             "grouped_masked_stream_k_rr",
             "layout: rr, tile: 128x128x64, stages: 6, schedule: persistent(tail = stream_k), groups: masked",
         ),
+        (
+            "grouped_fused_rc",
+            "layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, groups: contiguous, bias: col, activation: silu, row_scale: f32",
+        ),
     ] {
         let spec = format!("name: {name}, arch: sm_90a, mma: wgmma, {body}");
         let emitted = gemm_codegen::emit_str(&spec).unwrap();

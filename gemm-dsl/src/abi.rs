@@ -485,6 +485,9 @@ pub enum EpilogueBuffer {
     /// epilogue), or their block scales (`quant: block`, read by the main loop).
     AScale,
     BScale,
+    /// A factor per row of D (`row_scale: f32`): M f32 per product, or a grouped kernel's
+    /// one per row of A.
+    RowScale,
 }
 
 /// Bytes of a `CUtensorMap` kernel parameter, and its alignment.
@@ -649,13 +652,17 @@ pub fn grouped_params(groups: crate::Groups) -> Vec<KernelParam> {
 
 /// The fused epilogue's parameters, which every family's kernel takes last, in this order:
 /// fp8 operands' scales (`quant: tensor`), α and β (where `scale` has them), C-in (`alpha_beta`), the bias vector and its batch
-/// stride, the aux output (`aux: pre_activation`). None for a spec without a fused epilogue.
-pub fn epilogue_params(
-    scale: crate::Scale,
-    bias: crate::Bias,
-    aux: crate::Aux,
-    quant: crate::Quant,
-) -> Vec<KernelParam> {
+/// stride, the aux output (`aux: pre_activation`), the rows' factors (`row_scale`). None for a
+/// spec without a fused epilogue.
+pub fn epilogue_params(spec: &crate::GemmSpec) -> Vec<KernelParam> {
+    let crate::GemmSpec {
+        scale,
+        bias,
+        aux,
+        quant,
+        row_scale,
+        ..
+    } = *spec;
     let mut params = Vec::new();
     let scales = match quant {
         crate::Quant::None => None,
@@ -719,6 +726,17 @@ pub fn epilogue_params(
             name: "aux",
             kind: ParamKind::EpilogueBuffer(EpilogueBuffer::Aux),
             meaning: "aux, M x N with C's row stride and batch stride, device pointer (written: the values before the activation)",
+        });
+    }
+    if row_scale == crate::RowScale::F32 {
+        params.push(KernelParam {
+            name: "row_scale",
+            kind: ParamKind::EpilogueBuffer(EpilogueBuffer::RowScale),
+            meaning: if spec.groups.is_grouped() {
+                "the rows' factors, one f32 per row of A (every expert's), device pointer"
+            } else {
+                "the rows' factors, M f32 per product, product after product, device pointer"
+            },
         });
     }
     params

@@ -120,6 +120,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     };
     let activation = builder.value(Key::Activation, Activation::None, parse_activation);
     let aux = builder.value(Key::Aux, Aux::None, parse_aux);
+    let row_scale = builder.value(Key::RowScale, RowScale::None, parse_row_scale);
     let quant = builder.value(Key::Quant, Quant::None, parse_quant);
     // Block scales are applied where the partial sums are promoted: every block of k.
     let default_promote = (quant == Quant::Block).then_some(Quant::BLOCK);
@@ -162,6 +163,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             bias,
             activation,
             aux,
+            row_scale,
             quant,
             promote,
             groups,
@@ -581,6 +583,22 @@ fn parse_aux(text: &str) -> ValueResult<Aux> {
                     "aux output",
                     text,
                     "one of none, pre_activation (also store the values before the activation)",
+                )
+            },
+            Ok,
+        )
+}
+
+fn parse_row_scale(text: &str) -> ValueResult<RowScale> {
+    RowScale::ALL
+        .into_iter()
+        .find(|scale| scale.name() == text)
+        .map_or_else(
+            || {
+                bad(
+                    "row scale",
+                    text,
+                    "one of none, f32 (a factor per row of D in f32, applied last)",
                 )
             },
             Ok,

@@ -324,6 +324,28 @@ impl Aux {
     }
 }
 
+/// A factor per row of D (`row_scale:`), applied last: `D = s[row]·act(α·A·B + β·C + bias)`.
+/// A mixture-of-experts layer's down projection scales each routed row by its router
+/// weight this way, with no kernel of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowScale {
+    None,
+    /// One f32 per row of D, in device memory: M per product, product after product; a
+    /// grouped kernel's one per row of A (every expert's rows; masked: experts x capacity).
+    F32,
+}
+
+impl RowScale {
+    pub const ALL: [RowScale; 2] = [RowScale::None, RowScale::F32];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RowScale::None => "none",
+            RowScale::F32 => "f32",
+        }
+    }
+}
+
 /// How fp8 operands are scaled back (`quant:`): `D = s_A·s_B·(A·B)` before the rest of the
 /// epilogue, as cuBLASLt's scale pointers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -895,6 +917,8 @@ pub struct GemmSpec {
     pub activation: Activation,
     /// A second output: the values before the activation.
     pub aux: Aux,
+    /// A factor per row of D, applied last.
+    pub row_scale: RowScale,
     /// fp8 operands' dequantization scales.
     pub quant: Quant,
     /// fp8: the k between promotions of the tensor cores' partial sums into f32 registers
@@ -932,6 +956,7 @@ impl GemmSpec {
             Key::Bias => self.bias = from.bias,
             Key::Activation => self.activation = from.activation,
             Key::Aux => self.aux = from.aux,
+            Key::RowScale => self.row_scale = from.row_scale,
             Key::Quant => self.quant = from.quant,
             Key::Promote => self.promote = from.promote,
             Key::Groups => self.groups = from.groups,
@@ -950,7 +975,7 @@ impl GemmSpec {
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
     /// wgmma); `b_dtype` where it is not `dtype`; the fused epilogue's keys (`scale`, `bias`,
-    /// `activation`, `aux`), `quant` and `promote` where they are not `none`.
+    /// `activation`, `aux`, `row_scale`), `quant` and `promote` where they are not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
             Mma::Wgmma => format!("consumers: {}", self.consumers_value()),
@@ -977,6 +1002,9 @@ impl GemmSpec {
         }
         if self.aux != Aux::None {
             fused.push_str(&format!(", aux: {}", self.aux.name()));
+        }
+        if self.row_scale != RowScale::None {
+            fused.push_str(&format!(", row_scale: {}", self.row_scale.name()));
         }
         if self.quant != Quant::None {
             fused.push_str(&format!(", quant: {}", self.quant.name()));
@@ -1031,13 +1059,14 @@ pub enum Key {
     Bias,
     Activation,
     Aux,
+    RowScale,
     Quant,
     Promote,
     Groups,
 }
 
 impl Key {
-    pub const ALL: [Key; 24] = [
+    pub const ALL: [Key; 25] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -1059,6 +1088,7 @@ impl Key {
         Key::Bias,
         Key::Activation,
         Key::Aux,
+        Key::RowScale,
         Key::Quant,
         Key::Promote,
         Key::Groups,
@@ -1087,6 +1117,7 @@ impl Key {
             Key::Bias => "bias",
             Key::Activation => "activation",
             Key::Aux => "aux",
+            Key::RowScale => "row_scale",
             Key::Quant => "quant",
             Key::Promote => "promote",
             Key::Groups => "groups",

@@ -5,7 +5,7 @@
 
 use gemm_dsl::{
     Activation, Arch, Aux, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Groups, Key, Layout,
-    Mma, Quant, Raster, Scale, Schedule, Swizzle, Tail,
+    Mma, Quant, Raster, RowScale, Scale, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -153,6 +153,9 @@ fn values() -> Vec<String> {
     }));
     values.extend(Aux::ALL.map(|aux| match aux {
         Aux::None | Aux::PreActivation => aux.name().to_string(),
+    }));
+    values.extend(RowScale::ALL.map(|scale| match scale {
+        RowScale::None | RowScale::F32 => scale.name().to_string(),
     }));
     values.extend(Quant::ALL.map(|quant| match quant {
         Quant::None | Quant::Tensor | Quant::Block => quant.name().to_string(),

@@ -6,7 +6,7 @@ use crate::error::{DriverContext, Error};
 use cudarc::driver::CudaStream;
 use gemm_dsl::abi::{LaunchShape, StorageOrder};
 use gemm_dsl::grouped::SplitMix64;
-use gemm_dsl::{Aux, BiasAlong, DType, Quant};
+use gemm_dsl::{Aux, BiasAlong, DType, Quant, RowScale};
 use gemm_runtime::check::{Batch, LeadingDims};
 use gemm_runtime::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
 use gemm_runtime::GemmKernel;
@@ -1063,7 +1063,8 @@ impl FusedCase {
 
 /// [`verify_batch`] for a kernel with a fused epilogue: random C-in and bias (normal, with a
 /// quarter of the product's standard deviation, at least 1; rounded to their types) are
-/// passed as `case` says, and each product's reference is the epilogue
+/// passed as `case` says, with random rows' factors (`row_scale`, from 1/4 to 5/4), and each
+/// product's reference is the epilogue
 /// applied in float64 ([`FusedSpec::apply`]) to the product's. C is poisoned first, or holds
 /// C-in where `case.in_place`. A kernel that writes an aux output (`aux: pre_activation`)
 /// gets a poisoned one; its products follow D's in the report, measured against the values
@@ -1213,6 +1214,11 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
         Quant::Tensor => f64::from(case.quant_scales.0) * f64::from(case.quant_scales.1),
         Quant::None | Quant::Block => 1.0,
     };
+    // The rows' factors (`row_scale`): M per product, from 1/4 to 5/4 (a router's weights,
+    // and far enough from 1 that a kernel that leaves them out fails).
+    let row_factors: Vec<f32> = (0..u64::from(batch.count) * u64::from(m))
+        .map(|_| (0.25 + rng.next_uniform()) as f32)
+        .collect();
     let mut aux_references = references.clone();
     for (i, (reference, aux_reference)) in references
         .iter_mut()
@@ -1230,7 +1236,10 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
                     bias_value(i as u32, row, col),
                 );
                 aux_reference[at] = pre;
-                reference[at] = gemm_runtime::epilogue::activate(fused.activation, pre);
+                reference[at] = fused.scale_row(
+                    gemm_runtime::epilogue::activate(fused.activation, pre),
+                    f64::from(row_factors[i * m as usize + row as usize]),
+                );
             }
         }
     }
@@ -1296,6 +1305,12 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
     .collect::<Result<Vec<_>, Error>>()?;
     if fused.quant != Quant::None {
         epilogue = epilogue.quant_scales(&quant_scales[0], &quant_scales[1]);
+    }
+    let row_factors = stream
+        .clone_htod(&row_factors)
+        .during(|| "copying the rows' factors to the device".to_string())?;
+    if fused.row_scale != RowScale::None {
+        epilogue = epilogue.row_scale(&row_factors);
     }
     // The aux output, poisoned like C, and its references: the values before the activation.
     let writes_aux = fused.aux != Aux::None;

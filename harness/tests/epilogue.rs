@@ -15,25 +15,26 @@ use std::sync::Arc;
 /// One spec per family and path: TMA-store, direct and stream-K Hopper kernels, a cluster,
 /// f16 and f32 outputs, C-in loaded by TMA in the ping-pong, stream-K and cluster schedules; staged, direct, narrow and persistent mma.sync kernels and tf32;
 /// SIMT with a wide and a narrow copy vector. Between them every key value and both bias
-/// types, in every layout.
+/// types, in every layout; the rows' factors in each family (with a stream-K tail, a cluster
+/// and an aux output too).
 const SPECS: &[&str] = &[
     "name: ep_wgmma_tma, mma: wgmma, arch: sm_90a, schedule: persistent, scale: alpha_beta, bias: col, activation: gelu",
     "name: ep_wgmma_aux, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent, bias: col, activation: gelu, aux: pre_activation",
-    "name: ep_wgmma_sk, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent(tail = stream_k), scale: alpha, bias: row(f32), activation: silu",
+    "name: ep_wgmma_sk, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent(tail = stream_k), scale: alpha, bias: row(f32), activation: silu, row_scale: f32",
     "name: ep_wgmma_f32, mma: wgmma, arch: sm_90a, out: f32, layout: cr, scale: alpha_beta, bias: col(f32), activation: gelu_erf",
     "name: ep_wgmma_cluster, mma: wgmma, arch: sm_90a, layout: cc, schedule: persistent, cluster: 2x1, copy: tma(multicast = 2), bias: col, activation: relu",
     "name: ep_wgmma_direct, mma: wgmma, arch: sm_90a, tile: 64x128x64, consumers: 1, epilogue: direct, scale: alpha_beta, activation: gelu",
     "name: ep_wgmma_f16, mma: wgmma, arch: sm_90a, dtype: f16, scale: alpha_beta, bias: row, activation: gelu_erf",
     "name: ep_wgmma_pingpong, mma: wgmma, arch: sm_90a, tile: 128x128x64, consumers: pingpong, stages: 6, schedule: persistent, scale: alpha_beta, bias: col, activation: gelu",
     "name: ep_wgmma_sk_c_in, mma: wgmma, arch: sm_90a, tile: 64x128x64, consumers: 1, stages: 6, layout: cr, schedule: persistent(tail = stream_k), scale: alpha_beta",
-    "name: ep_wgmma_cluster_c_in, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent, cluster: 1x2, copy: tma(multicast = 2), scale: alpha_beta, activation: silu",
+    "name: ep_wgmma_cluster_c_in, mma: wgmma, arch: sm_90a, layout: rc, schedule: persistent, cluster: 1x2, copy: tma(multicast = 2), scale: alpha_beta, activation: silu, row_scale: f32",
     "name: ep_mma, mma: mma_sync, arch: sm_80, scale: alpha_beta, bias: col, activation: gelu",
     "name: ep_mma_f32, mma: mma_sync, arch: sm_80, out: f32, layout: cr, scale: alpha_beta, bias: row, activation: gelu_erf",
-    "name: ep_mma_narrow, mma: mma_sync, arch: sm_80, layout: rc, warps: 2x4, copy: cp_async(ca, vector = 4), scale: alpha_beta, bias: col, activation: silu",
+    "name: ep_mma_narrow, mma: mma_sync, arch: sm_80, layout: rc, warps: 2x4, copy: cp_async(ca, vector = 4), scale: alpha_beta, bias: col, activation: silu, row_scale: f32",
     "name: ep_mma_persistent, mma: mma_sync, arch: sm_80, layout: cc, schedule: persistent, scale: alpha_beta, bias: col(f32), activation: gelu",
     "name: ep_mma_tf32, mma: mma_sync, arch: sm_80, dtype: tf32, scale: alpha, bias: col, activation: relu",
     "name: ep_simt, arch: sm_80, scale: alpha_beta, bias: row, activation: gelu_erf",
-    "name: ep_simt_aux, arch: sm_80, layout: rc, scale: alpha, bias: col, activation: relu, aux: pre_activation",
+    "name: ep_simt_aux, arch: sm_80, layout: rc, scale: alpha, bias: col, activation: relu, aux: pre_activation, row_scale: f32",
     "name: ep_mma_aux, mma: mma_sync, arch: sm_80, out: f32, scale: alpha_beta, activation: silu, aux: pre_activation",
     "name: ep_simt_narrow, arch: sm_80, layout: cc, copy: sync(vector = 4), scale: alpha_beta, bias: col, activation: gelu",
 ];
@@ -64,6 +65,10 @@ fn every_fused_spec_emits_for_every_family() {
         );
         assert_eq!(names.contains(&"bias"), fused.bias.vector().is_some());
         assert_eq!(names.contains(&"aux"), fused.aux != gemm_dsl::Aux::None);
+        assert_eq!(
+            names.contains(&"row_scale"),
+            fused.row_scale != gemm_dsl::RowScale::None
+        );
     }
 }
 

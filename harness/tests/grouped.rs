@@ -6,7 +6,7 @@
 //! the specs here emit; run the rest with `--ignored` on a machine with an NVIDIA Hopper GPU.
 
 use gemm_dsl::grouped::{GroupRows, SplitMix64};
-use gemm_dsl::{DType, Layout, Quant};
+use gemm_dsl::{Aux, DType, Layout, Quant, RowScale};
 use gemm_harness::verify::{
     assert_refused_and_capture_goes_on, normal_values, Tolerance, BLOCK_SCALE_MAX,
 };
@@ -15,8 +15,9 @@ use gemm_runtime::cudarc::driver::sys::{
 };
 use gemm_runtime::fp8::E4m3;
 use gemm_runtime::{
-    begin_capture, open_context, Batch, CudaContext, CudaSlice, CudaStream, Element, Epilogue,
-    Error, GemmKernel, GroupedDims, GroupedMatmul, Groups, LeadingDims, Storage,
+    begin_capture, open_context, Batch, BiasArg, CIn, CudaContext, CudaSlice, CudaStream, Element,
+    Epilogue, Error, FusedSpec, GemmKernel, GroupedDims, GroupedMatmul, Groups, LeadingDims,
+    Storage,
 };
 use half::bf16;
 use std::sync::Arc;
@@ -40,6 +41,17 @@ const SPECS: [&str; 7] = [
 const FP8_SPECS: [&str; 2] = [
     "name: moe_fp8, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 5, quant: block, promote: 128, groups: contiguous",
     "name: moe_fp8_masked_sk, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 4, epilogue: tma, schedule: persistent(tail = stream_k), quant: block, promote: 128, groups: masked",
+];
+
+/// The experts' fused epilogues: each expert's bias, the router's weight per row and an
+/// activation (direct stores, 128x256); with C-in, GELU and the aux output under TMA stores
+/// and a stream-K tail (C-in loaded by TMA, masked); α with an f32 bias in layout rr; fp8 with
+/// block scales.
+const FUSED_SPECS: [&str; 4] = [
+    "name: moe_fused_rc, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 4, groups: contiguous, bias: col, row_scale: f32, activation: silu",
+    "name: moe_fused_masked_sk, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked, scale: alpha_beta, bias: col(f32), activation: gelu, aux: pre_activation, row_scale: f32",
+    "name: moe_fused_rr_sk, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, schedule: persistent(tail = stream_k), groups: contiguous, scale: alpha, bias: col(f32), row_scale: f32",
+    "name: moe_fused_fp8, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 5, epilogue: tma, quant: block, promote: 128, groups: contiguous, bias: col, row_scale: f32, activation: silu",
 ];
 
 fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
@@ -166,15 +178,135 @@ fn masked_cases() -> Vec<Case> {
     }]
 }
 
-/// A grouped launch of A, B, D, the row table and (`quant: block`) the block scales.
+/// A grouped launch of A, B, D, the row table and what else the kernel takes.
 type Launch<'a, In> = dyn Fn(
         &CudaSlice<In>,
         &CudaSlice<In>,
         &mut CudaSlice<bf16>,
         &CudaSlice<i32>,
-        Option<&BlockScales>,
+        &mut Extras,
     ) -> Result<(), Error>
     + 'a;
+
+/// What a launch takes besides A, B, D and the table: fp8 block scales (`quant: block`) and
+/// a fused epilogue's inputs.
+struct Extras {
+    scales: Option<BlockScales>,
+    fused: Option<ExpertsEpilogue>,
+}
+
+impl Extras {
+    /// The epilogue's arguments for everything here.
+    fn epilogue(&mut self) -> Epilogue<'_, bf16> {
+        let mut epilogue = match &mut self.fused {
+            Some(fused) => fused.epilogue(),
+            None => Epilogue::none(),
+        };
+        if let Some(scales) = &self.scales {
+            epilogue = epilogue.quant_scales(&scales.a, &scales.b);
+        }
+        epilogue
+    }
+}
+
+/// A grouped fused epilogue's inputs, on the host and the device: α = 1.5 (and β = -0.75
+/// with a C-in laid out as D), each expert's column bias (`[G, N]`, rounded to the type the
+/// kernel reads), a factor per row of A from 1/4 to 5/4 and a poisoned aux output. C-in and
+/// the bias at a quarter of the product's standard deviation (as `verify_fused_batch`).
+struct ExpertsEpilogue {
+    spec: FusedSpec,
+    n: usize,
+    bias_host: Vec<f64>,
+    bias_out: CudaSlice<bf16>,
+    bias_f32: CudaSlice<f32>,
+    factors_host: Vec<f32>,
+    factors: CudaSlice<f32>,
+    c_in_host: Vec<bf16>,
+    c_in: CudaSlice<bf16>,
+    aux: CudaSlice<bf16>,
+}
+
+impl ExpertsEpilogue {
+    const ALPHA: f32 = 1.5;
+    const BETA: f32 = -0.75;
+
+    fn random(stream: &Arc<CudaStream>, case: &Case, spec: FusedSpec, seed: u64) -> Self {
+        let mut rng = SplitMix64::new(seed ^ 0xe1b1_0605);
+        let mut uniform = || rng.below(1 << 24) as f64 / f64::from(1 << 24);
+        let (rows, n) = (case.rows as usize, case.n as usize);
+        let side = f64::from(case.k.max(16)).sqrt() / 4.0;
+        let bias_f32: Vec<f32> = (0..case.groups() as usize * n)
+            .map(|_| ((uniform() * 2.0 - 1.0) * side) as f32)
+            .collect();
+        let bias_out: Vec<bf16> = bias_f32.iter().map(|&v| bf16::from_f32(v)).collect();
+        let bias_host = match spec.bias.vector() {
+            Some((_, DType::F32)) => bias_f32.iter().map(|&v| f64::from(v)).collect(),
+            _ => bias_out.iter().map(|v| v.to_f64()).collect(),
+        };
+        let factors_host: Vec<f32> = (0..rows).map(|_| (0.25 + uniform()) as f32).collect();
+        let c_in_host: Vec<bf16> = (0..rows * n)
+            .map(|_| bf16::from_f32(((uniform() * 2.0 - 1.0) * side) as f32))
+            .collect();
+        ExpertsEpilogue {
+            spec,
+            n,
+            bias_host,
+            bias_out: stream.clone_htod(&bias_out).unwrap(),
+            bias_f32: stream.clone_htod(&bias_f32).unwrap(),
+            factors: stream.clone_htod(&factors_host).unwrap(),
+            factors_host,
+            c_in: stream.clone_htod(&c_in_host).unwrap(),
+            c_in_host,
+            aux: stream.clone_htod(&vec![bf16::poison(); rows * n]).unwrap(),
+        }
+    }
+
+    fn epilogue(&mut self) -> Epilogue<'_, bf16> {
+        let ExpertsEpilogue {
+            spec,
+            n,
+            bias_out,
+            bias_f32,
+            factors,
+            c_in,
+            aux,
+            ..
+        } = self;
+        let mut epilogue = Epilogue::none();
+        if spec.scale.has_alpha() {
+            epilogue = epilogue.alpha(Self::ALPHA);
+        }
+        if spec.scale.reads_c() {
+            epilogue = epilogue.beta(Self::BETA, CIn::Buffer(c_in));
+        }
+        if let Some((_, dtype)) = spec.bias.vector() {
+            let bias = match dtype {
+                DType::F32 => BiasArg::f32(bias_f32),
+                _ => BiasArg::output(bias_out),
+            };
+            epilogue = epilogue.bias(bias.strided(*n as u64));
+        }
+        if spec.row_scale == RowScale::F32 {
+            epilogue = epilogue.row_scale(factors);
+        }
+        if spec.aux == Aux::PreActivation {
+            epilogue = epilogue.aux(aux);
+        }
+        epilogue
+    }
+
+    /// D's and aux's values in float64 at (row, col) of expert `g` from the product `ab`.
+    fn reference(&self, ab: f64, g: usize, (row, col): (usize, usize)) -> (f64, f64) {
+        let (alpha, beta) = (f64::from(Self::ALPHA), f64::from(Self::BETA));
+        let c = self.c_in_host[row * self.n + col].to_f64();
+        let bias = self.bias_host[g * self.n + col];
+        let factor = f64::from(self.factors_host[row]);
+        (
+            self.spec.apply(ab, alpha, beta, c, bias, factor),
+            self.spec.pre_activation(ab, alpha, beta, c, bias),
+        )
+    }
+}
 
 /// fp8 block scales (`quant: block`), on the host and the device: A's ceil(K/128) lines of
 /// the rows rounded up to 4, then each expert's B ceil(N/128) lines of ceil(K/128). Powers of
@@ -217,12 +349,14 @@ impl BlockScales {
 }
 
 /// Runs `case` by `launch` and checks every expert's rows against float64 and every other
-/// row of D untouched; with `block_scales`, fp8 operands scaled by random block scales.
+/// row of D untouched; with `block_scales`, fp8 operands scaled by random block scales; with
+/// `fused`, the epilogue on random inputs (and its aux output checked as D is).
 fn check_case<In: Element>(
     stream: &Arc<CudaStream>,
     case: &Case,
     seed: u64,
     block_scales: bool,
+    fused: Option<FusedSpec>,
     launch: &Launch<'_, In>,
 ) {
     let (rows, n, k, groups) = (
@@ -236,11 +370,18 @@ fn check_case<In: Element>(
     let a = stream.clone_htod(&a_host).unwrap();
     let b = stream.clone_htod(&b_host).unwrap();
     let table = stream.clone_htod(&case.table).unwrap();
-    let scales = block_scales.then(|| BlockScales::random(stream, case, seed));
+    let mut extras = Extras {
+        scales: block_scales.then(|| BlockScales::random(stream, case, seed)),
+        fused: fused.map(|spec| ExpertsEpilogue::random(stream, case, spec, seed)),
+    };
     let mut d = stream.clone_htod(&vec![bf16::poison(); rows * n]).unwrap();
-    launch(&a, &b, &mut d, &table, scales.as_ref())
-        .unwrap_or_else(|e| panic!("{}: {e}", case.what));
+    launch(&a, &b, &mut d, &table, &mut extras).unwrap_or_else(|e| panic!("{}: {e}", case.what));
     let d_host = stream.clone_dtoh(&d).unwrap();
+    let aux_host = extras
+        .fused
+        .as_ref()
+        .filter(|f| f.spec.aux == Aux::PreActivation)
+        .map(|f| stream.clone_dtoh(&f.aux).unwrap());
 
     let mut owner = vec![None; rows];
     for (g, &(start, end)) in case.ranges().ranges.iter().enumerate() {
@@ -254,59 +395,79 @@ fn check_case<In: Element>(
         other => panic!("no grouped test takes {other:?}"),
     };
     let tolerance = Tolerance::for_types(input, DType::Bf16, (rows * n) as u64, case.k);
-    let tolerance = match &scales {
+    let tolerance = match &extras.scales {
         None => tolerance,
         Some(_) => tolerance.for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX)),
     };
-    let (mut error_sq, mut reference_sq, mut max_abs) = (0.0f64, 0.0f64, 0.0f64);
+    // D's and aux's errors: squared, the reference's squares, the largest.
+    let mut errors = [(0.0f64, 0.0f64, 0.0f64); 2];
+    let outputs = [Some(&d_host), aux_host.as_ref()];
     for (row, expert) in owner.iter().enumerate() {
-        let written = &d_host[row * n..(row + 1) * n];
         let Some(g) = *expert else {
-            let touched = written.iter().filter(|x| !x.is_poison()).count();
-            assert_eq!(
-                touched, 0,
-                "{}: row {row} belongs to no expert, and {touched} of its elements were written",
-                case.what
-            );
+            for (output, what) in outputs.iter().zip(["D", "aux"]) {
+                let Some(output) = output else { continue };
+                let written = &output[row * n..(row + 1) * n];
+                let touched = written.iter().filter(|x| !x.is_poison()).count();
+                assert_eq!(
+                    touched, 0,
+                    "{}: row {row} belongs to no expert, and {touched} of its elements of {what} were written",
+                    case.what
+                );
+            }
             continue;
         };
         let b_g = &b_host[g * n * k..(g + 1) * n * k];
-        for (col, value) in written.iter().enumerate() {
-            let mut want = 0.0f64;
+        for col in 0..n {
+            let mut product = 0.0f64;
             for i in 0..k {
                 let b_value = match case.layout {
                     Layout::RowCol => b_g[col * k + i],
                     _ => b_g[i * n + col],
                 };
-                let scale = scales
+                let scale = extras
+                    .scales
                     .as_ref()
                     .map_or(1.0, |s| s.factor(case, g, (row, col, i)));
-                want += a_host[row * k + i].to_f64() * b_value.to_f64() * scale;
+                product += a_host[row * k + i].to_f64() * b_value.to_f64() * scale;
             }
-            assert!(
-                !value.is_poison(),
-                "{}: D[{row}, {col}] of expert {g} was not written",
-                case.what
-            );
-            let diff = (value.to_f64() - want).abs();
-            max_abs = max_abs.max(diff);
-            error_sq += diff * diff;
-            reference_sq += want * want;
+            let (want_d, want_aux) = match &extras.fused {
+                Some(fused) => fused.reference(product, g, (row, col)),
+                None => (product, product),
+            };
+            for ((output, want), (error_sq, reference_sq, max_abs)) in outputs
+                .iter()
+                .zip([want_d, want_aux])
+                .zip(errors.iter_mut())
+            {
+                let Some(output) = output else { continue };
+                let value = output[row * n + col];
+                assert!(
+                    !value.is_poison(),
+                    "{}: ({row}, {col}) of expert {g} was not written",
+                    case.what
+                );
+                let diff = (value.to_f64() - want).abs();
+                *max_abs = max_abs.max(diff);
+                *error_sq += diff * diff;
+                *reference_sq += want * want;
+            }
         }
     }
-    let rel = (error_sq / reference_sq.max(f64::MIN_POSITIVE)).sqrt();
-    assert!(
-        rel <= tolerance.rel_frobenius && max_abs <= tolerance.max_abs,
-        "{}: relative error {rel:.2e}, largest {max_abs:.2e} (bounds {:.1e}, {:.1e})",
-        case.what,
-        tolerance.rel_frobenius,
-        tolerance.max_abs
-    );
+    for ((error_sq, reference_sq, max_abs), what) in errors.into_iter().zip(["D", "aux"]) {
+        let rel = (error_sq / reference_sq.max(f64::MIN_POSITIVE)).sqrt();
+        assert!(
+            rel <= tolerance.rel_frobenius && max_abs <= tolerance.max_abs,
+            "{} ({what}): relative error {rel:.2e}, largest {max_abs:.2e} (bounds {:.1e}, {:.1e})",
+            case.what,
+            tolerance.rel_frobenius,
+            tolerance.max_abs
+        );
+    }
 }
 
 #[test]
 fn the_grouped_specs_emit() {
-    for spec in SPECS.iter().chain(&FP8_SPECS) {
+    for spec in SPECS.iter().chain(&FP8_SPECS).chain(&FUSED_SPECS) {
         let emitted = gemm_codegen::emit_str(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert_ne!(emitted.info().groups(), Groups::None, "{spec}");
     }
@@ -330,6 +491,7 @@ fn ragged_experts_match_float64_and_leave_other_rows_alone() {
                 case,
                 0x40_1000 + (index * 16 + seed) as u64,
                 false,
+                None,
                 &|a, b, d, table, _| {
                     kernel.launch_grouped(&stream, a, b, d, table, case.dims(), case.lds())
                 },
@@ -385,9 +547,9 @@ fn fp8_experts_with_block_scales_match_float64() {
                 case,
                 0x40_5000 + (index * 16 + seed) as u64,
                 true,
-                &|a, b, d, table, scales| {
-                    let scales = scales.expect("block scales");
-                    let mut epilogue = Epilogue::none().quant_scales(&scales.a, &scales.b);
+                None,
+                &|a, b, d, table, extras| {
+                    let mut epilogue = extras.epilogue();
                     kernel.launch_grouped_with(
                         &stream,
                         a,
@@ -401,6 +563,67 @@ fn fp8_experts_with_block_scales_match_float64() {
                 },
             );
         }
+    }
+}
+
+/// The experts' fused epilogues ([`FUSED_SPECS`]) on the ragged, masked and fp8 cases: each
+/// expert's bias, the rows' factors, C-in and the aux output against float64, other rows
+/// untouched in D and aux.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_experts_match_float64() {
+    let (ctx, stream) = gpu();
+    for (index, spec) in FUSED_SPECS.iter().enumerate() {
+        let valid = gemm_dsl::check_str(spec).unwrap();
+        let fused = FusedSpec::of_spec(&valid.spec);
+        let masked = valid.spec.groups == Groups::Masked;
+        let fp8 = valid.spec.quant == Quant::Block;
+        let cases = match (fp8, masked) {
+            (true, _) => fp8_cases()
+                .into_iter()
+                .filter(|c| c.masked == masked)
+                .collect(),
+            (false, true) => masked_cases(),
+            (false, false) => contiguous_cases(valid.spec.layout, valid.spec.tile.m),
+        };
+        let seeds = 0x40_7000 + (index * 16) as u64;
+        if fp8 {
+            check_fused_cases(&stream, &kernel::<E4m3>(&ctx, spec), &cases, fused, seeds);
+        } else {
+            check_fused_cases(&stream, &kernel::<bf16>(&ctx, spec), &cases, fused, seeds);
+        }
+    }
+}
+
+/// [`check_case`] of every case with a fused epilogue (and fp8 block scales where the kernel
+/// takes them), fresh inputs from `seeds` on.
+fn check_fused_cases<In: Element>(
+    stream: &Arc<CudaStream>,
+    kernel: &GemmKernel<In, bf16>,
+    cases: &[Case],
+    fused: FusedSpec,
+    seeds: u64,
+) {
+    for (seed, case) in cases.iter().enumerate() {
+        check_case(
+            stream,
+            case,
+            seeds + seed as u64,
+            fused.quant == Quant::Block,
+            Some(fused),
+            &|a, b, d, table, extras| {
+                kernel.launch_grouped_with(
+                    stream,
+                    a,
+                    b,
+                    d,
+                    table,
+                    case.dims(),
+                    case.lds(),
+                    &mut extras.epilogue(),
+                )
+            },
+        );
     }
 }
 
@@ -427,6 +650,7 @@ fn the_grouped_entry_point_picks_a_member_and_computes_every_case() {
                 case,
                 0x40_3000 + seed as u64,
                 false,
+                None,
                 &|a, b, d, table, _| experts.run(&stream, a, b, d, table, case.dims()),
             );
         }
@@ -522,7 +746,13 @@ fn a_captured_grouped_launch_replays_and_follows_the_table() {
         .memcpy_htod(&vec![bf16::poison(); rows * n], &mut d)
         .unwrap();
     stream.synchronize().unwrap();
-    begin_capture(&stream, CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL).unwrap();
+    // Thread-local: the other tests of this binary may run beside it, and a global capture
+    // would fail their allocations (`harness/tests/graphs.rs` captures in global mode).
+    begin_capture(
+        &stream,
+        CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+    )
+    .unwrap();
     kernel
         .launch_grouped(&stream, &a, &b, &mut d, &table, case.dims(), case.lds())
         .unwrap();
@@ -579,8 +809,9 @@ fn a_grouped_launch_in_a_tracked_capture_is_refused_and_the_capture_goes_on() {
     let mut d = stream.alloc_zeros::<bf16>(rows * n).unwrap();
     let table = stream.clone_htod(&case.table).unwrap();
     stream.synchronize().unwrap();
+    // Thread-local, as above.
     stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .unwrap();
     let refused = kernel
         .launch_grouped(&stream, &a, &b, &mut d, &table, case.dims(), case.lds())

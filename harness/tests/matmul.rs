@@ -269,8 +269,8 @@ fn stream_k_kernels_on_four_streams_at_once_finish_and_repeat_bitwise() {
     });
 }
 
-/// A fused set (`Matmul::new_fused`): every sm90 member in layout rr, with C-in, a column bias
-/// and GELU, on edge shapes against the same epilogue in float64; then `run_fused` on a decode
+/// A fused set (`Matmul::new_fused`): every sm90 member in layout rr, with C-in, a column bias,
+/// GELU and the rows' factors, on edge shapes against the same epilogue in float64; then `run_fused` on a decode
 /// and a prefill problem of the picked kernels, D in place over C-in, against float64 too.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -288,6 +288,7 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
         activation: Activation::Gelu,
         aux: gemm_dsl::Aux::None,
         quant: gemm_dsl::Quant::None,
+        row_scale: gemm_dsl::RowScale::F32,
     };
     let matmul = Matmul::<bf16, bf16>::with_set_fused(&ctx, &sets::SM90_16BIT, fused)
         .expect("the fused set loads");
@@ -359,7 +360,8 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             report.worst().unwrap()
         );
     }
-    // `run_fused` itself: with A = 0, D = gelu(β·C + bias) in place, element for element.
+    // `run_fused` itself: with A = 0, D = s[row]·gelu(β·C + bias) in place, element for
+    // element.
     use gemm_runtime::{BiasArg, CIn, Epilogue};
     let (m, n, k) = (16u32, 4096u32, 4096u32);
     let problem = Problem::new(m, n, k, Layout::RowRow);
@@ -371,12 +373,15 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
     let bias_host: Vec<bf16> = (0..n)
         .map(|i| bf16::from_f32((i % 5) as f32 / 8.0))
         .collect();
+    let factors_host: Vec<f32> = (0..m).map(|row| 0.25 + row as f32 / 16.0).collect();
     let mut c = stream.clone_htod(&c_host).unwrap();
     let bias = stream.clone_htod(&bias_host).unwrap();
+    let factors = stream.clone_htod(&factors_host).unwrap();
     let mut epilogue = Epilogue::none()
         .alpha(3.0)
         .beta(0.5, CIn::Output)
-        .bias(BiasArg::output(&bias));
+        .bias(BiasArg::output(&bias))
+        .row_scale(&factors);
     matmul
         .run_fused(&stream, &a, &b, &mut c, &problem, &mut epilogue)
         .unwrap();
@@ -384,7 +389,8 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
     let mut worst = 0.0f64;
     for (i, value) in d.iter().enumerate() {
         let x = 0.5 * c_host[i].to_f64() + bias_host[i % n as usize].to_f64();
-        let want = gemm_runtime::epilogue::activate(Activation::Gelu, x);
+        let want = gemm_runtime::epilogue::activate(Activation::Gelu, x)
+            * f64::from(factors_host[i / n as usize]);
         worst = worst.max((value.to_f64() - want).abs() / want.abs().max(1.0));
     }
     assert!(worst < 1e-2, "run_fused: worst relative error {worst}");

@@ -1,5 +1,6 @@
-//! The fused epilogue's launch arguments: `D = act(α·A·B + β·C + bias)`, for kernels whose
-//! spec sets `scale`, `bias` or `activation` (see [`GemmKernel::launch_fused`]).
+//! The fused epilogue's launch arguments: `D = s[row]·act(α·A·B + β·C + bias)`, for kernels
+//! whose spec sets `scale`, `bias`, `activation` or `row_scale` (see
+//! [`GemmKernel::launch_fused`]).
 //!
 //! The arguments are checked against the kernel's spec before anything reaches the GPU: a
 //! factor the kernel does not apply, a C-in or bias it does not read (or one it reads and was
@@ -13,10 +14,10 @@ use crate::element::Element;
 use crate::error::Error;
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::KernelInfo;
-use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Quant, Scale};
+use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, Quant, RowScale, Scale};
 
-/// What a kernel's spec fuses: its `scale`, `bias`, `activation` and `aux` keys, and the
-/// fp8 operands' scales (`quant`).
+/// What a kernel's spec fuses: its `scale`, `bias`, `activation`, `aux` and `row_scale`
+/// keys, and the fp8 operands' scales (`quant`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FusedSpec {
     pub scale: Scale,
@@ -24,6 +25,7 @@ pub struct FusedSpec {
     pub activation: Activation,
     pub aux: Aux,
     pub quant: Quant,
+    pub row_scale: RowScale,
 }
 
 impl FusedSpec {
@@ -34,6 +36,7 @@ impl FusedSpec {
         activation: Activation::None,
         aux: Aux::None,
         quant: Quant::None,
+        row_scale: RowScale::None,
     };
 
     /// The fused epilogue of a kernel, read from its spec with the spec parser.
@@ -55,6 +58,7 @@ impl FusedSpec {
             activation: spec.activation,
             aux: spec.aux,
             quant: spec.quant,
+            row_scale: spec.row_scale,
         }
     }
 
@@ -63,14 +67,25 @@ impl FusedSpec {
     }
 
     /// One element of D in float64 from its product `ab` (`A·B`, the fp8 operands' scales
-    /// applied), C-in's value `c` and the bias value `bias` (both ignored where the spec has
-    /// none): the exact functions, where the kernel may approximate (`gelu` through
-    /// `tanh.approx` for 16-bit outputs).
-    pub fn apply(&self, ab: f64, alpha: f64, beta: f64, c: f64, bias: f64) -> f64 {
-        activate(
-            self.activation,
-            self.pre_activation(ab, alpha, beta, c, bias),
+    /// applied), C-in's value `c`, the bias value `bias` and its row's factor `row` (each
+    /// ignored where the spec has none): the exact functions, where the kernel may
+    /// approximate (`gelu` through `tanh.approx` for 16-bit outputs).
+    pub fn apply(&self, ab: f64, alpha: f64, beta: f64, c: f64, bias: f64, row: f64) -> f64 {
+        self.scale_row(
+            activate(
+                self.activation,
+                self.pre_activation(ab, alpha, beta, c, bias),
+            ),
+            row,
         )
+    }
+
+    /// An activated value times its row's factor (`row_scale`), the epilogue's last step.
+    pub fn scale_row(&self, activated: f64, row: f64) -> f64 {
+        match self.row_scale {
+            RowScale::None => activated,
+            RowScale::F32 => activated * row,
+        }
     }
 
     /// [`FusedSpec::apply`] before the activation: what `aux: pre_activation` stores.
@@ -172,6 +187,7 @@ pub struct Epilogue<'a, Out> {
     pub(crate) bias: Option<BiasArg<'a, Out>>,
     pub(crate) aux: Option<&'a mut dyn DevicePtrMut<Out>>,
     pub(crate) quant_scales: Option<QuantScales<'a>>,
+    pub(crate) row_scale: Option<&'a dyn DevicePtr<f32>>,
 }
 
 /// fp8 A's and B's dequantization scales in device memory (`quant: tensor`): one f32 each,
@@ -192,6 +208,7 @@ impl<'a, Out: Element> Epilogue<'a, Out> {
             bias: None,
             aux: None,
             quant_scales: None,
+            row_scale: None,
         }
     }
 
@@ -234,6 +251,16 @@ impl<'a, Out: Element> Epilogue<'a, Out> {
             ..self
         }
     }
+
+    /// The rows' factors (`row_scale: f32`), applied last: one f32 per row of D, M per
+    /// product, product after product; a grouped launch's one per row of A (a routed row's
+    /// router weight).
+    pub fn row_scale(self, factors: &'a dyn DevicePtr<f32>) -> Self {
+        Epilogue {
+            row_scale: Some(factors),
+            ..self
+        }
+    }
 }
 
 /// What a launch passed to the fused epilogue, as [`check_arguments`] reads it.
@@ -248,6 +275,8 @@ pub(crate) struct GivenArguments {
     pub(crate) aux: bool,
     /// The lengths of the A and B scale buffers.
     pub(crate) quant_scales: Option<(usize, usize)>,
+    /// The length of the rows' factors.
+    pub(crate) row_scale: Option<usize>,
 }
 
 impl<Out: Element> Epilogue<'_, Out> {
@@ -264,18 +293,22 @@ impl<Out: Element> Epilogue<'_, Out> {
             quant_scales: self
                 .quant_scales
                 .map(|scales| (scales.a.len(), scales.b.len())),
+            row_scale: self.row_scale.map(|factors| factors.len()),
         }
     }
 }
 
 /// The checks of a fused epilogue's arguments that need no device: each one the spec reads
-/// is given, none it ignores is, and the bias is its type and long enough for the batch.
-/// C-in's and aux's buffers are checked with C's own rules by the launch.
+/// is given, none it ignores is, the bias is its type and long enough for its `vectors`
+/// (the batch's products, or a grouped launch's experts), and the rows' factors cover
+/// `batch` products of M rows. C-in's and aux's buffers are checked with C's own rules by
+/// the launch.
 pub(crate) fn check_arguments(
     kernel: &str,
     fused: &FusedSpec,
     given: &GivenArguments,
     (m, n, batch): (u32, u32, u32),
+    vectors: u32,
 ) -> Result<(), Error> {
     let GivenArguments {
         alpha,
@@ -284,6 +317,7 @@ pub(crate) fn check_arguments(
         bias,
         aux: aux_given,
         quant_scales: _,
+        row_scale,
     } = *given;
     let wrong = |problem: String| {
         Err(Error::EpilogueArguments {
@@ -325,6 +359,29 @@ pub(crate) fn check_arguments(
         }
         _ => {}
     }
+    match (fused.row_scale, row_scale) {
+        (RowScale::None, None) => {}
+        (RowScale::None, Some(_)) => {
+            return wrong(
+                "rows' factors were given, but the kernel scales no rows (spec `row_scale: none`); use a kernel with `row_scale: f32`"
+                    .to_string(),
+            )
+        }
+        (RowScale::F32, None) => {
+            return wrong(
+                "the kernel scales each row (spec `row_scale: f32`), but no factors were given: pass `Epilogue::row_scale`"
+                    .to_string(),
+            )
+        }
+        (RowScale::F32, Some(len)) => {
+            let needed = u64::from(batch) * u64::from(m);
+            if (len as u64) < needed {
+                return wrong(format!(
+                    "the rows' factors hold {len} f32, but {batch} product(s) of M = {m} rows need {needed}"
+                ));
+            }
+        }
+    }
     match (fused.bias.vector(), bias) {
         (None, None) => Ok(()),
         (None, Some(_)) => wrong(
@@ -354,10 +411,10 @@ pub(crate) fn check_arguments(
                     "the bias's batch stride {stride} is shorter than one vector ({what} = {vector}): products would share elements"
                 ));
             }
-            let needed = u64::from(batch - 1) * stride + vector;
+            let needed = u64::from(vectors.max(1) - 1) * stride + vector;
             if (len as u64) < needed {
                 return wrong(format!(
-                    "the bias holds {len} elements, but {batch} product(s) of {what} = {vector} at stride {stride} need {needed}"
+                    "the bias holds {len} elements, but {vectors} vector(s) of {what} = {vector} at stride {stride} need {needed}"
                 ));
             }
             Ok(())
@@ -446,6 +503,7 @@ mod tests {
             activation: Activation::Gelu,
             aux: Aux::None,
             quant: Quant::None,
+            row_scale: RowScale::None,
         }
     }
 
@@ -469,8 +527,9 @@ mod tests {
             bias,
             aux: fused.aux == Aux::PreActivation,
             quant_scales: None,
+            row_scale: None,
         };
-        check_arguments("k", fused, &given, (100, 30, 3)).map_err(|e| e.to_string())
+        check_arguments("k", fused, &given, (100, 30, 3), 3).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -501,9 +560,7 @@ mod tests {
         assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 110, 40))).is_ok());
         assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 29, 0)))
             .unwrap_err()
-            .contains(
-                "the bias holds 29 elements, but 3 product(s) of N = 30 at stride 0 need 30"
-            ));
+            .contains("the bias holds 29 elements, but 3 vector(s) of N = 30 at stride 0 need 30"));
         assert!(check(&fused, 1.0, 0.0, true, Some(("bf16", 109, 40)))
             .unwrap_err()
             .contains("need 110"));
@@ -534,8 +591,9 @@ mod tests {
             bias: None,
             aux: false,
             quant_scales: None,
+            row_scale: None,
         };
-        let missing = check_arguments("k", &aux, &nothing, (1, 1, 1)).unwrap_err();
+        let missing = check_arguments("k", &aux, &nothing, (1, 1, 1), 1).unwrap_err();
         assert!(
             missing.to_string().contains("no aux buffer was given"),
             "{missing}"
@@ -544,8 +602,56 @@ mod tests {
             aux: true,
             ..nothing
         };
-        let extra = check_arguments("k", &FusedSpec::NONE, &with_aux, (1, 1, 1)).unwrap_err();
+        let extra = check_arguments("k", &FusedSpec::NONE, &with_aux, (1, 1, 1), 1).unwrap_err();
         assert!(extra.to_string().contains("writes none"), "{extra}");
+    }
+
+    #[test]
+    fn rows_factors_are_given_when_the_spec_scales_rows_and_cover_every_row() {
+        let rows = FusedSpec {
+            row_scale: RowScale::F32,
+            ..FusedSpec::NONE
+        };
+        let given = |row_scale| GivenArguments {
+            alpha: 1.0,
+            beta: 0.0,
+            c_in: false,
+            bias: None,
+            aux: false,
+            quant_scales: None,
+            row_scale,
+        };
+        let check = |fused: &FusedSpec, len, batch| {
+            check_arguments("k", fused, &given(len), (100, 30, batch), batch)
+                .map_err(|e| e.to_string())
+        };
+        // Three products of 100 rows read 300 factors.
+        assert!(check(&rows, Some(300), 3).is_ok());
+        assert!(check(&rows, Some(299), 3)
+            .unwrap_err()
+            .contains("hold 299 f32, but 3 product(s) of M = 100 rows need 300"));
+        assert!(check(&rows, None, 1)
+            .unwrap_err()
+            .contains("no factors were given"));
+        assert!(check(&FusedSpec::NONE, Some(100), 1)
+            .unwrap_err()
+            .contains("scales no rows"));
+        // A grouped launch: one product of every routed row, a column bias per expert.
+        let grouped = FusedSpec {
+            bias: COL_BF16,
+            ..rows
+        };
+        let experts = |bias_len| {
+            let given = GivenArguments {
+                bias: Some((("bf16", 2), bias_len, 30)),
+                ..given(Some(100))
+            };
+            check_arguments("k", &grouped, &given, (100, 30, 1), 8).map_err(|e| e.to_string())
+        };
+        assert!(experts(8 * 30).is_ok());
+        assert!(experts(7 * 30)
+            .unwrap_err()
+            .contains("8 vector(s) of N = 30 at stride 30 need 240"));
     }
 
     #[test]
@@ -565,6 +671,7 @@ mod tests {
             bias: None,
             aux: false,
             quant_scales,
+            row_scale: None,
         };
         let check = |fused: &FusedSpec, lens, dims: (u32, u32, u32, u32)| {
             check_quant_scales("k", fused, &given(lens), dims, dims.3).map_err(|e| e.to_string())
@@ -618,13 +725,21 @@ mod tests {
             activation: Activation::Relu,
             aux: Aux::PreActivation,
             quant: Quant::None,
+            row_scale: RowScale::None,
         };
         assert_eq!(fused.pre_activation(-2.0, 1.5, 0.5, 4.0, -1.0), -2.0);
-        assert_eq!(fused.apply(2.0, 1.5, 0.5, 4.0, -1.0), 4.0);
-        assert_eq!(fused.apply(-2.0, 1.5, 0.5, 4.0, -1.0), 0.0);
+        assert_eq!(fused.apply(2.0, 1.5, 0.5, 4.0, -1.0, 9.0), 4.0);
+        assert_eq!(fused.apply(-2.0, 1.5, 0.5, 4.0, -1.0, 9.0), 0.0);
+        // The row's factor comes last, after the activation.
+        let scaled = FusedSpec {
+            row_scale: RowScale::F32,
+            ..fused
+        };
+        assert_eq!(scaled.apply(2.0, 1.5, 0.5, 4.0, -1.0, 0.25), 1.0);
+        assert_eq!(scaled.apply(-2.0, 1.5, 0.5, 4.0, -1.0, 0.25), 0.0);
         // No bias: the bias value is ignored; no scale: α and β too.
         let plain = FusedSpec::NONE;
-        assert_eq!(plain.apply(3.0, 9.0, 9.0, 9.0, 9.0), 3.0);
+        assert_eq!(plain.apply(3.0, 9.0, 9.0, 9.0, 9.0, 9.0), 3.0);
         // GELU's two forms agree to 1e-3 and pass 0 through 0; SiLU(x) = x·sigmoid(x).
         for x in [-3.0, -1.0, -0.1, 0.0, 0.5, 2.0] {
             let (tanh, erf) = (

@@ -451,16 +451,17 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
                 ("C", c.stream().context()),
             ],
         )?;
+        // A grouped launch's B matrices, B scales and column biases are each expert's.
+        let b_matrices = grouped
+            .as_ref()
+            .map_or(batch.count, |(_, dims, _)| dims.groups);
         check_arguments(
             self.info.name(),
             &self.fused,
             &epilogue.given(),
             (m, n, batch.count),
+            b_matrices,
         )?;
-        // A grouped launch's B scales are each expert's.
-        let b_matrices = grouped
-            .as_ref()
-            .map_or(batch.count, |(_, dims, _)| dims.groups);
         check_quant_scales(
             self.info.name(),
             &self.fused,
@@ -480,6 +481,12 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
                 BiasValues::F32(v) => v.stream().context(),
             };
             same_context(&self.ctx, [("the bias", context)])?;
+        }
+        if let Some(factors) = epilogue.row_scale {
+            same_context(
+                &self.ctx,
+                [("the rows' factors", factors.stream().context())],
+            )?;
         }
         // Before any buffer's events are touched: a refused launch leaves the capture usable.
         check_capture_of(
@@ -581,6 +588,21 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
                 (ptr, Some(done))
             }
         };
+        let (row_scale_address, _row_scale_done) = match epilogue.row_scale {
+            None => (0, None),
+            Some(factors) => {
+                let (ptr, done) = factors.device_ptr(stream);
+                if ptr % 4 != 0 {
+                    return Err(Error::EpilogueArguments {
+                        kernel: self.info.name().to_string(),
+                        problem: format!(
+                            "the rows' factors start at {ptr:#x}, which is not 4-byte aligned"
+                        ),
+                    });
+                }
+                (ptr, Some(done))
+            }
+        };
         // The fp8 scales: one aligned f32 each, kept borrowed by the guards.
         let mut quant_guards = Vec::new();
         let mut quant_addresses = [0u64; 2];
@@ -618,6 +640,7 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
             bias: bias_address,
             bias_stride,
             aux: aux_address,
+            row_scale: row_scale_address,
         };
         // The lock and the guard last until the launch is enqueued.
         let mut workspace = self
@@ -1005,6 +1028,7 @@ struct FusedValues {
     bias: u64,
     bias_stride: u64,
     aux: u64,
+    row_scale: u64,
 }
 
 impl ParamValue {
@@ -1079,6 +1103,9 @@ fn bind_params<In: Element, Out: Element, InB: Element>(
                 ParamKind::EpilogueBuffer(EpilogueBuffer::Aux) => ParamValue::U64(fused.aux),
                 ParamKind::EpilogueBuffer(EpilogueBuffer::AScale) => ParamValue::U64(fused.a_scale),
                 ParamKind::EpilogueBuffer(EpilogueBuffer::BScale) => ParamValue::U64(fused.b_scale),
+                ParamKind::EpilogueBuffer(EpilogueBuffer::RowScale) => {
+                    ParamValue::U64(fused.row_scale)
+                }
                 ParamKind::BiasBatchStride => ParamValue::U64(fused.bias_stride),
                 ParamKind::TensorMap(tile) => {
                     let (arg, rows, cols, element_bytes, data_type) = operand(tile.operand);

@@ -877,20 +877,17 @@ impl Validator<'_> {
                 "quant: block (1x128 scales of A's rows, 128x128 of each expert's B)",
             );
         }
-        let fused = [
-            (Key::Scale, s.scale != Scale::None),
-            (Key::Bias, s.bias != Bias::None),
-            (Key::Activation, s.activation != Activation::None),
-            (Key::Aux, s.aux != Aux::None),
-        ];
-        for (key, given) in fused {
-            if given {
-                self.help(
-                    key,
-                    format!("`groups: {name}` has no fused epilogue yet"),
-                    format!("leave `{}:` out", key.name()),
-                );
-            }
+        // The fused epilogue runs per tile, whatever its expert: a column bias is the expert's
+        // (strided by the expert's index), a row's factor the routed row's. A row bias would be
+        // one per routed row, which no layer has.
+        if let Some((BiasAlong::Row, _)) = s.bias.vector() {
+            self.help(
+                Key::Bias,
+                format!(
+                    "`groups: {name}` adds a bias per expert along N; a bias per routed row is not grouped"
+                ),
+                "bias: col (one vector per expert, strided by the expert's index)",
+            );
         }
     }
 
@@ -1706,7 +1703,11 @@ mod tests {
                 "one scale for every expert's B is not grouped",
                 "quant: block",
             ),
-            ("bias: col", "no fused epilogue yet", "leave `bias:` out"),
+            (
+                "bias: row",
+                "a bias per routed row is not grouped",
+                "bias: col (one vector per expert, strided by the expert's index)",
+            ),
         ] {
             assert_refused_with_help(
                 &format!("{HOPPER}, groups: contiguous, {spec}"),

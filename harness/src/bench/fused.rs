@@ -516,6 +516,7 @@ mod tests {
             activation,
             aux,
             quant: Quant::None,
+            row_scale: gemm_dsl::RowScale::None,
         }
     }
 

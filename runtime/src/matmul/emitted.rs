@@ -11,7 +11,7 @@ use cudarc::driver::CudaContext;
 use gemm_dsl::abi::LaunchShape;
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::DeviceModel;
-use gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Quant, Scale, ValidSpec};
+use gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Quant, RowScale, Scale, ValidSpec};
 use std::sync::Arc;
 
 impl<In: Element, Out: Element> Matmul<In, Out> {
@@ -114,28 +114,33 @@ fn set_specs(
             if fused.is_none() {
                 return Ok(member);
             }
-            let spec = GemmSpec {
-                name: format!("{}_{}", member.spec.name, epilogue_suffix(fused)),
-                scale: fused.scale,
-                bias: fused.bias,
-                activation: fused.activation,
-                aux: fused.aux,
-                quant: fused.quant,
-                // Block scales are applied where the partial sums are promoted.
-                promote: match fused.quant {
-                    Quant::Block => Some(Quant::BLOCK),
-                    Quant::None | Quant::Tensor => member.spec.promote,
-                },
-                ..member.spec
-            };
-            let text = spec.to_spec_text();
+            let text = with_epilogue(member.spec, fused).to_spec_text();
             check_str(&text).map_err(|errors| refused(errors, &text))
         })
         .collect()
 }
 
+/// A member's spec with the fused epilogue `fused`, named `<member>_<epilogue>`.
+pub(crate) fn with_epilogue(member: GemmSpec, fused: &FusedSpec) -> GemmSpec {
+    GemmSpec {
+        name: format!("{}_{}", member.name, epilogue_suffix(fused)),
+        scale: fused.scale,
+        bias: fused.bias,
+        activation: fused.activation,
+        aux: fused.aux,
+        row_scale: fused.row_scale,
+        quant: fused.quant,
+        // Block scales are applied where the partial sums are promoted.
+        promote: match fused.quant {
+            Quant::Block => Some(Quant::BLOCK),
+            Quant::None | Quant::Tensor => member.promote,
+        },
+        ..member
+    }
+}
+
 /// The epilogue in a kernel name: `ab_colbf16_gelu` for `scale: alpha_beta, bias: col(bf16),
-/// activation: gelu` (and `_aux` with `aux: pre_activation`).
+/// activation: gelu` (and `_aux` with `aux: pre_activation`, `_rows` with `row_scale: f32`).
 fn epilogue_suffix(fused: &FusedSpec) -> String {
     let scale = match fused.scale {
         Scale::None => String::new(),
@@ -154,12 +159,16 @@ fn epilogue_suffix(fused: &FusedSpec) -> String {
         Aux::None => String::new(),
         Aux::PreActivation => "aux".to_string(),
     };
+    let rows = match fused.row_scale {
+        RowScale::None => String::new(),
+        RowScale::F32 => "rows".to_string(),
+    };
     let quant = match fused.quant {
         Quant::None => String::new(),
         Quant::Tensor => "qt".to_string(),
         Quant::Block => "qb".to_string(),
     };
-    [quant, scale, bias, activation, aux]
+    [quant, scale, bias, activation, aux, rows]
         .into_iter()
         .filter(|part| !part.is_empty())
         .collect::<Vec<_>>()
@@ -199,6 +208,7 @@ mod tests {
             activation: Activation::Gelu,
             aux: Aux::PreActivation,
             quant: gemm_dsl::Quant::None,
+            row_scale: RowScale::F32,
         };
         for (set, dtype, out) in [
             (&sets::SM90_16BIT, DType::Bf16, DType::Bf16),
@@ -222,7 +232,7 @@ mod tests {
             for (plain, fused_member) in fusing.into_iter().zip(&specs) {
                 assert_eq!(
                     fused_member.spec.name,
-                    format!("{}_ab_colf32_gelu_aux", plain.spec.name)
+                    format!("{}_ab_colf32_gelu_aux_rows", plain.spec.name)
                 );
                 assert_eq!(
                     (fused_member.spec.tile, fused_member.spec.schedule),

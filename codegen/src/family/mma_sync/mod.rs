@@ -276,7 +276,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         k_steps_plan: fragments.k_steps,
         epilogue,
         fused,
-        epilogue_params: epilogue_params(spec.scale, spec.bias, spec.aux, spec.quant),
+        epilogue_params: epilogue_params(spec),
     }
 }
 

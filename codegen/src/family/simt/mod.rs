@@ -168,7 +168,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         consumer,
         epilogue,
         fused,
-        epilogue_params: epilogue_params(spec.scale, spec.bias, spec.aux, spec.quant),
+        epilogue_params: epilogue_params(spec),
     }
 }
 

@@ -32,14 +32,9 @@ pub struct LaunchPlan {
     pub b_box: TensorMapBox,
     #[serde(skip)]
     pub c_box: Option<TensorMapBox>,
+    /// The fused epilogue's parameters, last in the list.
     #[serde(skip)]
-    pub scale: gemm_dsl::Scale,
-    #[serde(skip)]
-    pub bias: gemm_dsl::Bias,
-    #[serde(skip)]
-    pub aux: gemm_dsl::Aux,
-    #[serde(skip)]
-    pub quant: gemm_dsl::Quant,
+    pub epilogue_params: Vec<KernelParam>,
     #[serde(skip)]
     pub groups: gemm_dsl::Groups,
 }
@@ -90,10 +85,7 @@ impl LaunchPlan {
                 outer: STORE_BOX_ROWS,
                 swizzle_bytes: staging.swizzle_bytes,
             }),
-            scale: spec.scale,
-            bias: spec.bias,
-            aux: spec.aux,
-            quant: spec.quant,
+            epilogue_params: epilogue_params(spec),
             groups: spec.groups,
         }
     }
@@ -149,12 +141,7 @@ impl WgmmaPlan {
                 },
             });
         }
-        params.extend(epilogue_params(
-            launch.scale,
-            launch.bias,
-            launch.aux,
-            launch.quant,
-        ));
+        params.extend(launch.epilogue_params.iter().copied());
         params
     }
 
