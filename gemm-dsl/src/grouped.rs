@@ -65,8 +65,8 @@ pub const SM90_GROUPED_MEMBERS: [(&str, &str); 4] = [
 /// and each expert's 128x128 scales of B, as DeepSeek-V3's), by name and spec keys: 128x128x128
 /// tiles (the widest whose promoted sums fit the registers) with whole tiles and with a
 /// stream-K tail, and 64x128x128 for a few rows per expert. B is K-major (`layout: rc`, `[G, N,
-/// K]`), as fp8 wgmma reads it. No entry point picks among them yet: `gemm-bench --grouped-fp8`
-/// times each.
+/// K]`), as fp8 wgmma reads it. `GroupedMatmul::<E4m3, bf16>::new_fused` picks among them;
+/// `gemm-bench --grouped-fp8` times each.
 pub const SM90_GROUPED_FP8_MEMBERS: [(&str, &str); 3] = [
     ("w128x128", "tile: 128x128x128, stages: 5, epilogue: tma"),
     (

@@ -657,6 +657,95 @@ fn the_grouped_entry_point_picks_a_member_and_computes_every_case() {
     }
 }
 
+/// The entry point with an experts' epilogue (`GroupedMatmul::new_fused`): bf16 with each
+/// expert's bias, SiLU and the rows' factors; fp8 with block scales, an f32 bias and the rows'
+/// factors; each on its cases against float64. What the set does not take is refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_fused_grouped_entry_point_computes_the_experts_epilogue() {
+    use gemm_dsl::{Activation, Bias, BiasAlong, Scale};
+    let (ctx, stream) = gpu();
+    let bias = |dtype| Bias::Vector {
+        along: BiasAlong::Col,
+        dtype,
+    };
+    let swiglu_like = FusedSpec {
+        bias: bias(DType::Bf16),
+        activation: Activation::Silu,
+        row_scale: RowScale::F32,
+        ..FusedSpec::NONE
+    };
+    for (groups, cases) in [
+        (Groups::Contiguous, contiguous_cases(Layout::RowCol, 128)),
+        (Groups::Masked, masked_cases()),
+    ] {
+        let experts =
+            GroupedMatmul::<bf16, bf16>::new_fused(&ctx, groups, Layout::RowCol, swiglu_like)
+                .unwrap();
+        for (seed, case) in cases.iter().enumerate() {
+            check_case(
+                &stream,
+                case,
+                0x40_8000 + seed as u64,
+                false,
+                Some(swiglu_like),
+                &|a, b, d, table, extras| {
+                    experts.run_with(&stream, a, b, d, table, case.dims(), &mut extras.epilogue())
+                },
+            );
+        }
+    }
+    let fp8_down = FusedSpec {
+        scale: Scale::Alpha,
+        bias: bias(DType::F32),
+        row_scale: RowScale::F32,
+        quant: Quant::Block,
+        ..FusedSpec::NONE
+    };
+    for groups in [Groups::Contiguous, Groups::Masked] {
+        let experts =
+            GroupedMatmul::<E4m3, bf16>::new_fused(&ctx, groups, Layout::RowCol, fp8_down).unwrap();
+        let cases: Vec<Case> = fp8_cases()
+            .into_iter()
+            .filter(|c| c.masked == (groups == Groups::Masked))
+            .collect();
+        for (seed, case) in cases.iter().enumerate() {
+            check_case(
+                &stream,
+                case,
+                0x40_9000 + seed as u64,
+                true,
+                Some(fp8_down),
+                &|a, b, d, table, extras| {
+                    experts.run_with(&stream, a, b, d, table, case.dims(), &mut extras.epilogue())
+                },
+            );
+        }
+    }
+    let refused = |result: Result<(), Error>, words: &str| {
+        let text = result.expect_err(words).to_string();
+        assert!(text.contains(words), "`{text}` does not say `{words}`");
+    };
+    let with_c_in = FusedSpec {
+        scale: Scale::AlphaBeta,
+        ..FusedSpec::NONE
+    };
+    refused(
+        GroupedMatmul::<bf16, bf16>::new_fused(&ctx, Groups::Contiguous, Layout::RowCol, with_c_in)
+            .map(drop),
+        "launch_grouped_with",
+    );
+    refused(
+        GroupedMatmul::<E4m3, bf16>::new_fused(&ctx, Groups::Contiguous, Layout::RowRow, fp8_down)
+            .map(drop),
+        "layout rc",
+    );
+    refused(
+        GroupedMatmul::<E4m3, bf16>::new(&ctx, Groups::Contiguous, Layout::RowCol).map(drop),
+        "block scales",
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bad_grouped_launches_are_refused_before_the_gpu() {

@@ -88,6 +88,8 @@ pub use gemm_dsl::abi::{
 };
 pub use gemm_dsl::pick::{sets, Problem};
 pub use gemm_dsl::sass::SassReport;
-pub use gemm_dsl::{DType, Groups, Layout};
+pub use gemm_dsl::{
+    Activation, Aux, Bias, BiasAlong, DType, Groups, Layout, Quant, RowScale, Scale,
+};
 pub use gemm_macros::{gemm, gemm_set};
 pub use tensor_map::{GlobalMatrix, TensorMap};

@@ -14,7 +14,11 @@
 //!   total rows split evenly (the balanced problem a grouped kernel would match at best);
 //! - ours: every member of the Hopper grouped set (`gemm_dsl::grouped::sm90_grouped_specs`)
 //!   of the problem's layout (contiguous or masked), each in one `launch_grouped`; the row
-//!   reports the entry point's pick (`GroupedMatmul::pick`) and the fastest member.
+//!   reports the entry point's pick (`GroupedMatmul::pick`) and the fastest member;
+//! - ours with a down projection's epilogue: the entry point over the set with each expert's
+//!   bias and the router's weight per row (`GroupedMatmul::new_fused`, `bias: col, row_scale:
+//!   f32`), its pick: what the epilogue costs. Its bias is 0 and its weights 1, so its D must
+//!   equal the plain pick's bit for bit.
 //!
 //! Checked first: the grouped call's D and each of ours against the loop's (ours with D
 //! poisoned, every row no expert holds still poisoned after), and the ceiling's D against a
@@ -29,25 +33,43 @@ use cudarc::cublas::sys::{cublasComputeType_t, cublasOperation_t, cudaDataType};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use gemm_dsl::grouped::{Distribution, GroupRows, GroupedProblem};
 use gemm_dsl::pick::Problem;
-use gemm_dsl::Layout;
-use gemm_runtime::{Element, GroupedDims, GroupedMatmul, Groups, LeadingDims, Matmul, Storage};
+use gemm_dsl::{Bias, BiasAlong, DType, Layout, RowScale};
+use gemm_runtime::{
+    BiasArg, Element, Epilogue, FusedSpec, GroupedDims, GroupedMatmul, Groups, LeadingDims, Matmul,
+    Storage,
+};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 /// This project's grouped entry points over the Hopper grouped set, layout `rr` as the
-/// baselines': contiguous, then masked.
+/// baselines': contiguous, then masked; plain and with a down projection's epilogue.
 pub struct GroupedKernels {
     contiguous: GroupedMatmul<bf16, bf16>,
     masked: GroupedMatmul<bf16, bf16>,
+    contiguous_fused: GroupedMatmul<bf16, bf16>,
+    masked_fused: GroupedMatmul<bf16, bf16>,
 }
+
+/// A down projection's epilogue: each expert's bias, the router's weight per row.
+pub const DOWN_PROJECTION: FusedSpec = FusedSpec {
+    bias: Bias::Vector {
+        along: BiasAlong::Col,
+        dtype: DType::Bf16,
+    },
+    row_scale: RowScale::F32,
+    ..FusedSpec::NONE
+};
 
 impl GroupedKernels {
     pub fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<GroupedKernels, Error> {
+        let fused = |groups| GroupedMatmul::new_fused(ctx, groups, Layout::RowRow, DOWN_PROJECTION);
         Ok(GroupedKernels {
             contiguous: GroupedMatmul::new(ctx, Groups::Contiguous, Layout::RowRow)?,
             masked: GroupedMatmul::new(ctx, Groups::Masked, Layout::RowRow)?,
+            contiguous_fused: fused(Groups::Contiguous)?,
+            masked_fused: fused(Groups::Masked)?,
         })
     }
 }
@@ -75,6 +97,12 @@ pub struct GroupedRow {
     pub member_tflops: Vec<(String, f64)>,
     /// ‖D_ours − D_loop‖ / ‖D_loop‖, the largest over the members.
     pub ours_vs_loop: f64,
+    /// Ours with the down projection's epilogue ([`DOWN_PROJECTION`]): the pick and its speed
+    /// (absent from runs before it was measured).
+    #[serde(default)]
+    pub fused_kernel: String,
+    #[serde(default)]
+    pub fused_tflops: f64,
     pub cublas_grouped_tflops: f64,
     pub cublas_loop_tflops: f64,
     pub ceiling_tflops: f64,
@@ -364,9 +392,9 @@ pub fn time_grouped(
     let mut d_grouped = alloc("D", d_len)?;
     let mut d_loop = alloc("D", d_len)?;
     let mut d_ours = alloc("D", d_len)?;
-    let grouped_matmul = match problem.distribution {
-        Distribution::Masked { .. } => &kernels.masked,
-        _ => &kernels.contiguous,
+    let (grouped_matmul, fused_matmul) = match problem.distribution {
+        Distribution::Masked { .. } => (&kernels.masked, &kernels.masked_fused),
+        _ => (&kernels.contiguous, &kernels.contiguous_fused),
     };
     let names = grouped_matmul.names();
     let ours = (0..names.len())
@@ -432,6 +460,51 @@ pub fn time_grouped(
         ours_vs_loop = ours_vs_loop.max(rel_diff(&d_host, &d_loop_host, experts, n));
         routed.check_untouched(&d_host, n, problem, name)?;
     }
+    // The down projection's epilogue with a bias of 0 and weights of 1: the D of the plain
+    // member of the same tile (the sets list their members alike), ±0 alike.
+    let bias = alloc(
+        "the experts' bias",
+        (u64::from(groups) * u64::from(n)) as usize,
+    )?;
+    let weights = stream
+        .clone_htod(&vec![1.0f32; buffer_rows as usize])
+        .during(|| "copying the router's weights".to_string())?;
+    let fused_kernel = fused_matmul.pick(&dims)?.to_string();
+    let run_fused = |d: &mut CudaSlice<bf16>| -> Result<(), Error> {
+        let mut epilogue = Epilogue::none()
+            .bias(BiasArg::output(&bias).strided(u64::from(n)))
+            .row_scale(&weights);
+        Ok(fused_matmul.run_with(stream, &a, &b, d, &table, dims, &mut epilogue)?)
+    };
+    let fused_index = fused_matmul
+        .names()
+        .iter()
+        .position(|name| *name == fused_kernel)
+        .expect("the pick is a member");
+    let picked_plain = grouped_matmul.kernel(fused_index)?;
+    stream
+        .memcpy_htod(&vec![bf16::poison(); d_len], &mut d_ours)
+        .during(|| "poisoning D".to_string())?;
+    picked_plain.launch_grouped(stream, &a, &b, &mut d_ours, &table, dims, lds)?;
+    let plain_host = read(&d_ours)?;
+    stream
+        .memcpy_htod(&vec![bf16::poison(); d_len], &mut d_ours)
+        .during(|| "poisoning D".to_string())?;
+    run_fused(&mut d_ours)?;
+    let fused_host = read(&d_ours)?;
+    let differ = plain_host
+        .iter()
+        .zip(&fused_host)
+        .filter(|(x, y)| x.to_bits() != y.to_bits() && !(x.to_f32() == 0.0 && y.to_f32() == 0.0))
+        .count();
+    if differ != 0 {
+        return Err(Error::Baseline {
+            action: format!("checking {problem}"),
+            reason: format!(
+                "`{fused_kernel}` with a bias of 0 and weights of 1 differs from its plain member in {differ} elements"
+            ),
+        });
+    }
     let ceiling_vs_cublas = rel_diff(
         &read(&d_ceiling)?,
         &read(&d_ceiling_ref)?,
@@ -463,11 +536,13 @@ pub fn time_grouped(
             }
         })
         .collect();
+    let mut fused_launch = |_: usize| run_fused(&mut d_ours.borrow_mut());
     let mut competitors: Vec<&mut Launcher<'_>> =
         vec![&mut grouped_launch, &mut loop_launch, &mut ceiling_launch];
     for launch in &mut ours_launches {
         competitors.push(launch);
     }
+    competitors.push(&mut fused_launch);
     let times = time_round_robin(stream, rounds, &mut competitors)?;
     let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
     let tflops = |rows: u64, ms: f64| 2.0 * rows as f64 * f64::from(n) * f64::from(k) / (ms * 1e9);
@@ -505,6 +580,8 @@ pub fn time_grouped(
         best_member_tflops: best.1,
         member_tflops,
         ours_vs_loop,
+        fused_kernel,
+        fused_tflops: tflops(real_rows, ms(3 + names.len())),
         grouped_vs_loop,
         ceiling_vs_cublas,
     })
@@ -523,13 +600,13 @@ fn outside_rows(experts: &[(u64, u32)], rows: u32) -> impl Iterator<Item = usize
 pub fn grouped_table(rows: &[GroupedRow]) -> String {
     let mut out = String::from(
         "bf16 in and out, layout rr (B as `[G, K, N]`); TF/s over the rows the experts have (the ceiling: over its balanced rows).\n\n\
-         | problem (G ROWS N K DIST) | rows per expert (min / max) | ours (picked) TF/s | ours / best cuBLAS | ours / ceiling | cuBLAS grouped TF/s | loop of GemmEx TF/s | ceiling: ours, balanced strided batch TF/s | picked kernel | best member (TF/s) | ceiling kernel | ours vs loop | grouped vs loop | ceiling vs cuBLAS |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|\n",
+         | problem (G ROWS N K DIST) | rows per expert (min / max) | ours (picked) TF/s | ours / best cuBLAS | ours / ceiling | cuBLAS grouped TF/s | loop of GemmEx TF/s | ceiling: ours, balanced strided batch TF/s | picked kernel | best member (TF/s) | ceiling kernel | ours + bias + router weight TF/s (/ plain) | ours vs loop | grouped vs loop | ceiling vs cuBLAS |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|\n",
     );
     for row in rows {
         let best_cublas = row.cublas_grouped_tflops.max(row.cublas_loop_tflops);
         out.push_str(&format!(
-            "| {} | {} / {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | `{}` | `{}` ({:.0}) | `{}` | {:.1e} | {:.1e} | {:.1e} |\n",
+            "| {} | {} / {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | `{}` | `{}` ({:.0}) | `{}` | {:.0} ({:.3}) | {:.1e} | {:.1e} | {:.1e} |\n",
             row.problem,
             row.min_rows,
             row.max_rows,
@@ -543,6 +620,8 @@ pub fn grouped_table(rows: &[GroupedRow]) -> String {
             row.best_member_kernel,
             row.best_member_tflops,
             row.ceiling_kernel,
+            row.fused_tflops,
+            row.fused_tflops / row.ours_tflops,
             row.ours_vs_loop,
             row.grouped_vs_loop,
             row.ceiling_vs_cublas

@@ -3,9 +3,11 @@
 //! `shapes/moe.txt` list with its experts' rows as `gemm_dsl::grouped` draws them.
 //!
 //! Timed on one stream, launches alternating, each by its own events, the median counting:
-//! every member of the fp8 grouped set (`gemm_dsl::grouped::sm90_grouped_fp8_specs`) in one
-//! `launch_grouped_with` each, and a loop of cuBLASLt's fp8 GEMM (per-tensor scales, one call
-//! per expert with rows; cuBLAS has no block-scaled grouped GEMM). The block scales are all 1
+//! every member of the fp8 grouped set (`gemm_dsl::grouped::sm90_grouped_fp8_specs`, as the
+//! entry point `GroupedMatmul::<E4m3, bf16>::new_fused` holds it) in one `launch_grouped_with`
+//! each, and a loop of cuBLASLt's fp8 GEMM (per-tensor scales, one call per expert with rows;
+//! cuBLAS has no block-scaled grouped GEMM). The row reports the entry point's pick and the
+//! fastest member. The block scales are all 1
 //! here, so both compute the same products, and each member's D (poisoned first, every row no
 //! expert holds still poisoned after) is checked against the loop's before timing; the
 //! scales' arithmetic is checked against float64 by `harness/tests/grouped.rs`.
@@ -16,38 +18,36 @@ use crate::bench::{median, time_round_robin, Launcher, Rounds};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::driver::{CudaSlice, CudaStream};
-use gemm_dsl::grouped::{sm90_grouped_fp8_specs, Distribution, GroupedProblem};
-use gemm_dsl::Quant;
+use gemm_dsl::grouped::{Distribution, GroupedProblem};
+use gemm_dsl::{Layout, Quant};
 use gemm_runtime::fp8::E4m3;
-use gemm_runtime::{Element, Epilogue, GemmKernel, GroupedDims, Groups, LeadingDims};
+use gemm_runtime::{
+    Element, Epilogue, FusedSpec, GemmKernel, GroupedDims, GroupedMatmul, Groups, LeadingDims,
+};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The fp8 grouped set's kernels, loaded: contiguous, then masked.
+/// The fp8 grouped entry points (block scales, layout rc), every member loaded: contiguous
+/// and masked.
 pub struct Fp8GroupedKernels {
-    contiguous: Vec<(String, GemmKernel<E4m3, bf16>)>,
-    masked: Vec<(String, GemmKernel<E4m3, bf16>)>,
+    contiguous: GroupedMatmul<E4m3, bf16>,
+    masked: GroupedMatmul<E4m3, bf16>,
 }
 
 impl Fp8GroupedKernels {
     pub fn load(ctx: &Arc<cudarc::driver::CudaContext>) -> Result<Fp8GroupedKernels, Error> {
-        let load = |groups| -> Result<Vec<_>, Error> {
-            sm90_grouped_fp8_specs(groups)
-                .iter()
-                .map(|spec| {
-                    let emitted =
-                        gemm_codegen::emit(&gemm_dsl::check_str(spec).map_err(|errors| {
-                            Error::Baseline {
-                                action: format!("checking {spec}"),
-                                reason: errors.render(spec, "fp8 grouped"),
-                            }
-                        })?);
-                    let kernel = GemmKernel::from_emitted(ctx, &emitted)?;
-                    Ok((emitted.kernel_name().to_string(), kernel))
-                })
-                .collect()
+        let block_scales = FusedSpec {
+            quant: Quant::Block,
+            ..FusedSpec::NONE
+        };
+        let load = |groups| -> Result<GroupedMatmul<E4m3, bf16>, Error> {
+            let experts = GroupedMatmul::new_fused(ctx, groups, Layout::RowCol, block_scales)?;
+            for index in 0..experts.names().len() {
+                experts.kernel(index)?;
+            }
+            Ok(experts)
         };
         Ok(Fp8GroupedKernels {
             contiguous: load(Groups::Contiguous)?,
@@ -65,6 +65,12 @@ pub struct Fp8GroupedRow {
     pub rows: u64,
     pub cublaslt_loop_ms: f64,
     pub cublaslt_loop_tflops: f64,
+    /// The entry point's pick (`GroupedMatmul::pick`) and its speed (absent from runs
+    /// before the entry point held fp8).
+    #[serde(default)]
+    pub picked_kernel: String,
+    #[serde(default)]
+    pub picked_tflops: f64,
     pub best_member_kernel: String,
     pub best_member_tflops: f64,
     /// Every member's speed, in the set's order.
@@ -101,10 +107,16 @@ pub fn time_grouped_fp8(
     };
     let mut d_loop = alloc("D", d_len)?;
     let d_ours = alloc("D", d_len)?;
-    let members = match problem.distribution {
+    let experts_set = match problem.distribution {
         Distribution::Masked { .. } => &kernels.masked,
         _ => &kernels.contiguous,
     };
+    let members: Vec<(String, &GemmKernel<E4m3, bf16>)> = experts_set
+        .names()
+        .into_iter()
+        .enumerate()
+        .map(|(index, name)| Ok((name.to_string(), experts_set.kernel(index)?)))
+        .collect::<Result<_, Error>>()?;
     let table = stream
         .clone_htod(&routed.table)
         .during(|| "copying the row table".to_string())?;
@@ -166,7 +178,7 @@ pub fn time_grouped_fp8(
     let d_loop_host = read(&d_loop)?;
     let mut ours_vs_loop = 0.0f64;
     let d_ours = std::cell::RefCell::new(d_ours);
-    for (name, kernel) in members {
+    for (name, kernel) in &members {
         let mut d = d_ours.borrow_mut();
         stream
             .memcpy_htod(&vec![bf16::poison(); d_len], &mut *d)
@@ -212,6 +224,12 @@ pub fn time_grouped_fp8(
         .max_by(|x, y| x.1.total_cmp(&y.1))
         .expect("at least one fp8 grouped kernel")
         .clone();
+    let picked = experts_set.pick(&dims)?;
+    let picked_tflops = member_tflops
+        .iter()
+        .find(|(name, _)| name == picked)
+        .expect("the pick is a member")
+        .1;
     Ok(Fp8GroupedRow {
         problem: problem.to_string(),
         min_rows: routed.extremes().0,
@@ -219,6 +237,8 @@ pub fn time_grouped_fp8(
         rows: real_rows,
         cublaslt_loop_ms: ms(0),
         cublaslt_loop_tflops: tflops(ms(0)),
+        picked_kernel: picked.to_string(),
+        picked_tflops,
         best_member_kernel: best.0,
         best_member_tflops: best.1,
         member_tflops,
@@ -230,8 +250,8 @@ pub fn time_grouped_fp8(
 pub fn grouped_fp8_table(rows: &[Fp8GroupedRow]) -> String {
     let mut out = String::from(
         "e4m3 in with block scales (all 1), bf16 out, layout rc (B as `[G, N, K]`); TF/s over the rows the experts have.\n\n\
-         | problem (G ROWS N K DIST) | rows per expert (min / max) | fastest member TF/s | / cuBLASLt loop | loop of cuBLASLt fp8 TF/s | fastest member | every member (TF/s) | ours vs loop |\n\
-         |---|---|---:|---:|---:|---|---|---:|\n",
+         | problem (G ROWS N K DIST) | rows per expert (min / max) | ours (picked) TF/s | / cuBLASLt loop | picked / fastest member | fastest member TF/s | loop of cuBLASLt fp8 TF/s | picked | fastest member | every member (TF/s) | ours vs loop |\n\
+         |---|---|---:|---:|---:|---:|---:|---|---|---|---:|\n",
     );
     for row in rows {
         let members: Vec<String> = row
@@ -240,14 +260,17 @@ pub fn grouped_fp8_table(rows: &[Fp8GroupedRow]) -> String {
             .map(|(name, tflops)| format!("{} {tflops:.0}", short_name(name)))
             .collect();
         out.push_str(&format!(
-            "| {} | {} / {} | {:.0} | {:.2} | {:.0} | `{}` | {} | {:.1e} |\n",
+            "| {} | {} / {} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | `{}` | `{}` | {} | {:.1e} |\n",
             row.problem,
             row.min_rows,
             row.max_rows,
+            row.picked_tflops,
+            row.picked_tflops / row.cublaslt_loop_tflops,
+            row.picked_tflops / row.best_member_tflops,
             row.best_member_tflops,
-            row.best_member_tflops / row.cublaslt_loop_tflops,
             row.cublaslt_loop_tflops,
-            row.best_member_kernel,
+            short_name(&row.picked_kernel),
+            short_name(&row.best_member_kernel),
             members.join(", "),
             row.ours_vs_loop
         ));

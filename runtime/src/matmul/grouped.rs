@@ -1,9 +1,11 @@
 //! `GroupedMatmul`: grouped GEMM for mixture-of-experts layers through one entry point (the
-//! `emit` feature). It holds the Hopper grouped set ([`sm90_grouped_specs`]) for one grouped
-//! layout and one layout of A and B, picks a kernel per launch from what the host knows (the
-//! experts, the rows in all, N, K: [`GroupedShape::pick`] prices the walk as the strided
-//! batch of the experts expected to hold rows, a masked one at several fills of its capacity)
-//! and loads each kernel the first time it is picked.
+//! `emit` feature). It holds the Hopper grouped set ([`sm90_grouped_specs`], or for fp8
+//! experts with block scales [`sm90_grouped_fp8_specs`]) for one grouped layout and one layout
+//! of A and B, with one fused epilogue in every member if asked ([`GroupedMatmul::new_fused`]:
+//! each expert's bias, an activation, the router's weight per row), picks a kernel per launch
+//! from what the host knows (the experts, the rows in all, N, K: [`GroupedShape::pick`] prices
+//! the walk as the strided batch of the experts expected to hold rows, a masked one at several
+//! fills of its capacity) and loads each kernel the first time it is picked.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), gemm_runtime::Error> {
@@ -25,18 +27,20 @@
 //! # }
 //! ```
 
+use super::emitted::with_epilogue;
 use super::{device_model, element_types, KernelSlots};
 use crate::capture::StreamCapture;
 use crate::check::{GroupedDims, LeadingDims};
 use crate::device::DeviceInfo;
 use crate::element::Element;
+use crate::epilogue::{Epilogue, FusedSpec};
 use crate::error::Error;
 use crate::kernel::GemmKernel;
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_dsl::grouped::sm90_grouped_specs;
+use gemm_dsl::grouped::{sm90_grouped_fp8_specs, sm90_grouped_specs};
 use gemm_dsl::pick::GroupedShape;
 use gemm_dsl::pick::{self, Candidate, DeviceModel};
-use gemm_dsl::{check_str, DType, Groups, Layout, ValidSpec};
+use gemm_dsl::{check_str, Aux, DType, Groups, Layout, Quant, ValidSpec};
 use std::sync::Arc;
 
 /// One entry point for grouped products: picks the kernel per launch, loads it once.
@@ -56,24 +60,93 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
     /// `[G, N, K]`; `rr`: `[G, K, N]`), on a Hopper device (compute capability 9.0), bf16 or
     /// f16 in and the same type out.
     pub fn new(ctx: &Arc<CudaContext>, groups: Groups, layout: Layout) -> Result<Self, Error> {
+        Self::new_fused(ctx, groups, layout, FusedSpec::NONE)
+    }
+
+    /// The grouped set with the fused epilogue `fused` in every member (each kernel named
+    /// `<member>_<epilogue>`), run with [`GroupedMatmul::run_with`]: α, each expert's column
+    /// bias (`bias: col`, strided by the expert), an activation and the rows' factors
+    /// (`row_scale: f32`, the router's weights). fp8 experts (e4m3 in, bf16 out, `layout: rc`)
+    /// take block scales: `fused.quant` must be [`Quant::Block`]. C-in (`scale: alpha_beta`)
+    /// and the aux output are not in the set (with both, its 128x256 tile spills): launch a
+    /// grouped kernel with them through [`GemmKernel::launch_grouped_with`].
+    pub fn new_fused(
+        ctx: &Arc<CudaContext>,
+        groups: Groups,
+        layout: Layout,
+        fused: FusedSpec,
+    ) -> Result<Self, Error> {
         let info = DeviceInfo::query(ctx)?;
         let types = element_types::<In, Out>()?;
         let cc = info.compute_capability_number();
-        let grouped_types =
+        let sixteen_bit =
             matches!(types.dtype(), DType::Bf16 | DType::F16) && types.out() == types.dtype();
-        if cc != 90 || !grouped_types || !groups.is_grouped() {
+        let fp8 = types.dtype() == DType::E4m3 && types.out() == DType::Bf16;
+        if cc != 90 || !(sixteen_bit || fp8) || !groups.is_grouped() {
             return Err(Error::NoKernelSet {
                 types: format!("grouped ({}) {types}", groups.name()),
                 device_cc: cc,
             });
         }
-        let specs = sm90_grouped_specs(groups, layout, types.dtype())
+        let unsupported = |problem: String| {
+            Err(Error::EpilogueArguments {
+                kernel: format!("GroupedMatmul ({} {types})", groups.name()),
+                problem,
+            })
+        };
+        match (fp8, fused.quant) {
+            (true, Quant::Block) if layout == Layout::RowCol => {}
+            (true, Quant::Block) => {
+                return unsupported(format!(
+                    "fp8 experts are read K-major: layout rc (B as [G, N, K]), not {}",
+                    layout.name()
+                ))
+            }
+            (true, quant) => {
+                return unsupported(format!(
+                    "fp8 experts take block scales (quant: block), not `quant: {}`",
+                    quant.name()
+                ))
+            }
+            (false, Quant::None) => {}
+            (false, quant) => {
+                return unsupported(format!(
+                    "`quant: {}` scales fp8 operands; these experts are {}",
+                    quant.name(),
+                    types.dtype().name()
+                ))
+            }
+        }
+        if fused.scale.reads_c() || fused.aux != Aux::None {
+            return unsupported(
+                "the grouped set takes α, a bias per expert, an activation and the rows' factors; \
+                 for C-in or the aux output launch a grouped kernel with `GemmKernel::launch_grouped_with`"
+                    .to_string(),
+            );
+        }
+        let texts = if fp8 {
+            sm90_grouped_fp8_specs(groups)
+        } else {
+            sm90_grouped_specs(groups, layout, types.dtype())
+        };
+        // The members as written: fp8 ones scale by blocks already.
+        let as_written = FusedSpec {
+            quant: fused.quant,
+            ..FusedSpec::NONE
+        };
+        let specs = texts
             .iter()
             .map(|text| {
-                check_str(text).map_err(|errors| Error::SpecText {
-                    kernel: text.clone(),
+                let refused = |errors: gemm_dsl::SpecErrors, text: &str| Error::SpecText {
+                    kernel: text.to_string(),
                     errors: errors.render(text, "sm90 grouped"),
-                })
+                };
+                let member = check_str(text).map_err(|errors| refused(errors, text))?;
+                if fused == as_written {
+                    return Ok(member);
+                }
+                let text = with_epilogue(member.spec, &fused).to_spec_text();
+                check_str(&text).map_err(|errors| refused(errors, &text))
             })
             .collect::<Result<Vec<_>, Error>>()?;
         let candidates = specs
@@ -149,7 +222,6 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
     /// [`GemmKernel::launch_grouped`] for the layouts, the checks and what a bad table does.
     /// During a CUDA-graph capture a kernel not yet loaded is refused
     /// ([`Error::CaptureLoadsKernel`]).
-    #[allow(clippy::too_many_arguments)]
     pub fn run<A, B, C, R>(
         &self,
         stream: &CudaStream,
@@ -158,6 +230,29 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
         d: &mut C,
         group_rows: &R,
         dims: GroupedDims,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<In>,
+        C: DevicePtrMut<Out>,
+        R: DevicePtr<i32>,
+    {
+        self.run_with(stream, a, b, d, group_rows, dims, &mut Epilogue::none())
+    }
+
+    /// [`GroupedMatmul::run`] with the epilogue's arguments (a set from
+    /// [`GroupedMatmul::new_fused`]): fp8 block scales, α, each expert's bias, the rows'
+    /// factors; checked as [`GemmKernel::launch_grouped_with`] checks them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_with<A, B, C, R>(
+        &self,
+        stream: &CudaStream,
+        a: &A,
+        b: &B,
+        d: &mut C,
+        group_rows: &R,
+        dims: GroupedDims,
+        epilogue: &mut Epilogue<'_, Out>,
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
@@ -181,7 +276,7 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
             ldc: dims.n,
         };
         self.kernel(index)?
-            .launch_grouped(stream, a, b, d, group_rows, dims, lds)
+            .launch_grouped_with(stream, a, b, d, group_rows, dims, lds, epilogue)
     }
 }
 
@@ -222,5 +317,36 @@ mod tests {
         assert_eq!(picked(256, 512, 4096, 7168), 64);
         assert_eq!(picked(8, 32, 28672, 4096), 64);
         assert!(picked(8, 32768, 4096, 7168) >= 128);
+    }
+
+    /// The fp8 set (block scales) priced the same way: 64-row tiles for a decode step's few
+    /// rows per expert, 128 rows for thousands.
+    #[test]
+    fn the_model_prices_the_fp8_set_like_the_bf16_one() {
+        use gemm_dsl::grouped::sm90_grouped_fp8_specs;
+        let candidates: Vec<Candidate> = sm90_grouped_fp8_specs(Groups::Contiguous)
+            .iter()
+            .map(|text| {
+                let valid = check_str(text).unwrap();
+                let launch = gemm_codegen::emit::launch_of(&valid);
+                Candidate::of(&valid, launch)
+            })
+            .collect();
+        let picked = |groups, rows, n, k| {
+            let shape = GroupedShape {
+                groups,
+                rows,
+                n,
+                k,
+                layout: Layout::RowCol,
+                masked: false,
+            };
+            let index = shape
+                .pick(&candidates, &DeviceModel::h100_sxm())
+                .expect("an fp8 grouped kernel admits every problem");
+            candidates[index].launch.tile_m
+        };
+        assert_eq!(picked(256, 512, 4096, 7168), 64);
+        assert_eq!(picked(4, 32768, 4096, 7168), 128);
     }
 }
