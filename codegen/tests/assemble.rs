@@ -672,7 +672,9 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
 /// these kernels.
 #[test]
 fn every_grouped_member_assembles_with_an_experts_epilogue() {
-    use gemm_dsl::grouped::{sm90_grouped_fp8_specs, sm90_grouped_specs};
+    use gemm_dsl::grouped::{
+        sm90_grouped_fp8_specs, sm90_grouped_specs, SM90_GROUPED_FP8_MEMBERS, SM90_GROUPED_MEMBERS,
+    };
     use gemm_dsl::{DType, Groups, Layout};
     let mut assembled = 0;
     for groups in [Groups::Contiguous, Groups::Masked] {
@@ -689,5 +691,8 @@ fn every_grouped_member_assembles_with_an_experts_epilogue() {
             }
         }
     }
-    assert_eq!(assembled, 2 * 2 * 7);
+    assert_eq!(
+        assembled,
+        2 * 2 * (SM90_GROUPED_MEMBERS.len() + SM90_GROUPED_FP8_MEMBERS.len())
+    );
 }

@@ -50,6 +50,13 @@ const STREAM_K_SPECS: [&str; 2] = [
     "name: g, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked",
 ];
 
+/// Ping-pong consumers: each takes alternate tiles of its block's walk and finds their
+/// experts with the same build and search.
+const PINGPONG_SPECS: [&str; 2] = [
+    "name: g, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, consumers: pingpong, stages: 6, groups: contiguous",
+    "name: g, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x128x64, consumers: pingpong, stages: 5, epilogue: tma, groups: masked",
+];
+
 /// Every spec above names its kernel `g`: its parameters are `g_<param>`.
 const PARAM_PREFIX: &str = "g_";
 /// Blocks of the persistent grid (`%nctaid.x`): an H100's SMs.
@@ -1197,6 +1204,13 @@ fn masked_walks_match_the_model() {
 #[test]
 fn stream_k_kernels_build_and_search_as_the_whole_tile_ones() {
     for spec in STREAM_K_SPECS {
+        check_spec(spec);
+    }
+}
+
+#[test]
+fn pingpong_kernels_build_and_search_as_the_cooperative_ones() {
+    for spec in PINGPONG_SPECS {
         check_spec(spec);
     }
 }

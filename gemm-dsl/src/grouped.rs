@@ -44,13 +44,20 @@ pub const TABLE_BYTES: u32 = 2 * 4 * MAX_GROUPS + 4 * SCAN_WARPS + 16;
 /// stream-K tail (`results/grouped-sk-2026-11-28/`) made the 128x256 tile up to 7 % faster where the experts hold thousands of rows and
 /// 13 % on one masked expert of 580 rows, and lost nowhere, so it replaced the whole-tile
 /// 128x256; the 128x128 tile keeps both (stream-K 26 % faster on one expert of 580 rows,
-/// N 4096, K 7168; whole tiles 2–7 % faster where N is 7168 and K 2048).
+/// N 4096, K 7168; whole tiles 2–7 % faster where N is 7168 and K 2048). Ping-pong consumers
+/// (`results/grouped-fused-2026-11-28/`) then replaced the whole 128x128 tile: within noise
+/// of it or faster on all 20 problems (0.996 to 1.13x, most on K = 2048), and the fastest
+/// member on 11, where each tile's search for its expert and its stores hide behind the
+/// other consumer's math.
 pub const SM90_GROUPED_MEMBERS: [(&str, &str); 4] = [
     (
         "w128x256_sk",
         "tile: 128x256x64, stages: 3, epilogue: tma, schedule: persistent(tail = stream_k)",
     ),
-    ("w128x128", "tile: 128x128x64, stages: 5, epilogue: tma"),
+    (
+        "w128x128_pp",
+        "tile: 128x128x64, consumers: pingpong, stages: 5, epilogue: tma",
+    ),
     (
         "w128x128_sk",
         "tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k)",

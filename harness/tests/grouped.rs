@@ -24,8 +24,9 @@ use std::sync::Arc;
 
 /// The grouped kernels under test: both layouts of B, both grouped layouts, one and two
 /// consumers, direct and TMA stores, and a 192-row tile (three consumers), whose tile-row
-/// division is not a shift; with a stream-K tail, both layouts.
-const SPECS: [&str; 7] = [
+/// division is not a shift; with a stream-K tail, both layouts; ping-pong consumers, both
+/// grouped layouts.
+const SPECS: [&str; 9] = [
     "name: moe_rc, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 4, groups: contiguous",
     "name: moe_rc_tma, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 3, epilogue: tma, groups: contiguous",
     "name: moe_rr, arch: sm_90a, mma: wgmma, layout: rr, tile: 64x128x64, consumers: 1, stages: 6, groups: contiguous",
@@ -33,6 +34,8 @@ const SPECS: [&str; 7] = [
     "name: moe_192, arch: sm_90a, mma: wgmma, layout: rc, tile: 192x128x64, consumers: 3, stages: 4, groups: contiguous",
     "name: moe_sk, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, schedule: persistent(tail = stream_k), groups: contiguous",
     "name: moe_sk_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked",
+    "name: moe_pp, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, consumers: pingpong, stages: 5, epilogue: tma, groups: contiguous",
+    "name: moe_pp_masked, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, consumers: pingpong, stages: 6, groups: masked",
 ];
 
 /// fp8 experts with block scales (`quant: block`): A's 1x128 scales over every row, each
@@ -45,12 +48,13 @@ const FP8_SPECS: [&str; 2] = [
 
 /// The experts' fused epilogues: each expert's bias, the router's weight per row and an
 /// activation (direct stores, 128x256); with C-in, GELU and the aux output under TMA stores
-/// and a stream-K tail (C-in loaded by TMA, masked); α with an f32 bias in layout rr; fp8 with
-/// block scales.
-const FUSED_SPECS: [&str; 4] = [
+/// and a stream-K tail (C-in loaded by TMA, masked); α with an f32 bias in layout rr; ping-pong
+/// consumers; fp8 with block scales.
+const FUSED_SPECS: [&str; 5] = [
     "name: moe_fused_rc, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x256x64, stages: 4, groups: contiguous, bias: col, row_scale: f32, activation: silu",
     "name: moe_fused_masked_sk, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked, scale: alpha_beta, bias: col(f32), activation: gelu, aux: pre_activation, row_scale: f32",
     "name: moe_fused_rr_sk, arch: sm_90a, mma: wgmma, layout: rr, tile: 128x256x64, stages: 3, epilogue: tma, schedule: persistent(tail = stream_k), groups: contiguous, scale: alpha, bias: col(f32), row_scale: f32",
+    "name: moe_fused_pp, arch: sm_90a, mma: wgmma, layout: rc, tile: 128x128x64, consumers: pingpong, stages: 5, epilogue: tma, groups: contiguous, bias: col, row_scale: f32, activation: silu",
     "name: moe_fused_fp8, arch: sm_90a, mma: wgmma, dtype: e4m3, out: bf16, layout: rc, tile: 128x128x128, stages: 5, epilogue: tma, quant: block, promote: 128, groups: contiguous, bias: col, row_scale: f32, activation: silu",
 ];
 

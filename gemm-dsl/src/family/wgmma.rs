@@ -843,13 +843,6 @@ impl Validator<'_> {
                 "schedule: persistent",
             ),
         }
-        if s.pingpong {
-            self.help(
-                Key::Consumers,
-                format!("`groups: {name}` is not grouped with ping-pong consumers yet"),
-                "consumers: 2",
-            );
-        }
         if s.cluster.count() != 1 {
             self.help(
                 Key::Cluster,
@@ -1686,11 +1679,6 @@ mod tests {
                 "schedule: tile",
                 "needs a persistent walk",
                 "schedule: persistent",
-            ),
-            (
-                "tile: 128x128x64, consumers: pingpong",
-                "not grouped with ping-pong consumers yet",
-                "consumers: 2",
             ),
             (
                 "copy: tma(multicast = 2), cluster: 2x1",
