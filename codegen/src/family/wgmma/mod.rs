@@ -96,16 +96,27 @@ pub fn plan(valid: &ValidSpec, g: &WgmmaGeometry) -> WgmmaPlan {
     // C-in's mbarriers follow the ring's.
     let epilogue = WgmmaEpilogue::new(g, spec, ring.bytes_with_barriers());
     let main_loop = MainLoop::new(g, spec, ring, &epilogue);
-    // A grouped walk's tables follow everything else: the ring's barriers and (fp8) the
-    // block scales' slots (grouped kernels have no C-in).
-    let tables_offset = main_loop
+    // A grouped walk's tables follow everything else: the ring's barriers, C-in's barriers
+    // (`scale: alpha_beta` under TMA stores) and (fp8) the block scales' slots.
+    let c_in_barriers_end = epilogue.c_in_loads.as_ref().map_or(0, |loads| {
+        loads.barriers_offset + loads.consumer_bytes * g.consumers
+    });
+    let block_slots_end = main_loop
         .promotion
         .as_ref()
         .and_then(|promotion| promotion.block.as_ref())
-        .map_or(main_loop.ring.bytes_with_barriers(), |block| {
+        .map_or(0, |block| {
             block.slots_offset + block.slot_bytes * main_loop.ring.stages
-        })
-        .next_multiple_of(16);
+        });
+    let tables_offset = [
+        main_loop.ring.bytes_with_barriers(),
+        c_in_barriers_end,
+        block_slots_end,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+    .next_multiple_of(16);
     WgmmaPlan {
         geometry: *g,
         main_loop,

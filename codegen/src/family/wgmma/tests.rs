@@ -326,6 +326,9 @@ fn shared_memory_regions_lie_apart_inside_the_launch() {
         "layout: rc, stages: 3, groups: contiguous, epilogue: tma",
         "layout: rc, tile: 64x256x64, consumers: 1, stages: 5, groups: masked",
         "dtype: e4m3, layout: rc, tile: 128x128x128, stages: 5, epilogue: tma, quant: block, groups: masked",
+        "layout: rc, tile: 128x128x64, stages: 5, epilogue: tma, schedule: persistent(tail = stream_k), groups: masked, scale: alpha_beta",
+        "layout: rc, tile: 128x128x64, consumers: pingpong, stages: 5, epilogue: tma, groups: contiguous, scale: alpha_beta",
+        "dtype: e4m3, layout: rc, tile: 128x128x128, stages: 4, epilogue: tma, quant: block, groups: contiguous, scale: alpha_beta",
     ] {
         let (valid, g) = test_spec(text);
         let p = plan(&valid, &g);
