@@ -718,7 +718,7 @@ pub fn epilogue_params(spec: &crate::GemmSpec) -> Vec<KernelParam> {
         params.push(KernelParam {
             name: "stride_bias",
             kind: ParamKind::BiasBatchStride,
-            meaning: "elements from one product's bias to the next (0: one bias for every product)",
+            meaning: "elements from one product's (a grouped kernel's: expert's) bias to the next (0: one bias for every product)",
         });
     }
     if aux == crate::Aux::PreActivation {

@@ -280,6 +280,14 @@ mod tests {
             "{pointless:?}"
         );
         assert_eq!(pointless[0].fix, [(Key::Activation, "gelu".to_string())]);
+        let rows = check_str("activation: silu, row_scale: f32").unwrap();
+        assert_eq!(rows.spec.row_scale, RowScale::F32);
+        assert!(rows
+            .spec
+            .to_spec_text()
+            .ends_with(", activation: silu, row_scale: f32"));
+        let bad_rows = errors("row_scale: bf16");
+        assert!(bad_rows[0].message.contains("row scale"), "{bad_rows:?}");
         for activation in Activation::ALL {
             let spec = check_str(&format!("activation: {}", activation.name())).unwrap();
             assert_eq!(spec.spec.activation, activation);

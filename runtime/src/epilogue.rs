@@ -153,7 +153,8 @@ impl<'a, Out: Element> BiasArg<'a, Out> {
         }
     }
 
-    /// Product `i` of a batch reads the vector `i · stride` elements into the buffer.
+    /// Product `i` of a batch (a grouped launch's expert `i`) reads the vector `i · stride`
+    /// elements into the buffer.
     pub fn strided(self, stride: u64) -> Self {
         BiasArg {
             batch_stride: stride,
@@ -344,42 +345,30 @@ pub(crate) fn check_arguments(
             fused.scale.name()
         ));
     }
-    match (fused.aux, aux_given) {
-        (Aux::PreActivation, false) => {
-            return wrong(
-                "the kernel writes the values before the activation (spec `aux: pre_activation`), but no aux buffer was given"
-                    .to_string(),
-            )
-        }
-        (Aux::None, true) => {
-            return wrong(
-                "an aux buffer was given, but the kernel writes none (spec `aux: none`)"
-                    .to_string(),
-            )
-        }
-        _ => {}
-    }
-    match (fused.row_scale, row_scale) {
-        (RowScale::None, None) => {}
-        (RowScale::None, Some(_)) => {
-            return wrong(
-                "rows' factors were given, but the kernel scales no rows (spec `row_scale: none`); use a kernel with `row_scale: f32`"
-                    .to_string(),
-            )
-        }
-        (RowScale::F32, None) => {
-            return wrong(
-                "the kernel scales each row (spec `row_scale: f32`), but no factors were given: pass `Epilogue::row_scale`"
-                    .to_string(),
-            )
-        }
-        (RowScale::F32, Some(len)) => {
-            let needed = u64::from(batch) * u64::from(m);
-            if (len as u64) < needed {
-                return wrong(format!(
-                    "the rows' factors hold {len} f32, but {batch} product(s) of M = {m} rows need {needed}"
-                ));
-            }
+    // A buffer the spec names must be given, and one it does not must not be.
+    let presence = |reads: bool, given: bool, missing: &str, foreign: &str| match (reads, given) {
+        (true, false) => wrong(missing.to_string()),
+        (false, true) => wrong(foreign.to_string()),
+        _ => Ok(()),
+    };
+    presence(
+        fused.aux == Aux::PreActivation,
+        aux_given,
+        "the kernel writes the values before the activation (spec `aux: pre_activation`), but no aux buffer was given",
+        "an aux buffer was given, but the kernel writes none (spec `aux: none`)",
+    )?;
+    presence(
+        fused.row_scale == RowScale::F32,
+        row_scale.is_some(),
+        "the kernel scales each row (spec `row_scale: f32`), but no factors were given: pass `Epilogue::row_scale`",
+        "rows' factors were given, but the kernel scales no rows (spec `row_scale: none`); use a kernel with `row_scale: f32`",
+    )?;
+    if let Some(len) = row_scale.filter(|_| fused.row_scale == RowScale::F32) {
+        let needed = u64::from(batch) * u64::from(m);
+        if (len as u64) < needed {
+            return wrong(format!(
+                "the rows' factors hold {len} f32, but {batch} product(s) of M = {m} rows need {needed}"
+            ));
         }
     }
     match (fused.bias.vector(), bias) {
@@ -496,6 +485,17 @@ pub fn bias_dtype(fused: &FusedSpec) -> Option<DType> {
 mod tests {
     use super::*;
 
+    /// α = 1, β = 0 and no buffer: a plain launch's arguments.
+    const NOTHING_GIVEN: GivenArguments = GivenArguments {
+        alpha: 1.0,
+        beta: 0.0,
+        c_in: false,
+        bias: None,
+        aux: false,
+        quant_scales: None,
+        row_scale: None,
+    };
+
     fn spec(scale: Scale, bias: Bias) -> FusedSpec {
         FusedSpec {
             scale,
@@ -584,15 +584,7 @@ mod tests {
             aux: Aux::PreActivation,
             ..FusedSpec::NONE
         };
-        let nothing = GivenArguments {
-            alpha: 1.0,
-            beta: 0.0,
-            c_in: false,
-            bias: None,
-            aux: false,
-            quant_scales: None,
-            row_scale: None,
-        };
+        let nothing = NOTHING_GIVEN;
         let missing = check_arguments("k", &aux, &nothing, (1, 1, 1), 1).unwrap_err();
         assert!(
             missing.to_string().contains("no aux buffer was given"),
@@ -613,13 +605,8 @@ mod tests {
             ..FusedSpec::NONE
         };
         let given = |row_scale| GivenArguments {
-            alpha: 1.0,
-            beta: 0.0,
-            c_in: false,
-            bias: None,
-            aux: false,
-            quant_scales: None,
             row_scale,
+            ..NOTHING_GIVEN
         };
         let check = |fused: &FusedSpec, len, batch| {
             check_arguments("k", fused, &given(len), (100, 30, batch), batch)
@@ -665,13 +652,8 @@ mod tests {
             ..FusedSpec::NONE
         };
         let given = |quant_scales| GivenArguments {
-            alpha: 1.0,
-            beta: 0.0,
-            c_in: false,
-            bias: None,
-            aux: false,
             quant_scales,
-            row_scale: None,
+            ..NOTHING_GIVEN
         };
         let check = |fused: &FusedSpec, lens, dims: (u32, u32, u32, u32)| {
             check_quant_scales("k", fused, &given(lens), dims, dims.3).map_err(|e| e.to_string())

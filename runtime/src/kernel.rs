@@ -329,8 +329,8 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
     /// its expert empty, a negative one counts as 0, one past the rows stops at them, a count
     /// over the capacity is the capacity, so whatever the table holds, nothing is written
     /// outside D's rows or into another expert's. Capturable in a CUDA graph as every launch
-    /// (the table is read when the graph replays). An fp8 kernel with block scales takes them
-    /// through [`GemmKernel::launch_grouped_with`].
+    /// (the table is read when the graph replays). A kernel with a fused epilogue or fp8 block
+    /// scales takes their arguments through [`GemmKernel::launch_grouped_with`].
     #[allow(clippy::too_many_arguments)]
     pub fn launch_grouped<A, B, C, R>(
         &self,
@@ -352,11 +352,16 @@ impl<In: Element, Out: Element, InB: Element> GemmKernel<In, Out, InB> {
         self.launch_grouped_with(stream, a, b, c, group_rows, dims, lds, &mut plain)
     }
 
-    /// [`GemmKernel::launch_grouped`] with the epilogue's arguments: a grouped fp8 kernel's
-    /// block scales (`quant: block`, [`Epilogue::quant_scales`]). A's are as a dense
-    /// kernel's, over all `dims.rows` rows: ceil(K/128) lines of the rows rounded up to 4,
-    /// one f32 per row and 128 k. B's are each expert's ceil(N/128) lines of ceil(K/128)
-    /// (one per 128x128 block), expert after expert.
+    /// [`GemmKernel::launch_grouped`] with the epilogue's arguments. The fused epilogue's
+    /// apply per expert: α; a column bias of each expert ([`BiasArg::strided`] by its stride,
+    /// `(G - 1) · stride + N` elements; 0 shares one); the rows' factors
+    /// ([`Epilogue::row_scale`]), one per row of A, `dims.rows` of them; C-in and the aux
+    /// output laid out as D. A grouped fp8 kernel's block scales (`quant: block`,
+    /// [`Epilogue::quant_scales`]): A's as a dense kernel's, over all `dims.rows` rows:
+    /// ceil(K/128) lines of the rows rounded up to 4, one f32 per row and 128 k. B's are each
+    /// expert's ceil(N/128) lines of ceil(K/128) (one per 128x128 block), expert after expert.
+    ///
+    /// [`BiasArg::strided`]: crate::BiasArg::strided
     #[allow(clippy::too_many_arguments)]
     pub fn launch_grouped_with<A, B, C, R>(
         &self,

@@ -119,8 +119,8 @@ impl FamilyPlan {
             SassCheck::Absent(Opcode::Ldl),
             SassCheck::Absent(Opcode::Stl),
         ]);
-        // A fused epilogue that reads C-in or a bias loads through registers after the main
-        // loop; the copy path's "no LDG" speaks of the main loop only then, and the test that
+        // A fused epilogue that reads C-in, a bias or the rows' factors loads through
+        // registers after the main loop; the copy path's "no LDG" speaks of the main loop only then, and the test that
         // counts the main loop's instructions holds it.
         if crate::plan::epilogue::reads_memory(spec) {
             checks.retain(|check| *check != SassCheck::Absent(Opcode::Ldg));

@@ -123,7 +123,8 @@ pub struct Segment {
     pub chunks: Vec<ColumnChunk>,
 }
 
-/// Up to [`CHUNK_COLUMNS`] (grouped: [`GROUPED_CHUNK_COLUMNS`]) of a segment's columns and every accumulator of the segment in
+/// Up to [`CHUNK_COLUMNS`] (grouped: [`GROUPED_CHUNK_COLUMNS`]) of a segment's columns and
+/// every accumulator of the segment in
 /// them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ColumnChunk {

@@ -825,8 +825,9 @@ impl Validator<'_> {
         Some((geometry, budgets))
     }
 
-    /// `groups:` runs on the cooperative persistent walk: each tile's expert is found in
-    /// tables the block builds from the device's counts. What the grouped kernel does not yet
+    /// `groups:` runs on a persistent walk (cooperative or ping-pong consumers, whole tiles or
+    /// a stream-K tail): each tile's expert is found in tables the block builds from the
+    /// device's counts. What the grouped kernel does not yet
     /// do is refused here, each with the spec that runs.
     fn grouped(&mut self) {
         let s = self.spec;

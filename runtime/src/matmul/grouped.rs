@@ -58,7 +58,7 @@ pub struct GroupedMatmul<In, Out> {
 impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
     /// The grouped set for `groups` (contiguous or masked) and `layout` (`rc`: B as
     /// `[G, N, K]`; `rr`: `[G, K, N]`), on a Hopper device (compute capability 9.0), bf16 or
-    /// f16 in and the same type out.
+    /// f16 in and the same type out (fp8 experts take block scales: [`GroupedMatmul::new_fused`]).
     pub fn new(ctx: &Arc<CudaContext>, groups: Groups, layout: Layout) -> Result<Self, Error> {
         Self::new_fused(ctx, groups, layout, FusedSpec::NONE)
     }
@@ -282,38 +282,44 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
 
 #[cfg(test)]
 mod tests {
-    use gemm_dsl::grouped::sm90_grouped_specs;
+    use gemm_dsl::grouped::{sm90_grouped_fp8_specs, sm90_grouped_specs};
     use gemm_dsl::pick::GroupedShape;
     use gemm_dsl::pick::{Candidate, DeviceModel};
     use gemm_dsl::{check_str, DType, Groups, Layout};
 
-    /// What the H100's model picks for the problems of `shapes/moe.txt`: 64-row tiles where
-    /// the experts hold a few rows each, 128 rows and more where they hold thousands.
-    #[test]
-    fn the_model_picks_narrow_tiles_for_decode_and_tall_ones_for_prefill() {
-        let candidates: Vec<Candidate> =
-            sm90_grouped_specs(Groups::Contiguous, Layout::RowRow, DType::Bf16)
-                .iter()
-                .map(|text| {
-                    let valid = check_str(text).unwrap();
-                    let launch = gemm_codegen::emit::launch_of(&valid);
-                    Candidate::of(&valid, launch)
-                })
-                .collect();
-        let picked = |groups, rows, n, k| {
+    /// The tile height the H100's model picks from `specs` for (experts, rows, N, K), the
+    /// experts contiguous.
+    fn picked_tile_m(specs: &[String], layout: Layout) -> impl Fn(u32, u32, u32, u32) -> u32 {
+        let candidates: Vec<Candidate> = specs
+            .iter()
+            .map(|text| {
+                let valid = check_str(text).unwrap();
+                let launch = gemm_codegen::emit::launch_of(&valid);
+                Candidate::of(&valid, launch)
+            })
+            .collect();
+        move |groups, rows, n, k| {
             let shape = GroupedShape {
                 groups,
                 rows,
                 n,
                 k,
-                layout: Layout::RowRow,
+                layout,
                 masked: false,
             };
             let index = shape
                 .pick(&candidates, &DeviceModel::h100_sxm())
                 .expect("a grouped kernel admits every problem");
             candidates[index].launch.tile_m
-        };
+        }
+    }
+
+    /// What the H100's model picks for the problems of `shapes/moe.txt`: 64-row tiles where
+    /// the experts hold a few rows each, 128 rows and more where they hold thousands.
+    #[test]
+    fn the_model_picks_narrow_tiles_for_decode_and_tall_ones_for_prefill() {
+        let specs = sm90_grouped_specs(Groups::Contiguous, Layout::RowRow, DType::Bf16);
+        let picked = picked_tile_m(&specs, Layout::RowRow);
         assert_eq!(picked(256, 512, 4096, 7168), 64);
         assert_eq!(picked(8, 32, 28672, 4096), 64);
         assert!(picked(8, 32768, 4096, 7168) >= 128);
@@ -323,29 +329,7 @@ mod tests {
     /// rows per expert, 128 rows for thousands.
     #[test]
     fn the_model_prices_the_fp8_set_like_the_bf16_one() {
-        use gemm_dsl::grouped::sm90_grouped_fp8_specs;
-        let candidates: Vec<Candidate> = sm90_grouped_fp8_specs(Groups::Contiguous)
-            .iter()
-            .map(|text| {
-                let valid = check_str(text).unwrap();
-                let launch = gemm_codegen::emit::launch_of(&valid);
-                Candidate::of(&valid, launch)
-            })
-            .collect();
-        let picked = |groups, rows, n, k| {
-            let shape = GroupedShape {
-                groups,
-                rows,
-                n,
-                k,
-                layout: Layout::RowCol,
-                masked: false,
-            };
-            let index = shape
-                .pick(&candidates, &DeviceModel::h100_sxm())
-                .expect("an fp8 grouped kernel admits every problem");
-            candidates[index].launch.tile_m
-        };
+        let picked = picked_tile_m(&sm90_grouped_fp8_specs(Groups::Contiguous), Layout::RowCol);
         assert_eq!(picked(256, 512, 4096, 7168), 64);
         assert_eq!(picked(4, 32768, 4096, 7168), 128);
     }
