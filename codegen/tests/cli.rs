@@ -394,17 +394,18 @@ fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
 #[test]
 fn pick_refuses_what_no_kernel_of_the_set_computes_and_names_the_fix() {
     for (args, reason, fix) in [
-        // Packed B rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned.
+        // Packed C rows of 4099 bf16 (8198 bytes) cannot start 16-byte aligned, and the fp8
+        // set has no narrow copies (its TMA needs 16-byte strides).
         (
-            &["pick", "777x4099x2048"][..],
-            "no kernel of set `sm90` computes 777x4099x2048 rr:\n  \
-             every member: B's lines (4099 x 2 B) are not 16-byte aligned",
-            &["--lds", "2048,4104,4104"][..],
+            &["pick", "777x4099x2048", "--dtype", "e4m3"][..],
+            "no kernel of set `sm90_fp8` computes 777x4099x2048 rc:\n  \
+             every member: C's lines (4099 x 2 B) are not 16-byte aligned",
+            &["--lds", "2048,2048,4104"][..],
         ),
         (
-            &["pick", "777x1001x520", "--arch", "sm_80", "--dtype", "f32"],
-            "every member: B's lines (1001 x 4 B) are not 16-byte aligned",
-            &["--lds", "520,1004,1004"],
+            &["pick", "777x4099x2050", "--dtype", "e4m3"],
+            "every member: A's lines (2050 x 1 B) are not 16-byte aligned",
+            &["--lds", "2064,2064,4104"],
         ),
         (
             &[
@@ -449,6 +450,65 @@ fn pick_refuses_what_no_kernel_of_the_set_computes_and_names_the_fix() {
     );
 }
 
+/// Lines and addresses that no 16-byte copy takes get a narrow-copy member of the set, whose
+/// spec `check` accepts, and a note of the padding that would let a 16-byte member run.
+#[test]
+fn pick_answers_misaligned_problems_with_narrow_copies() {
+    for (args, member, note) in [
+        // Packed B rows of 4099 bf16 (8198 bytes): only 2-byte copies take them.
+        (
+            &["pick", "777x4099x2048"][..],
+            "_sync2_bf16_rr",
+            ": --lds 2048,4104,4104 (lines padded) lets one",
+        ),
+        // Even lines of bf16 that are no multiple of 8 elements: 4-byte cp.async.
+        (
+            &["pick", "777x4098x2048"],
+            "_cp4_bf16_rr",
+            ": --lds 2048,4104,4104 (lines padded) lets one",
+        ),
+        // Aligned lines, operands that start at an odd element.
+        (
+            &["pick", "4096x4096x4096", "--address-align", "2"],
+            "_sync2_bf16_rr",
+            "",
+        ),
+        (
+            &["pick", "777x1001x520", "--arch", "sm_80", "--dtype", "f32"],
+            "_cp4_f32_rr",
+            ": --lds 520,1004,1004 (lines padded) lets one",
+        ),
+    ] {
+        let output = gemm_codegen(args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let text = stdout(&output);
+        let spec = text.lines().next().unwrap();
+        assert!(spec.contains(member), "{args:?}: {spec}");
+        let checked = gemm_codegen(&["check", spec]);
+        assert!(checked.status.success(), "{spec}: {}", stderr(&checked));
+        let last = text.lines().last().unwrap();
+        assert_eq!(
+            last,
+            format!("# narrow copies: no member with 16-byte copies computes this problem{note}"),
+            "{args:?}"
+        );
+    }
+    // Aligned problems never get narrow copies.
+    let output = gemm_codegen(&["pick", "777x4104x2048"]);
+    assert!(!stdout(&output).contains("narrow"), "{}", stdout(&output));
+    // A column of C (a matrix times a vector): the one-row problem that `Matmul` runs.
+    let output = gemm_codegen(&["pick", "4096x1x4096"]);
+    let text = stdout(&output);
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with(
+            "# a column of C: Matmul runs it as one row, 1x4096x4096 rc (lds 4096,4096,4096), \
+             on sm90_m16x64"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn pick_refuses_bad_arguments_with_exit_2() {
     for (args, expected) in [
@@ -459,6 +519,10 @@ fn pick_refuses_bad_arguments_with_exit_2() {
             "no kernel set named `sm91`",
         ),
         (&["pick", "64x64x64", "--lds", "1,2"][..], "three numbers"),
+        (
+            &["pick", "64x64x64", "--address-align", "3"][..],
+            "not a power of two",
+        ),
         (&["pick", "64x64x64", "--layout", "rx"][..], "layout"),
     ] {
         let output = gemm_codegen(args);

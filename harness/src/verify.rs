@@ -844,7 +844,7 @@ pub fn run_poisoned_with_ld<In: Element, Out: Element, InB: Element>(
 
 /// A packed row-major operand laid out as the kernel reads it (its storage order), each line
 /// padded with NaN to `ld` (a kernel that reads past a line computes NaNs).
-fn padded_operand<E: Element>(
+pub fn padded_operand<E: Element>(
     launch: &LaunchShape,
     operand: Operand,
     values: &[E],

@@ -2,10 +2,11 @@
 //! its own layout, and `Matmul::run` on real-model problems, each against float64 (or cuBLAS
 //! for large sizes) with C poisoned first and fresh inputs per problem.
 
+use gemm_dsl::abi::Operand;
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::Layout;
 use gemm_harness::verify::{
-    compare, reference_of, run_poisoned_with_ld, Problem as Inputs, Tolerance,
+    compare, padded_operand, reference_of, run_poisoned_with_ld, Problem as Inputs, Tolerance,
 };
 use gemm_runtime::{open_context, CudaContext, CudaStream, Element, KernelTypes, Matmul, Problem};
 use half::bf16;
@@ -394,4 +395,159 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
         worst = worst.max((value.to_f64() - want).abs() / want.abs().max(1.0));
     }
     assert!(worst < 1e-2, "run_fused: worst relative error {worst}");
+}
+
+/// One problem at any alignment: packed lines of any length in its layout, each operand a
+/// view that starts `offsets` elements into its buffer.
+struct Unaligned {
+    shape: (u32, u32, u32),
+    layout: Layout,
+    offsets: [usize; 3],
+}
+
+/// `Matmul::run` on `case`: A and B laid out in the layout (NaN before each view), C poisoned
+/// (before the view too); checked against the reference, and the poison before C's view left
+/// alone. Returns the kernel the run launched.
+fn run_unaligned<In: Element, Out: Element>(
+    matmul: &Matmul<In, Out>,
+    stream: &Arc<CudaStream>,
+    case: &Unaligned,
+    seed: u64,
+) -> String {
+    let (m, n, k) = case.shape;
+    let [a_offset, b_offset, c_offset] = case.offsets;
+    let packed = Problem::new(m, n, k, case.layout);
+    let address_align = |offset: usize, bytes: u32| {
+        let address = 256 + offset as u64 * u64::from(bytes);
+        1u32 << address.trailing_zeros().min(8)
+    };
+    let align = [
+        address_align(a_offset, In::BYTES),
+        address_align(b_offset, In::BYTES),
+        address_align(c_offset, Out::BYTES),
+    ];
+    let problem = packed.with_address_align(*align.iter().min().unwrap());
+    let kernel = matmul.kernel_for(&problem).unwrap();
+    // The operands in the problem's layout (a one-row run's kernel reads them in another).
+    let launch = matmul
+        .picker()
+        .candidates()
+        .iter()
+        .find(|candidate| candidate.layout == case.layout)
+        .unwrap()
+        .launch;
+    let inputs = Inputs::<In>::random(m, n, k, seed);
+    let (reference, kind) = reference_of(stream, &inputs).unwrap();
+    let view_of = |offset: usize, values: Vec<In>| {
+        let mut buffer = vec![In::from_f32(f32::NAN); offset];
+        buffer.extend(values);
+        stream.clone_htod(&buffer).unwrap()
+    };
+    let lay_out =
+        |operand, values: &[In], ld| padded_operand(&launch, operand, values, (m, n, k), ld);
+    let a = view_of(a_offset, lay_out(Operand::A, &inputs.a, packed.lda));
+    let b = view_of(b_offset, lay_out(Operand::B, &inputs.b, packed.ldb));
+    let mut c = stream
+        .clone_htod(&vec![Out::poison(); c_offset + m as usize * n as usize])
+        .unwrap();
+    matmul
+        .run(
+            stream,
+            &a.slice(a_offset..),
+            &b.slice(b_offset..),
+            &mut c.slice_mut(c_offset..),
+            &packed,
+        )
+        .unwrap_or_else(|e| panic!("{packed} at offsets {:?}: {e}", case.offsets));
+    let c = stream.clone_dtoh(&c).unwrap();
+    assert!(
+        c[..c_offset].iter().all(|v| v.is_poison()),
+        "{packed}: wrote before C"
+    );
+    let picked = matmul.pick(&problem).unwrap().kernel.to_string();
+    let types =
+        KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
+    let report = compare(&c[c_offset..], &reference, m, n, n, kind).unwrap();
+    report
+        .check(&Tolerance::for_kernel(types, m, n, k))
+        .unwrap_or_else(|broken| {
+            panic!(
+                "{picked} at {problem} offsets {:?}: {broken} ({report})",
+                case.offsets
+            )
+        });
+    picked
+}
+
+/// Problems no 16-byte copy takes run through `Matmul::run` on the sets' narrow-copy members:
+/// packed lines of odd and even lengths in every layout, M or N of 1, and operands that are
+/// views starting at an odd element (which the run finds and picks again for); a column of C
+/// runs as one row on a 16-byte kernel where that takes it. Each is checked against the
+/// reference with C poisoned.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_computes_problems_at_any_alignment() {
+    let (ctx, stream) = gpu();
+    let case = |shape, layout, offsets| Unaligned {
+        shape,
+        layout,
+        offsets,
+    };
+    let narrow = |name: &str| {
+        name.contains("_n128")
+            || name.contains("_n64")
+            || name.contains("_n16")
+            || name.contains("_cp4")
+    };
+    let bf16s = Matmul::<bf16, bf16>::new(&ctx).unwrap();
+    for (i, (unaligned, expect)) in [
+        // B's and C's lines of 4099 elements: 2-byte copies.
+        (case((777, 4099, 2048), Layout::RowRow, [0, 0, 0]), "_sync2"),
+        // Even lines that are no multiple of 8: 4-byte cp.async.
+        (case((257, 4098, 1000), Layout::RowRow, [0, 0, 0]), "_cp4"),
+        // A column of C: the one-row problem, on the 16-row decode tiles.
+        (case((4096, 1, 4096), Layout::RowRow, [0, 0, 0]), "_m16x64"),
+        (case((3000, 1, 1000), Layout::ColCol, [0, 0, 0]), "_m16x64"),
+        (case((4096, 1, 4095), Layout::RowRow, [0, 0, 0]), "_sync2"),
+        (case((1, 4099, 4096), Layout::RowCol, [0, 0, 0]), "_sync2"),
+        (case((333, 517, 259), Layout::ColCol, [0, 0, 0]), "_sync2"),
+        (case((129, 4097, 77), Layout::ColRow, [0, 0, 0]), "_sync2"),
+        // Lines 16-byte aligned, operands that start at odd elements or 4 bytes in.
+        (case((512, 512, 512), Layout::RowRow, [1, 3, 5]), "_sync2"),
+        (case((300, 1000, 600), Layout::RowCol, [2, 0, 0]), "_cp4"),
+        (
+            case((2048, 2048, 2048), Layout::RowRow, [0, 0, 1]),
+            "_sync2",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let picked = run_unaligned(&bf16s, &stream, &unaligned, 0xA11_0000 + i as u64);
+        assert!(picked.contains(expect), "{picked}");
+        assert_eq!(narrow(&picked), expect != "_m16x64", "{picked}");
+    }
+    // The same buffers at allocation starts get a 16-byte member.
+    let aligned = Problem::new(512, 512, 512, Layout::RowRow);
+    assert!(!narrow(bf16s.pick(&aligned).unwrap().kernel));
+    let f16_f32 = Matmul::<half::f16, f32>::new(&ctx).unwrap();
+    let picked = run_unaligned(
+        &f16_f32,
+        &stream,
+        &case((129, 4097, 77), Layout::ColRow, [1, 1, 1]),
+        0xA11_0100,
+    );
+    assert!(narrow(&picked), "{picked}");
+    let sgemm = Matmul::<f32, f32>::new(&ctx).unwrap();
+    for (i, unaligned) in [
+        case((333, 521, 259), Layout::RowRow, [0, 0, 0]),
+        case((64, 64, 64), Layout::ColCol, [1, 1, 1]),
+        case((1000, 1, 333), Layout::RowCol, [0, 3, 0]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let picked = run_unaligned(&sgemm, &stream, unaligned, 0xA11_0200 + i as u64);
+        assert!(picked.contains("_cp4"), "{picked}");
+    }
 }

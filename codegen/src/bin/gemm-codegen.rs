@@ -109,6 +109,10 @@ enum Command {
         /// Leading dimensions LDA,LDB,LDC in elements (default: packed operands).
         #[arg(long)]
         lds: Option<String>,
+        /// The alignment in bytes (a power of two) the operands start at, for views that
+        /// start inside a buffer (default: 256, the allocator's).
+        #[arg(long, value_parser = parse_address_align)]
+        address_align: Option<u32>,
         /// SMs of the device (default: the modelled board's, 132 for Hopper, 108 for Ampere).
         #[arg(long)]
         sms: Option<u32>,
@@ -298,6 +302,7 @@ fn pick(
     out_type: Option<&str>,
     layout: Option<&str>,
     lds: Option<&str>,
+    address_align: Option<u32>,
     sms: Option<u32>,
     set: Option<&str>,
 ) -> Result<(), Failure> {
@@ -326,6 +331,9 @@ fn pick(
             return Err(bad(format!("--lds `{text}`: three numbers LDA,LDB,LDC")));
         };
         problem = problem.with_leading_dims(lda, ldb, ldc);
+    }
+    if let Some(bytes) = address_align {
+        problem = problem.with_address_align(bytes);
     }
     let cc = arch.compute_capability();
     let set = match set {
@@ -414,7 +422,60 @@ fn pick(
             )?;
         }
     }
+    if candidates[*best].copies_narrow() {
+        // What would let a 16-byte member run it, at full speed.
+        let wide: Vec<_> = candidates
+            .iter()
+            .filter(|c| !c.copies_narrow())
+            .cloned()
+            .collect();
+        let fix = match rank(&wide, &problem, &device).remedy(&wide) {
+            Some(gemm_codegen::pick::Remedy::PaddedLines(padded)) => format!(
+                ": --lds {},{},{} (lines padded){} lets one",
+                padded.lda,
+                padded.ldb,
+                padded.ldc,
+                if problem.address_align < 16 {
+                    " with operands that start 16-byte aligned"
+                } else {
+                    ""
+                }
+            ),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "# narrow copies: no member with 16-byte copies computes this problem{fix}"
+        )?;
+        // What `Matmul` runs instead: a column of C as one row, where that copies wide.
+        let one_row = problem.as_one_row().and_then(|row| {
+            let ranking = rank(&wide, &row, &device);
+            let (index, estimate) = ranking.best()?;
+            Some((row, wide[*index].name.clone(), estimate.seconds))
+        });
+        if let Some((row, name, seconds)) = one_row {
+            writeln!(
+                out,
+                "# a column of C: Matmul runs it as one row, {row} (lds {},{},{}), on {name}: \
+                 predicted {:.1} us",
+                row.lda,
+                row.ldb,
+                row.ldc,
+                seconds * 1e6
+            )?;
+        }
+    }
     Ok(())
+}
+
+/// `--address-align`: a power of two of bytes.
+fn parse_address_align(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(bytes) if bytes.is_power_of_two() => Ok(bytes),
+        _ => Err(format!(
+            "`{text}` is not a power of two of bytes (1, 2, 4, .., 256)"
+        )),
+    }
 }
 
 /// Why no kernel of `set` computes the ranked problem, per member or, where every member has
@@ -624,6 +685,7 @@ fn run(command: Command) -> Result<(), Failure> {
             out: out_type,
             layout,
             lds,
+            address_align,
             sms,
             set,
         } => pick(
@@ -634,6 +696,7 @@ fn run(command: Command) -> Result<(), Failure> {
             out_type.as_deref(),
             layout.as_deref(),
             lds.as_deref(),
+            address_align,
             sms,
             set.as_deref(),
         ),

@@ -37,7 +37,7 @@ use crate::{Arch, DType, Layout, Schedule, StreamKSplit, Tail, ValidSpec};
 use std::fmt;
 
 /// One problem: `batch` products `C = A·B` of `m x n x k` in `layout`, with leading dimensions
-/// in elements (packed ones by [`Problem::new`]).
+/// in elements (packed ones by [`Problem::new`]) and the alignment its operands start at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Problem {
     pub m: u32,
@@ -48,7 +48,14 @@ pub struct Problem {
     pub lda: u32,
     pub ldb: u32,
     pub ldc: u32,
+    /// The largest power of two, in bytes, that divides the address of A, B and C's first
+    /// elements: [`ALLOCATION_ALIGN`] for buffers as the allocator returns them, less for a
+    /// view that starts inside one.
+    pub address_align: u32,
 }
+
+/// The alignment of a CUDA allocation's first byte, and what [`Problem::new`] assumes.
+pub const ALLOCATION_ALIGN: u32 = 256;
 
 impl Problem {
     /// One product with packed operands.
@@ -64,6 +71,7 @@ impl Problem {
             lda,
             ldb,
             ldc: n,
+            address_align: ALLOCATION_ALIGN,
         }
     }
 
@@ -76,6 +84,15 @@ impl Problem {
             lda,
             ldb,
             ldc,
+            ..self
+        }
+    }
+
+    /// Operands that start only `bytes` aligned (a power of two; the largest one dividing
+    /// every operand's address), as views into a buffer may.
+    pub fn with_address_align(self, bytes: u32) -> Problem {
+        Problem {
+            address_align: bytes,
             ..self
         }
     }
@@ -124,6 +141,39 @@ impl Problem {
         }
     }
 
+    /// The same product as one row of C, where that is the same memory: for a column of C
+    /// (`n = 1`, rows one element apart: `ldc = 1`) whose B holds its K elements one apart,
+    /// `C = A·B` is `Cᵀ = Bᵀ·Aᵀ`, a `1 x m x k` problem with A' = B (one row), B' = A read in
+    /// the other order (row-major A is a column-major B') and C' = C. Its lines are K and A's
+    /// leading dimension, not one element: a matrix times a vector runs on the decode tiles
+    /// instead of copies narrow enough for lines of one element. Batches keep their strides.
+    pub fn as_one_row(&self) -> Option<Problem> {
+        let b_contiguous = !self.layout.b_row_major() || self.ldb == 1;
+        if self.n != 1 || self.ldc != 1 || !b_contiguous {
+            return None;
+        }
+        let layout = if self.layout.a_row_major() {
+            Layout::RowCol
+        } else {
+            Layout::RowRow
+        };
+        Some(Problem {
+            m: 1,
+            n: self.m,
+            k: self.k,
+            layout,
+            // A' is one line: B's K elements, a batch's matrices as far apart as B's.
+            lda: if self.layout.b_row_major() {
+                self.k
+            } else {
+                self.ldb
+            },
+            ldb: self.lda,
+            ldc: self.m,
+            ..*self
+        })
+    }
+
     pub fn flops(&self) -> f64 {
         2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k) * f64::from(self.batch)
     }
@@ -143,7 +193,11 @@ impl fmt::Display for Problem {
         if self.batch > 1 {
             write!(f, "{}x", self.batch)?;
         }
-        write!(f, "{}x{}x{} {}", self.m, self.n, self.k, self.layout.name())
+        write!(f, "{}x{}x{} {}", self.m, self.n, self.k, self.layout.name())?;
+        if self.address_align < ALLOCATION_ALIGN {
+            write!(f, " at {}-byte aligned addresses", self.address_align)?;
+        }
+        Ok(())
     }
 }
 
@@ -401,8 +455,14 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
     let ring_latency_clk =
         device.memory_latency_clk * family.ring_latency_share(&device.calibration);
-    let latency_clk =
-        ring_latency_clk / f64::from(candidate.stages.saturating_sub(1).max(1)) / blocks_on_sm;
+    // Loads through registers (`copy: sync`) fetch one k tile ahead whatever the stages:
+    // 128x128x32 tiles with 2-byte copies ran alike with 2, 3 and 4 stages (H200,
+    // results/any-alignment-2026-11-28/).
+    let tiles_in_flight = match shape.copy_path {
+        crate::abi::CopyPath::Sync => 1,
+        _ => candidate.stages.saturating_sub(1).max(1),
+    };
+    let latency_clk = ring_latency_clk / f64::from(tiles_in_flight) / blocks_on_sm;
     let (step_clk, step_bound) = [
         (math_clk, Bound::Math),
         (feed_clk, Bound::Feed),
@@ -416,7 +476,7 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
             best
         }
     });
-    let k_tile_clk = step_clk + family.k_tile_overhead_clk(blocks_on_sm);
+    let k_tile_clk = step_clk + family.k_tile_overhead_clk(blocks_on_sm) + narrow_copy_clk(shape);
 
     // The busiest SM's share of the walk.
     let grid_f = f64::from(grid_blocks.max(1));
@@ -524,6 +584,25 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     }
 }
 
+/// Clocks a k tile's copies of A and B cost a block beyond 16-byte copies, per warp-wide
+/// vector: fitted on `results/narrow-2026-11-23/` (H100, 4096^3), where a 64x64x32 mma.sync
+/// tile with 2-byte `ld.global` + `st.shared` copies lost 261 clk a k tile to 112 more warp
+/// vectors, and a 128x128x32 one with 4-byte `cp.async` 242 clk to 96 more.
+const NARROW_COPY_CLK_PER_WARP_VECTOR: f64 = 2.4;
+
+/// What a kernel's narrow copies add to each k tile: nothing for 16-byte ones.
+fn narrow_copy_clk(shape: &LaunchShape) -> f64 {
+    let vector = shape.operand_align_bytes.clamp(1, 16);
+    if vector >= 16 {
+        return 0.0;
+    }
+    let tile_bytes = f64::from(shape.tile_m + shape.tile_n)
+        * f64::from(shape.tile_k)
+        * f64::from(shape.input_element_bytes);
+    let warp_vectors = |bytes: u32| tile_bytes / f64::from(bytes) / 32.0;
+    (warp_vectors(vector) - warp_vectors(16)) * NARROW_COPY_CLK_PER_WARP_VECTOR
+}
+
 /// An operand's lines start inside 128-byte cache lines (a leading dimension that is not a
 /// multiple of 128 bytes), so each line's load touches one line more.
 fn splits_lines(problem: &Problem, operand: Operand, element_bytes: u32) -> bool {
@@ -547,7 +626,8 @@ impl Ranking {
     }
 }
 
-/// Ranks `candidates` on `problem` by predicted time (ties keep the candidates' order).
+/// Ranks `candidates` on `problem` by predicted time (ties keep the candidates' order), those
+/// with narrow copies after the rest.
 pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -> Ranking {
     let mut ranked = Vec::new();
     let mut refused = Vec::new();
@@ -557,7 +637,13 @@ pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
             None => ranked.push((index, estimate(candidate, problem, device))),
         }
     }
-    ranked.sort_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds));
+    // Narrow copies rank after every 16-byte kernel, as `pick` takes them.
+    ranked.sort_by(|a, b| {
+        let narrow = |index: usize| candidates[index].copies_narrow();
+        narrow(a.0)
+            .cmp(&narrow(b.0))
+            .then(a.1.seconds.total_cmp(&b.1.seconds))
+    });
     Ranking {
         problem: *problem,
         ranked,
@@ -566,15 +652,22 @@ pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
 }
 
 /// The index of the predicted fastest candidate that admits `problem`.
+///
+/// Kernels with narrow copies ([`Candidate::copies_narrow`]) are a second tier: picked only
+/// where no kernel with 16-byte copies computes the problem, so that their prices (fitted on
+/// fewer runs) never take an aligned problem from a kernel that reads it at full width.
 pub fn pick(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -> Option<usize> {
-    let mut best: Option<(usize, f64)> = None;
+    let mut best: Option<(usize, (bool, f64))> = None;
     for (index, candidate) in candidates.iter().enumerate() {
-        if candidate.refuses(problem).is_some() {
+        if candidate.refusal(problem).is_some() {
             continue;
         }
-        let seconds = estimate(candidate, problem, device).seconds;
-        if best.is_none_or(|(_, fastest)| seconds < fastest) {
-            best = Some((index, seconds));
+        let key = (
+            candidate.copies_narrow(),
+            estimate(candidate, problem, device).seconds,
+        );
+        if best.is_none_or(|(_, fastest)| key < fastest) {
+            best = Some((index, key));
         }
     }
     best.map(|(index, _)| index)

@@ -25,6 +25,11 @@ pub enum Refusal {
         element_bytes: u32,
         align_bytes: u32,
     },
+    /// Operands that start at addresses less aligned than the kernel's copies need.
+    MisalignedAddress {
+        address_align: u32,
+        align_bytes: u32,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -43,6 +48,13 @@ impl fmt::Display for Refusal {
             } => write!(
                 f,
                 "{operand}'s lines ({ld} x {element_bytes} B) are not {align_bytes}-byte aligned"
+            ),
+            Refusal::MisalignedAddress {
+                address_align,
+                align_bytes,
+            } => write!(
+                f,
+                "operands start {address_align}-byte aligned, its copies need {align_bytes}"
             ),
         }
     }
@@ -86,8 +98,26 @@ impl Candidate {
                     align_bytes,
                 });
             }
+            // An operand starts at one of its elements, so at least that aligned.
+            if !problem
+                .address_align
+                .max(element_bytes)
+                .is_multiple_of(align_bytes)
+            {
+                return Some(Refusal::MisalignedAddress {
+                    address_align: problem.address_align,
+                    align_bytes,
+                });
+            }
         }
         None
+    }
+
+    /// Whether the kernel copies A and B in vectors narrower than 16 bytes: it takes lines
+    /// and addresses that others refuse, at a fraction of their speed, so a picker turns to
+    /// it only where no 16-byte kernel computes the problem ([`crate::pick::pick`]).
+    pub fn copies_narrow(&self) -> bool {
+        self.launch.operand_align_bytes < 16
     }
 
     /// [`Candidate::refusal`] as text.

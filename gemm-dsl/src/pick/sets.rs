@@ -73,7 +73,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 320- and 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 320- and 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose; mma.sync tiles with narrow copies for lines and addresses that are not 16-byte aligned",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -197,13 +197,43 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             role: "N of at most 16 (a weight times a few columns): no columns wasted",
             fuses: true,
         },
+        SetMember {
+            name: "n128x256_cp4",
+            body: "arch: sm_90, tile: 128x256x32, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async(ca, vector = 4), mma: mma_sync",
+            role: "large problems whose lines or addresses are 4-byte aligned but not 16 (an even leading dimension that is no multiple of 8): 4-byte cp.async, picked only where no 16-byte member computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "n128x128_cp4",
+            body: "arch: sm_90, tile: 128x128x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async(ca, vector = 4), mma: mma_sync",
+            role: "n128x256_cp4's problems of a few hundred rows: twice the tiles",
+            fuses: true,
+        },
+        SetMember {
+            name: "n128x64_sync2",
+            body: "arch: sm_90, tile: 128x64x32, warps: 4x2, stages: 3, swizzle: 128B, copy: sync(vector = 2), mma: mma_sync",
+            role: "any line and any element-aligned address (an odd leading dimension, a view that starts at an odd element): 2-byte loads, picked only where no wider copy computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "n64x64_sync2",
+            body: "arch: sm_90, tile: 64x64x32, warps: 2x2, stages: 2, swizzle: 128B, copy: sync(vector = 2), mma: mma_sync",
+            role: "n128x64_sync2's problems when they are small: twice the tiles",
+            fuses: true,
+        },
+        SetMember {
+            name: "n16x64_sync2",
+            body: "arch: sm_90, tile: 16x64x32, warps: 1x4, stages: 2, swizzle: 64B, copy: sync(vector = 2), mma: mma_sync",
+            role: "n128x64_sync2's problems at M of at most 16 (decode)",
+            fuses: true,
+        },
     ],
 };
 
 /// The Ampere set for 16-bit inputs (runs on every board from sm_80).
 pub const SM80_16BIT: KernelSet = KernelSet {
     name: "sm80",
-    about: "bf16/f16 from Ampere on (sm_80, mma.sync with cp.async rings)",
+    about: "bf16/f16 from Ampere on (sm_80, mma.sync with cp.async rings), and narrow copies for lines and addresses that are not 16-byte aligned",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::From(80),
     members: &[
@@ -229,6 +259,36 @@ pub const SM80_16BIT: KernelSet = KernelSet {
             name: "m16x64",
             body: "arch: sm_80, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 (decode)",
+            fuses: true,
+        },
+        SetMember {
+            name: "n128x256_cp4",
+            body: "arch: sm_80, tile: 128x256x32, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async(ca, vector = 4), mma: mma_sync",
+            role: "large problems whose lines or addresses are 4-byte aligned but not 16 (an even leading dimension that is no multiple of 8): 4-byte cp.async, picked only where no 16-byte member computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "n128x128_cp4",
+            body: "arch: sm_80, tile: 128x128x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async(ca, vector = 4), mma: mma_sync",
+            role: "n128x256_cp4's problems of a few hundred rows: twice the tiles",
+            fuses: true,
+        },
+        SetMember {
+            name: "n128x64_sync2",
+            body: "arch: sm_80, tile: 128x64x32, warps: 4x2, stages: 3, swizzle: 128B, copy: sync(vector = 2), mma: mma_sync",
+            role: "any line and any element-aligned address (an odd leading dimension, a view that starts at an odd element): 2-byte loads, picked only where no wider copy computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "n64x64_sync2",
+            body: "arch: sm_80, tile: 64x64x32, warps: 2x2, stages: 2, swizzle: 128B, copy: sync(vector = 2), mma: mma_sync",
+            role: "n128x64_sync2's problems when they are small: twice the tiles",
+            fuses: true,
+        },
+        SetMember {
+            name: "n16x64_sync2",
+            body: "arch: sm_80, tile: 16x64x32, warps: 1x4, stages: 2, swizzle: 64B, copy: sync(vector = 2), mma: mma_sync",
+            role: "n128x64_sync2's problems at M of at most 16 (decode)",
             fuses: true,
         },
     ],
@@ -272,7 +332,7 @@ pub const SM90_FP8: KernelSet = KernelSet {
 /// The f32 SIMT set (runs on every board from sm_80).
 pub const SM80_F32: KernelSet = KernelSet {
     name: "f32",
-    about: "f32 SIMT (FFMA) from Ampere on, cp.async rings",
+    about: "f32 SIMT (FFMA) from Ampere on, cp.async rings, and 4-byte copies for lines and addresses that are not 16-byte aligned",
     dtypes: &[DType::F32],
     runs_on: RunsOn::From(80),
     members: &[
@@ -292,6 +352,18 @@ pub const SM80_F32: KernelSet = KernelSet {
             name: "s64x64",
             body: "arch: sm_80, tile: 64x64x16, warps: 2x1, stages: 4, copy: cp_async, mma: fma",
             role: "small problems",
+            fuses: true,
+        },
+        SetMember {
+            name: "s128x128_cp4",
+            body: "arch: sm_80, tile: 128x128x16, warps: 4x2, stages: 3, copy: cp_async(ca, vector = 4), mma: fma",
+            role: "any line and any element-aligned address (a leading dimension that is no multiple of 4, a view that starts inside a vector): 4-byte cp.async, picked only where no 16-byte member computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "s64x64_cp4",
+            body: "arch: sm_80, tile: 64x64x16, warps: 2x2, stages: 4, copy: cp_async(ca, vector = 4), mma: fma",
+            role: "s128x128_cp4's problems when they are small",
             fuses: true,
         },
     ],

@@ -121,6 +121,33 @@ fn square(size: u32) -> Problem {
 }
 
 #[test]
+fn a_column_of_c_runs_as_one_row_over_the_same_memory() {
+    // rr: B is K elements one apart (ldb 1), A row-major is B' column-major.
+    let rr = Problem::new(4096, 1, 2048, Layout::RowRow).with_batch(3);
+    let row = rr.as_one_row().unwrap();
+    assert_eq!((row.m, row.n, row.k, row.batch), (1, 4096, 2048, 3));
+    assert_eq!(row.layout, Layout::RowCol);
+    assert_eq!((row.lda, row.ldb, row.ldc), (2048, 2048, 4096));
+    // cc: B's one column (ld 2056) is A', column-major A (ld 4100) is B' row-major.
+    let cc = Problem::new(4096, 1, 2048, Layout::ColCol)
+        .with_leading_dims(4100, 2056, 1)
+        .with_address_align(4);
+    let row = cc.as_one_row().unwrap();
+    assert_eq!(row.layout, Layout::RowRow);
+    assert_eq!((row.lda, row.ldb, row.ldc), (2056, 4100, 4096));
+    assert_eq!(row.address_align, 4);
+    // The same flops, and a batch's matrices as far apart as before: B's K, A's M x lda.
+    assert_eq!(row.flops(), cc.flops());
+    // Not a packed column of C, or B's elements not one apart: no such form.
+    assert_eq!(
+        Problem::new(4096, 2, 2048, Layout::RowRow).as_one_row(),
+        None
+    );
+    assert_eq!(rr.with_leading_dims(2048, 1, 8).as_one_row(), None);
+    assert_eq!(rr.with_leading_dims(2048, 8, 1).as_one_row(), None);
+}
+
+#[test]
 fn a_problem_parses_pads_and_counts_its_flops() {
     let problem = Problem::new(777, 4099, 2048, Layout::RowRow);
     assert_eq!((problem.lda, problem.ldb, problem.ldc), (2048, 4099, 4099));

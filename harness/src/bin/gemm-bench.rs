@@ -25,6 +25,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use cudarc::driver::{CudaSlice, CudaStream};
 use gemm_codegen::catalog::{self, CatalogSpec};
 use gemm_codegen::{Emitted, KernelInfo};
+use gemm_dsl::abi::Operand;
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::{DeviceModel, Problem as PickProblem};
 use gemm_dsl::ValidSpec;
@@ -159,8 +160,9 @@ struct Cli {
     #[arg(long)]
     math_only: bool,
     /// Round every leading dimension (A, B and C, ours and cuBLAS's) up to a multiple of
-    /// this many bytes: 16 (the alignment the copies need) or more, e.g. 128 to see what
-    /// strides that split cache lines cost.
+    /// this many bytes: 16 (the alignment 16-byte copies need) or more, e.g. 128 to see what
+    /// strides that split cache lines cost; less (down to the element) times problems whose
+    /// lines only narrow copies take, skipping kernels that need more.
     #[arg(long, default_value_t = 16, value_parser = parse_ld_align)]
     ld_align: u32,
     /// Most copies of the inputs rotated through (to keep operands out of L2).
@@ -1056,7 +1058,10 @@ fn admitted_work(
             {
                 continue;
             }
-            match shape.admitted_by(kernel.launch()) {
+            match shape
+                .admitted_by(kernel.launch())
+                .and_then(|()| lines_admitted(kernel.launch(), shape, cli.ld_align))
+            {
                 Ok(()) => admitting.push(index),
                 Err(reason) => {
                     println!("skipping {} at {shape}: {reason}", kernel.name());
@@ -1073,6 +1078,25 @@ fn admitted_work(
         }
     }
     (work, skipped)
+}
+
+/// Whether a kernel's copies take the lines the bench lays out for `shape` (rows rounded up
+/// to `ld_align` bytes): with `--ld-align` below 16, only narrow copies do.
+fn lines_admitted(launch: &LaunchShape, shape: Shape, ld_align: u32) -> Result<(), String> {
+    for operand in [Operand::A, Operand::B, Operand::C] {
+        let (element_bytes, align) = match operand {
+            Operand::C => (launch.output_element_bytes, launch.output_align_bytes),
+            _ => (launch.input_element_bytes, launch.operand_align_bytes),
+        };
+        let (_, line) = launch.stored_dims(operand, shape.m, shape.n, shape.k);
+        let ld = shape.leading_dim(line, element_bytes, ld_align);
+        if !(u64::from(ld) * u64::from(element_bytes)).is_multiple_of(u64::from(align.max(1))) {
+            return Err(format!(
+                "{operand}'s lines ({ld} x {element_bytes} B) are not {align}-byte aligned"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The entry point's picker over the set's members (the specs whose origin is the set), with
@@ -2029,9 +2053,9 @@ fn parse_ld_align(text: &str) -> Result<u32, String> {
     let bytes: u32 = text
         .parse()
         .map_err(|_| format!("`{text}` is not a number of bytes"))?;
-    if bytes == 0 || !bytes.is_multiple_of(16) || bytes > 4096 {
+    if !bytes.is_power_of_two() || bytes > 4096 {
         return Err(format!(
-            "{bytes} bytes: leading dimensions must stay 16-byte multiples, so give 16, 32, .., 4096"
+            "{bytes} bytes: give a power of two up to 4096 (2 with 16-bit inputs packs odd lines)"
         ));
     }
     Ok(bytes)

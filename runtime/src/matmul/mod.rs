@@ -28,7 +28,7 @@ use crate::capture::StreamCapture;
 use crate::check::{Batch, LeadingDims};
 use crate::device::DeviceInfo;
 use crate::element::{Element, KernelTypes, Storage};
-use crate::epilogue::Epilogue;
+use crate::epilogue::{Epilogue, FusedSpec};
 use crate::error::Error;
 use crate::kernel::GemmKernel;
 use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
@@ -174,6 +174,32 @@ impl Picker {
         })
     }
 
+    /// How `problem` runs ([`Route`]): its pick, or, with `one_row` allowed, the pick for its
+    /// one-row form where that copies 16 bytes wide and the problem's own pick does not (or
+    /// none admits it). `None` when neither has a pick.
+    fn route(&self, problem: &Problem, one_row: bool) -> Option<Route> {
+        let direct = self.pick(problem);
+        let narrow = |pick: &Pick| self.candidates[pick.index].copies_narrow();
+        if one_row && direct.as_ref().is_none_or(narrow) {
+            let wide_row = problem.as_one_row().and_then(|row| {
+                let pick = self.pick(&row).filter(|pick| !narrow(pick))?;
+                Some(Route {
+                    problem: row,
+                    pick,
+                    one_row: true,
+                })
+            });
+            if wide_row.is_some() {
+                return wide_row;
+            }
+        }
+        direct.map(|pick| Route {
+            problem: *problem,
+            pick,
+            one_row: false,
+        })
+    }
+
     /// Why no candidate admits `problem`, one line per candidate.
     pub fn refusals(&self, problem: &Problem) -> String {
         self.candidates
@@ -209,6 +235,19 @@ pub struct Matmul<In, Out> {
     picker: Picker,
     sources: Vec<Source>,
     kernels: KernelSlots<In, Out>,
+    /// Whether a column of C may run as one row ([`Route`]): only where no kernel fuses an
+    /// epilogue, whose bias and factors would change sides.
+    routes_one_row: bool,
+}
+
+/// How `Matmul` runs a problem: its pick, or, for a column of C whose pick copies narrow
+/// (or that no kernel admits), the pick for its one-row form ([`Problem::as_one_row`]) where
+/// that copies 16 bytes wide, with A and B swapped.
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    problem: Problem,
+    pick: Pick,
+    one_row: bool,
 }
 
 /// Kernels loaded on first use, one slot per member of a set: a lock per slot is held while
@@ -320,11 +359,17 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 CacheReading::from_env(),
             )?;
         }
+        let routes_one_row = sources.iter().all(|source| match source {
+            Source::Static(info) => FusedSpec::of_info(info).is_ok_and(|fused| fused.is_none()),
+            #[cfg(feature = "emit")]
+            Source::Emit(valid) => FusedSpec::of_spec(&valid.spec).is_none(),
+        });
         Ok(Matmul {
             ctx: ctx.clone(),
             kernels: KernelSlots::new(sources.len()),
             picker,
             sources,
+            routes_one_row,
         })
     }
 
@@ -354,19 +399,24 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     /// The kernel `run` would launch for `problem`, and whether the cache or the model chose it.
+    ///
+    /// A column of C (`n = 1`, packed) that only narrow copies take runs as its one-row form
+    /// ([`Problem::as_one_row`]) where a 16-byte kernel takes that: the kernel named here.
     pub fn pick(&self, problem: &Problem) -> Result<Picked<'_>, Error> {
-        let pick = self.pick_index(problem)?;
+        let pick = self.route(problem)?.pick;
         Ok(Picked {
             kernel: &self.picker.candidates()[pick.index].name,
             source: pick.source,
         })
     }
 
-    fn pick_index(&self, problem: &Problem) -> Result<Pick, Error> {
-        self.picker.pick(problem).ok_or_else(|| Error::NoKernelFor {
-            problem: problem.to_string(),
-            refused: self.picker.refusals(problem),
-        })
+    fn route(&self, problem: &Problem) -> Result<Route, Error> {
+        self.picker
+            .route(problem, self.routes_one_row)
+            .ok_or_else(|| Error::NoKernelFor {
+                problem: problem.to_string(),
+                refused: self.picker.refusals(problem),
+            })
     }
 
     /// Candidate `index`'s kernel, loaded on first use.
@@ -389,7 +439,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     pub fn warm_up(&self, problems: &[Problem]) -> Result<WarmUp, Error> {
         let mut indices = Vec::new();
         for problem in problems {
-            let index = self.pick_index(problem)?.index;
+            let index = self.route(problem)?.pick.index;
             if !indices.contains(&index) {
                 indices.push(index);
             }
@@ -437,7 +487,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// The picked kernel for `problem`, loaded. Loads it ahead of a CUDA graph capture,
     /// which cannot hold a load (see [`crate::capture`]).
     pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out>, Error> {
-        self.kernel(self.pick_index(problem)?.index)
+        self.kernel(self.route(problem)?.pick.index)
     }
 
     /// The picked kernel for `problem` to launch on `stream`: loaded, unless that would
@@ -446,9 +496,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     fn kernel_to_launch(
         &self,
         stream: &CudaStream,
-        problem: &Problem,
+        route: &Route,
     ) -> Result<&GemmKernel<In, Out>, Error> {
-        let index = self.pick_index(problem)?.index;
+        let index = route.pick.index;
         if self.kernels.loaded(index).is_none() && StreamCapture::of(stream)?.is_capturing() {
             return Err(Error::CaptureLoadsKernel {
                 kernel: self.picker.candidates()[index].name.clone(),
@@ -469,6 +519,12 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// Runs may be captured in a CUDA graph once their kernels are loaded (see
     /// [`crate::capture`]); the first run of a problem loads its kernel, and during a capture
     /// is refused with [`Error::CaptureLoadsKernel`].
+    ///
+    /// Any element-aligned operands run: where an operand starts less aligned than the pick's
+    /// copies need (a view that starts inside a buffer, a batch stride of an odd number of
+    /// elements), the run picks again for `problem.with_address_align(..)` of that alignment
+    /// and launches that kernel (a narrow-copy member of the set). Warm such problems up in
+    /// that form ahead of a capture.
     pub fn run<A, B, C>(
         &self,
         stream: &CudaStream,
@@ -482,10 +538,17 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let kernel = self.kernel_to_launch(stream, problem)?;
-        let batch = packed_batch(kernel, problem);
-        let lds = leading_dims(problem);
-        kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
+        self.launch_at_any_address(stream, problem, |kernel, route| {
+            let problem = &route.problem;
+            let batch = packed_batch(kernel, problem);
+            let lds = leading_dims(problem);
+            let (m, n, k) = (problem.m, problem.n, problem.k);
+            if route.one_row {
+                kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, batch)
+            } else {
+                kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
+            }
+        })
     }
 
     /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
@@ -505,20 +568,17 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         B: DevicePtr<In>,
         C: DevicePtrMut<Out>,
     {
-        let kernel = self.kernel_to_launch(stream, problem)?;
-        let batch = packed_batch(kernel, problem);
-        kernel.launch_fused(
-            stream,
-            a,
-            b,
-            c,
-            problem.m,
-            problem.n,
-            problem.k,
-            leading_dims(problem),
-            batch,
-            epilogue,
-        )
+        self.launch_at_any_address(stream, problem, |kernel, route| {
+            let problem = &route.problem;
+            let batch = packed_batch(kernel, problem);
+            let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+            // One row only where no kernel fuses an epilogue: nothing in it changes sides.
+            if route.one_row {
+                kernel.launch_fused(stream, b, a, c, m, n, k, lds, batch, &mut *epilogue)
+            } else {
+                kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut *epilogue)
+            }
+        })
     }
 
     /// [`Matmul::run`] with the batch's strides given (`batch.count` must be the problem's).
@@ -542,10 +602,70 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 batch: batch.count,
             });
         }
-        let kernel = self.kernel_to_launch(stream, problem)?;
-        let lds = leading_dims(problem);
-        kernel.launch_strided_batched(stream, a, b, c, problem.m, problem.n, problem.k, lds, batch)
+        self.launch_at_any_address(stream, problem, |kernel, route| {
+            let problem = &route.problem;
+            let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+            if route.one_row {
+                let swapped = Batch {
+                    stride_a: batch.stride_b,
+                    stride_b: batch.stride_a,
+                    ..batch
+                };
+                kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, swapped)
+            } else {
+                kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
+            }
+        })
     }
+
+    /// Launches the kernel routed for `problem` ([`Route`]); where the launch refuses an
+    /// operand's address as misaligned for that kernel (a view that starts inside a buffer),
+    /// routes again for operands that start no more aligned than that one and launches the
+    /// new pick. A refused launch touches nothing, and the addresses' alignment only falls,
+    /// so this ends within one retry per operand. Aligned problems pay nothing for it: the
+    /// pick is keyed by the problem as given.
+    fn launch_at_any_address(
+        &self,
+        stream: &CudaStream,
+        problem: &Problem,
+        mut launch: impl FnMut(&GemmKernel<In, Out>, &Route) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut problem = *problem;
+        loop {
+            let route = self.route(&problem)?;
+            let kernel = self.kernel_to_launch(stream, &route)?;
+            let done = launch(kernel, &route);
+            match done.as_ref().err().and_then(start_alignment) {
+                Some(align) if align < problem.address_align => {
+                    problem = problem.with_address_align(align);
+                }
+                _ => return done,
+            }
+        }
+    }
+}
+
+/// The alignment some matrix of an operand starts at, where a launch refused it as
+/// misaligned: its address's, or a batch stride's (the later matrices start there).
+fn start_alignment(error: &Error) -> Option<u32> {
+    match *error {
+        Error::MisalignedPointer { address, .. } => Some(address_align(address)),
+        Error::MisalignedBatchStride {
+            stride,
+            element_bytes,
+            ..
+        } => Some(address_align(
+            stride.saturating_mul(u64::from(element_bytes)),
+        )),
+        _ => None,
+    }
+}
+
+/// The largest power of two, up to the allocator's alignment, that divides `address`.
+fn address_align(address: u64) -> u32 {
+    1u32 << address
+        .trailing_zeros()
+        .min(pick::ALLOCATION_ALIGN.trailing_zeros())
 }
 
 /// The batch of `problem` with its matrices back to back, as `kernel` lays them out.
@@ -691,6 +811,169 @@ mod tests {
             &device,
         ));
         assert_eq!(stale.pick(&problem), Some(model));
+    }
+
+    /// Any problem a BLAS computes gets a pick whose launch checks pass: random sizes (ones
+    /// included), leading dimensions past the line by any number of elements, operands that
+    /// start at any element, every layout, batches; in each set, for its element types. A
+    /// narrow-copy member is picked exactly where no 16-byte member admits the problem.
+    #[test]
+    fn every_problem_gets_a_pick_whose_launch_checks_pass() {
+        use crate::check::{check_launch, LaunchArgs, OperandArg};
+        use gemm_dsl::abi::Operand;
+        use gemm_dsl::grouped::SplitMix64;
+        let cases = [
+            (
+                &sets::SM90_16BIT,
+                DType::Bf16,
+                DType::Bf16,
+                DeviceModel::h100_sxm(),
+            ),
+            (
+                &sets::SM90_16BIT,
+                DType::F16,
+                DType::F32,
+                DeviceModel::h100_sxm(),
+            ),
+            (
+                &sets::SM80_16BIT,
+                DType::Bf16,
+                DType::Bf16,
+                DeviceModel::a100_sxm(),
+            ),
+            (
+                &sets::SM80_F32,
+                DType::F32,
+                DType::F32,
+                DeviceModel::a100_sxm(),
+            ),
+        ];
+        let mut random = SplitMix64::new(0x5eed_a119);
+        for (set, dtype, out, device) in cases {
+            let specs = planned(&set.specs(dtype, out));
+            let picker = Picker::new(&specs, device);
+            let (mut narrow_picks, mut one_rows) = (0, 0);
+            let draws = 600;
+            for _ in 0..draws {
+                // Half the problems drawn with aligned lines and addresses (sizes, padding and
+                // offsets in steps of 8 elements; ones stay ones), half at any alignment.
+                let step = if random.below(2) == 0 { 8 } else { 1 };
+                let mut size = || match random.below(8) {
+                    0 => 1,
+                    1..=3 => step * (1 + random.below(64 / u64::from(step)) as u32),
+                    _ => step * (1 + random.below(5000 / u64::from(step)) as u32),
+                };
+                let (m, n, k) = (size(), size(), size());
+                let layout = sets::LAYOUTS[random.below(4) as usize];
+                let count = if random.below(4) == 0 {
+                    2 + random.below(3) as u32
+                } else {
+                    1
+                };
+                let packed = Problem::new(m, n, k, layout);
+                let mut past_line = || match random.below(2) {
+                    0 => 0,
+                    _ => step * random.below(17) as u32,
+                };
+                let lds = LeadingDims {
+                    lda: packed.lda + past_line(),
+                    ldb: packed.ldb + past_line(),
+                    ldc: packed.ldc + past_line(),
+                };
+                // Each operand a view that starts some elements into a fresh allocation.
+                let mut start = |element_bytes: u32| {
+                    let elements = match random.below(4) {
+                        0 => u64::from(step) * random.below(16),
+                        _ => 0,
+                    };
+                    0x7f00_0000_0000 + elements * u64::from(element_bytes)
+                };
+                let addresses = [
+                    start(dtype.size_bytes()),
+                    start(dtype.size_bytes()),
+                    start(out.size_bytes()),
+                ];
+                let problem = packed
+                    .with_batch(count)
+                    .with_leading_dims(lds.lda, lds.ldb, lds.ldc)
+                    .with_address_align(addresses.iter().map(|&a| address_align(a)).min().unwrap());
+                let route = picker.route(&problem, true).unwrap_or_else(|| {
+                    panic!(
+                        "{}: no pick for {problem} {lds:?}:\n{}",
+                        set.name,
+                        picker.refusals(&problem)
+                    )
+                });
+                let candidates = picker.candidates();
+                let pick = route.pick;
+                let wide_admits = |problem: &Problem| {
+                    candidates
+                        .iter()
+                        .any(|c| !c.copies_narrow() && c.refusal(problem).is_none())
+                };
+                let narrow = candidates[pick.index].copies_narrow();
+                assert_eq!(
+                    narrow,
+                    !wide_admits(&problem)
+                        && !problem.as_one_row().as_ref().is_some_and(wide_admits),
+                    "{problem} {lds:?}: {}",
+                    candidates[pick.index].name
+                );
+                narrow_picks += usize::from(narrow);
+                one_rows += usize::from(route.one_row);
+                // The caller's buffers, each exactly as long as the problem needs.
+                let (a_lines, a_line) = if layout.a_row_major() { (m, k) } else { (k, m) };
+                let (b_lines, b_line) = if layout.b_row_major() { (k, n) } else { (n, k) };
+                let len = |(lines, line): (u32, u32), ld: u32| {
+                    let (lines, ld) = (u64::from(lines), u64::from(ld));
+                    ((u64::from(count) - 1) * lines * ld + (lines - 1) * ld + u64::from(line))
+                        as usize
+                };
+                let a_buffer = (addresses[0], len((a_lines, a_line), lds.lda));
+                let b_buffer = (addresses[1], len((b_lines, b_line), lds.ldb));
+                let c_buffer = (addresses[2], len((m, n), lds.ldc));
+                // A one-row launch reads B's buffer as its A and A's as its B.
+                let (a_buffer, b_buffer) = if route.one_row {
+                    (b_buffer, a_buffer)
+                } else {
+                    (a_buffer, b_buffer)
+                };
+                let routed = route.problem;
+                let shape = &specs[pick.index].1;
+                let operand = |which: Operand, (address, len): (u64, usize)| OperandArg {
+                    address,
+                    len,
+                    ld: routed.ld(which),
+                };
+                let args = LaunchArgs {
+                    m: routed.m,
+                    n: routed.n,
+                    k: routed.k,
+                    a: operand(Operand::A, a_buffer),
+                    b: operand(Operand::B, b_buffer),
+                    c: operand(Operand::C, c_buffer),
+                    batch: Batch::packed(
+                        shape,
+                        count,
+                        (routed.m, routed.n, routed.k),
+                        leading_dims(&routed),
+                    ),
+                };
+                if let Err(error) = check_launch(shape, &args, 132) {
+                    panic!(
+                        "{problem} {lds:?}: {} refuses the launch: {error}",
+                        candidates[pick.index].name
+                    );
+                }
+            }
+            // Each way of running is drawn often.
+            assert!(
+                (100..draws - 100).contains(&narrow_picks) && one_rows >= 5,
+                "{}: of {draws} problems, {narrow_picks} needed narrow copies and {one_rows} \
+                 ran as one row",
+                set.name
+            );
+        }
     }
 
     #[test]

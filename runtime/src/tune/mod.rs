@@ -66,7 +66,8 @@ pub struct TuneEntry {
     pub n: u32,
     pub k: u32,
     pub batch: u32,
-    /// The largest power of two (up to 128) that divides every line's byte stride.
+    /// The largest power of two (up to 128) that divides every line's byte stride and the
+    /// address every operand starts at.
     pub stride_align: u32,
     /// The fastest kernel's name and the hash of its validated spec text ([`spec_hash`]).
     pub kernel: String,
@@ -184,12 +185,14 @@ impl ProblemKey {
     }
 }
 
-/// The largest power of two, up to 128, dividing the byte stride of every operand's lines.
+/// The largest power of two, up to 128, dividing the byte stride of every operand's lines
+/// and the address every operand starts at.
 pub fn stride_align(problem: &Problem, input_bytes: u32, output_bytes: u32) -> u32 {
     [
         u64::from(problem.lda) * u64::from(input_bytes),
         u64::from(problem.ldb) * u64::from(input_bytes),
         u64::from(problem.ldc) * u64::from(output_bytes),
+        u64::from(problem.address_align),
     ]
     .into_iter()
     .map(|bytes| 1u64 << bytes.trailing_zeros().min(7))
