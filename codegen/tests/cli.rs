@@ -467,6 +467,12 @@ fn pick_answers_misaligned_problems_with_narrow_copies() {
             "_cp4_bf16_rr",
             ": --lds 2048,4104,4104 (lines padded) lets one",
         ),
+        // Only C's rows misaligned (an odd N in layout rc): 16-byte copies, 2-byte stores.
+        (
+            &["pick", "16x4099x4096", "--layout", "rc"],
+            "sm90_m16x64_c2_bf16_rc",
+            ": --lds 4096,4096,4104 (lines padded) lets one",
+        ),
         // Aligned lines, operands that start at an odd element.
         (
             &["pick", "4096x4096x4096", "--address-align", "2"],
@@ -489,7 +495,10 @@ fn pick_answers_misaligned_problems_with_narrow_copies() {
         let last = text.lines().last().unwrap();
         assert_eq!(
             last,
-            format!("# narrow copies: no member with 16-byte copies computes this problem{note}"),
+            format!(
+                "# narrow access: no member with 16-byte copies and whole stores computes \
+                 this problem{note}"
+            ),
             "{args:?}"
         );
     }

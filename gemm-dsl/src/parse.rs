@@ -89,6 +89,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     let stages = builder.value(Key::Stages, family.stages(), parse_count);
     let swizzle = builder.value(Key::Swizzle, family.swizzle(dtype, tile), parse_swizzle);
     let copy = builder.value(Key::Copy, family.copy(arch), parse_copy);
+    let c_store = builder.value(Key::CStore, None, parse_c_store);
     // A grouped kernel walks every expert's tiles and stores each up to its expert's last
     // row: persistent, with direct stores, unless told otherwise.
     let groups = builder.value(Key::Groups, Groups::None, parse_groups);
@@ -155,6 +156,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             stages,
             swizzle,
             copy,
+            c_store,
             mma,
             schedule,
             cluster,
@@ -541,6 +543,21 @@ fn parse_quant(text: &str) -> ValueResult<Quant> {
 }
 
 /// `none`, or the k between promotions.
+fn parse_c_store(text: &str) -> ValueResult<Option<u32>> {
+    parse_number(text)
+        .filter(|&bytes| bytes.is_power_of_two() && (2..=16).contains(&bytes))
+        .map_or_else(
+            || {
+                bad(
+                    "C store width",
+                    text,
+                    "the bytes of C's widest store: 2, 4, 8 or 16",
+                )
+            },
+            |bytes| Ok(Some(bytes)),
+        )
+}
+
 fn parse_promote(text: &str) -> ValueResult<Option<u32>> {
     match text {
         "none" => Ok(None),

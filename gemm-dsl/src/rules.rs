@@ -115,7 +115,20 @@ impl<'a> Validator<'a> {
         self.tensor_dtypes();
         self.bias_type();
         self.aux_output();
+        self.c_store_family();
         self.grouped_family();
+    }
+
+    /// Only the threads' own stores of C narrow: the Hopper family stores 16-byte vectors
+    /// (or TMA boxes) of C, whose rows must start 16-byte aligned.
+    fn c_store_family(&mut self) {
+        if self.spec.c_store.is_some() && self.spec.mma == crate::Mma::Wgmma {
+            self.help(
+                Key::CStore,
+                "`c_store` narrows the stores of SIMT and mma.sync kernels; wgmma kernels store C in 16-byte vectors",
+                "mma: mma_sync, arch: sm_90, or no c_store",
+            );
+        }
     }
 
     /// Grouped GEMM runs on the Hopper family's persistent walk alone.

@@ -901,6 +901,9 @@ pub struct GemmSpec {
     pub swizzle: Swizzle,
     /// How A and B reach shared memory, and in vectors of how many bytes.
     pub copy: Copy,
+    /// The widest store of C, in bytes (SIMT and mma.sync; `None`: as wide as the copy
+    /// vector): 2 takes C's rows at any 16-bit element, with A and B still copied wide.
+    pub c_store: Option<u32>,
     /// The math path, which picks the kernel family.
     pub mma: Mma,
     /// One output tile per block, or a persistent grid (raster, group, stream-K tail).
@@ -948,6 +951,7 @@ impl GemmSpec {
             Key::Stages => self.stages = from.stages,
             Key::Swizzle => self.swizzle = from.swizzle,
             Key::Copy => self.copy = from.copy,
+            Key::CStore => self.c_store = from.c_store,
             Key::Mma => self.mma = from.mma,
             Key::Schedule => self.schedule = from.schedule,
             Key::Cluster => self.cluster = from.cluster,
@@ -974,7 +978,7 @@ impl GemmSpec {
 
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma); `b_dtype` where it is not `dtype`; the fused epilogue's keys (`scale`, `bias`,
+    /// wgmma); `b_dtype` where it is not `dtype`; `c_store` where given; the fused epilogue's keys (`scale`, `bias`,
     /// `activation`, `aux`, `row_scale`), `quant` and `promote` where they are not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
@@ -990,6 +994,9 @@ impl GemmSpec {
         } else {
             format!(", b_dtype: {}", self.b_dtype.name())
         };
+        let c_store = self
+            .c_store
+            .map_or_else(String::new, |bytes| format!(", c_store: {bytes}"));
         let mut fused = String::new();
         if self.scale != Scale::None {
             fused.push_str(&format!(", scale: {}", self.scale.name()));
@@ -1017,7 +1024,7 @@ impl GemmSpec {
         }
         format!(
             "name: {}, arch: {}, dtype: {}{b_dtype}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
-             stages: {}, swizzle: {}, copy: {}, mma: {}, schedule: {}, cluster: {}{epilogue}{fused}",
+             stages: {}, swizzle: {}, copy: {}{c_store}, mma: {}, schedule: {}, cluster: {}{epilogue}{fused}",
             self.name,
             self.arch.name(),
             self.dtype.name(),
@@ -1051,6 +1058,7 @@ pub enum Key {
     Stages,
     Swizzle,
     Copy,
+    CStore,
     Mma,
     Schedule,
     Cluster,
@@ -1066,7 +1074,7 @@ pub enum Key {
 }
 
 impl Key {
-    pub const ALL: [Key; 25] = [
+    pub const ALL: [Key; 26] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -1080,6 +1088,7 @@ impl Key {
         Key::Stages,
         Key::Swizzle,
         Key::Copy,
+        Key::CStore,
         Key::Mma,
         Key::Schedule,
         Key::Cluster,
@@ -1109,6 +1118,7 @@ impl Key {
             Key::Stages => "stages",
             Key::Swizzle => "swizzle",
             Key::Copy => "copy",
+            Key::CStore => "c_store",
             Key::Mma => "mma",
             Key::Schedule => "schedule",
             Key::Cluster => "cluster",

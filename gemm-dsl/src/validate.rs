@@ -288,6 +288,21 @@ mod tests {
             .ends_with(", activation: silu, row_scale: f32"));
         let bad_rows = errors("row_scale: bf16");
         assert!(bad_rows[0].message.contains("row scale"), "{bad_rows:?}");
+        // `c_store` narrows C's stores of SIMT and mma.sync kernels; it is written back.
+        let narrow_stores = check_str("mma: mma_sync, copy: cp_async, c_store: 2").unwrap();
+        assert_eq!(narrow_stores.spec.c_store, Some(2));
+        assert!(narrow_stores
+            .spec
+            .to_spec_text()
+            .contains(", copy: cp_async(cg), c_store: 2, mma: mma_sync"));
+        assert!(errors("c_store: 3")[0].message.contains("C store width"));
+        let hopper = errors("mma: wgmma, arch: sm_90a, c_store: 2");
+        assert!(
+            hopper[0]
+                .message
+                .contains("wgmma kernels store C in 16-byte vectors"),
+            "{hopper:?}"
+        );
         for activation in Activation::ALL {
             let spec = check_str(&format!("activation: {}", activation.name())).unwrap();
             assert_eq!(spec.spec.activation, activation);

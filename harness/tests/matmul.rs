@@ -494,10 +494,9 @@ fn matmul_computes_problems_at_any_alignment() {
         offsets,
     };
     let narrow = |name: &str| {
-        name.contains("_n128")
-            || name.contains("_n64")
-            || name.contains("_n16")
-            || name.contains("_cp4")
+        ["_n128", "_n64", "_n16", "_cp4", "_c2"]
+            .iter()
+            .any(|member| name.contains(member))
     };
     let bf16s = Matmul::<bf16, bf16>::new(&ctx).unwrap();
     for (i, (unaligned, expect)) in [
@@ -509,7 +508,15 @@ fn matmul_computes_problems_at_any_alignment() {
         (case((4096, 1, 4096), Layout::RowRow, [0, 0, 0]), "_m16x64"),
         (case((3000, 1, 1000), Layout::ColCol, [0, 0, 0]), "_m16x64"),
         (case((4096, 1, 4095), Layout::RowRow, [0, 0, 0]), "_sync2"),
-        (case((1, 4099, 4096), Layout::RowCol, [0, 0, 0]), "_sync2"),
+        // Only C's rows misaligned (layout rc, an odd N): 16-byte copies, 2-byte stores.
+        (
+            case((1, 4099, 4096), Layout::RowCol, [0, 0, 0]),
+            "_m16x64_c2",
+        ),
+        (
+            case((777, 4099, 2048), Layout::RowCol, [0, 0, 0]),
+            "_m128x256_c2",
+        ),
         (case((333, 517, 259), Layout::ColCol, [0, 0, 0]), "_sync2"),
         (case((129, 4097, 77), Layout::ColRow, [0, 0, 0]), "_sync2"),
         // Lines 16-byte aligned, operands that start at odd elements or 4 bytes in.
@@ -538,6 +545,13 @@ fn matmul_computes_problems_at_any_alignment() {
         0xA11_0100,
     );
     assert!(narrow(&picked), "{picked}");
+    let picked = run_unaligned(
+        &f16_f32,
+        &stream,
+        &case((16, 4097, 512), Layout::RowCol, [0, 0, 0]),
+        0xA11_0101,
+    );
+    assert!(picked.contains("_m16x64_c2"), "{picked}");
     let sgemm = Matmul::<f32, f32>::new(&ctx).unwrap();
     for (i, unaligned) in [
         case((333, 521, 259), Layout::RowRow, [0, 0, 0]),

@@ -422,11 +422,11 @@ fn pick(
             )?;
         }
     }
-    if candidates[*best].copies_narrow() {
+    if candidates[*best].narrow_access() {
         // What would let a 16-byte member run it, at full speed.
         let wide: Vec<_> = candidates
             .iter()
-            .filter(|c| !c.copies_narrow())
+            .filter(|c| !c.narrow_access())
             .cloned()
             .collect();
         let fix = match rank(&wide, &problem, &device).remedy(&wide) {
@@ -445,7 +445,7 @@ fn pick(
         };
         writeln!(
             out,
-            "# narrow copies: no member with 16-byte copies computes this problem{fix}"
+            "# narrow access: no member with 16-byte copies and whole stores computes this problem{fix}"
         )?;
         // What `Matmul` runs instead: a column of C as one row, where that copies wide.
         let one_row = problem.as_one_row().and_then(|row| {

@@ -201,10 +201,13 @@ pub fn chunk_words(registers: &[String], element_bytes: u32, vector_bytes: u32) 
 }
 
 /// Bytes of one C store of a kernel copying `vector_bytes` vectors: no wider than the copy
-/// vector (so C's rows need only the alignment A's and B's lines need) nor than 16 bytes,
-/// and at least one `out_bytes` element.
-pub fn c_store_bytes(vector_bytes: u32, out_bytes: u32) -> u32 {
-    vector_bytes.min(COPY_VECTOR_BYTES).max(out_bytes)
+/// vector (so C's rows need only the alignment A's and B's lines need), the spec's
+/// `c_store` where it gives one, nor 16 bytes, and at least one `out_bytes` element.
+pub fn c_store_bytes(vector_bytes: u32, c_store: Option<u32>, out_bytes: u32) -> u32 {
+    vector_bytes
+        .min(c_store.unwrap_or(COPY_VECTOR_BYTES))
+        .min(COPY_VECTOR_BYTES)
+        .max(out_bytes)
 }
 
 /// The `st.global` of one C store of `bytes`, in registers of type `word`: four, two or one

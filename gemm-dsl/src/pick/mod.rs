@@ -627,7 +627,7 @@ impl Ranking {
 }
 
 /// Ranks `candidates` on `problem` by predicted time (ties keep the candidates' order), those
-/// with narrow copies after the rest.
+/// with narrow copies or stores after the rest.
 pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -> Ranking {
     let mut ranked = Vec::new();
     let mut refused = Vec::new();
@@ -637,9 +637,9 @@ pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
             None => ranked.push((index, estimate(candidate, problem, device))),
         }
     }
-    // Narrow copies rank after every 16-byte kernel, as `pick` takes them.
+    // Narrow copies and stores rank after every other kernel, as `pick` takes them.
     ranked.sort_by(|a, b| {
-        let narrow = |index: usize| candidates[index].copies_narrow();
+        let narrow = |index: usize| candidates[index].narrow_access();
         narrow(a.0)
             .cmp(&narrow(b.0))
             .then(a.1.seconds.total_cmp(&b.1.seconds))
@@ -653,8 +653,8 @@ pub fn rank(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
 
 /// The index of the predicted fastest candidate that admits `problem`.
 ///
-/// Kernels with narrow copies ([`Candidate::copies_narrow`]) are a second tier: picked only
-/// where no kernel with 16-byte copies computes the problem, so that their prices (fitted on
+/// Kernels with narrow copies or stores ([`Candidate::narrow_access`]) are a second tier:
+/// picked only where no other kernel computes the problem, so that their prices (fitted on
 /// fewer runs) never take an aligned problem from a kernel that reads it at full width.
 pub fn pick(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -> Option<usize> {
     let mut best: Option<(usize, (bool, f64))> = None;
@@ -663,7 +663,7 @@ pub fn pick(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
             continue;
         }
         let key = (
-            candidate.copies_narrow(),
+            candidate.narrow_access(),
             estimate(candidate, problem, device).seconds,
         );
         if best.is_none_or(|(_, fastest)| key < fastest) {

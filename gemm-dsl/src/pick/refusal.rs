@@ -113,11 +113,13 @@ impl Candidate {
         None
     }
 
-    /// Whether the kernel copies A and B in vectors narrower than 16 bytes: it takes lines
-    /// and addresses that others refuse, at a fraction of their speed, so a picker turns to
-    /// it only where no 16-byte kernel computes the problem ([`crate::pick::pick`]).
-    pub fn copies_narrow(&self) -> bool {
-        self.launch.operand_align_bytes < 16
+    /// Whether the kernel copies A and B in vectors narrower than 16 bytes, or stores C
+    /// narrower than a pair of elements (`c_store`): it takes lines and addresses that
+    /// others refuse, at a cost, so a picker turns to it only where no other kernel computes
+    /// the problem ([`crate::pick::pick`]).
+    pub fn narrow_access(&self) -> bool {
+        let shape = &self.launch;
+        shape.operand_align_bytes < 16 || shape.output_align_bytes < 2 * shape.output_element_bytes
     }
 
     /// [`Candidate::refusal`] as text.

@@ -198,6 +198,18 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             fuses: true,
         },
         SetMember {
+            name: "m128x256_c2",
+            body: "arch: sm_90, tile: 128x256x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, c_store: 2, mma: mma_sync",
+            role: "A and B at 16-byte lines, C's rows at any 16-bit element (an odd N in layout rc: a vocabulary's logits): A and B copied 16 bytes wide, C stored 2 bytes at a time, picked only where no member with whole stores computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "m16x64_c2",
+            body: "arch: sm_90, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, c_store: 2, mma: mma_sync",
+            role: "m128x256_c2's problems at M of at most 16 (decode)",
+            fuses: true,
+        },
+        SetMember {
             name: "n128x256_cp4",
             body: "arch: sm_90, tile: 128x256x32, warps: 2x4, stages: 3, swizzle: 128B, copy: cp_async(ca, vector = 4), mma: mma_sync",
             role: "large problems whose lines or addresses are 4-byte aligned but not 16 (an even leading dimension that is no multiple of 8): 4-byte cp.async, picked only where no 16-byte member computes the problem",
@@ -259,6 +271,18 @@ pub const SM80_16BIT: KernelSet = KernelSet {
             name: "m16x64",
             body: "arch: sm_80, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "M of at most 16 (decode)",
+            fuses: true,
+        },
+        SetMember {
+            name: "m128x256_c2",
+            body: "arch: sm_80, tile: 128x256x32, warps: 2x4, stages: 4, swizzle: 128B, copy: cp_async, c_store: 2, mma: mma_sync",
+            role: "A and B at 16-byte lines, C's rows at any 16-bit element (an odd N in layout rc: a vocabulary's logits): A and B copied 16 bytes wide, C stored 2 bytes at a time, picked only where no member with whole stores computes the problem",
+            fuses: true,
+        },
+        SetMember {
+            name: "m16x64_c2",
+            body: "arch: sm_80, tile: 16x64x64, warps: 1x2, stages: 4, swizzle: 128B, copy: cp_async, c_store: 2, mma: mma_sync",
+            role: "m128x256_c2's problems at M of at most 16 (decode)",
             fuses: true,
         },
         SetMember {

@@ -179,7 +179,7 @@ impl Picker {
     /// none admits it). `None` when neither has a pick.
     fn route(&self, problem: &Problem, one_row: bool) -> Option<Route> {
         let direct = self.pick(problem);
-        let narrow = |pick: &Pick| self.candidates[pick.index].copies_narrow();
+        let narrow = |pick: &Pick| self.candidates[pick.index].narrow_access();
         if one_row && direct.as_ref().is_none_or(narrow) {
             let wide_row = problem.as_one_row().and_then(|row| {
                 let pick = self.pick(&row).filter(|pick| !narrow(pick))?;
@@ -909,9 +909,9 @@ mod tests {
                 let wide_admits = |problem: &Problem| {
                     candidates
                         .iter()
-                        .any(|c| !c.copies_narrow() && c.refusal(problem).is_none())
+                        .any(|c| !c.narrow_access() && c.refusal(problem).is_none())
                 };
-                let narrow = candidates[pick.index].copies_narrow();
+                let narrow = candidates[pick.index].narrow_access();
                 assert_eq!(
                     narrow,
                     !wide_admits(&problem)

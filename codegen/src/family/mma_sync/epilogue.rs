@@ -157,8 +157,9 @@ impl MmaEpilogue {
     ) -> (MmaEpilogue, u32) {
         let (mi_count, ni_count) = (g.m_frags, g.n_frags);
         let out_bytes = spec.out.size_bytes();
-        // C's stores are no wider than the copy vector (nor narrower than one element).
-        let c_store_bytes = c_store_bytes(copy_vector_bytes, out_bytes);
+        // C's stores are no wider than the copy vector or `c_store` (nor narrower than one
+        // element).
+        let c_store_bytes = c_store_bytes(copy_vector_bytes, spec.c_store, out_bytes);
         let epilogue = MmaEpilogue {
             row_step: 8,
             split_pairs: c_store_bytes < 2 * out_bytes,

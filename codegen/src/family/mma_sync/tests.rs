@@ -434,6 +434,19 @@ fn narrow_vectors_narrow_c_stores() {
             2,
             true,
         ),
+        // `c_store` narrows C's stores alone: A and B still copy 16 bytes wide.
+        (
+            "tile: 64x64x32, warps: 2x2, stages: 2, copy: cp_async, c_store: 2",
+            true,
+            2,
+            true,
+        ),
+        (
+            "tile: 16x64x64, warps: 1x2, stages: 4, copy: cp_async, c_store: 2",
+            true,
+            2,
+            true,
+        ),
         // f32 C takes one element, 4 bytes, even behind a 2-byte vector.
         (
             "tile: 64x64x32, warps: 2x2, stages: 2, out: f32, copy: sync(vector = 2)",

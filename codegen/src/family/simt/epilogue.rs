@@ -26,18 +26,19 @@ pub struct Epilogue {
 }
 
 /// The stores of the thread's accumulators (geometry `g`) to C, no wider than copies of
-/// `copy_vector`; the store bytes; and where each row's accumulators lie, for the fused
+/// `copy_vector` nor the spec's `c_store`; the store bytes; and where each row's accumulators lie, for the fused
 /// epilogue.
 pub(super) fn epilogue(
     g: &SimtGeometry,
     copy_vector: &CopyVector,
+    c_store: Option<u32>,
 ) -> (Epilogue, u32, Vec<Vec<AccElement>>) {
     let (tm, tn) = (g.thread_tile_m, g.thread_tile_n);
     let column_groups = tn / SIMT_COLUMN_GROUP;
     // C's stores are no wider than the copy vector, so C's rows need only its alignment
     // (the launch checks ldc against `c_store_bytes`): a group of four columns takes one
     // 16-byte store, or 16 / c_store_bytes narrower ones.
-    let c_store_bytes = c_store_bytes(copy_vector.bytes, F32_BYTES);
+    let c_store_bytes = c_store_bytes(copy_vector.bytes, c_store, F32_BYTES);
     let per_store = c_store_bytes / F32_BYTES;
     let epilogue = Epilogue {
         store: c_global_store(c_store_bytes, StagingWord::F32),

@@ -140,7 +140,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
             b_quarters,
         },
     );
-    let (epilogue, c_store_bytes, fused_rows) = epilogue(g, &copy_vector);
+    let (epilogue, c_store_bytes, fused_rows) = epilogue(g, &copy_vector, spec.c_store);
     let fused = FusedEpilogue::of(spec, &fused_rows, c_store_bytes);
 
     let batch = BatchPlan::new(spec.schedule, F32_BYTES, F32_BYTES);
