@@ -666,6 +666,24 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
     assert_eq!(assembled, 2 * fusing);
 }
 
+/// Every member of the block-scaled fp8 set, with block scales alone and with a column bias,
+/// assembles without spills and keeps its promises (QGMMA): `Matmul::new_fused` with
+/// `Quant::Block` builds these kernels.
+#[test]
+fn every_block_scaled_fp8_member_assembles() {
+    use gemm_codegen::pick::sets::SM90_FP8_BLOCK;
+    use gemm_dsl::{DType, Layout};
+    for member in SM90_FP8_BLOCK.members {
+        for epilogue in ["quant: block", "quant: block, bias: col"] {
+            let spec = format!(
+                "{}, {epilogue}",
+                SM90_FP8_BLOCK.spec(member, DType::E4m3, DType::Bf16, Layout::RowCol)
+            );
+            assemble_and_check(member.name, &spec);
+        }
+    }
+}
+
 /// Every member of the grouped sets (bf16 and fp8 block-scaled), with a mixture-of-experts
 /// layer's epilogues (each expert's bias, the router's weight per row, SiLU; an f32 bias and
 /// α), assembles without spills and keeps its promises: `GroupedMatmul::new_fused` builds

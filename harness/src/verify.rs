@@ -3,7 +3,7 @@
 
 use crate::baseline::cublas::{Cublas, CublasGemm};
 use crate::error::{DriverContext, Error};
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaSlice, CudaStream};
 use gemm_dsl::abi::{LaunchShape, StorageOrder};
 use gemm_dsl::grouped::SplitMix64;
 use gemm_dsl::{Aux, BiasAlong, DType, Quant, RowScale};
@@ -1081,6 +1081,37 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
     seed: u64,
     case: &FusedCase,
 ) -> Result<BatchReport, Error> {
+    verify_fused_batch_through(
+        kernel,
+        stream,
+        (m, n, k),
+        lds,
+        batch,
+        seed,
+        case,
+        |a, b, c, epilogue| kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, epilogue),
+    )
+}
+
+/// [`verify_fused_batch`] with the launch given: `run(a, b, c, epilogue)` computes the
+/// products with the operands laid out as `kernel` reads them, for instance through
+/// `Matmul::run_fused`, which picks `kernel`.
+#[allow(clippy::too_many_arguments)]
+pub fn verify_fused_batch_through<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
+    stream: &Arc<CudaStream>,
+    (m, n, k): (u32, u32, u32),
+    lds: LeadingDims,
+    batch: Batch,
+    seed: u64,
+    case: &FusedCase,
+    run: impl FnOnce(
+        &CudaSlice<In>,
+        &CudaSlice<InB>,
+        &mut CudaSlice<Out>,
+        &mut Epilogue<'_, Out>,
+    ) -> Result<(), gemm_runtime::Error>,
+) -> Result<BatchReport, Error> {
     if batch.count == 0 {
         return Err(Error::Runtime(gemm_runtime::Error::BatchCount {
             count: 0,
@@ -1320,7 +1351,7 @@ pub fn verify_fused_batch<In: Element, Out: Element, InB: Element>(
     if writes_aux {
         epilogue = epilogue.aux(&mut aux);
     }
-    kernel.launch_fused(stream, &a, &b, &mut c, m, n, k, lds, batch, &mut epilogue)?;
+    run(&a, &b, &mut c, &mut epilogue)?;
     let mut c = stream
         .clone_dtoh(&c)
         .during(|| format!("copying C of `{}` back", kernel.info().name()))?;

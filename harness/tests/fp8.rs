@@ -442,3 +442,63 @@ fn matmul_picks_fp8_kernels_per_problem() {
         "{picked:?}"
     );
 }
+
+/// The entry point over the block-scaled fp8 set (`Matmul::new_fused` with `Quant::Block`):
+/// picked per problem, run through `Matmul::run_fused` with A's and B's block scales, against
+/// float64 on the scaled inputs, C poisoned first.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_picks_block_scaled_fp8_kernels_per_problem() {
+    use gemm_harness::verify::verify_fused_batch_through;
+    use gemm_runtime::{Matmul, Problem};
+    let (ctx, stream) = gpu();
+    let fused = FusedSpec {
+        quant: gemm_dsl::Quant::Block,
+        ..FusedSpec::NONE
+    };
+    let matmul =
+        Matmul::<E4m3, bf16>::new_fused(&ctx, fused).expect("the block-scaled fp8 set loads");
+    let case = FusedCase::for_spec(&fused);
+    let mut picked = Vec::new();
+    for (seed, (m, n, k)) in [
+        (64, 2112, 1024),
+        (1, 520, 512),
+        (300, 1000, 1040),
+        (2048, 2048, 2048),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let problem = Problem::new(m, n, k, gemm_dsl::Layout::RowCol);
+        let kernel = matmul.kernel_for(&problem).unwrap();
+        let lds = LeadingDims::packed(kernel.info().launch(), m, n, k);
+        let report = verify_fused_batch_through(
+            kernel,
+            &stream,
+            (m, n, k),
+            lds,
+            Batch::ONE,
+            seed as u64 + 71,
+            &case,
+            |a, b, c, epilogue| matmul.run_fused(&stream, a, b, c, &problem, epilogue),
+        )
+        .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+        let types =
+            KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
+        let tolerance = Tolerance::for_kernel(types, m, n, k)
+            .for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX));
+        let name = kernel.info().name().to_string();
+        let worst = report.worst().expect("one product");
+        eprintln!("block-scaled Matmul {m}x{n}x{k}: {name}: worst {worst}");
+        report
+            .check(&tolerance)
+            .unwrap_or_else(|broken| panic!("{name} {m}x{n}x{k}: {broken}"));
+        picked.push(name);
+    }
+    assert!(
+        picked
+            .iter()
+            .all(|name| name.starts_with("sm90_fp8_block_")),
+        "{picked:?}"
+    );
+}

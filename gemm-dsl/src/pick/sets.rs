@@ -353,6 +353,45 @@ pub const SM90_FP8: KernelSet = KernelSet {
     ],
 };
 
+/// The Hopper set for fp8 inputs with block scales (`quant: block`: A's per row and 128 k, B's
+/// per 128x128 block, applied as each k tile's partial sums are promoted): the tiles whose
+/// registers hold the promoted sums beside the accumulators. The 128x256 and ping-pong tiles
+/// of [`SM90_FP8`] would need 292 registers a thread. Layout `rc`, as [`SM90_FP8`]; its
+/// members are built with the caller's `quant` (`Matmul::new_fused` with `Quant::Block`
+/// picks this set).
+pub const SM90_FP8_BLOCK: KernelSet = KernelSet {
+    name: "sm90_fp8_block",
+    about: "e4m3/e5m2 on Hopper (sm_90a) with block scales, layout rc: 128x128 persistent, stream-K and cluster tiles, a 64-row stream-K tile for small M",
+    dtypes: &[DType::E4m3, DType::E5m2],
+    runs_on: RunsOn::Exactly(90),
+    members: &[
+        SetMember {
+            name: "w128x128",
+            body: "arch: sm_90a, tile: 128x128x128, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "large problems whose tiles fill whole rounds",
+            fuses: true,
+        },
+        SetMember {
+            name: "w128x128_sk",
+            body: "arch: sm_90a, tile: 128x128x128, consumers: 2, stages: 5, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "large problems with a small last round",
+            fuses: true,
+        },
+        SetMember {
+            name: "w128x128_c2x1",
+            body: "arch: sm_90a, tile: 128x128x128, consumers: 2, stages: 5, swizzle: 128B, copy: tma(multicast = 2), mma: wgmma, schedule: persistent(raster = m, group = 8), cluster: 2x1",
+            role: "large problems, B loaded once per two tiles down M",
+            fuses: true,
+        },
+        SetMember {
+            name: "w64x128_sk",
+            body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "small M: few tiles share their k tiles over every SM",
+            fuses: true,
+        },
+    ],
+};
+
 /// The f32 SIMT set (runs on every board from sm_80).
 pub const SM80_F32: KernelSet = KernelSet {
     name: "f32",
@@ -394,7 +433,7 @@ pub const SM80_F32: KernelSet = KernelSet {
 };
 
 /// Every set.
-pub const SETS: &[KernelSet] = &[SM90_16BIT, SM90_FP8, SM80_16BIT, SM80_F32];
+pub const SETS: &[KernelSet] = &[SM90_16BIT, SM90_FP8, SM90_FP8_BLOCK, SM80_16BIT, SM80_F32];
 
 /// A set by name.
 pub fn find(name: &str) -> Option<&'static KernelSet> {
@@ -406,6 +445,15 @@ pub fn find(name: &str) -> Option<&'static KernelSet> {
 pub fn for_device(cc: u32, dtype: DType) -> Option<&'static KernelSet> {
     SETS.iter()
         .find(|set| set.dtypes.contains(&dtype) && set.runs_on.admits(cc))
+}
+
+/// [`for_device`] for kernels that take fp8 scales `quant`: the block-scaled set for
+/// `quant: block` (the plain fp8 set's larger tiles cannot hold its promoted sums).
+pub fn for_device_with(cc: u32, dtype: DType, quant: crate::Quant) -> Option<&'static KernelSet> {
+    if quant == crate::Quant::Block && dtype.is_fp8() && SM90_FP8_BLOCK.runs_on.admits(cc) {
+        return Some(&SM90_FP8_BLOCK);
+    }
+    for_device(cc, dtype)
 }
 
 /// The four layouts, in the order sets instantiate them.
@@ -525,6 +573,14 @@ mod tests {
         assert_eq!(set(75, DType::F32), None);
         // tf32 inputs have no set.
         assert_eq!(set(90, DType::Tf32), None);
+        // Block scales take the block-scaled fp8 set; other scales and types the device's.
+        use crate::Quant;
+        let with = |cc, dtype, quant| for_device_with(cc, dtype, quant).map(|set| set.name);
+        assert_eq!(with(90, DType::E4m3, Quant::Block), Some("sm90_fp8_block"));
+        assert_eq!(with(90, DType::E5m2, Quant::Block), Some("sm90_fp8_block"));
+        assert_eq!(with(90, DType::E4m3, Quant::Tensor), Some("sm90_fp8"));
+        assert_eq!(with(90, DType::Bf16, Quant::None), Some("sm90"));
+        assert_eq!(with(89, DType::E4m3, Quant::Block), None);
     }
 
     #[test]

@@ -28,13 +28,17 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     /// [`Matmul::new`] with a fused epilogue in every kernel: see [`Matmul::with_set_fused`].
+    /// fp8 block scales (`quant: Quant::Block`) take the block-scaled fp8 set
+    /// ([`sets::for_device_with`]).
     pub fn new_fused(ctx: &Arc<CudaContext>, fused: FusedSpec) -> Result<Self, Error> {
         let device = DeviceInfo::query(ctx)?;
         let cc = device.compute_capability_number();
         let types = element_types::<In, Out>()?;
-        let set = sets::for_device(cc, types.dtype()).ok_or_else(|| Error::NoKernelSet {
-            types: types.to_string(),
-            device_cc: cc,
+        let set = sets::for_device_with(cc, types.dtype(), fused.quant).ok_or_else(|| {
+            Error::NoKernelSet {
+                types: types.to_string(),
+                device_cc: cc,
+            }
         })?;
         Self::with_set_fused(ctx, set, fused)
     }
@@ -246,5 +250,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Every member of the block-scaled fp8 set builds with block scales (and with a bias
+    /// beside them), promoting every 128 k; the plain fp8 set's large tiles do not fit them.
+    #[test]
+    fn the_block_scaled_fp8_set_builds_with_block_scales() {
+        let block = FusedSpec {
+            quant: gemm_dsl::Quant::Block,
+            ..FusedSpec::NONE
+        };
+        let biased = FusedSpec {
+            bias: gemm_dsl::Bias::Vector {
+                along: gemm_dsl::BiasAlong::Col,
+                dtype: DType::Bf16,
+            },
+            ..block
+        };
+        let types = KernelTypes::new(DType::E4m3, DType::Bf16).unwrap();
+        for fused in [block, biased] {
+            let specs = set_specs(&sets::SM90_FP8_BLOCK, types, &fused).unwrap();
+            assert_eq!(specs.len(), sets::SM90_FP8_BLOCK.members.len());
+            for valid in &specs {
+                assert_eq!(valid.spec.promote, Some(gemm_dsl::Quant::BLOCK));
+                assert_eq!(FusedSpec::of_spec(&valid.spec), fused);
+            }
+        }
+        let refused = set_specs(&sets::SM90_FP8, types, &block).unwrap_err();
+        assert!(refused.to_string().contains("registers"), "{refused}");
     }
 }
