@@ -473,11 +473,18 @@ fn pick_answers_misaligned_problems_with_narrow_copies() {
             "sm90_m16x64_c2_bf16_rc",
             ": --lds 4096,4096,4104 (lines padded) lets one",
         ),
+        // Odd lines and operands that start at an odd element: both must change.
+        (
+            &["pick", "777x4099x2048", "--address-align", "2"],
+            "_sync2_bf16_rr",
+            ": --lds 2048,4104,4104 (lines padded) with operands that start 16-byte aligned \
+             lets one",
+        ),
         // Aligned lines, operands that start at an odd element.
         (
             &["pick", "4096x4096x4096", "--address-align", "2"],
             "_sync2_bf16_rr",
-            "",
+            ": operands that start 16-byte aligned let one",
         ),
         (
             &["pick", "777x1001x520", "--arch", "sm_80", "--dtype", "f32"],

@@ -542,7 +542,7 @@ fn parse_quant(text: &str) -> ValueResult<Quant> {
         )
 }
 
-/// `none`, or the k between promotions.
+/// The bytes of C's widest store.
 fn parse_c_store(text: &str) -> ValueResult<Option<u32>> {
     parse_number(text)
         .filter(|&bytes| bytes.is_power_of_two() && (2..=16).contains(&bytes))
@@ -558,6 +558,7 @@ fn parse_c_store(text: &str) -> ValueResult<Option<u32>> {
         )
 }
 
+/// `none`, or the k between promotions.
 fn parse_promote(text: &str) -> ValueResult<Option<u32>> {
     match text {
         "none" => Ok(None),

@@ -445,7 +445,8 @@ fn matmul_picks_fp8_kernels_per_problem() {
 
 /// The entry point over the block-scaled fp8 set (`Matmul::new_fused` with `Quant::Block`):
 /// picked per problem, run through `Matmul::run_fused` with A's and B's block scales, against
-/// float64 on the scaled inputs, C poisoned first.
+/// float64 on the scaled inputs, C poisoned first; then every member of the set (the model,
+/// not calibrated for fp8, picks one tile for all four problems) on one problem.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_picks_block_scaled_fp8_kernels_per_problem() {
@@ -500,5 +501,25 @@ fn matmul_picks_block_scaled_fp8_kernels_per_problem() {
             .iter()
             .all(|name| name.starts_with("sm90_fp8_block_")),
         "{picked:?}"
+    );
+    let (m, n, k) = (300, 1000, 1040);
+    let candidates = matmul.picker().candidates().to_vec();
+    for (index, candidate) in candidates.iter().enumerate() {
+        let kernel = matmul.kernel(index).unwrap();
+        let lds = LeadingDims::packed(kernel.info().launch(), m, n, k);
+        let report = verify_fused_batch(kernel, &stream, m, n, k, lds, Batch::ONE, 81, &case)
+            .unwrap_or_else(|e| panic!("{}: {e}", candidate.name));
+        let types =
+            KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
+        report
+            .check(
+                &Tolerance::for_kernel(types, m, n, k)
+                    .for_magnitude(f64::from(BLOCK_SCALE_MAX * BLOCK_SCALE_MAX)),
+            )
+            .unwrap_or_else(|broken| panic!("{} {m}x{n}x{k}: {broken}", candidate.name));
+    }
+    assert_eq!(
+        candidates.len(),
+        gemm_dsl::pick::sets::SM90_FP8_BLOCK.members.len()
     );
 }

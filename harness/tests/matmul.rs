@@ -494,7 +494,7 @@ fn matmul_computes_problems_at_any_alignment() {
         offsets,
     };
     let narrow = |name: &str| {
-        ["_n128", "_n64", "_n16", "_cp4", "_c2"]
+        ["_n128", "_n64", "_n16", "_cp4_", "_c2_"]
             .iter()
             .any(|member| name.contains(member))
     };

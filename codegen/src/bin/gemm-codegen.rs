@@ -429,7 +429,13 @@ fn pick(
             .filter(|c| !c.narrow_access())
             .cloned()
             .collect();
-        let fix = match rank(&wide, &problem, &device).remedy(&wide) {
+        // Padding fixes lines, not addresses: ask at the allocator's alignment.
+        let aligned = problem.with_address_align(gemm_codegen::pick::ALLOCATION_ALIGN);
+        let ranking = rank(&wide, &aligned, &device);
+        let fix = match ranking.remedy(&wide) {
+            _ if ranking.best().is_some() => {
+                ": operands that start 16-byte aligned let one".to_string()
+            }
             Some(gemm_codegen::pick::Remedy::PaddedLines(padded)) => format!(
                 ": --lds {},{},{} (lines padded){} lets one",
                 padded.lda,
@@ -473,7 +479,7 @@ fn parse_address_align(text: &str) -> Result<u32, String> {
     match text.parse::<u32>() {
         Ok(bytes) if bytes.is_power_of_two() => Ok(bytes),
         _ => Err(format!(
-            "`{text}` is not a power of two of bytes (1, 2, 4, .., 256)"
+            "`{text}` is not a power of two of bytes (2, 4, 16, ..)"
         )),
     }
 }

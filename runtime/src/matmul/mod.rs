@@ -175,8 +175,9 @@ impl Picker {
     }
 
     /// How `problem` runs ([`Route`]): its pick, or, with `one_row` allowed, the pick for its
-    /// one-row form where that copies 16 bytes wide and the problem's own pick does not (or
-    /// none admits it). `None` when neither has a pick.
+    /// one-row form where that is not a narrow-access kernel and the problem's own pick is
+    /// (or there is none). `None` when the problem has no pick and its one-row form none
+    /// outside the narrow tier.
     fn route(&self, problem: &Problem, one_row: bool) -> Option<Route> {
         let direct = self.pick(problem);
         let narrow = |pick: &Pick| self.candidates[pick.index].narrow_access();
@@ -240,9 +241,9 @@ pub struct Matmul<In, Out> {
     routes_one_row: bool,
 }
 
-/// How `Matmul` runs a problem: its pick, or, for a column of C whose pick copies narrow
-/// (or that no kernel admits), the pick for its one-row form ([`Problem::as_one_row`]) where
-/// that copies 16 bytes wide, with A and B swapped.
+/// How `Matmul` runs a problem: its pick, or, for a column of C whose pick is a
+/// narrow-access kernel (or that no kernel admits), the pick for its one-row form
+/// ([`Problem::as_one_row`]) where that is not, with A and B swapped.
 #[derive(Clone, Copy, Debug)]
 struct Route {
     problem: Problem,
@@ -400,8 +401,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
 
     /// The kernel `run` would launch for `problem`, and whether the cache or the model chose it.
     ///
-    /// A column of C (`n = 1`, packed) that only narrow copies take runs as its one-row form
-    /// ([`Problem::as_one_row`]) where a 16-byte kernel takes that: the kernel named here.
+    /// A column of C (`n = 1`, packed) that only narrow-access kernels take runs as its
+    /// one-row form ([`Problem::as_one_row`], with A and B swapped) where another kernel takes
+    /// that: the kernel named here, which [`Matmul::kernel_for`] does not return.
     pub fn pick(&self, problem: &Problem) -> Result<Picked<'_>, Error> {
         let pick = self.route(problem)?.pick;
         Ok(Picked {
@@ -484,10 +486,19 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         })
     }
 
-    /// The picked kernel for `problem`, loaded. Loads it ahead of a CUDA graph capture,
+    /// The kernel picked for `problem` as given, loaded: one to launch on the problem's own
+    /// operands. A column of C that `run` computes as one row gets the kernel for the column
+    /// here; [`Matmul::warm_up`] loads what `run` launches, ahead of a CUDA graph capture,
     /// which cannot hold a load (see [`crate::capture`]).
     pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out>, Error> {
-        self.kernel(self.route(problem)?.pick.index)
+        let pick = self
+            .picker
+            .pick(problem)
+            .ok_or_else(|| Error::NoKernelFor {
+                problem: problem.to_string(),
+                refused: self.picker.refusals(problem),
+            })?;
+        self.kernel(pick.index)
     }
 
     /// The picked kernel for `problem` to launch on `stream`: loaded, unless that would
@@ -520,11 +531,13 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// [`crate::capture`]); the first run of a problem loads its kernel, and during a capture
     /// is refused with [`Error::CaptureLoadsKernel`].
     ///
-    /// Any element-aligned operands run: where an operand starts less aligned than the pick's
-    /// copies need (a view that starts inside a buffer, a batch stride of an odd number of
-    /// elements), the run picks again for `problem.with_address_align(..)` of that alignment
-    /// and launches that kernel (a narrow-copy member of the set). Warm such problems up in
-    /// that form ahead of a capture.
+    /// Operands at any element-aligned address run: where A, B or C starts less aligned
+    /// than the pick's copies need (a view that starts inside a buffer, a batch stride of an
+    /// odd number of elements), the refused launch touches nothing and the run picks again
+    /// for `problem.with_address_align(..)` of that alignment (a narrow-access member of the
+    /// set). Ahead of a capture, warm up both the problem and that form: the first pick is
+    /// tried before the second. A fused epilogue's own vectors (C-in, aux, bias) are not
+    /// re-picked for: they must be aligned as the picked kernel needs.
     pub fn run<A, B, C>(
         &self,
         stream: &CudaStream,
@@ -816,7 +829,8 @@ mod tests {
     /// Any problem a BLAS computes gets a pick whose launch checks pass: random sizes (ones
     /// included), leading dimensions past the line by any number of elements, operands that
     /// start at any element, every layout, batches; in each set, for its element types. A
-    /// narrow-copy member is picked exactly where no 16-byte member admits the problem.
+    /// narrow-access member is picked exactly where no other member admits the problem (or
+    /// its one-row form).
     #[test]
     fn every_problem_gets_a_pick_whose_launch_checks_pass() {
         use crate::check::{check_launch, LaunchArgs, OperandArg};
