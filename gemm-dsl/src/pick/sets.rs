@@ -318,6 +318,15 @@ pub const SM80_16BIT: KernelSet = KernelSet {
     ],
 };
 
+/// The 64-row stream-K fp8 tile for small M, in both fp8 sets: its promoted sums fit beside
+/// block scales.
+const FP8_W64X128_SK: SetMember = SetMember {
+    name: "w64x128_sk",
+    body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+    role: "small M: few tiles share their k tiles over every SM",
+    fuses: true,
+};
+
 /// The Hopper set for fp8 inputs: the fp8 wgmma reads both operands K-major, so its members
 /// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
 pub const SM90_FP8: KernelSet = KernelSet {
@@ -344,12 +353,7 @@ pub const SM90_FP8: KernelSet = KernelSet {
             role: "large problems, B loaded once per two tiles down M",
             fuses: true,
         },
-        SetMember {
-            name: "w64x128_sk",
-            body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
-            role: "small M: few tiles share their k tiles over every SM",
-            fuses: true,
-        },
+        FP8_W64X128_SK,
     ],
 };
 
@@ -383,12 +387,7 @@ pub const SM90_FP8_BLOCK: KernelSet = KernelSet {
             role: "large problems, B loaded once per two tiles down M",
             fuses: true,
         },
-        SetMember {
-            name: "w64x128_sk",
-            body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
-            role: "small M: few tiles share their k tiles over every SM",
-            fuses: true,
-        },
+        FP8_W64X128_SK,
     ],
 };
 
