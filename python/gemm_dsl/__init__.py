@@ -1,0 +1,342 @@
+"""gemm-dsl from Python: GEMM kernels written from a tile spec, picked per problem.
+
+``gemm_dsl.matmul(a, b)`` computes ``a @ b`` for bfloat16, float16 and float32 CUDA tensors,
+batched and broadcast as ``torch.matmul``, with an optional fused epilogue
+(``activation(alpha * (a @ b) + beta * c + bias)``). The kernel is picked for the problem by
+gemm-dsl's entry point, its PTX written and compiled the first time the problem is seen, and
+queued on torch's current stream: nothing is copied, and the output is a torch tensor from
+torch's allocator (or ``out``). ``gemm_dsl.pick`` and ``gemm_dsl.explain`` say which kernel
+runs and why; ``gemm_dsl.plan`` shows the problem the kernels see.
+
+Importing this package needs no torch and no GPU; arrays that are not torch tensors are read
+through ``__cuda_array_interface__`` (or ``__array_interface__``, which only ever gets a
+clear refusal: host memory). With torch, ``torch.ops.gemm_dsl.matmul`` is registered for
+``torch.compile``, which ``gemm_dsl.matmul`` calls while compiling.
+"""
+
+from . import _native
+
+__version__ = _native.__version__
+
+__all__ = ["matmul", "plan", "pick", "explain", "__version__"]
+
+
+def _is_compiling():
+    """Whether torch.compile is tracing; ``torch_ops`` puts torch's own answer here (kept a
+    plain function call, which the tracer follows, rather than a lookup of torch)."""
+    return False
+
+
+# ``torch.ops.gemm_dsl.matmul``, once ``torch_ops`` registers it.
+_torch_op = None
+
+# torch.Tensor and torch's current raw stream of a device index, once torch is loaded.
+_Tensor = None
+_current_stream = None
+
+# The element types torch names, read off a dtype's text ("torch.bfloat16") once each.
+_TORCH_DTYPE_NAMES = {}
+
+# numpy-style type strings (array interfaces) as torch names the types.
+_TYPESTR_NAMES = {
+    "f2": "float16",
+    "f4": "float32",
+    "f8": "float64",
+    "i1": "int8",
+    "i2": "int16",
+    "i4": "int32",
+    "i8": "int64",
+    "u1": "uint8",
+    "b1": "bool",
+}
+
+
+def _torch_module(x):
+    """The torch module if ``x`` is a torch tensor, else None (torch is never imported here)."""
+    module = type(x).__module__
+    if module.startswith("torch"):
+        import torch
+
+        if isinstance(x, torch.Tensor):
+            if _Tensor is None:
+                from . import torch_ops  # noqa: F401  (torch was loaded after gemm_dsl)
+            return torch
+    return None
+
+
+def _dtype_name(dtype):
+    name = _TORCH_DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = str(dtype).rpartition(".")[2]
+        _TORCH_DTYPE_NAMES[dtype] = name
+    return name
+
+
+def _describe_tensor(x):
+    """``_describe`` for a torch tensor."""
+    dtype = _TORCH_DTYPE_NAMES.get(x.dtype) or _dtype_name(x.dtype)
+    index = x.get_device()
+    return (x.data_ptr(), x.shape, x.stride(), dtype, "cuda" if index >= 0 else x.device.type, index)
+
+
+def _describe(x):
+    """A tensor as the native module reads it: (address, shape, strides in elements, dtype
+    name, device type, device index)."""
+    if _torch_module(x) is not None:
+        return _describe_tensor(x)
+    for attribute, device_type in (("__cuda_array_interface__", "cuda"), ("__array_interface__", "cpu")):
+        interface = getattr(x, attribute, None)
+        if interface is not None:
+            return _describe_interface(x, interface, device_type)
+    raise TypeError(
+        f"gemm_dsl takes torch tensors or arrays with __cuda_array_interface__; got {type(x).__name__}"
+    )
+
+
+def _describe_interface(x, interface, device_type):
+    typestr = interface["typestr"]
+    dtype = _TYPESTR_NAMES.get(typestr[1:], typestr)
+    itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+    shape = tuple(interface["shape"])
+    strides = interface.get("strides")
+    if strides is None:
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.append(step)
+            step *= max(size, 1)
+        strides = tuple(reversed(strides))
+    else:
+        if any(stride % itemsize for stride in strides):
+            raise ValueError(f"strides {strides} (bytes) are not whole {itemsize}-byte elements")
+        strides = tuple(stride // itemsize for stride in strides)
+    index = 0
+    if device_type == "cuda":
+        device = getattr(x, "device", None)
+        index = getattr(device, "id", None)
+        if index is None and hasattr(x, "__dlpack_device__"):
+            index = x.__dlpack_device__()[1]
+        index = index or 0
+    return (interface["data"][0], shape, strides, dtype, device_type, index)
+
+
+def _stream(torch, device):
+    """torch's current stream on ``device``, as a CUstream handle. Arrays outside torch run
+    on the legacy default stream (0), which orders them with every blocking stream; so do
+    tensors off the GPU, which the native module refuses before any stream is used."""
+    if torch is None or device.type != "cuda":
+        return 0
+    return _current_stream(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _output_shape(a_shape, b_shape):
+    """torch.matmul's output shape for two operands of two or more dimensions, or a
+    ValueError naming why they do not multiply."""
+    if a_shape[-1] != b_shape[-2]:
+        raise ValueError(
+            f"a {list(a_shape)} and b {list(b_shape)} cannot be multiplied: a's columns "
+            f"({a_shape[-1]}) differ from b's rows ({b_shape[-2]})"
+        )
+    lead_a, lead_b = list(a_shape[:-2]), list(b_shape[:-2])
+    rank = max(len(lead_a), len(lead_b))
+    lead_a = [1] * (rank - len(lead_a)) + lead_a
+    lead_b = [1] * (rank - len(lead_b)) + lead_b
+    batch = []
+    for x, y in zip(lead_a, lead_b):
+        if x != y and 1 not in (x, y):
+            raise ValueError(
+                f"batch dimensions {list(a_shape[:-2])} (a) and {list(b_shape[:-2])} (b) do not broadcast"
+            )
+        batch.append(y if x == 1 else x)
+    return tuple(batch) + (a_shape[-2], b_shape[-1])
+
+
+def _check_args(a, b, activation):
+    if activation not in (None, "none", "relu", "gelu", "gelu_tanh", "silu"):
+        raise ValueError(
+            f"activation {activation!r}: gemm_dsl fuses None, 'relu', 'gelu' (exact, torch's "
+            "default), 'gelu_tanh' or 'silu'"
+        )
+    for name, x in (("a", a), ("b", b)):
+        if getattr(x, "shape", None) is None:
+            raise TypeError(
+                f"gemm_dsl takes torch tensors or arrays with __cuda_array_interface__; {name} is a {type(x).__name__}"
+            )
+        if len(x.shape) == 0:
+            raise ValueError(f"{name} is a scalar (shape []); gemm_dsl multiplies vectors and matrices")
+
+
+def matmul(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None):
+    """``activation(alpha * (a @ b) + beta * c + bias)``, as ``torch.matmul`` batches and
+    broadcasts ``a @ b``.
+
+    a, b: bfloat16, float16 or float32 CUDA tensors of one type, one or more dimensions (a
+    vector is a single row of a, a single column of b, dropped from the result as torch
+    drops it). Each matrix's last or second-last dimension must be contiguous; any other
+    strides a BLAS takes are taken (views, transposes, slices at any element).
+    bias: one value per output column (shape ``[n]``), of the output type or float32.
+    activation: None, 'relu', 'gelu' (exact), 'gelu_tanh' or 'silu'.
+    c, beta: ``beta * c`` is added where ``beta != 0``; c has out's shape and strides.
+    out: the result's tensor (any strides with a contiguous row or column), else one is
+    allocated by torch. out_dtype: the result's type when out is not given: the inputs' (the
+    default), or float32.
+
+    Returns the result. Raises TypeError for element types no kernel takes, ValueError for
+    shapes, strides and devices it cannot take, RuntimeError where the driver refuses;
+    nothing is launched then.
+    """
+    if out is None and _is_compiling():
+        # torch.compile traces the operator (registered with a fake implementation).
+        return _torch_op(a, b, bias, c, activation, float(alpha), float(beta), out_dtype)
+    tensor = _Tensor
+    if type(a) is tensor and type(b) is tensor and out is None and a.ndim > 1 and b.ndim > 1:
+        # The common call, with nothing to reshape: host time is what a small problem waits on.
+        a_shape, b_shape = a.shape, b.shape
+        if b.ndim == 2 and a_shape[-1] == b_shape[0]:
+            shape = (*a_shape[:-1], b_shape[1])
+        else:
+            shape = _output_shape(a_shape, b_shape)
+        if 0 not in shape and a_shape[-1] != 0:
+            out = a.new_empty(shape) if out_dtype is None else a.new_empty(shape, dtype=out_dtype)
+            device = a.get_device()
+            _native.matmul(
+                _describe_tensor(a),
+                _describe_tensor(b),
+                _describe_tensor(out),
+                stream=_current_stream(device) if device >= 0 else 0,
+                alpha=alpha,
+                beta=beta,
+                bias=None if bias is None else _describe(bias),
+                c=None if c is None else _describe(c),
+                activation=activation,
+            )
+            return out
+    _check_args(a, b, activation)
+    torch = _torch_module(a)
+    squeeze = []
+    if len(a.shape) == 1:
+        if torch is None:
+            raise ValueError("a is a vector: give it as a [1, k] matrix (only torch tensors are reshaped here)")
+        a = a.unsqueeze(0)
+        squeeze.append(-2)
+    if len(b.shape) == 1:
+        if torch is None:
+            raise ValueError("b is a vector: give it as a [k, 1] matrix (only torch tensors are reshaped here)")
+        b = b.unsqueeze(-1)
+        squeeze.append(-1)
+    shape = _output_shape(tuple(a.shape), tuple(b.shape))
+    given = out
+    if out is None:
+        if torch is None:
+            raise ValueError("out= is needed for arrays that are not torch tensors: gemm_dsl allocates through torch")
+        out = torch.empty(shape, dtype=out_dtype or a.dtype, device=a.device)
+    else:
+        for dim in reversed(squeeze):
+            out = out.unsqueeze(dim)
+    if any(size == 0 for size in shape) or a.shape[-1] == 0:
+        _empty_product(torch, out, shape, bias, activation, beta, c)
+    else:
+        _native.matmul(
+            _describe(a),
+            _describe(b),
+            _describe(out),
+            stream=_stream(torch, a.device),
+            alpha=alpha,
+            beta=beta,
+            bias=None if bias is None else _describe(bias),
+            c=None if c is None else _describe(c),
+            activation=activation,
+        )
+    if given is not None:
+        return given
+    for dim in squeeze:
+        out = out.squeeze(dim)
+    return out
+
+
+def _empty_product(torch, out, shape, bias, activation, beta, c):
+    """An empty ``a @ b``: nothing to compute where the output is empty; a sum of nothing
+    (k = 0) is zero, to which the epilogue still applies."""
+    if torch is None:
+        raise ValueError(f"the product is empty (output shape {list(shape)}); torch tensors only")
+    if out.numel() == 0:
+        return
+    out.zero_()
+    if c is not None and beta != 0:
+        out.add_(c, alpha=beta)
+    if bias is not None:
+        out.add_(bias)
+    functional = torch.nn.functional
+    if activation == "relu":
+        out.copy_(functional.relu(out))
+    elif activation == "gelu":
+        out.copy_(functional.gelu(out))
+    elif activation == "gelu_tanh":
+        out.copy_(functional.gelu(out, approximate="tanh"))
+    elif activation == "silu":
+        out.copy_(functional.silu(out))
+
+
+def _native_args(a, b, out, bias, c, out_dtype):
+    """The described operands of a call the native module plans (an output is described by
+    shape alone where none is given: no memory is touched by planning)."""
+    _check_args(a, b, None)
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        raise ValueError("plan, pick and explain take matrices (two or more dimensions)")
+    if out is None:
+        shape = _output_shape(tuple(a.shape), tuple(b.shape))
+        described = _describe(a)
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.append(step)
+            step *= max(size, 1)
+        dtype = _dtype_name(out_dtype) if out_dtype is not None else described[3]
+        # Planned as a fresh allocation: 256-byte aligned, row-major.
+        out_description = (256, shape, tuple(reversed(strides)), dtype, described[4], described[5])
+    else:
+        out_description = _describe(out)
+    return (
+        _describe(a),
+        _describe(b),
+        out_description,
+        None if bias is None else _describe(bias),
+        None if c is None else _describe(c),
+    )
+
+
+def plan(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None):
+    """The problem ``matmul`` with these arguments hands the kernels, as a dict: m, n, k,
+    batch (products per launch) and launches, layout ('rr', 'rc', 'cr' or 'cc': A and B row-
+    or column-major), the leading dimensions, the batch strides, the alignment its operands
+    start at, whether out was computed transposed, and the types. Needs no GPU."""
+    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype)
+    return _native.plan(a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation)
+
+
+def pick(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None):
+    """``(kernel name, source)``: the kernel ``matmul`` runs for these arguments on their
+    device, and whether the tuning cache or the cost model chose it."""
+    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype)
+    return _native.pick(a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation)
+
+
+def explain(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None, arch=None):
+    """Why ``matmul`` runs what it runs: the pick, then every candidate of the set as the
+    cost model ranks them (fastest first) and those refused, with the reason. With ``arch``
+    ('sm_90a', 'sm_80', ...) no GPU is needed: that architecture's set on its modelled
+    board."""
+    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype)
+    return _native.explain(
+        a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, arch=arch
+    )
+
+
+def _register_torch_ops():
+    """Registers ``torch.ops.gemm_dsl.*`` where torch is already imported (importing torch
+    here would make ``import gemm_dsl`` cost seconds for users without it)."""
+    import sys
+
+    if "torch" in sys.modules:
+        from . import torch_ops  # noqa: F401
+
+
+_register_torch_ops()

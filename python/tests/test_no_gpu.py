@@ -1,0 +1,178 @@
+"""What gemm_dsl does without a GPU: import, version, planning, and every refusal.
+
+No test here launches anything. Arrays described as CUDA memory (``CudaArray``) are never
+touched: each either is refused before any launch, or only planned (``gemm_dsl.plan``,
+``gemm_dsl.explain`` with ``arch``), which reads no memory. numpy arrays are host memory,
+which ``matmul`` refuses. torch is not needed (and not imported).
+"""
+
+import re
+import sys
+import types
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+import gemm_dsl
+
+# A CUDA address as an allocation returns it; nothing ever reads it.
+BASE = 1 << 32
+
+
+class CudaArray:
+    """An array in (pretend) device memory, described by __cuda_array_interface__ only."""
+
+    def __init__(self, shape, typestr="<f2", strides=None, data=BASE, device=0):
+        itemsize = int(typestr[2:])
+        self.shape = tuple(shape)
+        self.__cuda_array_interface__ = {
+            "shape": self.shape,
+            "typestr": typestr,
+            "strides": None if strides is None else tuple(s * itemsize for s in strides),
+            "data": (data, False),
+            "version": 3,
+        }
+        self.device = types.SimpleNamespace(id=device)
+
+
+def test_imports_without_torch_and_names_its_version():
+    assert "torch" not in sys.modules
+    assert gemm_dsl.__version__ == metadata.version("gemm-dsl")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", gemm_dsl.__version__)
+
+
+def test_host_memory_is_refused_by_device():
+    a = np.ones((4, 8), np.float32)
+    b = np.ones((8, 16), np.float32)
+    out = np.empty((4, 16), np.float32)
+    with pytest.raises(ValueError, match=r"a is on the cpu device: gemm_dsl runs on CUDA tensors"):
+        gemm_dsl.matmul(a, b, out=out)
+
+
+def test_element_types_no_kernel_takes_are_type_errors():
+    a = np.ones((4, 8), np.int32)
+    b = np.ones((8, 16), np.int32)
+    out = np.empty((4, 16), np.int32)
+    with pytest.raises(TypeError, match=r"a is int32: gemm_dsl.matmul multiplies bfloat16, float16 or float32"):
+        gemm_dsl.matmul(a, b, out=out)
+    with pytest.raises(TypeError, match=r"a is float16 but b is float32"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16), "<f4"), out=CudaArray((4, 16)))
+    with pytest.raises(TypeError, match=r"out is float64 for float16 operands: it may be float16 or float32"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16)), out=CudaArray((4, 16), "<f8"))
+    with pytest.raises(TypeError, match=r"out is float16 for float32 operands: it may be float32"):
+        gemm_dsl.matmul(CudaArray((4, 8), "<f4"), CudaArray((8, 16), "<f4"), out=CudaArray((4, 16)))
+
+
+def test_shapes_that_do_not_multiply_name_the_numbers():
+    a = np.ones((4, 3), np.float32)
+    b = np.ones((4, 16), np.float32)
+    out = np.empty((4, 16), np.float32)
+    with pytest.raises(ValueError, match=r"a's columns \(3\) differ from b's rows \(4\)"):
+        gemm_dsl.matmul(a, b, out=out)
+    with pytest.raises(ValueError, match=r"batch dimensions \[2\] \(a\) and \[3\] \(b\) do not broadcast"):
+        gemm_dsl.matmul(CudaArray((2, 4, 8)), CudaArray((3, 8, 16)), out=CudaArray((2, 4, 16)))
+    with pytest.raises(ValueError, match=r"out has shape \[4, 15\]; a \[4, 8\] @ b \[8, 16\] is \[4, 16\]"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16)), out=CudaArray((4, 15)))
+    with pytest.raises(ValueError, match=r"a is a scalar"):
+        gemm_dsl.matmul(CudaArray(()), CudaArray((8, 16)), out=CudaArray((4, 16)))
+
+
+def test_strides_without_a_contiguous_dimension_are_refused():
+    a = CudaArray((4, 8), strides=(16, 2))
+    with pytest.raises(ValueError, match=r"a has strides \[16, 2\] for shape \[4, 8\]: one of its last two dimensions must be contiguous"):
+        gemm_dsl.matmul(a, CudaArray((8, 16)), out=CudaArray((4, 16)))
+    overlapping = CudaArray((4, 16), strides=(8, 1))
+    with pytest.raises(ValueError, match=r"out has strides \[8, 1\] for shape \[4, 16\]"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16)), out=overlapping)
+    with pytest.raises(ValueError, match=r"out's matrices overlap or cannot be walked with one stride"):
+        gemm_dsl.matmul(CudaArray((2, 4, 8)), CudaArray((2, 8, 16)), out=CudaArray((2, 4, 16), strides=(0, 16, 1)))
+
+
+def test_devices_and_addresses_are_checked():
+    with pytest.raises(ValueError, match=r"a is on cuda:0 but b is on cuda:1"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16), device=1), out=CudaArray((4, 16)))
+    with pytest.raises(ValueError, match=r"b's data pointer is null"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16), data=0), out=CudaArray((4, 16)))
+    with pytest.raises(ValueError, match=r"out starts at 0x100000001, not a multiple of its 2-byte elements"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16)), out=CudaArray((4, 16), data=BASE + 1))
+
+
+def test_epilogue_arguments_are_checked():
+    a, b, out = CudaArray((4, 8)), CudaArray((8, 16)), CudaArray((4, 16))
+    with pytest.raises(ValueError, match=r"activation 'tanh'"):
+        gemm_dsl.matmul(a, b, out=out, activation="tanh")
+    with pytest.raises(ValueError, match=r"beta = 0.5 adds beta·c, but no c was given"):
+        gemm_dsl.matmul(a, b, out=out, beta=0.5)
+    with pytest.raises(ValueError, match=r"bias has shape \[4\]; it adds one value per column of out: shape \[16\]"):
+        gemm_dsl.matmul(a, b, out=out, bias=CudaArray((4,)))
+    with pytest.raises(TypeError, match=r"bias is float64: it may be float16 \(out's type\) or float32"):
+        gemm_dsl.matmul(a, b, out=out, bias=CudaArray((16,), "<f8"))
+    with pytest.raises(ValueError, match=r"c has shape \[4, 16\] and strides \[1, 4\]"):
+        gemm_dsl.matmul(a, b, out=out, beta=1.0, c=CudaArray((4, 16), strides=(1, 4)))
+
+
+def test_arrays_outside_torch_need_an_output_and_matrices():
+    with pytest.raises(ValueError, match=r"out= is needed"):
+        gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16)))
+    with pytest.raises(ValueError, match=r"a is a vector"):
+        gemm_dsl.matmul(CudaArray((8,)), CudaArray((8, 16)), out=CudaArray((16,)))
+    with pytest.raises(TypeError, match=r"torch tensors or arrays with __cuda_array_interface__; a is a list"):
+        gemm_dsl.matmul([[1.0]], [[1.0]], out=CudaArray((1, 1)))
+
+
+def test_a_linear_layers_tokens_fold_into_one_product():
+    # [batch, tokens, features] @ [features, out]: one problem of batch·tokens rows.
+    plan = gemm_dsl.plan(CudaArray((4, 8, 64)), CudaArray((64, 32)))
+    assert (plan["m"], plan["n"], plan["k"], plan["batch"]) == (32, 32, 64, 1)
+    assert plan["layout"] == "rr" and plan["transposed"] is False
+    # nn.Linear keeps its weight as [out, in]: x @ w.T is B column-major.
+    plan = gemm_dsl.plan(CudaArray((4, 8, 64)), CudaArray((64, 32), strides=(1, 64)))
+    assert (plan["m"], plan["layout"], plan["ldb"]) == (32, "rc", 64)
+
+
+def test_batches_broadcast_with_one_stride_each():
+    plan = gemm_dsl.plan(CudaArray((3, 16, 64)), CudaArray((3, 64, 32)))
+    assert (plan["m"], plan["batch"], plan["batch_strides"]) == (16, 3, (1024, 2048, 512))
+    # B shared by a batch whose A does not follow on row after row: a batch, B's stride 0.
+    a = CudaArray((3, 16, 64), strides=(64, 192, 1))
+    plan = gemm_dsl.plan(a, CudaArray((64, 32)))
+    assert (plan["batch"], plan["batch_strides"], plan["lda"]) == (3, (64, 0, 512), 192)
+
+
+def test_a_batch_broadcast_across_another_runs_a_launch_per_leading_index():
+    # b's batch [3] broadcasts across a's [2, 3]: no one stride walks b over all six
+    # products, so each of a's two leading indices is a launch of three.
+    plan = gemm_dsl.plan(CudaArray((2, 3, 40, 96)), CudaArray((3, 96, 72)))
+    assert (plan["batch"], plan["launches"], plan["batch_strides"]) == (3, 2, (3840, 6912, 2880))
+    # A shared a (stride 0 across the first dimension) likewise.
+    shared = CudaArray((2, 3, 4, 8), strides=(0, 32, 8, 1))
+    plan = gemm_dsl.plan(shared, CudaArray((2, 3, 8, 16)))
+    assert (plan["batch"], plan["launches"]) == (3, 2)
+    # A fused epilogue takes only batches back to back: one launch per product otherwise.
+    bias = CudaArray((72,))
+    plan = gemm_dsl.plan(CudaArray((3, 40, 96), strides=(96, 288, 1)), CudaArray((3, 96, 72)), bias=bias)
+    assert (plan["batch"], plan["launches"]) == (1, 3)
+
+
+def test_a_column_major_output_is_computed_transposed():
+    out = CudaArray((16, 32), strides=(1, 16))
+    plan = gemm_dsl.plan(CudaArray((16, 64)), CudaArray((64, 32)), out=out)
+    # outᵀ = bᵀ·aᵀ: 32 x 16, A = bᵀ and B = aᵀ, both column-major.
+    assert (plan["m"], plan["n"], plan["k"], plan["layout"], plan["transposed"]) == (32, 16, 64, "cc", True)
+
+
+def test_views_that_start_inside_a_buffer_lower_the_alignment():
+    plan = gemm_dsl.plan(CudaArray((16, 64), data=BASE + 6), CudaArray((64, 32)))
+    assert plan["address_align"] == 2
+    plan = gemm_dsl.plan(CudaArray((16, 63), strides=(63, 1)), CudaArray((63, 32)))
+    assert (plan["lda"], plan["address_align"]) == (63, 256)
+
+
+def test_explain_ranks_a_sets_kernels_without_a_gpu():
+    text = gemm_dsl.explain(CudaArray((4096, 4096)), CudaArray((4096, 4096)), arch="sm_90a")
+    first, *rest = text.splitlines()
+    assert first.startswith("4096x4096x4096 rr") and "on H100" in first, first
+    assert any(" us (1.00x)" in line for line in rest)
+    with pytest.raises(ValueError, match=r"arch 'sm_99'"):
+        gemm_dsl.explain(CudaArray((16, 16)), CudaArray((16, 16)), arch="sm_99")
