@@ -18,7 +18,7 @@ from . import _native
 
 __version__ = _native.__version__
 
-__all__ = ["matmul", "plan", "pick", "explain", "__version__"]
+__all__ = ["matmul", "grouped_mm", "plan", "pick", "explain", "grouped_pick", "__version__"]
 
 
 def _is_compiling():
@@ -27,8 +27,9 @@ def _is_compiling():
     return False
 
 
-# ``torch.ops.gemm_dsl.matmul``, once ``torch_ops`` registers it.
+# ``torch.ops.gemm_dsl.matmul`` and ``grouped_mm``, once ``torch_ops`` registers them.
 _torch_op = None
+_torch_grouped_op = None
 
 # torch.Tensor and torch's current raw stream of a device index, once torch is loaded.
 _Tensor = None
@@ -328,6 +329,51 @@ def explain(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, ou
     return _native.explain(
         a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, arch=arch
     )
+
+
+def grouped_mm(a, b, offs, *, out=None):
+    """A mixture-of-experts layer's product, as ``torch._grouped_mm(a, b, offs=offs)``: the
+    rows of ``a`` that expert ``e`` owns (from the previous expert's end to ``offs[e]``) times
+    ``b[e]``, every expert in one launch, with no host read of the counts.
+
+    a: ``[rows, K]`` bfloat16 or float16, packed. b: ``[experts, K, N]`` of a's type, packed,
+    or the transpose of a packed ``[experts, N, K]`` (nn.Linear's weights:
+    ``w.transpose(-2, -1)``). offs: int32 ``[experts]``, the running sum of each expert's rows
+    (rows past the last end are not written). Lines of K and N elements must be 16-byte
+    multiples (the grouped kernels copy by TMA). Hopper GPUs only.
+
+    Returns ``out`` (``[rows, N]``, allocated by torch if not given).
+    """
+    if out is None and _is_compiling():
+        return _torch_grouped_op(a, b, offs)
+    for name, x in (("a", a), ("b", b), ("offs", offs)):
+        if getattr(x, "shape", None) is None:
+            raise TypeError(f"gemm_dsl takes torch tensors or arrays with __cuda_array_interface__; {name} is a {type(x).__name__}")
+    torch = _torch_module(a)
+    if out is None:
+        if torch is None:
+            raise ValueError("out= is needed for arrays that are not torch tensors: gemm_dsl allocates through torch")
+        if len(a.shape) != 2 or len(b.shape) != 3:
+            raise ValueError(
+                f"a has shape {list(a.shape)} and b {list(b.shape)}; gemm_dsl.grouped_mm takes a as [rows, K] and b as [experts, K, N]"
+            )
+        out = a.new_empty((a.shape[0], b.shape[-1]))
+    if len(a.shape) == 2 and a.shape[0] == 0:
+        return out
+    _native.grouped_mm(
+        _describe(a), _describe(b), _describe(offs), _describe(out), stream=_stream(torch, a.device) if torch else 0
+    )
+    return out
+
+
+def grouped_pick(a, b, offs):
+    """The kernel ``grouped_mm`` runs for these tensors on their device (picked from the
+    experts, the rows, N and K)."""
+    if len(a.shape) != 2 or len(b.shape) != 3:
+        raise ValueError("grouped_pick takes a as [rows, K] and b as [experts, K, N]")
+    described = _describe(a)
+    out = (256, (a.shape[0], b.shape[-1]), (b.shape[-1], 1), described[3], described[4], described[5])
+    return _native.grouped_pick(described, _describe(b), _describe(offs), out)
 
 
 def _register_torch_ops():

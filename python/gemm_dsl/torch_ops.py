@@ -11,6 +11,7 @@ from typing import Optional
 import torch
 
 import gemm_dsl
+from gemm_dsl import grouped_mm as _grouped_mm
 from gemm_dsl import matmul as _matmul
 
 
@@ -50,6 +51,17 @@ def _matmul_fake(a, b, bias, c, activation, alpha, beta, out_dtype):
     return a.new_empty(_result_shape(a.shape, b.shape), dtype=out_dtype or a.dtype)
 
 
+@torch.library.custom_op("gemm_dsl::grouped_mm", mutates_args=(), device_types="cuda")
+def grouped_mm_op(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """``gemm_dsl.grouped_mm(a, b, offs)`` as an operator."""
+    return _grouped_mm(a, b, offs)
+
+
+@grouped_mm_op.register_fake
+def _grouped_mm_fake(a, b, offs):
+    return a.new_empty((a.shape[0], b.shape[-1]))
+
+
 def _current_stream(device_index):
     return torch.cuda.current_stream(device_index).cuda_stream
 
@@ -58,6 +70,7 @@ def _current_stream(device_index):
 # tensors and streams through torch's own calls.
 gemm_dsl._is_compiling = torch.compiler.is_compiling
 gemm_dsl._torch_op = matmul_op
+gemm_dsl._torch_grouped_op = grouped_mm_op
 gemm_dsl._Tensor = torch.Tensor
 # torch's private accessor skips building a Stream object (a few microseconds a call).
 gemm_dsl._current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _current_stream)

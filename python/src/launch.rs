@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 /// Device memory the caller owns (a torch tensor's storage), seen as a buffer of `len`
 /// elements from `address`. The caller orders its own work on the stream; nothing here
 /// records or waits on events.
-struct Borrowed<T> {
+pub(crate) struct Borrowed<T> {
     address: u64,
     len: usize,
     stream: Arc<CudaStream>,
@@ -26,7 +26,7 @@ struct Borrowed<T> {
 }
 
 impl<T> Borrowed<T> {
-    fn new(span: Span, stream: &Arc<CudaStream>) -> Self {
+    pub(crate) fn new(span: Span, stream: &Arc<CudaStream>) -> Self {
         Borrowed {
             address: span.address,
             len: span.len,
@@ -174,6 +174,14 @@ fn context(registry: &mut Registry, ordinal: u32) -> Result<Arc<CudaContext>, Er
         ctx: ctx.clone(),
     });
     Ok(ctx)
+}
+
+/// Device `ordinal`'s context, opened (with event tracking off) the first time.
+pub(crate) fn device_context(ordinal: u32) -> Result<Arc<CudaContext>, Error> {
+    let mut registry = REGISTRY
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    context(&mut registry, ordinal)
 }
 
 fn typed(

@@ -5,6 +5,7 @@
 //! (`operands`), picks the kernel and launches it on the caller's stream (`launch`).
 //! Nothing is copied and nothing is allocated: the output is the caller's tensor.
 
+mod grouped;
 mod launch;
 mod operands;
 
@@ -221,6 +222,53 @@ fn compute_capability(arch: &str) -> PyResult<u32> {
         })
 }
 
+/// `out = a @ b[e]` for each expert `e`'s rows of `a` (those before `offs[e]`, after the
+/// last expert's), as torch._grouped_mm's 2-D x 3-D form: a `[rows, K]`, b `[experts, K, N]`,
+/// offs int32 `[experts]`, out `[rows, N]`, on `stream`.
+#[pyfunction]
+#[pyo3(signature = (a, b, offs, out, *, stream))]
+fn grouped_mm(
+    py: Python<'_>,
+    a: TensorArg,
+    b: TensorArg,
+    offs: TensorArg,
+    out: TensorArg,
+    stream: u64,
+) -> PyResult<()> {
+    let call = plan_grouped_call(a, b, offs, out)?;
+    py.detach(|| grouped::run_grouped(&call, stream))
+        .map_err(runtime_error)
+}
+
+/// The kernel `grouped_mm` runs for these tensors on their device.
+#[pyfunction]
+fn grouped_pick(
+    py: Python<'_>,
+    a: TensorArg,
+    b: TensorArg,
+    offs: TensorArg,
+    out: TensorArg,
+) -> PyResult<String> {
+    let call = plan_grouped_call(a, b, offs, out)?;
+    py.detach(|| grouped::pick_grouped(&call))
+        .map_err(runtime_error)
+}
+
+fn plan_grouped_call(
+    a: TensorArg,
+    b: TensorArg,
+    offs: TensorArg,
+    out: TensorArg,
+) -> PyResult<grouped::GroupedCall> {
+    grouped::plan_grouped(
+        &tensor("a", a),
+        &tensor("b", b),
+        &tensor("offs", offs),
+        &tensor("out", out),
+    )
+    .map_err(arg_error)
+}
+
 /// gemm-dsl's runtime for Python: kernels picked per problem, launched on torch's stream.
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -229,5 +277,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(plan, module)?)?;
     module.add_function(wrap_pyfunction!(pick, module)?)?;
     module.add_function(wrap_pyfunction!(explain, module)?)?;
+    module.add_function(wrap_pyfunction!(grouped_mm, module)?)?;
+    module.add_function(wrap_pyfunction!(grouped_pick, module)?)?;
     Ok(())
 }

@@ -164,7 +164,7 @@ impl Matrix {
     }
 }
 
-fn value(message: String) -> ArgError {
+pub(crate) fn value(message: String) -> ArgError {
     ArgError::Value(message)
 }
 
@@ -479,7 +479,7 @@ fn broadcast(a: &Tensor, b: &Tensor) -> Result<Vec<u64>, ArgError> {
         .collect()
 }
 
-fn cuda_device(tensors: &[&Tensor]) -> Result<u32, ArgError> {
+pub(crate) fn cuda_device(tensors: &[&Tensor]) -> Result<u32, ArgError> {
     let mut device = None;
     for tensor in tensors {
         match (&tensor.device, device) {
@@ -502,7 +502,7 @@ fn cuda_device(tensors: &[&Tensor]) -> Result<u32, ArgError> {
     Ok(device.map_or(0, |(index, _)| index))
 }
 
-fn check_address(tensor: &Tensor, element_bytes: u64) -> Result<(), ArgError> {
+pub(crate) fn check_address(tensor: &Tensor, element_bytes: u64) -> Result<(), ArgError> {
     if tensor.address == 0 {
         return Err(value(format!("{}'s data pointer is null", tensor.name)));
     }

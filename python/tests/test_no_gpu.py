@@ -176,3 +176,33 @@ def test_explain_ranks_a_sets_kernels_without_a_gpu():
     assert any(" us (1.00x)" in line for line in rest)
     with pytest.raises(ValueError, match=r"arch 'sm_99'"):
         gemm_dsl.explain(CudaArray((16, 16)), CudaArray((16, 16)), arch="sm_99")
+
+
+def grouped_arrays(rows=64, experts=4, n=256, k=128, **b_args):
+    a = CudaArray((rows, k))
+    # nn.Linear's [experts, N, K] weights seen as [experts, K, N]
+    b = CudaArray((experts, k, n), strides=(n * k, 1, k), **b_args)
+    offs = CudaArray((experts,), "<i4")
+    return a, b, offs, CudaArray((rows, n))
+
+
+def test_grouped_mm_refuses_what_its_kernels_cannot_take():
+    a, b, offs, out = grouped_arrays()
+    with pytest.raises(TypeError, match=r"offs is int64: the experts' row ends are int32"):
+        gemm_dsl.grouped_mm(a, b, CudaArray((4,), "<i8"), out=out)
+    with pytest.raises(TypeError, match=r"a is float32: gemm_dsl.grouped_mm multiplies bfloat16 or float16 experts"):
+        gemm_dsl.grouped_mm(CudaArray((64, 128), "<f4"), b, offs, out=out)
+    with pytest.raises(ValueError, match=r"offs has 3 entries for 4 experts"):
+        gemm_dsl.grouped_mm(a, b, CudaArray((3,), "<i4"), out=out)
+    with pytest.raises(ValueError, match=r"a's columns \(120\) differ from each expert's rows \(128\)"):
+        gemm_dsl.grouped_mm(CudaArray((64, 120)), b, offs, out=out)
+    with pytest.raises(ValueError, match=r"b has strides \[32768, 128, 1\] for shape \[4, 128, 256\]"):
+        gemm_dsl.grouped_mm(a, CudaArray((4, 128, 256), strides=(128 * 256, 128, 1)), offs, out=out)
+    odd_a, odd_b, odd_offs, odd_out = grouped_arrays(k=100)
+    with pytest.raises(ValueError, match=r"a's rows are 200 bytes, not a multiple of 16"):
+        gemm_dsl.grouped_mm(odd_a, odd_b, odd_offs, out=odd_out)
+    with pytest.raises(ValueError, match=r"a is on the cpu device"):
+        host = np.ones((64, 128), np.float16)
+        gemm_dsl.grouped_mm(host, b, offs, out=out)
+    with pytest.raises(ValueError, match=r"out= is needed"):
+        gemm_dsl.grouped_mm(a, b, offs)
