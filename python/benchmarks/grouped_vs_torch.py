@@ -13,46 +13,17 @@ import argparse
 import importlib.util
 import math
 import pathlib
-import statistics
 
 import torch
 
 import gemm_dsl
 import gemm_dsl.torch_ops  # noqa: F401
+from timing import publish, summary, time_eager, time_graph
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("baseline", ROOT / "scripts" / "torch-grouped-baseline.py")
 baseline = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(baseline)
-
-
-def time_us(fn, calls=10, repeats=15, graph=False):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    run = fn
-    if graph:
-        captured = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(captured):
-            for _ in range(calls):
-                fn()
-        run = captured.replay
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        if graph:
-            run()
-        else:
-            for _ in range(calls):
-                run()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(samples)
 
 
 def main():
@@ -85,9 +56,10 @@ def main():
         theirs = torch._grouped_mm(a, b, offs=offs)
         diff = ((ours.float() - theirs.float()).norm() / theirs.float().norm()).item()
         flops = 2.0 * rows * n * k
-        times = [
-            time_us(lambda: gemm_dsl.grouped_mm(a, b, offs), graph=graph) for graph in (False, True)
-        ] + [time_us(lambda: torch._grouped_mm(a, b, offs=offs), graph=graph) for graph in (False, True)]
+        ours_fn = lambda: gemm_dsl.grouped_mm(a, b, offs)  # noqa: E731
+        torch_fn = lambda: torch._grouped_mm(a, b, offs=offs)  # noqa: E731
+        times = [time_eager(ours_fn, calls=10), time_graph(ours_fn, calls=10)]
+        times += [time_eager(torch_fn, calls=10), time_graph(torch_fn, calls=10)]
         eager_ratio, graph_ratio = times[2] / times[0], times[3] / times[1]
         eager_ratios.append(eager_ratio)
         graph_ratios.append(graph_ratio)
@@ -99,19 +71,7 @@ def main():
         )
         del a, w, b, ours, theirs
 
-    def geomean(values):
-        return math.exp(sum(map(math.log, values)) / len(values))
-
-    lines += [
-        "",
-        f"eager: geomean {geomean(eager_ratios):.3f}x torch._grouped_mm over {len(eager_ratios)} problems, worst {min(eager_ratios):.3f}",
-        f"graph: geomean {geomean(graph_ratios):.3f}x, worst {min(graph_ratios):.3f}",
-    ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as file:
-            file.write(text)
+    publish(lines + summary("torch._grouped_mm", eager_ratios, graph_ratios), args.out)
 
 
 if __name__ == "__main__":

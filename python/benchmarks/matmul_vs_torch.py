@@ -7,17 +7,21 @@ batch of calls). Then host time per call on a small problem, where the GPU waits
 gemm_dsl.matmul, the registered operator, and torch.matmul.
 
     python python/benchmarks/matmul_vs_torch.py shapes/models.txt --out results.md
+
+With ``--fp8``: gemm_dsl.scaled_mm against torch._scaled_mm (cuBLASLt) instead, e4m3 x and w
+with per-tensor scales, bf16 out (problems of one product with N and K multiples of 16 only,
+which cuBLASLt needs; it takes rows in sixteens too, so M = 1 is compared at M = 16 for both).
 """
 
 import argparse
 import math
-import statistics
 import time
 
 import torch
 
 import gemm_dsl
 import gemm_dsl.torch_ops  # noqa: F401
+from timing import publish, summary, time_eager, time_graph
 
 
 def read_shapes(path):
@@ -29,50 +33,6 @@ def read_shapes(path):
         dims = [int(part) for part in text.split("x")]
         shapes.append(tuple(dims) if len(dims) == 4 else (1, *dims))
     return shapes
-
-
-def time_gpu(fn, calls=20, repeats=15):
-    """Median microseconds per call over `repeats` batches of `calls`, after a warm-up."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(samples)
-
-
-def time_graph(fn, calls=20, repeats=15):
-    """Median microseconds per call of `calls` calls captured in one CUDA graph and
-    replayed: the GPU's time alone, with no host time between launches."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # loads the kernel outside the capture
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples = []
-    for _ in range(repeats):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / calls)
-    del graph
-    return statistics.median(samples)
 
 
 def host_us(fn, calls=2000):
@@ -95,7 +55,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("shapes")
     parser.add_argument("--out", help="also write the tables to this file")
+    parser.add_argument("--fp8", action="store_true", help="scaled_mm against torch._scaled_mm")
     args = parser.parse_args()
+    if args.fp8:
+        return main_fp8(args)
     torch.manual_seed(0)
     device = torch.cuda.get_device_name()
     lines = [
@@ -119,8 +82,8 @@ def main():
         theirs = torch.matmul(x, wt)
         diff = ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item()
         flops = 2.0 * batch * m * n * k
-        ours_us = time_gpu(lambda: gemm_dsl.matmul(x, wt))
-        torch_us = time_gpu(lambda: torch.matmul(x, wt))
+        ours_us = time_eager(lambda: gemm_dsl.matmul(x, wt))
+        torch_us = time_eager(lambda: torch.matmul(x, wt))
         ratio = torch_us / ours_us
         ratios.append(ratio)
         ours_graph_us = time_graph(lambda: gemm_dsl.matmul(x, wt))
@@ -134,15 +97,7 @@ def main():
             f"| {flops / ours_graph_us / 1e6:.1f} | {flops / torch_graph_us / 1e6:.1f} | {graph_ratio:.3f} | {diff:.1e} |"
         )
         del x, w, wt, ours, theirs
-    def geomean(values):
-        return math.exp(sum(map(math.log, values)) / len(values))
-
-    lines += [
-        "",
-        f"eager: geomean {geomean(ratios):.3f}x torch.matmul over {len(ratios)} problems; worst {min(ratios):.3f}",
-        f"graph: geomean {geomean(graph_ratios):.3f}x; worst {min(graph_ratios):.3f}",
-        "",
-    ]
+    lines += summary("torch.matmul", ratios, graph_ratios) + [""]
 
     x = torch.randn(16, 256, dtype=torch.bfloat16, device="cuda")
     w = torch.randn(256, 256, dtype=torch.bfloat16, device="cuda")
@@ -156,11 +111,48 @@ def main():
     lines += ["| call | host us |", "|---|---:|"]
     for name, fn in rows:
         lines.append(f"| {name} | {host_us(fn):.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as file:
-            file.write(text)
+    publish(lines, args.out)
+
+
+def main_fp8(args):
+    torch.manual_seed(0)
+    fp8 = torch.float8_e4m3fn
+    lines = [
+        f"# gemm_dsl.scaled_mm vs torch._scaled_mm, {torch.cuda.get_device_name()}, torch {torch.__version__}",
+        "",
+        "e4m3 x [M, K] @ w [N, K].T, per-tensor scales, bf16 out; eager and in one CUDA graph, "
+        "median of 15 x 20 calls.",
+        "",
+        "| problem | gemm_dsl kernel | eager TF/s | torch eager TF/s | eager ratio | graph TF/s | torch graph TF/s | graph ratio | max rel diff |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    ratios, graph_ratios = [], []
+    for batch, m, n, k in read_shapes(args.shapes):
+        if batch > 1 or n % 16 or k % 16:  # cuBLASLt's fp8 GEMM refuses N or K off sixteens
+            continue
+        m = max(m, 16)
+        x = torch.randn(m, k, device="cuda").to(fp8)
+        w = torch.randn(n, k, device="cuda").to(fp8)
+        wt = w.t()
+        scale_a = torch.tensor(1.0 / 16, device="cuda")
+        scale_b = torch.tensor(1.0 / math.sqrt(k), device="cuda")
+        ours_fn = lambda: gemm_dsl.scaled_mm(x, wt, scale_a, scale_b)  # noqa: E731
+        torch_fn = lambda: torch._scaled_mm(x, wt, scale_a, scale_b, out_dtype=torch.bfloat16)  # noqa: E731
+        ours, theirs = ours_fn(), torch_fn()
+        diff = ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item()
+        flops = 2.0 * m * n * k
+        times = [time_eager(ours_fn), time_eager(torch_fn), time_graph(ours_fn), time_graph(torch_fn)]
+        ratios.append(times[1] / times[0])
+        graph_ratios.append(times[3] / times[2])
+        kernel = gemm_dsl.pick(x, wt, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)[0]
+        tf = [flops / t / 1e6 for t in times]
+        lines.append(
+            f"| {m}x{n}x{k} | {kernel} | {tf[0]:.1f} | {tf[1]:.1f} | {ratios[-1]:.3f} "
+            f"| {tf[2]:.1f} | {tf[3]:.1f} | {graph_ratios[-1]:.3f} | {diff:.1e} |"
+        )
+        del x, w, wt, ours, theirs
+
+    publish(lines + summary("torch._scaled_mm", ratios, graph_ratios), args.out)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import torch
 import transformers
 
 import gemm_dsl
+from timing import publish
 
 
 def llama_8b_config(layers):
@@ -197,11 +198,7 @@ def main():
         f"{patched[1]} nn.Linear ({calls} calls) | {error:.2e} | {agree * 100:.1f}% "
         f"| {args.tokens / torch_ms * 1e3:.0f} tok/s | {args.tokens / ours_ms * 1e3:.0f} tok/s | {torch_ms / ours_ms:.3f} |"
     )
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as file:
-            file.write(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

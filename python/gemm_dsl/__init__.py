@@ -18,7 +18,7 @@ from . import _native
 
 __version__ = _native.__version__
 
-__all__ = ["matmul", "grouped_mm", "plan", "pick", "explain", "grouped_pick", "__version__"]
+__all__ = ["matmul", "scaled_mm", "grouped_mm", "plan", "pick", "explain", "grouped_pick", "__version__"]
 
 
 def _is_compiling():
@@ -29,6 +29,7 @@ def _is_compiling():
 
 # ``torch.ops.gemm_dsl.matmul`` and ``grouped_mm``, once ``torch_ops`` registers them.
 _torch_op = None
+_torch_scaled_op = None
 _torch_grouped_op = None
 
 # torch.Tensor and torch's current raw stream of a device index, once torch is loaded.
@@ -277,7 +278,7 @@ def _empty_product(torch, out, shape, bias, activation, beta, c):
         out.copy_(functional.silu(out))
 
 
-def _native_args(a, b, out, bias, c, out_dtype):
+def _native_args(a, b, out, bias, c, out_dtype, scaled=False):
     """The described operands of a call the native module plans (an output is described by
     shape alone where none is given: no memory is touched by planning)."""
     _check_args(a, b, None)
@@ -290,7 +291,10 @@ def _native_args(a, b, out, bias, c, out_dtype):
         for size in reversed(shape):
             strides.append(step)
             step *= max(size, 1)
-        dtype = _dtype_name(out_dtype) if out_dtype is not None else described[3]
+        if out_dtype is not None:
+            dtype = _dtype_name(out_dtype)
+        else:
+            dtype = "bfloat16" if scaled else described[3]
         # Planned as a fresh allocation: 256-byte aligned, row-major.
         out_description = (256, shape, tuple(reversed(strides)), dtype, described[4], described[5])
     else:
@@ -304,31 +308,108 @@ def _native_args(a, b, out, bias, c, out_dtype):
     )
 
 
-def plan(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None):
+def plan(
+    a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None, scale_a=None, scale_b=None
+):
     """The problem ``matmul`` with these arguments hands the kernels, as a dict: m, n, k,
     batch (products per launch) and launches, layout ('rr', 'rc', 'cr' or 'cc': A and B row-
     or column-major), the leading dimensions, the batch strides, the alignment its operands
-    start at, whether out was computed transposed, and the types. Needs no GPU."""
-    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype)
-    return _native.plan(a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation)
+    start at, whether out was computed transposed, and the types (with ``scale_a`` and
+    ``scale_b``: the fp8 ``scaled_mm`` call). Needs no GPU."""
+    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype, scale_a is not None)
+    return _native.plan(
+        a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, **_scales(scale_a, scale_b)
+    )
 
 
-def pick(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None):
-    """``(kernel name, source)``: the kernel ``matmul`` runs for these arguments on their
-    device, and whether the tuning cache or the cost model chose it."""
-    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype)
-    return _native.pick(a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation)
+def pick(
+    a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None, scale_a=None, scale_b=None
+):
+    """``(kernel name, source)``: the kernel ``matmul`` (``scaled_mm`` with the scales) runs
+    for these arguments on their device, and whether the tuning cache or the cost model chose
+    it."""
+    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype, scale_a is not None)
+    return _native.pick(
+        a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, **_scales(scale_a, scale_b)
+    )
 
 
-def explain(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None, arch=None):
+def explain(
+    a,
+    b,
+    *,
+    bias=None,
+    activation=None,
+    alpha=1.0,
+    beta=0.0,
+    c=None,
+    out=None,
+    out_dtype=None,
+    scale_a=None,
+    scale_b=None,
+    arch=None,
+):
     """Why ``matmul`` runs what it runs: the pick, then every candidate of the set as the
     cost model ranks them (fastest first) and those refused, with the reason. With ``arch``
     ('sm_90a', 'sm_80', ...) no GPU is needed: that architecture's set on its modelled
     board."""
-    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype)
+    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype, scale_a is not None)
     return _native.explain(
-        a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, arch=arch
+        a_d,
+        b_d,
+        out_d,
+        alpha=alpha,
+        beta=beta,
+        bias=bias_d,
+        c=c_d,
+        activation=activation,
+        arch=arch,
+        **_scales(scale_a, scale_b),
     )
+
+
+def _scales(scale_a, scale_b):
+    """The scales' keyword arguments of the native entries (none for a 16-bit call)."""
+    if scale_a is None and scale_b is None:
+        return {}
+    return {
+        "scale_a": None if scale_a is None else _describe(scale_a),
+        "scale_b": None if scale_b is None else _describe(scale_b),
+    }
+
+
+def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype=None, out=None):
+    """``scale_a * scale_b * (a @ b) + bias`` for float8 tensors with per-tensor scales, as
+    ``torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)``.
+
+    a: ``[M, K]`` float8_e4m3fn or float8_e5m2, row-major; b: ``[K, N]`` of a's type,
+    column-major (``w.t()`` of a row-major ``[N, K]`` w): the fp8 tensor cores read both
+    K-major. scale_a, scale_b: one float32 each, on the device (read when the kernel runs,
+    so a graph replays with the scales of the moment). bias: ``[n]``, the output type or
+    float32. out_dtype: bfloat16 (the default), float16 or float32. The kernel is picked from
+    the Hopper fp8 set (``sm90_fp8``). Returns the result (``out`` if given).
+    """
+    if out is None and _is_compiling():
+        return _torch_scaled_op(a, b, scale_a, scale_b, bias, out_dtype)
+    _check_args(a, b, None)
+    torch = _torch_module(a)
+    if out is None:
+        if torch is None:
+            raise ValueError("out= is needed for arrays that are not torch tensors: gemm_dsl allocates through torch")
+        shape = _output_shape(tuple(a.shape), tuple(b.shape)) if len(a.shape) > 1 and len(b.shape) > 1 else None
+        if shape is None:
+            raise ValueError(f"a {list(a.shape)} and b {list(b.shape)}: gemm_dsl.scaled_mm multiplies matrices")
+        out = a.new_empty(shape, dtype=out_dtype or torch.bfloat16)
+    _native.scaled_mm(
+        _describe(a),
+        _describe(b),
+        _describe(scale_a),
+        _describe(scale_b),
+        _describe(out),
+        stream=_stream(torch, a.device),
+        bias=None if bias is None else _describe(bias),
+    )
+    return out
 
 
 def grouped_mm(a, b, offs, *, out=None):

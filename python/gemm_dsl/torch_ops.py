@@ -13,6 +13,7 @@ import torch
 import gemm_dsl
 from gemm_dsl import grouped_mm as _grouped_mm
 from gemm_dsl import matmul as _matmul
+from gemm_dsl import scaled_mm as _scaled_mm
 
 
 def _result_shape(a_shape, b_shape):
@@ -51,6 +52,24 @@ def _matmul_fake(a, b, bias, c, activation, alpha, beta, out_dtype):
     return a.new_empty(_result_shape(a.shape, b.shape), dtype=out_dtype or a.dtype)
 
 
+@torch.library.custom_op("gemm_dsl::scaled_mm", mutates_args=(), device_types="cuda")
+def scaled_mm_op(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor,
+    bias: Optional[torch.Tensor],
+    out_dtype: Optional[torch.dtype],
+) -> torch.Tensor:
+    """``gemm_dsl.scaled_mm(a, b, scale_a, scale_b, bias=..., out_dtype=...)`` as an operator."""
+    return _scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
+
+
+@scaled_mm_op.register_fake
+def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.bfloat16)
+
+
 @torch.library.custom_op("gemm_dsl::grouped_mm", mutates_args=(), device_types="cuda")
 def grouped_mm_op(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
     """``gemm_dsl.grouped_mm(a, b, offs)`` as an operator."""
@@ -70,6 +89,7 @@ def _current_stream(device_index):
 # tensors and streams through torch's own calls.
 gemm_dsl._is_compiling = torch.compiler.is_compiling
 gemm_dsl._torch_op = matmul_op
+gemm_dsl._torch_scaled_op = scaled_mm_op
 gemm_dsl._torch_grouped_op = grouped_mm_op
 gemm_dsl._Tensor = torch.Tensor
 # torch's private accessor skips building a Stream object (a few microseconds a call).

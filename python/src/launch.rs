@@ -8,6 +8,7 @@ use gemm_runtime::cudarc::driver::sys::{CUdeviceptr, CUstream};
 use gemm_runtime::cudarc::driver::{
     CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
 };
+use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::{
     open_context, BiasArg, CIn, Element, Epilogue, Error, FusedSpec, KernelTypes, Matmul, Picker,
 };
@@ -76,7 +77,11 @@ pub fn fused_spec(call: &Call) -> FusedSpec {
         bias,
         activation: call.activation,
         aux: Aux::None,
-        quant: Quant::None,
+        quant: if call.quant_scales.is_some() {
+            Quant::Tensor
+        } else {
+            Quant::None
+        },
         row_scale: RowScale::None,
     }
 }
@@ -88,6 +93,12 @@ enum Typed {
     F16(Matmul<f16, f16>),
     F16F32(Matmul<f16, f32>),
     F32(Matmul<f32, f32>),
+    E4m3Bf16(Matmul<E4m3, bf16>),
+    E4m3F16(Matmul<E4m3, f16>),
+    E4m3F32(Matmul<E4m3, f32>),
+    E5m2Bf16(Matmul<E5m2, bf16>),
+    E5m2F16(Matmul<E5m2, f16>),
+    E5m2F32(Matmul<E5m2, f32>),
 }
 
 /// Runs `$body` with `$matmul` bound to the typed `Matmul` inside a [`Typed`].
@@ -99,6 +110,12 @@ macro_rules! with_typed {
             Typed::F16($matmul) => $body,
             Typed::F16F32($matmul) => $body,
             Typed::F32($matmul) => $body,
+            Typed::E4m3Bf16($matmul) => $body,
+            Typed::E4m3F16($matmul) => $body,
+            Typed::E4m3F32($matmul) => $body,
+            Typed::E5m2Bf16($matmul) => $body,
+            Typed::E5m2F16($matmul) => $body,
+            Typed::E5m2F32($matmul) => $body,
         }
     };
 }
@@ -111,6 +128,12 @@ impl Typed {
             (DType::F16, DType::F16) => Typed::F16(Matmul::new_fused(ctx, fused)?),
             (DType::F16, DType::F32) => Typed::F16F32(Matmul::new_fused(ctx, fused)?),
             (DType::F32, DType::F32) => Typed::F32(Matmul::new_fused(ctx, fused)?),
+            (DType::E4m3, DType::Bf16) => Typed::E4m3Bf16(Matmul::new_fused(ctx, fused)?),
+            (DType::E4m3, DType::F16) => Typed::E4m3F16(Matmul::new_fused(ctx, fused)?),
+            (DType::E4m3, DType::F32) => Typed::E4m3F32(Matmul::new_fused(ctx, fused)?),
+            (DType::E5m2, DType::Bf16) => Typed::E5m2Bf16(Matmul::new_fused(ctx, fused)?),
+            (DType::E5m2, DType::F16) => Typed::E5m2F16(Matmul::new_fused(ctx, fused)?),
+            (DType::E5m2, DType::F32) => Typed::E5m2F32(Matmul::new_fused(ctx, fused)?),
             _ => unreachable!("operands::plan_matmul admits these types only"),
         })
     }
@@ -244,7 +267,16 @@ fn run_typed<In: Element, Out: Element>(
             .map(|span| Borrowed::<Out>::new(at(span, offsets.c, Out::BYTES), stream));
         let bias_out;
         let bias_f32;
+        let scales = call.quant_scales.map(|(a, b)| {
+            (
+                Borrowed::<f32>::new(a, stream),
+                Borrowed::<f32>::new(b, stream),
+            )
+        });
         let mut epilogue = Epilogue::<Out>::none().alpha(call.alpha);
+        if let Some((scale_a, scale_b)) = &scales {
+            epilogue = epilogue.quant_scales(scale_a, scale_b);
+        }
         if let Some(c_in) = &c_in {
             epilogue = epilogue.beta(call.beta, CIn::Buffer(c_in));
         }
@@ -294,10 +326,10 @@ pub fn explain_on_device(call: &Call) -> Result<Vec<String>, Error> {
 /// [`explain_on_device`] without a GPU: the cost model's ranking over the built-in set of
 /// compute capability `cc` on its modelled board (an H100 from sm_90, else an A100).
 pub fn explain_for_arch(call: &Call, cc: u32) -> Result<Vec<String>, String> {
-    let set = sets::for_device_with(cc, call.types.dtype(), Quant::None)
+    let fused = fused_spec(call);
+    let set = sets::for_device_with(cc, call.types.dtype(), fused.quant)
         .ok_or_else(|| format!("no built-in kernel set for {} on sm_{cc}", call.types))?;
-    let picker =
-        Picker::of_set(set, call.types, &fused_spec(call)).map_err(|error| error.to_string())?;
+    let picker = Picker::of_set(set, call.types, &fused).map_err(|error| error.to_string())?;
     let device = if cc >= 90 {
         DeviceModel::h100_sxm()
     } else {

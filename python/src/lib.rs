@@ -19,6 +19,9 @@ use pyo3::types::PyDict;
 /// dtype name, device type, device index).
 type TensorArg = (u64, Vec<i64>, Vec<i64>, String, String, i64);
 
+/// fp8 operands' per-tensor scales, `scale_a` and `scale_b`: both or neither.
+type Scales = (Option<TensorArg>, Option<TensorArg>);
+
 fn tensor(name: &'static str, arg: TensorArg) -> Tensor {
     let (address, shape, strides, dtype, device_type, index) = arg;
     let device = match (device_type.as_str(), u32::try_from(index)) {
@@ -74,8 +77,21 @@ fn plan_call(
     bias: Option<TensorArg>,
     c: Option<TensorArg>,
     activation: Option<&str>,
+    scales: Scales,
 ) -> PyResult<Call> {
+    let scales = match scales {
+        (Some(scale_a), Some(scale_b)) => {
+            Some((tensor("scale_a", scale_a), tensor("scale_b", scale_b)))
+        }
+        (None, None) => None,
+        _ => {
+            return Err(PyValueError::new_err(
+                "scale_a and scale_b come together: fp8 operands each have a scale",
+            ))
+        }
+    };
     let epilogue = EpilogueArgs {
+        scales,
         activation: self::activation(activation)?,
         alpha,
         beta,
@@ -109,8 +125,29 @@ fn matmul(
     c: Option<TensorArg>,
     activation: Option<&str>,
 ) -> PyResult<()> {
-    let call = plan_call(a, b, out, alpha, beta, bias, c, activation)?;
+    let call = plan_call(a, b, out, alpha, beta, bias, c, activation, (None, None))?;
     // The first call of a problem may compile its kernel: other Python threads go on.
+    py.detach(|| launch::run(&call, stream))
+        .map_err(runtime_error)
+}
+
+/// `out = scale_a·scale_b·(a @ b) + bias` for float8 a and b with per-tensor scales (one
+/// float32 each, read on the device), as torch._scaled_mm: a row-major, b column-major.
+#[pyfunction]
+#[pyo3(signature = (a, b, scale_a, scale_b, out, *, stream, bias=None))]
+#[allow(clippy::too_many_arguments)]
+fn scaled_mm(
+    py: Python<'_>,
+    a: TensorArg,
+    b: TensorArg,
+    scale_a: TensorArg,
+    scale_b: TensorArg,
+    out: TensorArg,
+    stream: u64,
+    bias: Option<TensorArg>,
+) -> PyResult<()> {
+    let scales = (Some(scale_a), Some(scale_b));
+    let call = plan_call(a, b, out, 1.0, 0.0, bias, None, None, scales)?;
     py.detach(|| launch::run(&call, stream))
         .map_err(runtime_error)
 }
@@ -118,7 +155,7 @@ fn matmul(
 /// The problem a call computes, as the kernels see it (no GPU needed): its sizes, layout,
 /// leading dimensions, batch and operands' alignment.
 #[pyfunction]
-#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None))]
+#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None))]
 #[allow(clippy::too_many_arguments)]
 fn plan<'py>(
     py: Python<'py>,
@@ -130,8 +167,20 @@ fn plan<'py>(
     bias: Option<TensorArg>,
     c: Option<TensorArg>,
     activation: Option<&str>,
+    scale_a: Option<TensorArg>,
+    scale_b: Option<TensorArg>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let call = plan_call(a, b, out, alpha, beta, bias, c, activation)?;
+    let call = plan_call(
+        a,
+        b,
+        out,
+        alpha,
+        beta,
+        bias,
+        c,
+        activation,
+        (scale_a, scale_b),
+    )?;
     let problem = &call.problem;
     let dict = PyDict::new(py);
     dict.set_item("problem", problem.to_string())?;
@@ -161,7 +210,7 @@ fn plan<'py>(
 /// The kernel the entry point runs for a call on the tensors' device, and whether the tuning
 /// cache or the cost model chose it: `(kernel name, source)`.
 #[pyfunction]
-#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None))]
+#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None))]
 #[allow(clippy::too_many_arguments)]
 fn pick(
     py: Python<'_>,
@@ -173,8 +222,20 @@ fn pick(
     bias: Option<TensorArg>,
     c: Option<TensorArg>,
     activation: Option<&str>,
+    scale_a: Option<TensorArg>,
+    scale_b: Option<TensorArg>,
 ) -> PyResult<(String, &'static str)> {
-    let call = plan_call(a, b, out, alpha, beta, bias, c, activation)?;
+    let call = plan_call(
+        a,
+        b,
+        out,
+        alpha,
+        beta,
+        bias,
+        c,
+        activation,
+        (scale_a, scale_b),
+    )?;
     py.detach(|| launch::pick_on_device(&call))
         .map_err(runtime_error)
 }
@@ -183,7 +244,7 @@ fn pick(
 /// ones with the reason. With `arch` (`"sm_90a"`, `"sm_80"`, ...) no GPU is needed: the
 /// architecture's built-in set on its modelled board.
 #[pyfunction]
-#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, arch=None))]
+#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None, arch=None))]
 #[allow(clippy::too_many_arguments)]
 fn explain(
     py: Python<'_>,
@@ -195,9 +256,21 @@ fn explain(
     bias: Option<TensorArg>,
     c: Option<TensorArg>,
     activation: Option<&str>,
+    scale_a: Option<TensorArg>,
+    scale_b: Option<TensorArg>,
     arch: Option<&str>,
 ) -> PyResult<String> {
-    let call = plan_call(a, b, out, alpha, beta, bias, c, activation)?;
+    let call = plan_call(
+        a,
+        b,
+        out,
+        alpha,
+        beta,
+        bias,
+        c,
+        activation,
+        (scale_a, scale_b),
+    )?;
     let lines = match arch {
         Some(arch) => {
             let cc = compute_capability(arch)?;
@@ -274,6 +347,7 @@ fn plan_grouped_call(
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     module.add_function(wrap_pyfunction!(matmul, module)?)?;
+    module.add_function(wrap_pyfunction!(scaled_mm, module)?)?;
     module.add_function(wrap_pyfunction!(plan, module)?)?;
     module.add_function(wrap_pyfunction!(pick, module)?)?;
     module.add_function(wrap_pyfunction!(explain, module)?)?;

@@ -79,6 +79,9 @@ pub struct EpilogueArgs {
     pub beta: f32,
     pub bias: Option<Tensor>,
     pub c: Option<Tensor>,
+    /// fp8 a's and b's dequantization scales, one float32 each (torch._scaled_mm's per-tensor
+    /// `scale_a`, `scale_b`): the operands are then float8.
+    pub scales: Option<(Tensor, Tensor)>,
 }
 
 /// A checked call: the problem the entry point picks for, where each operand lies, and the
@@ -103,6 +106,8 @@ pub struct Call {
     pub bias: Option<BiasSpan>,
     /// C-in for `beta·c` (laid out as `out`).
     pub c_in: Option<Span>,
+    /// The fp8 operands' scales (A's, B's in the kernels' frame), one f32 each.
+    pub quant_scales: Option<(Span, Span)>,
     pub activation: Activation,
     pub alpha: f32,
     pub beta: f32,
@@ -175,7 +180,10 @@ pub fn plan_matmul(
     out: &Tensor,
     epilogue: &EpilogueArgs,
 ) -> Result<Call, ArgError> {
-    let dtype = input_dtype(a)?;
+    let dtype = match epilogue.scales {
+        Some(_) => fp8_input_dtype(a)?,
+        None => input_dtype(a)?,
+    };
     if b.dtype != a.dtype {
         return Err(ArgError::Type(format!(
             "a is {} but b is {}: both operands must have one element type",
@@ -187,6 +195,8 @@ pub fn plan_matmul(
         .ok_or_else(|| {
             let allowed = if dtype == DType::F32 {
                 "float32".to_string()
+            } else if dtype.is_fp8() {
+                "bfloat16, float16 or float32".to_string()
             } else {
                 format!("{} or float32", torch_name(dtype))
             };
@@ -266,6 +276,7 @@ pub fn plan_matmul(
         )));
     }
     let fuses = epilogue.alpha != 1.0
+        || epilogue.scales.is_some()
         || epilogue.beta != 0.0
         || epilogue.bias.is_some()
         || epilogue.activation != Activation::None;
@@ -351,6 +362,26 @@ pub fn plan_matmul(
         Some(bias) => Some(plan_bias(bias, out, n, out_dtype.out(), transposed)?),
         None => None,
     };
+    let quant_scales = match &epilogue.scales {
+        Some((scale_a, scale_b)) => {
+            if layout != Layout::RowCol {
+                return Err(value(format!(
+                    "fp8 operands are read K-major: a row-major and b column-major (b = w.t() of \
+                     a row-major [N, K] w), as torch._scaled_mm takes them; a has strides {:?} \
+                     and b {:?}",
+                    a.strides, b.strides
+                )));
+            }
+            let (scale_a, scale_b) = (plan_scale(scale_a, out)?, plan_scale(scale_b, out)?);
+            // outᵀ = bᵀ·aᵀ scales bᵀ by b's scale.
+            Some(if transposed {
+                (scale_b, scale_a)
+            } else {
+                (scale_a, scale_b)
+            })
+        }
+        None => None,
+    };
 
     // Every address a launch starts an operand's matrix at, in bytes from an allocation.
     let mut starts = vec![address_a, address_b, out.address];
@@ -395,6 +426,7 @@ pub fn plan_matmul(
         transposed,
         bias,
         c_in: c_in.map(|c_in| Span { len: c.len, ..c_in }),
+        quant_scales,
         activation: epilogue.activation,
         alpha: epilogue.alpha,
         beta: epilogue.beta,
@@ -407,6 +439,44 @@ fn input_dtype(a: &Tensor) -> Result<DType, ArgError> {
             "a is {}: gemm_dsl.matmul multiplies bfloat16, float16 or float32 tensors",
             a.dtype
         ))
+    })
+}
+
+fn fp8_input_dtype(a: &Tensor) -> Result<DType, ArgError> {
+    match a.dtype.as_str() {
+        "float8_e4m3fn" => Ok(DType::E4m3),
+        "float8_e5m2" => Ok(DType::E5m2),
+        other => Err(ArgError::Type(format!(
+            "a is {other}: gemm_dsl.scaled_mm multiplies float8_e4m3fn or float8_e5m2 tensors"
+        ))),
+    }
+}
+
+/// A per-tensor dequantization scale: one float32 on the output's device.
+fn plan_scale(scale: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
+    if scale.dtype != "float32" {
+        return Err(ArgError::Type(format!(
+            "{} is {}: a per-tensor scale is one float32",
+            scale.name, scale.dtype
+        )));
+    }
+    if scale.shape.iter().any(|&size| size != 1) {
+        return Err(value(format!(
+            "{} has shape {:?}: gemm_dsl.scaled_mm takes one scale per tensor (row-wise and \
+             block scales are not taken here)",
+            scale.name, scale.shape
+        )));
+    }
+    if scale.device != out.device {
+        return Err(value(format!(
+            "{} is on {} but out is on {}",
+            scale.name, scale.device, out.device
+        )));
+    }
+    check_address(scale, 4)?;
+    Ok(Span {
+        address: scale.address,
+        len: 1,
     })
 }
 

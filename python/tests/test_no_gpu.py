@@ -206,3 +206,40 @@ def test_grouped_mm_refuses_what_its_kernels_cannot_take():
         gemm_dsl.grouped_mm(host, b, offs, out=out)
     with pytest.raises(ValueError, match=r"out= is needed"):
         gemm_dsl.grouped_mm(a, b, offs)
+
+
+def described(shape, dtype, strides=None, data=BASE):
+    """A tensor as the native module reads it, for element types numpy cannot describe."""
+    if strides is None:
+        strides, step = [], 1
+        for size in reversed(shape):
+            strides.append(step)
+            step *= size
+        strides = tuple(reversed(strides))
+    return (data, tuple(shape), tuple(strides), dtype, "cuda", 0)
+
+
+def test_fp8_plans_in_layout_rc_with_per_tensor_scales():
+    a = described((300, 512), "float8_e4m3fn")
+    b = described((512, 1024), "float8_e4m3fn", strides=(1, 512))  # w.t() of a [1024, 512] w
+    out = described((300, 1024), "bfloat16")
+    scale_a, scale_b = described((), "float32"), described((1,), "float32")
+    plan = gemm_dsl._native.plan(a, b, out, scale_a=scale_a, scale_b=scale_b)
+    assert (plan["layout"], plan["types"], plan["m"], plan["n"]) == ("rc", "e4m3->bf16", 300, 1024)
+    text = gemm_dsl._native.explain(a, b, out, scale_a=scale_a, scale_b=scale_b, arch="sm_90a")
+    assert "set `sm90_fp8`" in text.splitlines()[0]
+    with pytest.raises(ValueError, match=r"fp8 operands are read K-major"):
+        gemm_dsl._native.plan(a, described((512, 1024), "float8_e4m3fn"), out, scale_a=scale_a, scale_b=scale_b)
+    with pytest.raises(TypeError, match=r"scale_a is float64: a per-tensor scale is one float32"):
+        gemm_dsl._native.plan(a, b, out, scale_a=described((), "float64"), scale_b=scale_b)
+    with pytest.raises(ValueError, match=r"scale_b has shape \[1, 1024\]: gemm_dsl.scaled_mm takes one scale per tensor"):
+        gemm_dsl._native.plan(a, b, out, scale_a=scale_a, scale_b=described((1, 1024), "float32"))
+    with pytest.raises(TypeError, match=r"a is bfloat16: gemm_dsl.scaled_mm multiplies float8_e4m3fn or float8_e5m2"):
+        gemm_dsl._native.plan(described((300, 512), "bfloat16"), b, out, scale_a=scale_a, scale_b=scale_b)
+    with pytest.raises(TypeError, match=r"out is float8_e4m3fn for float8_e4m3fn operands: it may be bfloat16, float16 or float32"):
+        gemm_dsl._native.plan(a, b, described((300, 1024), "float8_e4m3fn"), scale_a=scale_a, scale_b=scale_b)
+    with pytest.raises(ValueError, match=r"scale_a and scale_b come together"):
+        gemm_dsl._native.plan(a, b, out, scale_a=scale_a)
+    # Without scales, fp8 operands are not matmul's.
+    with pytest.raises(TypeError, match=r"a is float8_e4m3fn: gemm_dsl.matmul multiplies"):
+        gemm_dsl._native.plan(a, b, out)
