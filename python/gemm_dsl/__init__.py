@@ -14,6 +14,8 @@ clear refusal: host memory). With torch, ``torch.ops.gemm_dsl.matmul`` is regist
 ``torch.compile``, which ``gemm_dsl.matmul`` calls while compiling.
 """
 
+import sys
+
 from . import _native
 
 __version__ = _native.__version__
@@ -23,7 +25,12 @@ __all__ = ["matmul", "scaled_mm", "grouped_mm", "plan", "pick", "explain", "grou
 
 def _is_compiling():
     """Whether torch.compile is tracing; ``torch_ops`` puts torch's own answer here (kept a
-    plain function call, which the tracer follows, rather than a lookup of torch)."""
+    plain function call, which the tracer follows, rather than a lookup of torch). Until
+    then: torch imported after gemm_dsl registers the ops here, then answers."""
+    if "torch" in sys.modules:
+        from . import torch_ops  # noqa: F401
+
+        return torch_ops.torch.compiler.is_compiling()
     return False
 
 
@@ -77,8 +84,7 @@ def _dtype_name(dtype):
 def _describe_tensor(x):
     """``_describe`` for a torch tensor."""
     dtype = _TORCH_DTYPE_NAMES.get(x.dtype) or _dtype_name(x.dtype)
-    index = x.get_device()
-    return (x.data_ptr(), x.shape, x.stride(), dtype, "cuda" if index >= 0 else x.device.type, index)
+    return (x.data_ptr(), x.shape, x.stride(), dtype, "cuda" if x.is_cuda else x.device.type, x.get_device())
 
 
 def _describe(x):
@@ -234,6 +240,10 @@ def matmul(a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out
     else:
         for dim in reversed(squeeze):
             out = out.unsqueeze(dim)
+    if c is not None and len(c.shape) == len(shape) - len(squeeze):
+        # c has the result's shape: the dimensions a vector dropped come back, as out's.
+        for dim in reversed(squeeze):
+            c = c.unsqueeze(dim)
     if any(size == 0 for size in shape) or a.shape[-1] == 0:
         _empty_product(torch, out, shape, bias, activation, beta, c)
     else:

@@ -107,6 +107,23 @@ def test_fused_bias_and_activation_match_torch(activation):
     assert_close(got, reference(x, w.t(), bias=bias, activation=activation), dtype)
 
 
+def test_a_fused_linear_over_a_batch_and_c_for_a_vector():
+    dtype = torch.bfloat16
+    x = randn(4, 64, 1024, dtype=dtype)
+    w = randn(768, 1024, dtype=dtype) / 32
+    bias = randn(768, dtype=dtype)
+    assert gemm_dsl.plan(x, w.t(), bias=bias, activation="silu")["m"] == 256  # folded
+    got = gemm_dsl.matmul(x, w.t(), bias=bias, activation="silu")
+    assert_close(got, reference(x, w.t(), bias=bias, activation="silu"), dtype)
+    v, c = randn(1024, dtype=dtype), randn(768, dtype=dtype)
+    got = gemm_dsl.matmul(v, w.t(), beta=1.0, c=c)
+    assert got.shape == (768,)
+    assert_close(got, reference(v, w.t(), beta=1.0, c=c), dtype)
+    with pytest.raises(ValueError, match="out overlaps a in memory"):
+        gemm_dsl.matmul(x[0], w.t(), out=x[0, :, :768])
+    assert torch.cuda.current_device() == 0
+
+
 def test_alpha_beta_and_c():
     dtype = torch.float16
     a, b, c = randn(256, 128, dtype=dtype), randn(128, 192, dtype=dtype), randn(256, 192, dtype=dtype)

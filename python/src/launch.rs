@@ -4,13 +4,14 @@
 use crate::operands::{BiasSpan, Call, Span};
 use gemm_dsl::pick::{self, sets, DeviceModel, Problem};
 use gemm_dsl::{Aux, Bias, DType, Quant, RowScale, Scale};
-use gemm_runtime::cudarc::driver::sys::{CUdeviceptr, CUstream};
+use gemm_runtime::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
 use gemm_runtime::cudarc::driver::{
     CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
 };
 use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::{
-    open_context, BiasArg, CIn, Element, Epilogue, Error, FusedSpec, KernelTypes, Matmul, Picker,
+    driver_present, open_context, BiasArg, CIn, Element, Epilogue, Error, FusedSpec, KernelTypes,
+    Matmul, Picker,
 };
 use half::{bf16, f16};
 use std::marker::PhantomData;
@@ -57,6 +58,22 @@ impl<T> DevicePtrMut<T> for Borrowed<T> {
     fn device_ptr_mut<'a>(&'a mut self, _stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
         (self.address, SyncOnDrop::Record(None))
     }
+}
+
+/// Runs `f` and puts back the thread's current CUDA context afterwards: opening a device and
+/// launching on it make its context current, and torch reads its current device from that.
+pub(crate) fn keeping_current_context<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    if !driver_present() {
+        return f(); // which opens no context: it fails with `Error::NoDriver`
+    }
+    let mut current: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: the driver library is present (checked above); the out-pointer is a local.
+    unsafe { sys::cuCtxGetCurrent(&mut current) };
+    let result = f();
+    // SAFETY: `current` was the thread's context a moment ago (or none); the caller keeps it
+    // alive, as it is the caller's.
+    unsafe { sys::cuCtxSetCurrent(current) };
+    result
 }
 
 /// The fused epilogue a call needs: none for `a @ b`.

@@ -127,7 +127,7 @@ fn matmul(
 ) -> PyResult<()> {
     let call = plan_call(a, b, out, alpha, beta, bias, c, activation, (None, None))?;
     // The first call of a problem may compile its kernel: other Python threads go on.
-    py.detach(|| launch::run(&call, stream))
+    py.detach(|| launch::keeping_current_context(|| launch::run(&call, stream)))
         .map_err(runtime_error)
 }
 
@@ -148,7 +148,7 @@ fn scaled_mm(
 ) -> PyResult<()> {
     let scales = (Some(scale_a), Some(scale_b));
     let call = plan_call(a, b, out, 1.0, 0.0, bias, None, None, scales)?;
-    py.detach(|| launch::run(&call, stream))
+    py.detach(|| launch::keeping_current_context(|| launch::run(&call, stream)))
         .map_err(runtime_error)
 }
 
@@ -236,7 +236,7 @@ fn pick(
         activation,
         (scale_a, scale_b),
     )?;
-    py.detach(|| launch::pick_on_device(&call))
+    py.detach(|| launch::keeping_current_context(|| launch::pick_on_device(&call)))
         .map_err(runtime_error)
 }
 
@@ -277,7 +277,7 @@ fn explain(
             launch::explain_for_arch(&call, cc).map_err(PyValueError::new_err)?
         }
         None => py
-            .detach(|| launch::explain_on_device(&call))
+            .detach(|| launch::keeping_current_context(|| launch::explain_on_device(&call)))
             .map_err(runtime_error)?,
     };
     Ok(lines.join("\n"))
@@ -309,7 +309,7 @@ fn grouped_mm(
     stream: u64,
 ) -> PyResult<()> {
     let call = plan_grouped_call(a, b, offs, out)?;
-    py.detach(|| grouped::run_grouped(&call, stream))
+    py.detach(|| launch::keeping_current_context(|| grouped::run_grouped(&call, stream)))
         .map_err(runtime_error)
 }
 
@@ -323,7 +323,7 @@ fn grouped_pick(
     out: TensorArg,
 ) -> PyResult<String> {
     let call = plan_grouped_call(a, b, offs, out)?;
-    py.detach(|| grouped::pick_grouped(&call))
+    py.detach(|| launch::keeping_current_context(|| grouped::pick_grouped(&call)))
         .map_err(runtime_error)
 }
 

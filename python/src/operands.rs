@@ -250,6 +250,7 @@ pub fn plan_matmul(
     for (tensor, bytes) in [(a, element_bytes), (b, element_bytes), (out, out_bytes)] {
         check_address(tensor, bytes)?;
     }
+    check_no_alias(out, out_bytes, [(a, element_bytes), (b, element_bytes)])?;
 
     let mut mat_a = matrix(a)?;
     let mut mat_b = matrix(b)?;
@@ -266,9 +267,14 @@ pub fn plan_matmul(
         (strides_a, strides_b) = (strides_b, strides_a);
         (address_a, address_b) = (address_b, address_a);
     }
-    let matrix_c = u64::from(mat_c.rows) * u64::from(mat_c.ld);
     let total = batch_shape.iter().product::<u64>();
-    if total > 1 && walk(&batch_shape, &strides_c).is_none_or(|stride| stride < matrix_c) {
+    if total == 0 {
+        return Err(value(format!(
+            "a {:?} @ b {:?} is an empty batch (batch shape {batch_shape:?}); no kernel runs on it",
+            a.shape, b.shape
+        )));
+    }
+    if total > 1 && walk(&batch_shape, &strides_c).is_none_or(|stride| stride < mat_c.extent()) {
         return Err(value(format!(
             "out's matrices overlap or cannot be walked with one stride (strides {:?} for shape \
              {:?}): give each product's output its own place, as a contiguous tensor does",
@@ -285,44 +291,52 @@ pub fn plan_matmul(
         let lines = if mat.row_major { mat.rows } else { mat.cols };
         stride == u64::from(lines) * u64::from(mat.ld)
     };
-    // The batch dimensions from `split` on run in one launch, each operand walking them with
-    // one stride; the ones before it (a batch broadcast across, say) are a launch each.
-    let inner = |split: usize| -> Option<(u64, u64, u64, u64)> {
+    let walks = |split: usize| -> Option<(u64, u64, u64)> {
         let dims = &batch_shape[split..];
-        let (sa, sb, sc) = (
+        Some((
             walk(dims, &strides_a[split..])?,
             walk(dims, &strides_b[split..])?,
             walk(dims, &strides_c[split..])?,
-        );
-        let count = dims.iter().product::<u64>();
+        ))
+    };
+    // One product over every batch's rows, where B is shared and A's and C's batches follow
+    // on from their last rows (nn.Linear's [batch, tokens, features] input): a taller
+    // problem instead of a batch of short ones. (Not with a bias along out's columns seen
+    // transposed: it would run along the taller problem's rows.)
+    let rows_follow = |mat: Matrix, stride: u64| {
+        mat.row_major && stride == u64::from(mat.rows) * u64::from(mat.ld)
+    };
+    let (mut m_rows, n_cols, k_depth) = (mat_a.rows, mat_b.cols, mat_a.cols);
+    let folds = total > 1
+        && !(transposed && epilogue.bias.is_some())
+        && u64::from(m_rows) * total <= u64::from(u32::MAX)
+        && walks(0).is_some_and(|(sa, sb, sc)| {
+            sb == 0 && rows_follow(mat_a, sa) && rows_follow(mat_c, sc)
+        });
+    // Otherwise the batch dimensions from `split` on run in one launch, each operand walking
+    // them with one stride; the ones before it (a batch broadcast across, say) are a launch
+    // each, as is every product of a fused epilogue over a batch not back to back.
+    let inner = |split: usize| -> Option<(u64, u64, u64, u64)> {
+        let (sa, sb, sc) = walks(split)?;
+        let count = batch_shape[split..].iter().product::<u64>();
         let fits = count <= u64::from(MAX_BATCH)
             && (!fuses
                 || count == 1
                 || (packed(mat_a, sa) && packed(mat_b, sb) && packed(mat_c, sc)));
         fits.then_some((count, sa, sb, sc))
     };
-    let split = (0..=batch_shape.len())
-        .find(|&split| inner(split).is_some())
-        .expect("an empty batch runs in one launch");
-    let (mut count, batch_a, batch_b, batch_c) = inner(split).expect("found above");
-    let (mut m_rows, n_cols, k_depth) = (mat_a.rows, mat_b.cols, mat_a.cols);
-    // One product over every batch's rows, where B is shared and A's and C's batches follow
-    // on from their last rows (nn.Linear's [batch, tokens, features] input): a taller
-    // problem instead of a batch of short ones.
-    let rows_follow = |mat: Matrix, stride: u64| {
-        mat.row_major && stride == u64::from(mat.rows) * u64::from(mat.ld)
-    };
-    let folds = count > 1
-        && batch_b == 0
-        && rows_follow(mat_a, batch_a)
-        && rows_follow(mat_c, batch_c)
-        && u64::from(m_rows) * count <= u64::from(u32::MAX);
-    if folds {
-        m_rows = (u64::from(m_rows) * count) as u32;
+    let (split, count, batch_a, batch_b, batch_c) = if folds {
+        m_rows = (u64::from(m_rows) * total) as u32;
         mat_a.rows = m_rows;
         mat_c.rows = m_rows;
-        count = 1;
-    }
+        (0, 1, 0, 0, 0)
+    } else {
+        let split = (0..=batch_shape.len())
+            .find(|&split| inner(split).is_some())
+            .expect("an empty batch runs in one launch");
+        let (count, sa, sb, sc) = inner(split).expect("found above");
+        (split, count, sa, sb, sc)
+    };
     let batch = if count > 1 {
         Batch {
             count: count as u32,
@@ -704,13 +718,25 @@ fn alignment(bytes: u64) -> u32 {
 }
 
 fn plan_c_in(c: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
-    if c.dtype != out.dtype || c.device != out.device {
+    if c.dtype != out.dtype {
         return Err(ArgError::Type(format!(
-            "c is {} on {}; it must be {} on {}, as out",
-            c.dtype, c.device, out.dtype, out.device
+            "c is {}; it must be {}, as out",
+            c.dtype, out.dtype
         )));
     }
-    if c.shape != out.shape || c.strides != out.strides {
+    if c.device != out.device {
+        return Err(value(format!(
+            "c is on {} but out is on {}",
+            c.device, out.device
+        )));
+    }
+    // Strides of dimensions of size 1 walk nothing.
+    let same_walk = c.shape == out.shape
+        && c.shape
+            .iter()
+            .zip(c.strides.iter().zip(&out.strides))
+            .all(|(&size, (c_stride, out_stride))| size == 1 || c_stride == out_stride);
+    if !same_walk {
         return Err(value(format!(
             "c has shape {:?} and strides {:?}; it is read as out is written, so it must have \
              out's shape {:?} and strides {:?} (pass c.contiguous(), or use c as out)",
@@ -719,6 +745,31 @@ fn plan_c_in(c: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
     }
     check_address(c, dtype_of(&c.dtype).map_or(1, |d| d.size_bytes() as u64))?;
     Ok(span(c))
+}
+
+/// Refuses an `out` whose memory overlaps an operand's: the kernels read A and B while
+/// they write C, tile by tile.
+fn check_no_alias(
+    out: &Tensor,
+    out_bytes: u64,
+    operands: [(&Tensor, u64); 2],
+) -> Result<(), ArgError> {
+    let range = |tensor: &Tensor, bytes: u64| {
+        let start = tensor.address;
+        (start, start + span(tensor).len as u64 * bytes)
+    };
+    let (out_start, out_end) = range(out, out_bytes);
+    for (operand, bytes) in operands {
+        let (start, end) = range(operand, bytes);
+        if start < out_end && out_start < end {
+            return Err(value(format!(
+                "out overlaps {} in memory ({:#x}..{:#x} and {:#x}..{:#x}): the kernels read \
+                 the operands while they write out; give out memory of its own",
+                operand.name, out_start, out_end, start, end
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A bias of one value per column of `out` (length n), shared by the batch.

@@ -23,7 +23,13 @@ BASE = 1 << 32
 class CudaArray:
     """An array in (pretend) device memory, described by __cuda_array_interface__ only."""
 
-    def __init__(self, shape, typestr="<f2", strides=None, data=BASE, device=0):
+    # Each array its own (pretend) allocation, 16 MiB apart, unless placed.
+    next_address = BASE
+
+    def __init__(self, shape, typestr="<f2", strides=None, data=None, device=0):
+        if data is None:
+            data = CudaArray.next_address
+            CudaArray.next_address += 1 << 24
         itemsize = int(typestr[2:])
         self.shape = tuple(shape)
         self.__cuda_array_interface__ = {
@@ -98,6 +104,12 @@ def test_devices_and_addresses_are_checked():
         gemm_dsl.matmul(CudaArray((4, 8)), CudaArray((8, 16)), out=CudaArray((4, 16), data=BASE + 1))
 
 
+def test_an_output_over_an_operand_is_refused():
+    a = CudaArray((4, 8))
+    with pytest.raises(ValueError, match=r"out overlaps a in memory"):
+        gemm_dsl.matmul(a, CudaArray((8, 8)), out=CudaArray((4, 8), data=a.__cuda_array_interface__["data"][0] + 16))
+
+
 def test_epilogue_arguments_are_checked():
     a, b, out = CudaArray((4, 8)), CudaArray((8, 16)), CudaArray((4, 16))
     with pytest.raises(ValueError, match=r"activation 'tanh'"):
@@ -155,6 +167,17 @@ def test_a_batch_broadcast_across_another_runs_a_launch_per_leading_index():
     assert (plan["batch"], plan["launches"]) == (1, 3)
 
 
+def test_a_fused_linear_layer_over_a_batch_still_folds():
+    x, w_t, bias = CudaArray((8, 512, 64)), CudaArray((64, 32), strides=(1, 64)), CudaArray((32,))
+    plan = gemm_dsl.plan(x, w_t, bias=bias, activation="silu")
+    assert (plan["m"], plan["batch"], plan["launches"]) == (4096, 1, 1)
+
+
+def test_empty_batches_are_refused_not_planned():
+    with pytest.raises(ValueError, match=r"is an empty batch \(batch shape \[0\]\)"):
+        gemm_dsl.plan(CudaArray((0, 4, 8)), CudaArray((0, 8, 16)))
+
+
 def test_a_column_major_output_is_computed_transposed():
     out = CudaArray((16, 32), strides=(1, 16))
     plan = gemm_dsl.plan(CudaArray((16, 64)), CudaArray((64, 32)), out=out)
@@ -208,8 +231,12 @@ def test_grouped_mm_refuses_what_its_kernels_cannot_take():
         gemm_dsl.grouped_mm(a, b, offs)
 
 
-def described(shape, dtype, strides=None, data=BASE):
-    """A tensor as the native module reads it, for element types numpy cannot describe."""
+def described(shape, dtype, strides=None, data=None):
+    """A tensor as the native module reads it, for element types numpy cannot describe (at an
+    address of its own, as CudaArray)."""
+    if data is None:
+        data = CudaArray.next_address
+        CudaArray.next_address += 1 << 24
     if strides is None:
         strides, step = [], 1
         for size in reversed(shape):
