@@ -108,11 +108,7 @@ def _describe_interface(x, interface, device_type):
     shape = tuple(interface["shape"])
     strides = interface.get("strides")
     if strides is None:
-        strides, step = [], 1
-        for size in reversed(shape):
-            strides.append(step)
-            step *= max(size, 1)
-        strides = tuple(reversed(strides))
+        strides = _packed_strides(shape)
     else:
         if any(stride % itemsize for stride in strides):
             raise ValueError(f"strides {strides} (bytes) are not whole {itemsize}-byte elements")
@@ -125,6 +121,15 @@ def _describe_interface(x, interface, device_type):
             index = x.__dlpack_device__()[1]
         index = index or 0
     return (interface["data"][0], shape, strides, dtype, device_type, index)
+
+
+def _packed_strides(shape):
+    """Row-major strides, in elements, of a packed tensor of `shape`."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def _stream(torch, device):
@@ -297,16 +302,12 @@ def _native_args(a, b, out, bias, c, out_dtype, scaled=False):
     if out is None:
         shape = _output_shape(tuple(a.shape), tuple(b.shape))
         described = _describe(a)
-        strides, step = [], 1
-        for size in reversed(shape):
-            strides.append(step)
-            step *= max(size, 1)
         if out_dtype is not None:
             dtype = _dtype_name(out_dtype)
         else:
             dtype = "bfloat16" if scaled else described[3]
         # Planned as a fresh allocation: 256-byte aligned, row-major.
-        out_description = (256, shape, tuple(reversed(strides)), dtype, described[4], described[5])
+        out_description = (256, shape, _packed_strides(shape), dtype, described[4], described[5])
     else:
         out_description = _describe(out)
     return (

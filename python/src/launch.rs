@@ -3,7 +3,7 @@
 
 use crate::operands::{BiasSpan, Call, Span};
 use gemm_dsl::pick::{self, sets, DeviceModel, Problem};
-use gemm_dsl::{Aux, Bias, DType, Quant, RowScale, Scale};
+use gemm_dsl::{Arch, Aux, Bias, DType, Quant, RowScale, Scale};
 use gemm_runtime::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
 use gemm_runtime::cudarc::driver::{
     CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
@@ -341,17 +341,14 @@ pub fn explain_on_device(call: &Call) -> Result<Vec<String>, Error> {
 }
 
 /// [`explain_on_device`] without a GPU: the cost model's ranking over the built-in set of
-/// compute capability `cc` on its modelled board (an H100 from sm_90, else an A100).
-pub fn explain_for_arch(call: &Call, cc: u32) -> Result<Vec<String>, String> {
+/// `arch` on its modelled board ([`DeviceModel::for_arch`]).
+pub fn explain_for_arch(call: &Call, arch: Arch) -> Result<Vec<String>, String> {
+    let cc = arch.compute_capability();
     let fused = fused_spec(call);
     let set = sets::for_device_with(cc, call.types.dtype(), fused.quant)
         .ok_or_else(|| format!("no built-in kernel set for {} on sm_{cc}", call.types))?;
     let picker = Picker::of_set(set, call.types, &fused).map_err(|error| error.to_string())?;
-    let device = if cc >= 90 {
-        DeviceModel::h100_sxm()
-    } else {
-        DeviceModel::a100_sxm()
-    };
+    let device = DeviceModel::for_arch(arch);
     let mut lines = vec![format!(
         "{}: set `{}` on {}",
         call.problem, set.name, device.name

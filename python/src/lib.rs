@@ -273,8 +273,8 @@ fn explain(
     )?;
     let lines = match arch {
         Some(arch) => {
-            let cc = compute_capability(arch)?;
-            launch::explain_for_arch(&call, cc).map_err(PyValueError::new_err)?
+            let arch = parse_arch(arch)?;
+            launch::explain_for_arch(&call, arch).map_err(PyValueError::new_err)?
         }
         None => py
             .detach(|| launch::keeping_current_context(|| launch::explain_on_device(&call)))
@@ -283,11 +283,11 @@ fn explain(
     Ok(lines.join("\n"))
 }
 
-/// `sm_90a` → 90, as the spec language reads an `arch`.
-fn compute_capability(arch: &str) -> PyResult<u32> {
+/// An `arch` as the spec language reads it (`sm_90a`, `sm_80`, ...).
+fn parse_arch(arch: &str) -> PyResult<gemm_dsl::Arch> {
     let text = format!("name: explain, arch: {arch}");
     gemm_dsl::parse_str(&text)
-        .map(|parsed| parsed.spec.arch.compute_capability())
+        .map(|parsed| parsed.spec.arch)
         .map_err(|_| {
             PyValueError::new_err(format!(
                 "arch '{arch}': an architecture as a spec names it (sm_80, sm_86, sm_89, sm_90, sm_90a)"
