@@ -356,13 +356,14 @@ impl WgmmaGeometry {
         // A 16-bit B's BN is a multiple of the narrowest span (16 columns): an N-major B lands
         // as boxes of one span of N each, the spec's or, where that does not divide BN, the
         // widest narrower one that does (96 columns: 64 bytes); a K-major B's rows may be any
-        // such multiple (C's staging boxes are at least 16 columns). fp8 B (K-major) keeps
-        // the spec's span.
+        // such multiple (C's staging boxes are at least 16 columns). An fp8 B is K-major: its
+        // rows too (a decode problem's 16 columns need not take a 128-wide tile). A tf32 B
+        // keeps the spec's span.
         let swizzle_elements = swizzle_bytes / element;
-        let n_step = if element == 2 {
-            (MIN_SWIZZLE_BYTES / element).min(swizzle_elements)
-        } else {
-            swizzle_elements
+        let n_step = match element {
+            2 => (MIN_SWIZZLE_BYTES / element).min(swizzle_elements),
+            1 => MIN_SWIZZLE_BYTES / 2,
+            _ => swizzle_elements,
         }
         .max(8);
         // Over 256 columns a row takes two wgmmas, and a K-major B's rows two boxes; where a
@@ -1446,6 +1447,17 @@ mod tests {
         }
         let same = check_str(&format!("{HOPPER}, dtype: e4m3, b_dtype: e4m3")).unwrap();
         assert!(!same.spec.to_spec_text().contains("b_dtype"));
+        // A K-major B's rows need not fill a swizzle span: any 16 columns (a decode problem's
+        // N), not 8.
+        for tile in ["128x16x128", "64x48x128", "64x64x256"] {
+            let text = format!("{HOPPER}, dtype: e4m3, tile: {tile}, consumers: 1");
+            assert!(check_str(&text).is_ok(), "{text}");
+        }
+        let e = &errors(&format!("{HOPPER}, dtype: e4m3, tile: 128x8x128"))[0];
+        assert!(
+            e.message.contains("BN = 8 is not a multiple of 16"),
+            "{e:?}"
+        );
         let e = &errors("arch: sm_90a, mma: mma_sync, dtype: e4m3")[0];
         assert!(e.message.contains("fp8 wgmma only"), "{e:?}");
         assert_eq!(

@@ -29,6 +29,10 @@ const FP8_SPECS: &[&str] = &[
     "dtype: e5m2, tile: 128x128x256, stages: 3",
     "dtype: e4m3, tile: 64x128x64, consumers: 1, swizzle: 64B",
     "dtype: e4m3, tile: 128x64x32, swizzle: 32B, out: f32",
+    "dtype: e4m3, tile: 128x16x128",
+    "dtype: e4m3, tile: 64x64x128, consumers: 1, stages: 8",
+    "dtype: e4m3, tile: 128x48x128, stages: 6",
+    "dtype: e5m2, tile: 64x32x256, consumers: 1, stages: 4",
 ];
 
 /// Tiles over 256 columns: two wgmmas a row of 64, the second reading B from its first
