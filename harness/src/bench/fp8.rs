@@ -112,7 +112,7 @@ fn time_out<In: Element, InB: Element>(
 }
 
 /// The cuBLASLt format of an fp8 element type, and its largest finite value.
-fn format_of<E: Element>() -> (Fp8Format, f32) {
+pub(crate) fn format_of<E: Element>() -> (Fp8Format, f32) {
     match E::STORAGE {
         gemm_runtime::Storage::E5m2 => (Fp8Format::E5m2, E5m2::MAX.to_f32()),
         _ => (Fp8Format::E4m3, E4m3::MAX.to_f32()),
@@ -121,7 +121,7 @@ fn format_of<E: Element>() -> (Fp8Format, f32) {
 
 /// `len` standard normals quantized to `In` with the per-tensor scale that maps their largest
 /// magnitude to the format's largest value, and that scale.
-fn quantized<In: Element>(
+pub(crate) fn quantized<In: Element>(
     stream: &Arc<CudaStream>,
     len: usize,
     format_max: f32,
@@ -211,24 +211,7 @@ fn time_typed<In: Element, Out: Element, InB: Element>(
     let theirs = stream
         .clone_dtoh(&d_lt)
         .during(|| "reading cuBLASLt's D back".to_string())?;
-    let unwritten = ours.iter().filter(|x| x.is_poison()).count();
-    let (mut diff, mut norm) = (0.0f64, 0.0f64);
-    for (x, y) in ours.iter().zip(&theirs) {
-        let (x, y) = (x.to_f64(), y.to_f64());
-        diff += (x - y) * (x - y);
-        norm += y * y;
-    }
-    let rel_diff = (diff / norm).sqrt();
-    let bound = Tolerance::for_types(spec.dtype, spec.out, u64::from(m) * u64::from(n), k);
-    if unwritten > 0 || rel_diff.is_nan() || rel_diff > bound.rel_frobenius {
-        return Err(Error::Baseline {
-            action: format!("checking `{}` on {shape} against cuBLASLt", spec.name),
-            reason: format!(
-                "{unwritten} element(s) of D never written; ‖D − D_Lt‖/‖D_Lt‖ = {rel_diff:.2e} (bound {:.1e})",
-                bound.rel_frobenius
-            ),
-        });
-    }
+    let rel_diff = check_against_lt(&ours, &theirs, &spec.name, spec.dtype, spec.out, shape)?;
 
     let mut ours_launch = |_: usize| Ok(launch_ours(&mut d_ours, &mut epilogue)?);
     let mut lt_launch = |_: usize| lt.run(&a, &b, &a_scale, &b_scale, &mut d_lt);
@@ -267,4 +250,35 @@ pub fn fp8_table(spec: &GemmSpec, rows: &[Fp8Row]) -> String {
         ));
     }
     out
+}
+
+/// Checks our D against cuBLASLt's: every element written, and ‖D − D_Lt‖_F / ‖D_Lt‖_F within
+/// the tolerance of these types; returns that distance.
+pub(crate) fn check_against_lt<Out: Element>(
+    ours: &[Out],
+    theirs: &[Out],
+    kernel: &str,
+    dtype: DType,
+    out: DType,
+    shape: Shape,
+) -> Result<f64, Error> {
+    let unwritten = ours.iter().filter(|x| x.is_poison()).count();
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in ours.iter().zip(theirs) {
+        let (x, y) = (x.to_f64(), y.to_f64());
+        diff += (x - y) * (x - y);
+        norm += y * y;
+    }
+    let rel_diff = (diff / norm).sqrt();
+    let bound = Tolerance::for_types(dtype, out, u64::from(shape.m) * u64::from(shape.n), shape.k);
+    if unwritten > 0 || rel_diff.is_nan() || rel_diff > bound.rel_frobenius {
+        return Err(Error::Baseline {
+            action: format!("checking `{kernel}` on {shape} against cuBLASLt"),
+            reason: format!(
+                "{unwritten} element(s) of D never written; ‖D − D_Lt‖/‖D_Lt‖ = {rel_diff:.2e} (bound {:.1e})",
+                bound.rel_frobenius
+            ),
+        });
+    }
+    Ok(rel_diff)
 }

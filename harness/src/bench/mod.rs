@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub mod fp8;
+pub mod fp8_set;
 pub mod fused;
 pub mod grouped;
 pub mod grouped_fp8;

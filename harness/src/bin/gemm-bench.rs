@@ -80,6 +80,9 @@ struct Cli {
     spec_file: Option<PathBuf>,
     /// Time the members of this kernel set (`gemm-codegen catalog` lists the sets), in
     /// --layout, for --set-types; with --auto or --tune-out, per shape as the picker says.
+    /// An fp8 set (`sm90_fp8`, layout rc) runs against cuBLASLt's fp8 GEMM with the same
+    /// per-tensor scales: per shape the entry point's pick and (without --auto) every member
+    /// and --spec-file candidate, each checked first, with the model's predicted times.
     #[arg(long)]
     set: Option<String>,
     /// Element types of the set's kernels: DTYPE or DTYPE->OUT (default: the set's first
@@ -325,6 +328,24 @@ fn main() -> ExitCode {
     }
 }
 
+/// (spec text, `FILE:LINE`) for every spec of a --spec-file: one a line, `#` lines skipped.
+fn read_spec_file(path: &Path) -> Result<Vec<(String, String)>, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(number, line)| (number, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+        .map(|(number, line)| {
+            (
+                line.to_string(),
+                format!("{}:{}", path.display(), number + 1),
+            )
+        })
+        .collect())
+}
+
 /// (spec text, where it came from) for every kernel to time.
 fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
     let mut specs: Vec<(String, String)> = Vec::new();
@@ -346,18 +367,7 @@ fn selected_specs(cli: &Cli) -> Result<Vec<(String, String)>, Failure> {
         specs.push((entry.spec.to_string(), format!("catalog:{}", entry.name)));
     }
     if let Some(path) = &cli.spec_file {
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            Failure::Arguments(format!("cannot read {}: {error}", path.display()))
-        })?;
-        for (number, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if !line.is_empty() && !line.starts_with('#') {
-                specs.push((
-                    line.to_string(),
-                    format!("{}:{}", path.display(), number + 1),
-                ));
-            }
-        }
+        specs.extend(read_spec_file(path)?);
     }
     if let Some(set) = set_selection(cli)? {
         for member in set.set.members {
@@ -530,6 +540,119 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
         },
         gemm_harness::bench::fp8::fp8_table,
     )
+}
+
+/// `--set` of an fp8 set: per shape the entry point's pick (and, without --auto, every member
+/// and --spec-file candidate) against cuBLASLt's fp8 GEMM with the same per-tensor scales.
+fn run_fp8_set(cli: &Cli, selection: &SetSelection) -> Result<(), Failure> {
+    use gemm_runtime::fp8::{E4m3, E5m2};
+    if selection.layout != Layout::RowCol {
+        return Err(Failure::Arguments(format!(
+            "fp8 sets run in layout rc (both operands K-major), not {}",
+            selection.layout.name()
+        )));
+    }
+    if cli.tune_out.is_some() || cli.tune_cache.is_some() || cli.picks.is_some() {
+        return Err(Failure::Arguments(
+            "fp8 sets have no tuning cache yet: --tune-out, --tune-cache and --picks take 16-bit and f32 sets"
+                .to_string(),
+        ));
+    }
+    let extra = match &cli.spec_file {
+        Some(path) => read_spec_file(path)?
+            .iter()
+            .map(|(text, origin)| {
+                gemm_dsl::check_str(text)
+                    .map_err(|errors| Failure::Arguments(errors.render(text, origin)))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    let shapes = one_spec_shapes(cli)?;
+    let ctx = open_context(cli.device)?;
+    let stream = ctx.default_stream();
+    let rounds = rounds(cli, &ctx)?;
+    let device = DeviceInfo::query(&ctx)?;
+    let types = (selection.dtype, selection.out);
+    macro_rules! typed {
+        ($in:ty, $out:ty) => {{
+            let run = gemm_harness::bench::fp8_set::Fp8SetRun::<$in, $out>::load(
+                &ctx,
+                &stream,
+                selection.set,
+                &extra,
+                types,
+                cli.auto,
+                cli.max_input_sets,
+            )?;
+            time_fp8_set(cli, &run, &shapes, &rounds, selection, &device)
+        }};
+    }
+    match types {
+        (DType::E4m3, DType::Bf16) => typed!(E4m3, half::bf16),
+        (DType::E4m3, DType::F16) => typed!(E4m3, half::f16),
+        (DType::E4m3, DType::F32) => typed!(E4m3, f32),
+        (DType::E5m2, DType::Bf16) => typed!(E5m2, half::bf16),
+        (DType::E5m2, DType::F16) => typed!(E5m2, half::f16),
+        (DType::E5m2, DType::F32) => typed!(E5m2, f32),
+        (dtype, out) => Err(Failure::Arguments(format!(
+            "no fp8 set writes {} from {}",
+            out.name(),
+            dtype.name()
+        ))),
+    }
+}
+
+/// Every shape of an fp8 set run, then its table.
+fn time_fp8_set<In: gemm_runtime::Element, Out: gemm_runtime::Element>(
+    cli: &Cli,
+    run: &gemm_harness::bench::fp8_set::Fp8SetRun<'_, In, Out>,
+    shapes: &[Shape],
+    rounds: &Rounds,
+    selection: &SetSelection,
+    device: &DeviceInfo,
+) -> Result<(), Failure> {
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    let started = std::time::Instant::now();
+    for &shape in shapes {
+        if let Some(limit) = cli.time_limit {
+            if started.elapsed() >= Duration::from_secs(limit) {
+                skipped.push((shape.to_string(), format!("--time-limit {limit} s reached")));
+                continue;
+            }
+        }
+        match run.time(shape, rounds)? {
+            Ok(row) => {
+                println!(
+                    "{}: pick {} {:.3}x cuBLASLt; best {} {:.3}x",
+                    row.shape,
+                    row.pick,
+                    row.pick_ratio(),
+                    row.best().kernel,
+                    row.cublaslt_ms / row.best().ms
+                );
+                rows.push(row);
+            }
+            Err(why) => {
+                println!("{shape}: not run: {why}");
+                skipped.push((shape.to_string(), why));
+            }
+        }
+    }
+    let heading = format!(
+        "set `{}`, {}->{}, layout rc, per-tensor scales{}",
+        selection.set.name,
+        selection.dtype.name(),
+        selection.out.name(),
+        if cli.auto {
+            ", the pick only (--auto)"
+        } else {
+            ""
+        }
+    );
+    let table = gemm_harness::bench::fp8_set::fp8_set_table(&heading, &rows, &skipped);
+    finish_one_spec(cli, device, table, &rows)
 }
 
 /// What both grouped runs start from: the list's problems, the device and a stream on it.
@@ -854,6 +977,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if cli.warm_up {
         return run_warm_up(cli);
+    }
+    if let Some(selection) = set_selection(cli)?.filter(|selection| selection.dtype.is_fp8()) {
+        return run_fp8_set(cli, &selection);
     }
     let specs = selected_specs(cli)?;
     let (shapes, extra_shapes) = shapes_to_run(cli, &specs)?;

@@ -1,0 +1,415 @@
+//! An fp8 kernel set through the entry point (`gemm-bench --set sm90_fp8 --set-types
+//! e4m3->bf16 --layout rc`): per shape, the kernel `Matmul` picks, and (without `--auto`)
+//! every member that admits the shape and every `--spec-file` candidate, against cuBLASLt's
+//! fp8 GEMM with the same per-tensor scales, all in one rotation. Each kernel's D is checked
+//! against cuBLASLt's first. The inputs rotate through enough copies to keep them out of L2,
+//! as the 16-bit set runs do: a decode problem's weights would otherwise be read from L2.
+//!
+//! The rows keep each kernel's measured and predicted time: what the fp8 cost model is fitted
+//! on.
+
+use crate::baseline::fp8::LtFp8Gemm;
+use crate::bench::fp8::{check_against_lt, format_of, quantized};
+use crate::bench::{input_sets, median, tflops, time_round_robin, Launcher, Rounds, Shape};
+use crate::error::{DriverContext, Error};
+use crate::verify::NormalRng;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use gemm_dsl::pick::{estimate, Candidate, Problem};
+use gemm_dsl::{DType, Layout, Quant, ValidSpec};
+use gemm_runtime::epilogue::{Epilogue, FusedSpec};
+use gemm_runtime::sets::KernelSet;
+use gemm_runtime::{Batch, Element, GemmKernel, LeadingDims, Matmul, PickSource};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+
+/// One kernel's median time on a shape, and the cost model's prediction.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelTime {
+    pub kernel: String,
+    pub ms: f64,
+    pub predicted_ms: f64,
+}
+
+/// One shape: the entry point's pick, cuBLASLt, and every kernel timed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fp8SetRow {
+    pub shape: String,
+    /// The kernel `Matmul` picks, and whether the model or the tuning cache chose it.
+    pub pick: String,
+    pub pick_source: String,
+    /// cuBLASLt, full accumulation (its partial sums promoted to f32).
+    pub cublaslt_ms: f64,
+    /// The timed kernels: the pick first.
+    pub kernels: Vec<KernelTime>,
+    /// The largest ‖D − D_Lt‖_F / ‖D_Lt‖_F among them.
+    pub max_rel_diff: f64,
+}
+
+impl Fp8SetRow {
+    fn time_of(&self, kernel: &str) -> Option<f64> {
+        self.kernels
+            .iter()
+            .find(|timed| timed.kernel == kernel)
+            .map(|timed| timed.ms)
+    }
+
+    /// The pick's speed over cuBLASLt's: above 1, ours is faster.
+    pub fn pick_ratio(&self) -> f64 {
+        self.cublaslt_ms / self.time_of(&self.pick).unwrap_or(f64::NAN)
+    }
+
+    /// The fastest kernel timed.
+    pub fn best(&self) -> &KernelTime {
+        self.kernels
+            .iter()
+            .min_by(|a, b| a.ms.total_cmp(&b.ms))
+            .expect("a row holds its pick")
+    }
+}
+
+/// What every shape of the run shares: the set's `Matmul` (per-tensor scales), the extra
+/// candidates and the device's L2 size.
+pub struct Fp8SetRun<'a, In: Element, Out: Element> {
+    pub stream: &'a Arc<CudaStream>,
+    pub matmul: Matmul<In, Out>,
+    /// `--spec-file` kernels, timed beside the members: (model view, kernel).
+    pub candidates: Vec<(Candidate, GemmKernel<In, Out>)>,
+    /// Time only the pick.
+    pub auto: bool,
+    pub l2_bytes: u64,
+    pub max_input_sets: u32,
+    /// The element types, for the check's tolerance.
+    pub dtype: DType,
+    pub out: DType,
+    /// The last shape's B and its scale, by (N, K).
+    last_b: Mutex<Option<LastB<In>>>,
+}
+
+/// A quantized B kept for the next shape of the same N x K: (N, K), the values, the scale.
+type LastB<In> = ((u32, u32), CudaSlice<In>, CudaSlice<f32>);
+
+impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
+    /// `set`'s members with per-tensor scales, and `extra` (fp8 specs of these types, layout
+    /// rc, `quant: tensor`).
+    pub fn load(
+        ctx: &'a Arc<CudaContext>,
+        stream: &'a Arc<CudaStream>,
+        set: &KernelSet,
+        extra: &[ValidSpec],
+        types: (DType, DType),
+        auto: bool,
+        max_input_sets: u32,
+    ) -> Result<Self, Error> {
+        let per_tensor = FusedSpec {
+            quant: Quant::Tensor,
+            ..FusedSpec::NONE
+        };
+        let matmul = Matmul::<In, Out>::with_set_fused(ctx, set, per_tensor)?;
+        let candidates = extra
+            .iter()
+            .map(|valid| {
+                let spec = &valid.spec;
+                if spec.layout != Layout::RowCol || spec.quant != Quant::Tensor {
+                    return Err(Error::Baseline {
+                        action: format!("loading `{}`", spec.name),
+                        reason: "a candidate beside an fp8 set is a layout rc kernel with `quant: tensor`, as the set's members here".to_string(),
+                    });
+                }
+                let emitted = gemm_codegen::emit(valid);
+                let kernel = GemmKernel::<In, Out>::from_emitted(ctx, &emitted)?;
+                Ok((Candidate::of(valid, *kernel.info().launch()), kernel))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let l2_bytes = u64::from(gemm_runtime::DeviceInfo::query(ctx)?.l2_cache_bytes);
+        Ok(Fp8SetRun {
+            stream,
+            matmul,
+            candidates,
+            auto,
+            l2_bytes,
+            max_input_sets,
+            dtype: types.0,
+            out: types.1,
+            last_b: Mutex::new(None),
+        })
+    }
+
+    /// Times `shape`: its row, or (`Ok(Err(why))`) why it is not run: a batch, a problem
+    /// cuBLASLt's fp8 GEMM or every member refuses.
+    pub fn time(&self, shape: Shape, rounds: &Rounds) -> Result<Result<Fp8SetRow, String>, Error> {
+        let stream = self.stream;
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        if shape.batch != 1 {
+            return Ok(Err("fp8 sets are timed on single products".to_string()));
+        }
+        let (a_format, a_max) = format_of::<In>();
+        let (b_format, b_max) = format_of::<In>();
+        let lt = match LtFp8Gemm::<Out>::new(stream, m, n, k, a_format, b_format, false) {
+            Ok(lt) => lt,
+            Err(why) => return Ok(Err(format!("cuBLASLt: {why}"))),
+        };
+        let problem = Problem::new(m, n, k, Layout::RowCol);
+        let picked = match self.matmul.pick(&problem) {
+            Ok(picked) => picked,
+            Err(why) => return Ok(Err(why.to_string())),
+        };
+        let picker = self.matmul.picker();
+        let members = picker.candidates();
+        let pick_index = members
+            .iter()
+            .position(|candidate| candidate.name == picked.kernel)
+            .expect("the pick is a member");
+        // (name, predicted seconds, kernel) for every kernel timed, the pick first.
+        let mut kernels: Vec<(String, f64, &GemmKernel<In, Out>)> = Vec::new();
+        let member_indices = std::iter::once(pick_index).chain(
+            (0..members.len())
+                .filter(|&index| !self.auto && index != pick_index)
+                .filter(|&index| members[index].refusal(&problem).is_none()),
+        );
+        for index in member_indices {
+            let candidate = &members[index];
+            kernels.push((
+                candidate.name.clone(),
+                estimate(candidate, &problem, picker.device()).seconds,
+                self.matmul.kernel(index)?,
+            ));
+        }
+        if !self.auto {
+            for (candidate, kernel) in &self.candidates {
+                if candidate.refusal(&problem).is_none() {
+                    kernels.push((
+                        candidate.name.clone(),
+                        estimate(candidate, &problem, picker.device()).seconds,
+                        kernel,
+                    ));
+                }
+            }
+        }
+
+        let mut rng = NormalRng::new(0xF8F8_5E70 ^ u64::from(m) ^ (u64::from(n) << 20));
+        let (m_us, n_us, k_us) = (m as usize, n as usize, k as usize);
+        let (a, a_scale) = quantized::<In>(stream, m_us * k_us, a_max, &mut rng, "A")?;
+        // A weight is quantized on the host once for the shapes that share it (a model's
+        // list takes each N x K at several M): the largest take seconds to draw.
+        let (b, b_scale) = {
+            let mut last = self
+                .last_b
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match last.as_ref() {
+                Some((dims, b, scale)) if *dims == (n, k) => (
+                    stream.clone_dtod(b).during(|| "copying B".to_string())?,
+                    stream
+                        .clone_dtod(scale)
+                        .during(|| "copying B's scale".to_string())?,
+                ),
+                _ => {
+                    *last = None;
+                    let (b, scale) = quantized::<In>(stream, n_us * k_us, b_max, &mut rng, "B")?;
+                    let kept = (
+                        (n, k),
+                        stream.clone_dtod(&b).during(|| "copying B".to_string())?,
+                        stream
+                            .clone_dtod(&scale)
+                            .during(|| "copying B's scale".to_string())?,
+                    );
+                    *last = Some(kept);
+                    (b, scale)
+                }
+            }
+        };
+        let copies = input_sets(
+            (m_us * k_us + n_us * k_us) as u64,
+            self.l2_bytes,
+            self.max_input_sets,
+        );
+        let mut inputs: Vec<(CudaSlice<In>, CudaSlice<In>)> = vec![(a, b)];
+        for _ in 1..copies {
+            let (a, b) = &inputs[0];
+            let copy = (
+                stream.clone_dtod(a).during(|| "copying A".to_string())?,
+                stream.clone_dtod(b).during(|| "copying B".to_string())?,
+            );
+            inputs.push(copy);
+        }
+        let poisoned = vec![Out::poison(); m_us * n_us];
+        let mut d_lt = stream
+            .clone_htod(&poisoned)
+            .during(|| "writing the poisoned D".to_string())?;
+        let lds = LeadingDims {
+            lda: k,
+            ldb: k,
+            ldc: n,
+        };
+        let (a0, b0) = &inputs[0];
+        lt.run(a0, b0, &a_scale, &b_scale, &mut d_lt)?;
+        let theirs = stream
+            .clone_dtoh(&d_lt)
+            .during(|| "reading cuBLASLt's D back".to_string())?;
+
+        // Correct first: each kernel on fresh poison, near cuBLASLt's D.
+        let mut outputs = Vec::with_capacity(kernels.len());
+        let mut max_rel_diff = 0.0f64;
+        for (name, _, kernel) in &kernels {
+            let mut d = stream
+                .clone_htod(&poisoned)
+                .during(|| "writing the poisoned D".to_string())?;
+            let mut epilogue = Epilogue::none().quant_scales(&a_scale, &b_scale);
+            kernel.launch_fused(
+                stream,
+                a0,
+                b0,
+                &mut d,
+                m,
+                n,
+                k,
+                lds,
+                Batch::ONE,
+                &mut epilogue,
+            )?;
+            let ours = stream
+                .clone_dtoh(&d)
+                .during(|| format!("copying D of `{name}` back"))?;
+            let rel_diff = check_against_lt(&ours, &theirs, name, self.dtype, self.out, shape)?;
+            max_rel_diff = max_rel_diff.max(rel_diff);
+            outputs.push(d);
+        }
+
+        let ctx_inputs = &inputs;
+        let mut lt_launch = |round: usize| {
+            let (a, b) = &ctx_inputs[round % ctx_inputs.len()];
+            lt.run(a, b, &a_scale, &b_scale, &mut d_lt)
+        };
+        let mut ours: Vec<Box<Launcher<'_>>> = Vec::new();
+        for ((_, _, kernel), d) in kernels.iter().zip(outputs.iter_mut()) {
+            let (a_scale, b_scale) = (&a_scale, &b_scale);
+            ours.push(Box::new(move |round: usize| {
+                let (a, b) = &ctx_inputs[round % ctx_inputs.len()];
+                let mut epilogue = Epilogue::none().quant_scales(a_scale, b_scale);
+                Ok(
+                    kernel.launch_fused(
+                        stream,
+                        a,
+                        b,
+                        d,
+                        m,
+                        n,
+                        k,
+                        lds,
+                        Batch::ONE,
+                        &mut epilogue,
+                    )?,
+                )
+            }));
+        }
+        let mut competitors: Vec<&mut Launcher<'_>> = vec![&mut lt_launch];
+        competitors.extend(ours.iter_mut().map(|launch| &mut **launch));
+        let times = time_round_robin(stream, rounds, &mut competitors)?;
+        let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
+        Ok(Ok(Fp8SetRow {
+            shape: shape.to_string(),
+            pick: picked.kernel.to_string(),
+            pick_source: match picked.source {
+                PickSource::Model => "model",
+                PickSource::Cache => "cache",
+            }
+            .to_string(),
+            cublaslt_ms: ms(0),
+            kernels: kernels
+                .iter()
+                .enumerate()
+                .map(|(i, (name, predicted, _))| KernelTime {
+                    kernel: name.clone(),
+                    ms: ms(i + 1),
+                    predicted_ms: predicted * 1e3,
+                })
+                .collect(),
+            max_rel_diff,
+        }))
+    }
+}
+
+/// The geometric mean of `values` (NaN for none).
+fn geomean(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, count) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(sum, count), value| {
+            (sum + value.ln(), count + 1)
+        });
+    (sum / count as f64).exp()
+}
+
+/// The markdown of a run: the picks against cuBLASLt and the measured best, then (without
+/// `--auto`) every kernel's speed per shape.
+pub fn fp8_set_table(heading: &str, rows: &[Fp8SetRow], skipped: &[(String, String)]) -> String {
+    let mut out = format!(
+        "{heading}\n\nSpeeds are time ratios against cuBLASLt's fp8 GEMM (full accumulation, the same per-tensor scales): above 1, ours is faster. Inputs rotate through copies that keep them out of L2.\n\n| shape | pick | pick TFLOP/s | pick vs cuBLASLt | best timed | best TFLOP/s | best vs cuBLASLt | cuBLASLt TFLOP/s | ‖D − D_Lt‖/‖D_Lt‖ (max) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n"
+    );
+    for row in rows {
+        let shape: Shape = row.shape.parse().expect("rows hold shapes");
+        let best = row.best();
+        out.push_str(&format!(
+            "| {} | {} | {:.1} | {:.3} | {} | {:.1} | {:.3} | {:.1} | {:.1e} |\n",
+            row.shape,
+            row.pick,
+            tflops(shape, row.time_of(&row.pick).unwrap_or(f64::NAN)),
+            row.pick_ratio(),
+            best.kernel,
+            tflops(shape, best.ms),
+            row.cublaslt_ms / best.ms,
+            tflops(shape, row.cublaslt_ms),
+            row.max_rel_diff,
+        ));
+    }
+    if !rows.is_empty() {
+        let worst = rows
+            .iter()
+            .min_by(|a, b| a.pick_ratio().total_cmp(&b.pick_ratio()))
+            .expect("rows");
+        out.push_str(&format!(
+            "\npicks: geomean {:.3}x cuBLASLt over {} shapes, worst {:.3} ({}); best timed: geomean {:.3}x; picks at the best timed: {} of {}, their speed over the best's geomean {:.3}\n",
+            geomean(rows.iter().map(Fp8SetRow::pick_ratio)),
+            rows.len(),
+            worst.pick_ratio(),
+            worst.shape,
+            geomean(rows.iter().map(|row| row.cublaslt_ms / row.best().ms)),
+            rows.iter().filter(|row| row.best().kernel == row.pick).count(),
+            rows.len(),
+            geomean(rows.iter().map(|row| row.best().ms / row.time_of(&row.pick).unwrap_or(f64::NAN))),
+        ));
+    }
+    for (shape, why) in skipped {
+        out.push_str(&format!("\nnot run: {shape}: {why}"));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for timed in rows.iter().flat_map(|row| &row.kernels) {
+        if !names.contains(&timed.kernel.as_str()) {
+            names.push(&timed.kernel);
+        }
+    }
+    if names.len() > 1 {
+        out.push_str("\n\nEvery kernel timed: speed against cuBLASLt (the model's predicted time over the measured in parentheses; `*` the pick).\n\n| shape |");
+        for name in &names {
+            out.push_str(&format!(" {name} |"));
+        }
+        out.push_str("\n|---|");
+        out.push_str(&"---:|".repeat(names.len()));
+        out.push('\n');
+        for row in rows {
+            out.push_str(&format!("| {} |", row.shape));
+            for name in &names {
+                match row.kernels.iter().find(|timed| timed.kernel == *name) {
+                    Some(timed) => out.push_str(&format!(
+                        " {:.3}{} ({:.2}) |",
+                        row.cublaslt_ms / timed.ms,
+                        if timed.kernel == row.pick { "*" } else { "" },
+                        timed.predicted_ms / timed.ms
+                    )),
+                    None => out.push_str(" — |"),
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
