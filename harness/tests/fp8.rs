@@ -9,6 +9,7 @@
 use gemm_codegen::catalog::FP8;
 use gemm_codegen::Emitted;
 use gemm_dsl::abi::ParamKind;
+use gemm_dsl::{DType, Layout};
 use gemm_harness::verify::{verify_fused_batch, FusedCase, Tolerance, BLOCK_SCALE_MAX};
 use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::{
@@ -72,6 +73,35 @@ fn specs() -> Vec<String> {
             .replace("wgmma_e4m3_128x128x128_s5_block", "fp8_block_cluster")
             .replace("copy: tma,", "copy: tma(multicast = 2), cluster: 2x1,"),
     );
+    // Tiles narrower than the 128-byte swizzle span (B is K-major: any 16 columns): 16 for
+    // a decode problem's columns, 64 with a stream-K tail.
+    let pingpong = catalog_spec("wgmma_e4m3_128x128x128_s6_pingpong");
+    specs.push(
+        pingpong
+            .replace("wgmma_e4m3_128x128x128_s6_pingpong", "fp8_narrow16")
+            .replace("tile: 128x128x128", "tile: 128x16x128")
+            .replace("consumers: pingpong", "consumers: 2")
+            .replace(", schedule: persistent(raster = m, group = 8)", ""),
+    );
+    specs.push(
+        catalog_spec("wgmma_e4m3_64x128x128_s6_streamk")
+            .replace("wgmma_e4m3_64x128x128_s6_streamk", "fp8_narrow64_streamk")
+            .replace("tile: 64x128x128", "tile: 64x64x128"),
+    );
+    // The fp8 set's small-M members that no catalog spec is: a 64x128 tile per block, 64x256
+    // tiles with a stream-K tail, 16-column tiles.
+    let set = &gemm_runtime::sets::SM90_FP8;
+    for name in ["w64x128", "w64x256_sk", "w128x16"] {
+        let member = set
+            .members
+            .iter()
+            .find(|member| member.name == name)
+            .unwrap_or_else(|| panic!("{name} is a member of {}", set.name));
+        specs.push(format!(
+            "{}, quant: tensor",
+            set.spec(member, DType::E4m3, DType::Bf16, Layout::RowCol)
+        ));
+    }
     specs
 }
 

@@ -331,7 +331,7 @@ const FP8_W64X128_SK: SetMember = SetMember {
 /// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
 pub const SM90_FP8: KernelSet = KernelSet {
     name: "sm90_fp8",
-    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, a 64-row stream-K tile for small M",
+    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one), a 16-column tile for N <= 16",
     dtypes: &[DType::E4m3, DType::E5m2],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -354,6 +354,28 @@ pub const SM90_FP8: KernelSet = KernelSet {
             fuses: true,
         },
         FP8_W64X128_SK,
+        // After the stream-K tile, which wins where the model predicts the two alike (fewer
+        // tiles than SMs, no split): 2 rows of tiles at M = 128 ran 0.70-0.79x as tiles per
+        // block, 0.93-0.97x persistent; 1 row at N = 10240 the other way (0.76-1.00x against
+        // 0.63-0.91x), results/fp8-small-m-2026-11-29/.
+        SetMember {
+            name: "w64x128",
+            body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "M up to 128 over a few thousand columns: a tile per block and no split sums to add; 0.8-1.2x cuBLASLt where the ping-pong tile ran 0.5-0.9x (H200, results/fp8-small-m-2026-11-29/)",
+            fuses: true,
+        },
+        SetMember {
+            name: "w64x256_sk",
+            body: "arch: sm_90a, tile: 64x256x128, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
+            role: "decode over tens of thousands of columns (28672, 57344): half the tiles of 64x128 share their k tiles over every SM",
+            fuses: true,
+        },
+        SetMember {
+            name: "w128x16",
+            body: "arch: sm_90a, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.88-1.17x cuBLASLt where 128-wide tiles ran 0.45-0.73x",
+            fuses: true,
+        },
     ],
 };
 
