@@ -61,33 +61,59 @@ fn specs() -> Vec<String> {
             .replace("wgmma_e4m3_128x128x128_s5_block", "fp8_promote256")
             .replace("quant: block, promote: 128", "quant: tensor, promote: 256"),
     );
-    // Block scales on stream-K units, which start mid-tile along K.
-    specs.push(
-        catalog_spec("wgmma_e4m3_64x128x128_s6_streamk")
-            .replace("wgmma_e4m3_64x128x128_s6_streamk", "fp8_block_streamk")
-            .replace("quant: tensor", "quant: block"),
-    );
     // Block scales in two-block clusters, B multicast: each block copies its own scales.
     specs.push(
         block
             .replace("wgmma_e4m3_128x128x128_s5_block", "fp8_block_cluster")
             .replace("copy: tma,", "copy: tma(multicast = 2), cluster: 2x1,"),
     );
-    // Tiles narrower than the 128-byte swizzle span (B is K-major: any 16 columns): 16 for
-    // a decode problem's columns, 64 with a stream-K tail.
-    let pingpong = catalog_spec("wgmma_e4m3_128x128x128_s6_pingpong");
-    specs.push(
-        pingpong
-            .replace("wgmma_e4m3_128x128x128_s6_pingpong", "fp8_narrow16")
-            .replace("tile: 128x128x128", "tile: 128x16x128")
-            .replace("consumers: pingpong", "consumers: 2")
-            .replace(", schedule: persistent(raster = m, group = 8)", ""),
+    // Variants of catalog specs: the catalog's name, the variant's, its edits.
+    type Variant = (
+        &'static str,
+        &'static str,
+        &'static [(&'static str, &'static str)],
     );
-    specs.push(
-        catalog_spec("wgmma_e4m3_64x128x128_s6_streamk")
-            .replace("wgmma_e4m3_64x128x128_s6_streamk", "fp8_narrow64_streamk")
-            .replace("tile: 64x128x128", "tile: 64x64x128"),
-    );
+    const STREAMK: &str = "wgmma_e4m3_64x128x128_s6_streamk";
+    const NARROW64: (&str, &str) = ("tile: 64x128x128", "tile: 64x64x128");
+    let variants: [Variant; 5] = [
+        // Block scales on stream-K units, which start mid-tile along K.
+        (
+            STREAMK,
+            "fp8_block_streamk",
+            &[("quant: tensor", "quant: block")],
+        ),
+        // Tiles narrower than the 128-byte swizzle span (B is K-major: any 16 columns): 64
+        // columns with a stream-K tail, per tensor and with block scales (two tiles share a
+        // block of B's scales); 16 for a decode problem's columns, alone and in two-block
+        // clusters (each block loads one 8-row atom of B).
+        (STREAMK, "fp8_narrow64_streamk", &[NARROW64]),
+        (
+            STREAMK,
+            "fp8_narrow64_block",
+            &[NARROW64, ("quant: tensor", "quant: block")],
+        ),
+        (
+            "wgmma_e4m3_128x128x128_s6_pingpong",
+            "fp8_narrow16",
+            &[
+                ("tile: 128x128x128", "tile: 128x16x128"),
+                ("consumers: pingpong", "consumers: 2"),
+                (", schedule: persistent(raster = m, group = 8)", ""),
+            ],
+        ),
+        (
+            "wgmma_e4m3_128x256x128_s4_cluster2x1",
+            "fp8_narrow16_cluster",
+            &[("tile: 128x256x128", "tile: 128x16x128")],
+        ),
+    ];
+    for (base, name, edits) in variants {
+        let spec = edits.iter().fold(
+            catalog_spec(base).replace(base, name),
+            |spec, (from, to)| spec.replace(from, to),
+        );
+        specs.push(spec);
+    }
     // The fp8 set's small-M members that no catalog spec is: a 64x128 tile per block, 64x256
     // tiles with a stream-K tail, 16-column tiles.
     let set = &gemm_runtime::sets::SM90_FP8;

@@ -353,19 +353,8 @@ impl WgmmaGeometry {
             return Err(WgmmaGeometryError::TileM);
         }
         let (a_major, b_major) = Major::of_layout(spec.layout);
-        // A 16-bit B's BN is a multiple of the narrowest span (16 columns): an N-major B lands
-        // as boxes of one span of N each, the spec's or, where that does not divide BN, the
-        // widest narrower one that does (96 columns: 64 bytes); a K-major B's rows may be any
-        // such multiple (C's staging boxes are at least 16 columns). An fp8 B is K-major: its
-        // rows too (a decode problem's 16 columns need not take a 128-wide tile). A tf32 B
-        // keeps the spec's span.
         let swizzle_elements = swizzle_bytes / element;
-        let n_step = match element {
-            2 => (MIN_SWIZZLE_BYTES / element).min(swizzle_elements),
-            1 => MIN_SWIZZLE_BYTES / 2,
-            _ => swizzle_elements,
-        }
-        .max(8);
+        let n_step = tile_n_step(element, swizzle_bytes);
         // Over 256 columns a row takes two wgmmas, and a K-major B's rows two boxes; where a
         // 2x1 cluster's blocks each load half of every box, each half is whole 8-row atoms.
         let n_step = if b_major == Major::K && tile.n > TMA_MAX_BOX_ROWS {
@@ -999,6 +988,10 @@ impl Validator<'_> {
                         "an N-major B lands in boxes of one swizzle span of N (the spec's, or the widest narrower one that divides BN, down to {step} {} columns), and C's staging boxes are at least as wide; {width}",
                         s.dtype.name()
                     )
+                } else if element == 1 {
+                    format!(
+                        "an fp8 B is K-major: its rows may be any multiple of {step}, the narrowest of C's staging boxes; {width}"
+                    )
                 } else {
                     format!(
                         "B lands in boxes of one {}-byte swizzle span ({step} {} columns); {width}",
@@ -1115,9 +1108,29 @@ impl Validator<'_> {
 /// step (up to one step, down to its limit): one help for whichever side the geometry
 /// rejected first, so applying it fixes the others too; rounding down never grows the
 /// registers or shared memory the spec already needed.
+/// The narrowest tile a B of C's staging boxes takes: 16 columns.
+const MIN_TILE_N: u32 = 16;
+
+/// What BN is a multiple of (before the rule for tiles over 256 columns). A 16-bit B's BN is
+/// a multiple of the narrowest span (16 columns): an N-major B lands as boxes of one span of N
+/// each, the spec's or, where that does not divide BN, the widest narrower one that does (96
+/// columns: 64 bytes); a K-major B's rows may be any such multiple (C's staging boxes are at
+/// least [`MIN_TILE_N`] columns). An fp8 B is K-major: its rows too (a decode problem's 16
+/// columns need not take a 128-wide tile). A tf32 B keeps the spec's span.
+fn tile_n_step(element: u32, swizzle_bytes: u32) -> u32 {
+    let swizzle_elements = swizzle_bytes / element;
+    match element {
+        2 => (MIN_SWIZZLE_BYTES / element).min(swizzle_elements),
+        1 => MIN_TILE_N,
+        _ => swizzle_elements,
+    }
+    .max(8)
+}
+
 fn legal_tile(s: &GemmSpec) -> Tile {
     let element = s.dtype.size_bytes();
-    let swizzle_elements = s.swizzle.xor_width_bytes().unwrap_or(128) / element;
+    let swizzle_bytes = s.swizzle.xor_width_bytes().unwrap_or(128);
+    let swizzle_elements = swizzle_bytes / element;
     let round = |side: u32, step: u32, max: u32| (side / step).clamp(1, (max / step).max(1)) * step;
     let per_consumer = if s.pingpong {
         WGMMA_M
@@ -1132,7 +1145,11 @@ fn legal_tile(s: &GemmSpec) -> Tile {
     };
     Tile {
         m: round(s.tile.m, per_consumer, TMA_MAX_BOX_ROWS),
-        n: round(s.tile.n, swizzle_elements.max(8), WGMMA_MAX_TILE_N),
+        n: round(
+            s.tile.n,
+            tile_n_step(element, swizzle_bytes),
+            WGMMA_MAX_TILE_N,
+        ),
         k: round(s.tile.k, swizzle_elements.max(wgmma_k(s.dtype)), k_max),
     }
 }
@@ -1453,11 +1470,12 @@ mod tests {
             let text = format!("{HOPPER}, dtype: e4m3, tile: {tile}, consumers: 1");
             assert!(check_str(&text).is_ok(), "{text}");
         }
-        let e = &errors(&format!("{HOPPER}, dtype: e4m3, tile: 128x8x128"))[0];
+        let e = &errors(&format!("{HOPPER}, dtype: e4m3, tile: 128x24x128"))[0];
         assert!(
-            e.message.contains("BN = 8 is not a multiple of 16"),
+            e.message.contains("BN = 24 is not a multiple of 16"),
             "{e:?}"
         );
+        assert_eq!(e.help.as_deref(), Some("tile: 128x16x128"), "{e:?}");
         let e = &errors("arch: sm_90a, mma: mma_sync, dtype: e4m3")[0];
         assert!(e.message.contains("fp8 wgmma only"), "{e:?}");
         assert_eq!(

@@ -354,26 +354,26 @@ pub const SM90_FP8: KernelSet = KernelSet {
             fuses: true,
         },
         FP8_W64X128_SK,
-        // After the stream-K tile, which wins where the model predicts the two alike (fewer
-        // tiles than SMs, no split): 2 rows of tiles at M = 128 ran 0.70-0.79x as tiles per
-        // block, 0.93-0.97x persistent; 1 row at N = 10240 the other way (0.76-1.00x against
-        // 0.63-0.91x), results/fp8-small-m-2026-11-29/.
+        // After the stream-K tile, which ties go to where the model predicts the two alike
+        // (fewer tiles than SMs, no split). Measured both ways (results/fp8-small-m-2026-11-29/):
+        // at M = 128 over N = 8192 the tile per block ran 0.72-0.79x cuBLASLt, the persistent
+        // one 0.92-0.93x; at N = 10240, M <= 64, the other way (0.73-1.02x against 0.65-0.96x).
         SetMember {
             name: "w64x128",
             body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
-            role: "M up to 128 over a few thousand columns: a tile per block and no split sums to add; 0.8-1.2x cuBLASLt where the ping-pong tile ran 0.5-0.9x (H200, results/fp8-small-m-2026-11-29/)",
+            role: "M up to 128 over a few thousand columns: a tile per block and no split sums to add; at M <= 64 over N of 4096 to 8192, 0.78-1.02x cuBLASLt where the ping-pong tile ran 0.50-0.76x (H200, results/fp8-small-m-2026-11-29/)",
             fuses: true,
         },
         SetMember {
             name: "w64x256_sk",
             body: "arch: sm_90a, tile: 64x256x128, consumers: 1, stages: 4, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8, tail = stream_k)",
-            role: "decode over tens of thousands of columns (28672, 57344): half the tiles of 64x128 share their k tiles over every SM",
+            role: "decode over tens of thousands of columns (28672, 57344): half the tiles of 64x128 share their k tiles over every SM; 0.90-1.06x cuBLASLt at M <= 64",
             fuses: true,
         },
         SetMember {
             name: "w128x16",
             body: "arch: sm_90a, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
-            role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.88-1.17x cuBLASLt where 128-wide tiles ran 0.45-0.73x",
+            role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.87-1.06x cuBLASLt where 128-wide tiles ran at most 0.76x",
             fuses: true,
         },
     ],

@@ -2,15 +2,18 @@
 //! e4m3->bf16 --layout rc`): per shape, the kernel `Matmul` picks, and (without `--auto`)
 //! every member that admits the shape and every `--spec-file` candidate, against cuBLASLt's
 //! fp8 GEMM with the same per-tensor scales, all in one rotation. Each kernel's D is checked
-//! against cuBLASLt's first. The inputs rotate through enough copies to keep them out of L2,
-//! as the 16-bit set runs do: a decode problem's weights would otherwise be read from L2.
+//! against cuBLASLt's first. Every launch reads the next of enough copies of the inputs to
+//! keep them out of L2, whoever launches it, as the 16-bit set runs do: a decode problem's
+//! weights would otherwise be read from L2, or from where the launch before left them.
 //!
 //! The rows keep each kernel's measured and predicted time: what the fp8 cost model is fitted
 //! on.
 
 use crate::baseline::fp8::LtFp8Gemm;
 use crate::bench::fp8::{check_against_lt, format_of, quantized};
-use crate::bench::{input_sets, median, tflops, time_round_robin, Launcher, Rounds, Shape};
+use crate::bench::{
+    geomean, input_sets, median, tflops, time_round_robin, Launcher, Rounds, Shape,
+};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
@@ -20,7 +23,8 @@ use gemm_runtime::epilogue::{Epilogue, FusedSpec};
 use gemm_runtime::sets::KernelSet;
 use gemm_runtime::{Batch, Element, GemmKernel, LeadingDims, Matmul, PickSource};
 use serde::{Deserialize, Serialize};
-use std::sync::{Arc, Mutex};
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 
 /// One kernel's median time on a shape, and the cost model's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,8 +37,9 @@ pub struct KernelTime {
 /// One shape: the entry point's pick, cuBLASLt, and every kernel timed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fp8SetRow {
-    pub shape: String,
-    /// The kernel `Matmul` picks, and whether the model or the tuning cache chose it.
+    pub shape: Shape,
+    /// The kernel `Matmul` picks, and whether the model or the tuning cache chose it
+    /// (`model`, `cache`).
     pub pick: String,
     pub pick_source: String,
     /// cuBLASLt, full accumulation (its partial sums promoted to f32).
@@ -67,32 +72,43 @@ impl Fp8SetRow {
     }
 }
 
+/// What became of one shape.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fp8SetOutcome {
+    Timed(Fp8SetRow),
+    /// Not run, and why: a batch, or a problem cuBLASLt's fp8 GEMM or every member refuses.
+    Skipped(String),
+}
+
+/// A quantized B: its N x K, values and scale.
+struct QuantizedB<In> {
+    dims: (u32, u32),
+    values: CudaSlice<In>,
+    scale: CudaSlice<f32>,
+}
+
 /// What every shape of the run shares: the set's `Matmul` (per-tensor scales), the extra
 /// candidates and the device's L2 size.
 pub struct Fp8SetRun<'a, In: Element, Out: Element> {
-    pub stream: &'a Arc<CudaStream>,
-    pub matmul: Matmul<In, Out>,
+    stream: &'a Arc<CudaStream>,
+    matmul: Matmul<In, Out>,
     /// `--spec-file` kernels, timed beside the members: (model view, kernel).
-    pub candidates: Vec<(Candidate, GemmKernel<In, Out>)>,
+    candidates: Vec<(Candidate, GemmKernel<In, Out>)>,
     /// Time only the pick.
-    pub auto: bool,
-    pub l2_bytes: u64,
-    pub max_input_sets: u32,
+    auto: bool,
+    l2_bytes: u64,
+    max_input_sets: u32,
     /// The element types, for the check's tolerance.
-    pub dtype: DType,
-    pub out: DType,
-    /// The last shape's B and its scale, by (N, K).
-    last_b: Mutex<Option<LastB<In>>>,
+    types: (DType, DType),
+    /// The last shape's B, for the next shape of the same N x K.
+    last_b: RefCell<Option<QuantizedB<In>>>,
 }
-
-/// A quantized B kept for the next shape of the same N x K: (N, K), the values, the scale.
-type LastB<In> = ((u32, u32), CudaSlice<In>, CudaSlice<f32>);
 
 impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
     /// `set`'s members with per-tensor scales, and `extra` (fp8 specs of these types, layout
-    /// rc, `quant: tensor`).
+    /// rc, `quant: tensor`). `types` are `In` and `Out` as spec types.
     pub fn load(
-        ctx: &'a Arc<CudaContext>,
+        ctx: &Arc<CudaContext>,
         stream: &'a Arc<CudaStream>,
         set: &KernelSet,
         extra: &[ValidSpec],
@@ -109,10 +125,17 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             .iter()
             .map(|valid| {
                 let spec = &valid.spec;
-                if spec.layout != Layout::RowCol || spec.quant != Quant::Tensor {
+                if spec.layout != Layout::RowCol
+                    || spec.quant != Quant::Tensor
+                    || (spec.dtype, spec.b_dtype, spec.out) != (types.0, types.0, types.1)
+                {
                     return Err(Error::Baseline {
                         action: format!("loading `{}`", spec.name),
-                        reason: "a candidate beside an fp8 set is a layout rc kernel with `quant: tensor`, as the set's members here".to_string(),
+                        reason: format!(
+                            "a candidate beside an fp8 set is what its members are here: dtype {}, out {}, layout rc, `quant: tensor`",
+                            types.0.name(),
+                            types.1.name()
+                        ),
                     });
                 }
                 let emitted = gemm_codegen::emit(valid);
@@ -128,30 +151,29 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             auto,
             l2_bytes,
             max_input_sets,
-            dtype: types.0,
-            out: types.1,
-            last_b: Mutex::new(None),
+            types,
+            last_b: RefCell::new(None),
         })
     }
 
-    /// Times `shape`: its row, or (`Ok(Err(why))`) why it is not run: a batch, a problem
-    /// cuBLASLt's fp8 GEMM or every member refuses.
-    pub fn time(&self, shape: Shape, rounds: &Rounds) -> Result<Result<Fp8SetRow, String>, Error> {
+    /// Times `shape`, or says why it is not run.
+    pub fn time(&self, shape: Shape, rounds: &Rounds) -> Result<Fp8SetOutcome, Error> {
         let stream = self.stream;
         let (m, n, k) = (shape.m, shape.n, shape.k);
         if shape.batch != 1 {
-            return Ok(Err("fp8 sets are timed on single products".to_string()));
+            return Ok(Fp8SetOutcome::Skipped(
+                "fp8 sets are timed on single products".to_string(),
+            ));
         }
-        let (a_format, a_max) = format_of::<In>();
-        let (b_format, b_max) = format_of::<In>();
-        let lt = match LtFp8Gemm::<Out>::new(stream, m, n, k, a_format, b_format, false) {
+        let (format, format_max) = format_of::<In>();
+        let lt = match LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, false) {
             Ok(lt) => lt,
-            Err(why) => return Ok(Err(format!("cuBLASLt: {why}"))),
+            Err(why) => return Ok(Fp8SetOutcome::Skipped(format!("cuBLASLt: {why}"))),
         };
         let problem = Problem::new(m, n, k, Layout::RowCol);
         let picked = match self.matmul.pick(&problem) {
             Ok(picked) => picked,
-            Err(why) => return Ok(Err(why.to_string())),
+            Err(why) => return Ok(Fp8SetOutcome::Skipped(why.to_string())),
         };
         let picker = self.matmul.picker();
         let members = picker.candidates();
@@ -188,41 +210,33 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
 
         let mut rng = NormalRng::new(0xF8F8_5E70 ^ u64::from(m) ^ (u64::from(n) << 20));
         let (m_us, n_us, k_us) = (m as usize, n as usize, k as usize);
-        let (a, a_scale) = quantized::<In>(stream, m_us * k_us, a_max, &mut rng, "A")?;
+        let (a, a_scale) = quantized::<In>(stream, m_us * k_us, format_max, &mut rng, "A")?;
         // A weight is quantized on the host once for the shapes that share it (a model's
         // list takes each N x K at several M): the largest take seconds to draw.
         let (b, b_scale) = {
-            let mut last = self
-                .last_b
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            match last.as_ref() {
-                Some((dims, b, scale)) if *dims == (n, k) => (
-                    stream.clone_dtod(b).during(|| "copying B".to_string())?,
-                    stream
-                        .clone_dtod(scale)
-                        .during(|| "copying B's scale".to_string())?,
-                ),
-                _ => {
-                    *last = None;
-                    let (b, scale) = quantized::<In>(stream, n_us * k_us, b_max, &mut rng, "B")?;
-                    let kept = (
-                        (n, k),
-                        stream.clone_dtod(&b).during(|| "copying B".to_string())?,
-                        stream
-                            .clone_dtod(&scale)
-                            .during(|| "copying B's scale".to_string())?,
-                    );
-                    *last = Some(kept);
-                    (b, scale)
-                }
+            let mut last = self.last_b.borrow_mut();
+            if last.as_ref().is_none_or(|kept| kept.dims != (n, k)) {
+                *last = None;
+                let (values, scale) =
+                    quantized::<In>(stream, n_us * k_us, format_max, &mut rng, "B")?;
+                *last = Some(QuantizedB {
+                    dims: (n, k),
+                    values,
+                    scale,
+                });
             }
+            let kept = last.as_ref().expect("kept above");
+            (
+                stream
+                    .clone_dtod(&kept.values)
+                    .during(|| "copying B".to_string())?,
+                stream
+                    .clone_dtod(&kept.scale)
+                    .during(|| "copying B's scale".to_string())?,
+            )
         };
-        let copies = input_sets(
-            (m_us * k_us + n_us * k_us) as u64,
-            self.l2_bytes,
-            self.max_input_sets,
-        );
+        let input_bytes = (m_us + n_us) as u64 * k_us as u64 * u64::from(In::BYTES);
+        let copies = input_sets(input_bytes, self.l2_bytes, self.max_input_sets);
         let mut inputs: Vec<(CudaSlice<In>, CudaSlice<In>)> = vec![(a, b)];
         for _ in 1..copies {
             let (a, b) = &inputs[0];
@@ -270,21 +284,29 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             let ours = stream
                 .clone_dtoh(&d)
                 .during(|| format!("copying D of `{name}` back"))?;
-            let rel_diff = check_against_lt(&ours, &theirs, name, self.dtype, self.out, shape)?;
+            let (dtype, out) = self.types;
+            let rel_diff = check_against_lt(&ours, &theirs, name, dtype, out, shape)?;
             max_rel_diff = max_rel_diff.max(rel_diff);
             outputs.push(d);
         }
 
-        let ctx_inputs = &inputs;
-        let mut lt_launch = |round: usize| {
-            let (a, b) = &ctx_inputs[round % ctx_inputs.len()];
+        // Every launch takes the next copy, whoever launches it: no competitor reads the
+        // operands the launch before it just pulled into L2.
+        let launches = Cell::new(0usize);
+        let next_inputs = || {
+            let launch = launches.get();
+            launches.set(launch + 1);
+            &inputs[launch % inputs.len()]
+        };
+        let mut lt_launch = |_: usize| {
+            let (a, b) = next_inputs();
             lt.run(a, b, &a_scale, &b_scale, &mut d_lt)
         };
         let mut ours: Vec<Box<Launcher<'_>>> = Vec::new();
         for ((_, _, kernel), d) in kernels.iter().zip(outputs.iter_mut()) {
-            let (a_scale, b_scale) = (&a_scale, &b_scale);
-            ours.push(Box::new(move |round: usize| {
-                let (a, b) = &ctx_inputs[round % ctx_inputs.len()];
+            let (a_scale, b_scale, next_inputs) = (&a_scale, &b_scale, &next_inputs);
+            ours.push(Box::new(move |_: usize| {
+                let (a, b) = next_inputs();
                 let mut epilogue = Epilogue::none().quant_scales(a_scale, b_scale);
                 Ok(
                     kernel.launch_fused(
@@ -306,8 +328,8 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         competitors.extend(ours.iter_mut().map(|launch| &mut **launch));
         let times = time_round_robin(stream, rounds, &mut competitors)?;
         let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
-        Ok(Ok(Fp8SetRow {
-            shape: shape.to_string(),
+        Ok(Fp8SetOutcome::Timed(Fp8SetRow {
+            shape,
             pick: picked.kernel.to_string(),
             pick_source: match picked.source {
                 PickSource::Model => "model",
@@ -329,87 +351,170 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
     }
 }
 
-/// The geometric mean of `values` (NaN for none).
-fn geomean(values: impl IntoIterator<Item = f64>) -> f64 {
-    let (sum, count) = values
-        .into_iter()
-        .fold((0.0, 0usize), |(sum, count), value| {
-            (sum + value.ln(), count + 1)
-        });
-    (sum / count as f64).exp()
-}
-
-/// The markdown of a run: the picks against cuBLASLt and the measured best, then (without
-/// `--auto`) every kernel's speed per shape.
+/// The markdown of a run: the picks against cuBLASLt (and, where more than the pick ran, the
+/// measured best), then every kernel's speed per shape; `skipped` shapes and why last.
 pub fn fp8_set_table(heading: &str, rows: &[Fp8SetRow], skipped: &[(String, String)]) -> String {
+    let only_picks = rows.iter().all(|row| row.kernels.len() == 1);
     let mut out = format!(
-        "{heading}\n\nSpeeds are time ratios against cuBLASLt's fp8 GEMM (full accumulation, the same per-tensor scales): above 1, ours is faster. Inputs rotate through copies that keep them out of L2.\n\n| shape | pick | pick TFLOP/s | pick vs cuBLASLt | best timed | best TFLOP/s | best vs cuBLASLt | cuBLASLt TFLOP/s | ‖D − D_Lt‖/‖D_Lt‖ (max) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n"
+        "{heading}\n\nSpeeds are time ratios against cuBLASLt's fp8 GEMM (full accumulation, the same per-tensor scales): above 1, ours is faster. Every launch reads the next of copies of the inputs that keep them out of L2.\n\n"
     );
-    for row in rows {
-        let shape: Shape = row.shape.parse().expect("rows hold shapes");
-        let best = row.best();
-        out.push_str(&format!(
-            "| {} | {} | {:.1} | {:.3} | {} | {:.1} | {:.3} | {:.1} | {:.1e} |\n",
-            row.shape,
-            row.pick,
-            tflops(shape, row.time_of(&row.pick).unwrap_or(f64::NAN)),
-            row.pick_ratio(),
-            best.kernel,
-            tflops(shape, best.ms),
-            row.cublaslt_ms / best.ms,
-            tflops(shape, row.cublaslt_ms),
-            row.max_rel_diff,
-        ));
+    if only_picks {
+        out.push_str("| shape | pick | TFLOP/s | vs cuBLASLt | cuBLASLt TFLOP/s | ‖D − D_Lt‖/‖D_Lt‖ |\n|---|---|---:|---:|---:|---:|\n");
+    } else {
+        out.push_str("| shape | pick | pick TFLOP/s | pick vs cuBLASLt | best timed | best TFLOP/s | best vs cuBLASLt | cuBLASLt TFLOP/s | ‖D − D_Lt‖/‖D_Lt‖ (max) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n");
     }
-    if !rows.is_empty() {
-        let worst = rows
-            .iter()
-            .min_by(|a, b| a.pick_ratio().total_cmp(&b.pick_ratio()))
-            .expect("rows");
+    for row in rows {
+        let pick_tflops = tflops(row.shape, row.time_of(&row.pick).unwrap_or(f64::NAN));
+        let lt_tflops = tflops(row.shape, row.cublaslt_ms);
+        if only_picks {
+            out.push_str(&format!(
+                "| {} | {} | {pick_tflops:.1} | {:.3} | {lt_tflops:.1} | {:.1e} |\n",
+                row.shape,
+                row.pick,
+                row.pick_ratio(),
+                row.max_rel_diff,
+            ));
+        } else {
+            let best = row.best();
+            out.push_str(&format!(
+                "| {} | {} | {pick_tflops:.1} | {:.3} | {} | {:.1} | {:.3} | {lt_tflops:.1} | {:.1e} |\n",
+                row.shape,
+                row.pick,
+                row.pick_ratio(),
+                best.kernel,
+                tflops(row.shape, best.ms),
+                row.cublaslt_ms / best.ms,
+                row.max_rel_diff,
+            ));
+        }
+    }
+    let ratios: Vec<f64> = rows.iter().map(Fp8SetRow::pick_ratio).collect();
+    if let (Some(mean), Some(worst)) = (
+        geomean(&ratios),
+        rows.iter()
+            .min_by(|a, b| a.pick_ratio().total_cmp(&b.pick_ratio())),
+    ) {
         out.push_str(&format!(
-            "\npicks: geomean {:.3}x cuBLASLt over {} shapes, worst {:.3} ({}); best timed: geomean {:.3}x; picks at the best timed: {} of {}, their speed over the best's geomean {:.3}\n",
-            geomean(rows.iter().map(Fp8SetRow::pick_ratio)),
+            "\npicks: geomean {mean:.3}x cuBLASLt over {} shapes, worst {:.3} ({}); {} below 0.85\n",
             rows.len(),
             worst.pick_ratio(),
             worst.shape,
-            geomean(rows.iter().map(|row| row.cublaslt_ms / row.best().ms)),
-            rows.iter().filter(|row| row.best().kernel == row.pick).count(),
-            rows.len(),
-            geomean(rows.iter().map(|row| row.best().ms / row.time_of(&row.pick).unwrap_or(f64::NAN))),
+            ratios.iter().filter(|&&ratio| ratio < 0.85).count(),
         ));
+        if !only_picks {
+            let best: Vec<f64> = rows
+                .iter()
+                .map(|row| row.cublaslt_ms / row.best().ms)
+                .collect();
+            let pick_over_best: Vec<f64> = rows
+                .iter()
+                .map(|row| row.best().ms / row.time_of(&row.pick).unwrap_or(f64::NAN))
+                .collect();
+            out.push_str(&format!(
+                "best timed: geomean {:.3}x; picks at the best timed: {} of {}, their speed over the best's geomean {:.3}\n",
+                geomean(&best).unwrap_or(f64::NAN),
+                rows.iter().filter(|row| row.best().kernel == row.pick).count(),
+                rows.len(),
+                geomean(&pick_over_best).unwrap_or(f64::NAN),
+            ));
+        }
     }
     for (shape, why) in skipped {
         out.push_str(&format!("\nnot run: {shape}: {why}"));
     }
+    if !only_picks {
+        out.push_str(&kernel_table(rows));
+    }
+    out
+}
+
+/// Every kernel's speed against cuBLASLt per shape, the model's predicted time over the
+/// measured beside it, the pick marked.
+fn kernel_table(rows: &[Fp8SetRow]) -> String {
     let mut names: Vec<&str> = Vec::new();
     for timed in rows.iter().flat_map(|row| &row.kernels) {
         if !names.contains(&timed.kernel.as_str()) {
             names.push(&timed.kernel);
         }
     }
-    if names.len() > 1 {
-        out.push_str("\n\nEvery kernel timed: speed against cuBLASLt (the model's predicted time over the measured in parentheses; `*` the pick).\n\n| shape |");
+    let mut out = String::from("\n\nEvery kernel timed: speed against cuBLASLt (the model's predicted time over the measured in parentheses; `*` the pick).\n\n| shape |");
+    for name in &names {
+        out.push_str(&format!(" {name} |"));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---:|".repeat(names.len()));
+    out.push('\n');
+    for row in rows {
+        out.push_str(&format!("| {} |", row.shape));
         for name in &names {
-            out.push_str(&format!(" {name} |"));
-        }
-        out.push_str("\n|---|");
-        out.push_str(&"---:|".repeat(names.len()));
-        out.push('\n');
-        for row in rows {
-            out.push_str(&format!("| {} |", row.shape));
-            for name in &names {
-                match row.kernels.iter().find(|timed| timed.kernel == *name) {
-                    Some(timed) => out.push_str(&format!(
-                        " {:.3}{} ({:.2}) |",
-                        row.cublaslt_ms / timed.ms,
-                        if timed.kernel == row.pick { "*" } else { "" },
-                        timed.predicted_ms / timed.ms
-                    )),
-                    None => out.push_str(" — |"),
-                }
+            match row.kernels.iter().find(|timed| timed.kernel == *name) {
+                Some(timed) => out.push_str(&format!(
+                    " {:.3}{} ({:.2}) |",
+                    row.cublaslt_ms / timed.ms,
+                    if timed.kernel == row.pick { "*" } else { "" },
+                    timed.predicted_ms / timed.ms
+                )),
+                None => out.push_str(" — |"),
             }
-            out.push('\n');
         }
+        out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(shape: &str, cublaslt_ms: f64, kernels: &[(&str, f64)]) -> Fp8SetRow {
+        Fp8SetRow {
+            shape: shape.parse().unwrap(),
+            pick: kernels[0].0.to_string(),
+            pick_source: "model".to_string(),
+            cublaslt_ms,
+            kernels: kernels
+                .iter()
+                .map(|&(kernel, ms)| KernelTime {
+                    kernel: kernel.to_string(),
+                    ms,
+                    predicted_ms: 2.0 * ms,
+                })
+                .collect(),
+            max_rel_diff: 1e-3,
+        }
+    }
+
+    #[test]
+    fn the_table_sums_up_picks_and_the_best_timed() {
+        let rows = [
+            row("16x4096x4096", 1.0, &[("a", 2.0), ("b", 1.0)]),
+            row("64x4096x4096", 1.0, &[("a", 0.5), ("b", 1.0)]),
+        ];
+        let skipped = [("4x16x16x16".to_string(), "a batch".to_string())];
+        let table = fp8_set_table("set `s`", &rows, &skipped);
+        // Picks 0.5x and 2x: geomean 1; the best 1x and 2x: geomean 1.414; one pick is the
+        // best, at half the best's speed on the other shape.
+        assert!(
+            table.contains("picks: geomean 1.000x cuBLASLt over 2 shapes, worst 0.500 (16x4096x4096); 1 below 0.85"),
+            "{table}"
+        );
+        assert!(
+            table.contains("best timed: geomean 1.414x; picks at the best timed: 1 of 2, their speed over the best's geomean 0.707"),
+            "{table}"
+        );
+        assert!(table.contains("not run: 4x16x16x16: a batch"), "{table}");
+        assert!(
+            table.contains("| 16x4096x4096 | 0.500* (2.00) | 1.000 (2.00) |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn picks_alone_take_the_short_table() {
+        let rows = [row("1x4096x4096", 1.5, &[("a", 1.0)])];
+        let table = fp8_set_table("set `s`", &rows, &[]);
+        assert!(table.contains("| 1x4096x4096 | a | "), "{table}");
+        assert!(!table.contains("best timed"), "{table}");
+        assert!(!table.contains("Every kernel timed"), "{table}");
+    }
 }

@@ -73,6 +73,12 @@ pub fn median(samples: &[f32]) -> Option<f64> {
     }
 }
 
+/// The geometric mean of `values`, `None` for none.
+pub fn geomean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty())
+        .then(|| (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
+}
+
 /// How many copies of the inputs to rotate through so that consecutive launches do not find
 /// their operands in L2: enough to cover twice the cache, at most `max_sets`.
 pub fn input_sets(input_bytes: u64, l2_bytes: u64, max_sets: u32) -> u32 {

@@ -31,6 +31,7 @@ use gemm_dsl::pick::{DeviceModel, Problem as PickProblem};
 use gemm_dsl::ValidSpec;
 use gemm_dsl::{DType, GemmSpec, Layout};
 use gemm_harness::baseline::cublas::{Cublas, CublasGemm};
+use gemm_harness::bench::fp8_set::{fp8_set_table, Fp8SetOutcome, Fp8SetRun};
 use gemm_harness::bench::{
     full_suite, input_sets, median, parse_shapes, quick_suite, time_round_robin, today,
     BenchRecord, BenchReport, InterleavedTimes, LaunchHold, MathOnlyTimes, Method, Queue, Rounds,
@@ -546,6 +547,13 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
 /// and --spec-file candidate) against cuBLASLt's fp8 GEMM with the same per-tensor scales.
 fn run_fp8_set(cli: &Cli, selection: &SetSelection) -> Result<(), Failure> {
     use gemm_runtime::fp8::{E4m3, E5m2};
+    if selection.set.name != sets::SM90_FP8.name {
+        return Err(Failure::Arguments(format!(
+            "set `{}` is timed here with per-tensor scales only, which is `{}`'s work: time block-scaled kernels with --fp8 SPEC",
+            selection.set.name,
+            sets::SM90_FP8.name
+        )));
+    }
     if selection.layout != Layout::RowCol {
         return Err(Failure::Arguments(format!(
             "fp8 sets run in layout rc (both operands K-major), not {}",
@@ -576,7 +584,7 @@ fn run_fp8_set(cli: &Cli, selection: &SetSelection) -> Result<(), Failure> {
     let types = (selection.dtype, selection.out);
     macro_rules! typed {
         ($in:ty, $out:ty) => {{
-            let run = gemm_harness::bench::fp8_set::Fp8SetRun::<$in, $out>::load(
+            let run = Fp8SetRun::<$in, $out>::load(
                 &ctx,
                 &stream,
                 selection.set,
@@ -606,7 +614,7 @@ fn run_fp8_set(cli: &Cli, selection: &SetSelection) -> Result<(), Failure> {
 /// Every shape of an fp8 set run, then its table.
 fn time_fp8_set<In: gemm_runtime::Element, Out: gemm_runtime::Element>(
     cli: &Cli,
-    run: &gemm_harness::bench::fp8_set::Fp8SetRun<'_, In, Out>,
+    run: &Fp8SetRun<'_, In, Out>,
     shapes: &[Shape],
     rounds: &Rounds,
     selection: &SetSelection,
@@ -614,32 +622,6 @@ fn time_fp8_set<In: gemm_runtime::Element, Out: gemm_runtime::Element>(
 ) -> Result<(), Failure> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
-    let started = std::time::Instant::now();
-    for &shape in shapes {
-        if let Some(limit) = cli.time_limit {
-            if started.elapsed() >= Duration::from_secs(limit) {
-                skipped.push((shape.to_string(), format!("--time-limit {limit} s reached")));
-                continue;
-            }
-        }
-        match run.time(shape, rounds)? {
-            Ok(row) => {
-                println!(
-                    "{}: pick {} {:.3}x cuBLASLt; best {} {:.3}x",
-                    row.shape,
-                    row.pick,
-                    row.pick_ratio(),
-                    row.best().kernel,
-                    row.cublaslt_ms / row.best().ms
-                );
-                rows.push(row);
-            }
-            Err(why) => {
-                println!("{shape}: not run: {why}");
-                skipped.push((shape.to_string(), why));
-            }
-        }
-    }
     let heading = format!(
         "set `{}`, {}->{}, layout rc, per-tensor scales{}",
         selection.set.name,
@@ -651,8 +633,40 @@ fn time_fp8_set<In: gemm_runtime::Element, Out: gemm_runtime::Element>(
             ""
         }
     );
-    let table = gemm_harness::bench::fp8_set::fp8_set_table(&heading, &rows, &skipped);
-    finish_one_spec(cli, device, table, &rows)
+    let started = std::time::Instant::now();
+    for &shape in shapes {
+        if let Some(limit) = cli.time_limit {
+            if started.elapsed() >= Duration::from_secs(limit) {
+                skipped.push((shape.to_string(), format!("--time-limit {limit} s reached")));
+                continue;
+            }
+        }
+        match run.time(shape, rounds) {
+            Ok(Fp8SetOutcome::Timed(row)) => {
+                println!(
+                    "{}: pick {} {:.3}x cuBLASLt; best {} {:.3}x",
+                    row.shape,
+                    row.pick,
+                    row.pick_ratio(),
+                    row.best().kernel,
+                    row.cublaslt_ms / row.best().ms
+                );
+                rows.push(row);
+            }
+            Ok(Fp8SetOutcome::Skipped(why)) => {
+                println!("{shape}: not run: {why}");
+                skipped.push((shape.to_string(), why));
+            }
+            Err(error) => {
+                // A failed check or launch stops the run; what was measured is still written.
+                skipped.push((shape.to_string(), format!("stopped the run: {error}")));
+                let table = fp8_set_table(&heading, &rows, &skipped);
+                finish_one_spec(cli, device, table, &rows)?;
+                return Err(error.into());
+            }
+        }
+    }
+    finish_one_spec(cli, device, fp8_set_table(&heading, &rows, &skipped), &rows)
 }
 
 /// What both grouped runs start from: the list's problems, the device and a stream on it.
@@ -894,6 +908,8 @@ fn set_selection(cli: &Cli) -> Result<Option<SetSelection>, Failure> {
             let (dtype, out) = text.split_once("->").unwrap_or((text, text));
             (value("dtype", dtype)?.dtype, value("out", out)?.out)
         }
+        // fp8 kernels write bf16 unless told otherwise, as the spec's `out` defaults.
+        None if set.dtypes[0].is_fp8() => (set.dtypes[0], DType::Bf16),
         None => (set.dtypes[0], set.dtypes[0]),
     };
     if !set.dtypes.contains(&dtype) {
@@ -1482,11 +1498,6 @@ impl PickTable {
         row.measured.iter().find(|m| m.0 == kernel).map(|m| m.2)
     }
 
-    fn geomean(values: &[f64]) -> Option<f64> {
-        (!values.is_empty())
-            .then(|| (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp())
-    }
-
     fn markdown(&self, cli: &Cli) -> String {
         let mut text = String::from(
             "\nRatios: ours over the median of the shape's cuBLAS timings.\n\n| shape | pick (source) | pick / cuBLAS | model's pick | model / cuBLAS | measured best | best / cuBLAS |\n|---|---|---:|---|---:|---|---:|\n",
@@ -1529,7 +1540,7 @@ impl PickTable {
                 }),
             ));
         }
-        let summary = |label: &str, values: &[f64]| match Self::geomean(values) {
+        let summary = |label: &str, values: &[f64]| match gemm_harness::bench::geomean(values) {
             Some(geomean) => format!(
                 "- {label}: geomean {geomean:.3}, worst {:.3}, {} of {} shapes below 0.9\n",
                 values.iter().copied().fold(f64::INFINITY, f64::min),
