@@ -293,9 +293,10 @@ def _empty_product(torch, out, shape, bias, activation, beta, c):
         out.copy_(functional.silu(out))
 
 
-def _native_args(a, b, out, bias, c, out_dtype, scaled=False):
-    """The described operands of a call the native module plans (an output is described by
-    shape alone where none is given: no memory is touched by planning)."""
+def _ask_native(entry, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b, **extra):
+    """Calls the native planning entry ``entry`` (plan, pick or explain) on the described
+    operands of a call: an output is described by shape alone where none is given, so
+    planning touches no memory."""
     _check_args(a, b, None)
     if len(a.shape) < 2 or len(b.shape) < 2:
         raise ValueError("plan, pick and explain take matrices (two or more dimensions)")
@@ -305,17 +306,22 @@ def _native_args(a, b, out, bias, c, out_dtype, scaled=False):
         if out_dtype is not None:
             dtype = _dtype_name(out_dtype)
         else:
-            dtype = "bfloat16" if scaled else described[3]
+            dtype = "bfloat16" if scale_a is not None else described[3]
         # Planned as a fresh allocation: 256-byte aligned, row-major.
         out_description = (256, shape, _packed_strides(shape), dtype, described[4], described[5])
     else:
         out_description = _describe(out)
-    return (
+    return entry(
         _describe(a),
         _describe(b),
         out_description,
-        None if bias is None else _describe(bias),
-        None if c is None else _describe(c),
+        alpha=alpha,
+        beta=beta,
+        bias=None if bias is None else _describe(bias),
+        c=None if c is None else _describe(c),
+        activation=activation,
+        **_scales(scale_a, scale_b),
+        **extra,
     )
 
 
@@ -327,10 +333,7 @@ def plan(
     or column-major), the leading dimensions, the batch strides, the alignment its operands
     start at, whether out was computed transposed, and the types (with ``scale_a`` and
     ``scale_b``: the fp8 ``scaled_mm`` call). Needs no GPU."""
-    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype, scale_a is not None)
-    return _native.plan(
-        a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, **_scales(scale_a, scale_b)
-    )
+    return _ask_native(_native.plan, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b)
 
 
 def pick(
@@ -339,10 +342,7 @@ def pick(
     """``(kernel name, source)``: the kernel ``matmul`` (``scaled_mm`` with the scales) runs
     for these arguments on their device, and whether the tuning cache or the cost model chose
     it."""
-    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype, scale_a is not None)
-    return _native.pick(
-        a_d, b_d, out_d, alpha=alpha, beta=beta, bias=bias_d, c=c_d, activation=activation, **_scales(scale_a, scale_b)
-    )
+    return _ask_native(_native.pick, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b)
 
 
 def explain(
@@ -364,18 +364,8 @@ def explain(
     cost model ranks them (fastest first) and those refused, with the reason. With ``arch``
     ('sm_90a', 'sm_80', ...) no GPU is needed: that architecture's set on its modelled
     board."""
-    a_d, b_d, out_d, bias_d, c_d = _native_args(a, b, out, bias, c, out_dtype, scale_a is not None)
-    return _native.explain(
-        a_d,
-        b_d,
-        out_d,
-        alpha=alpha,
-        beta=beta,
-        bias=bias_d,
-        c=c_d,
-        activation=activation,
-        arch=arch,
-        **_scales(scale_a, scale_b),
+    return _ask_native(
+        _native.explain, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b, arch=arch
     )
 
 
