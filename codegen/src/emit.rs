@@ -132,6 +132,7 @@ fn launch_shape(valid: &ValidSpec, contract: &LaunchContract) -> LaunchShape {
         partial_tiles: contract.partial_tiles,
         a_order: StorageOrder::of_layout(spec.layout).0,
         b_order: StorageOrder::of_layout(spec.layout).1,
+        c_order: StorageOrder::of_c_layout(spec.c_layout),
         workspace_bytes_per_block: contract.workspace_bytes_per_block,
     }
 }

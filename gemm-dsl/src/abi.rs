@@ -118,9 +118,10 @@ pub struct LaunchShape {
     /// The kernel computes partial tiles at the edges, so M, N and K need only be positive;
     /// otherwise they must be tile multiples.
     pub partial_tiles: bool,
-    /// How A and B lie in memory (the spec's `layout`); C is row-major.
+    /// How A and B lie in memory (the spec's `layout`), and C (its `c_layout`).
     pub a_order: StorageOrder,
     pub b_order: StorageOrder,
+    pub c_order: StorageOrder,
     /// Bytes of global workspace the kernel needs per block of its largest grid
     /// (`tail = stream_k`: partial sums and flags; 0 for none). The flags must be zero
     /// before the first launch; every launch leaves them zero.
@@ -176,6 +177,14 @@ impl StorageOrder {
             Layout::ColCol => (ColMajor, ColMajor),
         }
     }
+
+    /// C's order under a spec's `c_layout`.
+    pub const fn of_c_layout(c_layout: crate::CLayout) -> StorageOrder {
+        match c_layout {
+            crate::CLayout::Row => StorageOrder::RowMajor,
+            crate::CLayout::Col => StorageOrder::ColMajor,
+        }
+    }
 }
 
 /// How the grid covers the output tiles.
@@ -194,7 +203,7 @@ impl LaunchShape {
         match operand {
             Operand::A => self.a_order,
             Operand::B => self.b_order,
-            Operand::C => StorageOrder::RowMajor,
+            Operand::C => self.c_order,
         }
     }
 
@@ -961,6 +970,7 @@ impl RustExpr for LaunchShape {
             partial_tiles,
             a_order,
             b_order,
+            c_order,
             workspace_bytes_per_block,
         } = *self;
         format!(
@@ -973,11 +983,12 @@ impl RustExpr for LaunchShape {
              compute_capability: {compute_capability}, arch_specific: {arch_specific}, \
              schedule: {}, cluster: ({cluster_rows}, {cluster_cols}), \
              partial_tiles: {partial_tiles}, a_order: {}, b_order: {}, \
-             workspace_bytes_per_block: {workspace_bytes_per_block} }}",
+             c_order: {}, workspace_bytes_per_block: {workspace_bytes_per_block} }}",
             copy_path.rust_expr(path),
             schedule.rust_expr(path),
             a_order.rust_expr(path),
             b_order.rust_expr(path),
+            c_order.rust_expr(path),
         )
     }
 }

@@ -16,6 +16,7 @@
 //! | `acc` | accumulator type: `f32` (the only one implemented; `f16`, `bf16`, `tf32` parse and are refused) | `f32` |
 //! | `out` | C type (fp8 inputs: `bf16`, `f16` or `f32`) | `dtype` (`f32` for `tf32`, `bf16` for fp8) |
 //! | `layout` | `rr`, `rc`, `cr`, `cc` (A then B; `r` = row-major, `c` = column-major; C is row-major; every family; fp8 reads both K-major: `rc` only) | `rr` (`rc` for fp8) |
+//! | `c_layout` | `row`, `col` (C column-major, element (i, j) at `j·ldc + i`: the swapped product `Cᵀ = Bᵀ·Aᵀ` written where a row-major C lies, so a decode problem's few rows take a tile's N side; wgmma with `epilogue: direct`, no `scale: alpha_beta`, `aux` or `groups`) | `row` |
 //! | `tile` | `BMxBNxBK` | `128x128x8` (fma), `128x128x32` (mma_sync), `128x256x64` (wgmma; `128x256x128` for fp8: one 128-byte span of K; BN up to 512, in two wgmmas a row of 64 past 256) |
 //! | `warps` | warp grid `ROWSxCOLS` | fma: `BM/32 x BN/64` (8x8 per thread); mma_sync: `2x2` |
 //! | `consumers` | consumer warpgroups (wgmma only): `1`, `2` or `3`, which split BM (64 rows each at least: three take a 192-row tile); or `pingpong`: two that take alternate tiles of a persistent walk of whole tiles, each the whole block tile, and turns at the tensor cores (one stores its tile while the other multiplies) | `2` for wgmma, else `1` |

@@ -82,6 +82,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
         Layout::RowRow
     };
     let layout = builder.value(Key::Layout, default_layout, parse_layout);
+    let c_layout = builder.value(Key::CLayout, CLayout::Row, parse_c_layout);
     let tile = builder.value(Key::Tile, family.tile(dtype), parse_tile);
     let (consumers, pingpong) =
         builder.value(Key::Consumers, (family.consumers(), false), parse_consumers);
@@ -104,7 +105,8 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
     };
     let schedule = builder.value(Key::Schedule, default_schedule, parse_schedule);
     let cluster = builder.value(Key::Cluster, Grid2 { rows: 1, cols: 1 }, parse_grid);
-    let default_epilogue = if groups.is_grouped() {
+    // A TMA store writes C's rows: a column-major C is stored by the threads.
+    let default_epilogue = if groups.is_grouped() || c_layout == CLayout::Col {
         Epilogue::Direct
     } else {
         family.epilogue(out)
@@ -149,6 +151,7 @@ pub fn parse_tokens(tokens: TokenStream, whole: Span) -> Result<ParsedSpec, Spec
             acc,
             out,
             layout,
+            c_layout,
             tile,
             warps,
             consumers,
@@ -456,6 +459,18 @@ fn parse_layout(text: &str) -> ValueResult<Layout> {
             "layout",
             text,
             "one of rr, rc, cr, cc (A then B; r = row-major, c = column-major)",
+        ),
+    }
+}
+
+fn parse_c_layout(text: &str) -> ValueResult<CLayout> {
+    match text {
+        "row" => Ok(CLayout::Row),
+        "col" => Ok(CLayout::Col),
+        _ => bad(
+            "C layout",
+            text,
+            "row (C row-major) or col (C column-major: the swapped product Cᵀ = Bᵀ·Aᵀ written where C lies)",
         ),
     }
 }

@@ -116,7 +116,64 @@ impl<'a> Validator<'a> {
         self.bias_type();
         self.aux_output();
         self.c_store_family();
+        self.c_layout_stores();
         self.grouped_family();
+    }
+
+    /// A column-major C is written by the Hopper family's threads, element by element: a TMA
+    /// store, C-in's loads and the aux output all walk C's rows, and a grouped walk stores
+    /// each expert's rows.
+    fn c_layout_stores(&mut self) {
+        let s = self.spec;
+        if s.c_layout != CLayout::Col {
+            return;
+        }
+        let conflict = if s.mma != Mma::Wgmma {
+            Some((
+                Key::Mma,
+                format!(
+                    "`c_layout: col` is stored by the Hopper family's direct epilogue; `mma: {}` stores C's rows",
+                    s.mma.name()
+                ),
+                "mma: wgmma, arch: sm_90a",
+            ))
+        } else if s.epilogue == Epilogue::Tma {
+            Some((
+                Key::Epilogue,
+                "a TMA store writes boxes of C's rows; a column-major C is stored directly"
+                    .to_string(),
+                "epilogue: direct",
+            ))
+        } else if s.scale == Scale::AlphaBeta {
+            Some((
+                Key::Scale,
+                "`scale: alpha_beta` reads C-in laid out as a row-major C; `c_layout: col` has no such read".to_string(),
+                "scale: alpha",
+            ))
+        } else if s.aux != Aux::None {
+            Some((
+                Key::Aux,
+                "the aux output is stored row-major beside C; `c_layout: col` has none".to_string(),
+                "aux: none",
+            ))
+        } else if s.groups.is_grouped() {
+            Some((
+                Key::Groups,
+                "a grouped walk stores each expert's rows of a row-major C; `c_layout: col` is for one product".to_string(),
+                "groups: none",
+            ))
+        } else {
+            None
+        };
+        if let Some((key, message, help)) = conflict {
+            // Point at the key the conflict names where it is written, else at `c_layout`.
+            let at = if self.spans.given(key) {
+                key
+            } else {
+                Key::CLayout
+            };
+            self.help(at, message, help);
+        }
     }
 
     /// Only the threads' own stores of C narrow: the Hopper family stores 16-byte vectors

@@ -171,6 +171,26 @@ impl Layout {
     }
 }
 
+/// How C lies in memory (`c_layout:`). Column-major C is the swapped product's: `C = A·B`
+/// computed as `Cᵀ = Bᵀ·Aᵀ` for a few rows of C (decode), so the weights' many rows fill the
+/// tile's M side and the few tokens its N side, and `Cᵀ` is written column-major where the
+/// caller's row-major C lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CLayout {
+    Row,
+    /// Element (row, col) at `col·ldc + row`: each column of C is a line.
+    Col,
+}
+
+impl CLayout {
+    pub fn name(self) -> &'static str {
+        match self {
+            CLayout::Row => "row",
+            CLayout::Col => "col",
+        }
+    }
+}
+
 /// How the accumulators reach C.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Epilogue {
@@ -883,8 +903,10 @@ pub struct GemmSpec {
     pub acc: DType,
     /// C's element type.
     pub out: DType,
-    /// How A and B lie in memory (row- or column-major each); C is row-major.
+    /// How A and B lie in memory (row- or column-major each).
     pub layout: Layout,
+    /// How C lies in memory: row-major, or column-major (wgmma, direct stores).
+    pub c_layout: CLayout,
     /// The block tile, BM x BN x BK.
     pub tile: Tile,
     /// The warp grid over the block tile (SIMT and mma.sync).
@@ -942,6 +964,7 @@ impl GemmSpec {
             Key::Acc => self.acc = from.acc,
             Key::Out => self.out = from.out,
             Key::Layout => self.layout = from.layout,
+            Key::CLayout => self.c_layout = from.c_layout,
             Key::Tile => self.tile = from.tile,
             Key::Warps => self.warps = from.warps,
             Key::Consumers => {
@@ -978,7 +1001,7 @@ impl GemmSpec {
 
     /// The spec written back as a `gemm!` body, in canonical key order, every key that applies
     /// to its family explicit (`warps` for SIMT and mma.sync, `consumers` and `epilogue` for
-    /// wgmma); `b_dtype` where it is not `dtype`; `c_store` where given; the fused epilogue's keys (`scale`, `bias`,
+    /// wgmma); `b_dtype` where it is not `dtype`; `c_layout` where C is column-major; `c_store` where given; the fused epilogue's keys (`scale`, `bias`,
     /// `activation`, `aux`, `row_scale`), `quant` and `promote` where they are not `none`.
     pub fn to_spec_text(&self) -> String {
         let threads = match self.mma {
@@ -993,6 +1016,10 @@ impl GemmSpec {
             String::new()
         } else {
             format!(", b_dtype: {}", self.b_dtype.name())
+        };
+        let c_layout = match self.c_layout {
+            CLayout::Row => String::new(),
+            CLayout::Col => ", c_layout: col".to_string(),
         };
         let c_store = self
             .c_store
@@ -1023,7 +1050,7 @@ impl GemmSpec {
             fused.push_str(&format!(", groups: {}", self.groups.name()));
         }
         format!(
-            "name: {}, arch: {}, dtype: {}{b_dtype}, acc: {}, out: {}, layout: {}, tile: {}, {threads}, \
+            "name: {}, arch: {}, dtype: {}{b_dtype}, acc: {}, out: {}, layout: {}{c_layout}, tile: {}, {threads}, \
              stages: {}, swizzle: {}, copy: {}{c_store}, mma: {}, schedule: {}, cluster: {}{epilogue}{fused}",
             self.name,
             self.arch.name(),
@@ -1052,6 +1079,7 @@ pub enum Key {
     Acc,
     Out,
     Layout,
+    CLayout,
     Tile,
     Warps,
     Consumers,
@@ -1074,7 +1102,7 @@ pub enum Key {
 }
 
 impl Key {
-    pub const ALL: [Key; 26] = [
+    pub const ALL: [Key; 27] = [
         Key::Name,
         Key::Arch,
         Key::Dtype,
@@ -1082,6 +1110,7 @@ impl Key {
         Key::Acc,
         Key::Out,
         Key::Layout,
+        Key::CLayout,
         Key::Tile,
         Key::Warps,
         Key::Consumers,
@@ -1112,6 +1141,7 @@ impl Key {
             Key::Acc => "acc",
             Key::Out => "out",
             Key::Layout => "layout",
+            Key::CLayout => "c_layout",
             Key::Tile => "tile",
             Key::Warps => "warps",
             Key::Consumers => "consumers",

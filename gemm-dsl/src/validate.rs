@@ -303,6 +303,61 @@ mod tests {
                 .contains("wgmma kernels store C in 16-byte vectors"),
             "{hopper:?}"
         );
+        // `c_layout: col`: the Hopper family's direct stores by column, written back; every
+        // conflict named at the key that conflicts, with the fix.
+        let hopper = "mma: wgmma, arch: sm_90a";
+        let columns =
+            check_str(&format!("{hopper}, c_layout: col, scale: alpha, bias: row")).unwrap();
+        assert_eq!(columns.spec.c_layout, CLayout::Col);
+        assert_eq!(
+            columns.spec.epilogue,
+            Epilogue::Direct,
+            "stored by the threads"
+        );
+        let text = columns.spec.to_spec_text();
+        assert!(
+            text.contains(", layout: rr, c_layout: col, tile:"),
+            "{text}"
+        );
+        assert_eq!(check_str(&text).unwrap().spec, columns.spec);
+        assert!(!check_str(hopper)
+            .unwrap()
+            .spec
+            .to_spec_text()
+            .contains("c_layout"));
+        assert!(errors("c_layout: diagonal")[0].message.contains("C layout"));
+        for (conflict, says, help) in [
+            (
+                "mma: mma_sync",
+                "stores C's rows",
+                "mma: wgmma, arch: sm_90a",
+            ),
+            (
+                "epilogue: tma",
+                "TMA store writes boxes of C's rows",
+                "epilogue: direct",
+            ),
+            ("scale: alpha_beta", "reads C-in", "scale: alpha"),
+            (
+                "activation: gelu, aux: pre_activation",
+                "aux output",
+                "aux: none",
+            ),
+            (
+                "groups: contiguous, schedule: persistent",
+                "grouped walk",
+                "groups: none",
+            ),
+        ] {
+            let arch = if conflict.starts_with("mma") {
+                "arch: sm_90"
+            } else {
+                hopper
+            };
+            let found = errors(&format!("{arch}, c_layout: col, {conflict}"));
+            assert!(found[0].message.contains(says), "{conflict}: {found:?}");
+            assert_eq!(found[0].help.as_deref(), Some(help), "{conflict}");
+        }
         for activation in Activation::ALL {
             let spec = check_str(&format!("activation: {}", activation.name())).unwrap();
             assert_eq!(spec.spec.activation, activation);

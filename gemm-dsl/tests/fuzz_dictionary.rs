@@ -4,8 +4,8 @@
 //! variant is added.
 
 use gemm_dsl::{
-    Activation, Arch, Aux, Bias, BiasAlong, CacheHint, Copy, DType, Epilogue, Groups, Key, Layout,
-    Mma, Quant, Raster, RowScale, Scale, Schedule, Swizzle, Tail,
+    Activation, Arch, Aux, Bias, BiasAlong, CLayout, CacheHint, Copy, DType, Epilogue, Groups, Key,
+    Layout, Mma, Quant, Raster, RowScale, Scale, Schedule, Swizzle, Tail,
 };
 
 /// The dictionary's entries, unquoted (`\"` and `\\` unescaped).
@@ -123,6 +123,9 @@ fn values() -> Vec<String> {
     );
     values.extend([Epilogue::Direct, Epilogue::Tma].map(|e| match e {
         Epilogue::Direct | Epilogue::Tma => e.name().to_string(),
+    }));
+    values.extend([CLayout::Row, CLayout::Col].map(|c| match c {
+        CLayout::Row | CLayout::Col => c.name().to_string(),
     }));
     values.extend(Scale::ALL.map(|scale| match scale {
         Scale::None | Scale::Alpha | Scale::AlphaBeta => scale.name().to_string(),

@@ -8,9 +8,11 @@
 
 use gemm_codegen::catalog::FP8;
 use gemm_codegen::Emitted;
-use gemm_dsl::abi::ParamKind;
+use gemm_dsl::abi::{ParamKind, StorageOrder};
 use gemm_dsl::{DType, Layout};
-use gemm_harness::verify::{verify_fused_batch, FusedCase, Tolerance, BLOCK_SCALE_MAX};
+use gemm_harness::verify::{
+    verify_fused_batch, verify_fused_batch_through, FusedCase, Tolerance, BLOCK_SCALE_MAX,
+};
 use gemm_runtime::fp8::{E4m3, E5m2};
 use gemm_runtime::{
     open_context, AnyKernel, Batch, CudaContext, CudaStream, Element, Epilogue, Error, FusedSpec,
@@ -117,7 +119,14 @@ fn specs() -> Vec<String> {
     // The fp8 set's small-M members that no catalog spec is: a 64x128 tile per block, 64x256
     // tiles with a stream-K tail, 16-column tiles.
     let set = &gemm_runtime::sets::SM90_FP8;
-    for name in ["w64x128", "w64x256_sk", "w128x16"] {
+    // The swapped product's members (C column-major), checked through the swap.
+    for name in [
+        "w64x128",
+        "w64x256_sk",
+        "w128x16",
+        "swap64x16",
+        "swap128x16_p",
+    ] {
         let member = set
             .members
             .iter()
@@ -204,7 +213,11 @@ fn check<In: Element, Out: Element, InB: Element>(
         } else {
             count
         };
-        let lds = if padded {
+        // The kernel's own frame: a kernel that stores C column-major runs `C = A·B` swapped
+        // (`n x m x k`, A and B exchanged), over the same lines.
+        let swapped = launch.c_order == StorageOrder::ColMajor;
+        let (frame_m, frame_n) = if swapped { (n, m) } else { (m, n) };
+        let frame_lds = if padded {
             // 16 more bytes after every line, and (in a batch) a line's worth between the
             // matrices.
             LeadingDims {
@@ -213,10 +226,10 @@ fn check<In: Element, Out: Element, InB: Element>(
                 ldc: n + 16 / Out::BYTES,
             }
         } else {
-            LeadingDims::packed(launch, m, n, k)
+            LeadingDims::packed(launch, frame_m, frame_n, k)
         };
-        let packed = Batch::packed(launch, count, (m, n, k), lds);
-        let batch = if count == 1 {
+        let packed = Batch::packed(launch, count, (frame_m, frame_n, k), frame_lds);
+        let frame_batch = if count == 1 {
             Batch::ONE
         } else {
             Batch {
@@ -226,17 +239,31 @@ fn check<In: Element, Out: Element, InB: Element>(
                 stride_c: packed.stride_c + u64::from(16 / Out::BYTES),
             }
         };
-        let report = verify_fused_batch(
-            &kernel,
-            stream,
-            m,
-            n,
-            k,
-            lds,
-            batch,
-            seed as u64 + 11,
-            &case,
-        )
+        // The caller's frame.
+        let (lds, batch) = if swapped {
+            swap_operands(frame_lds, frame_batch)
+        } else {
+            (frame_lds, frame_batch)
+        };
+        let report = match launch.c_order {
+            StorageOrder::RowMajor => verify_fused_batch(
+                &kernel,
+                stream,
+                m,
+                n,
+                k,
+                lds,
+                batch,
+                seed as u64 + 11,
+                &case,
+            ),
+            StorageOrder::ColMajor => {
+                // A and B change places: one type (the loader refuses a mixed pair here).
+                let one_type = GemmKernel::<In, Out, In>::from_emitted(ctx, emitted)
+                    .unwrap_or_else(|e| panic!("{}: {e}", emitted.kernel_name()));
+                verify_swapped(&one_type, stream, (m, n, k), lds, batch, seed, &case)
+            }
+        }
         .unwrap_or_else(|e| panic!("{} {m}x{n}x{k}x{count}: {e}", emitted.kernel_name()));
         let tolerance = match fused.quant {
             gemm_dsl::Quant::Block => Tolerance::for_kernel(types, m, n, k)
@@ -254,6 +281,61 @@ fn check<In: Element, Out: Element, InB: Element>(
         checked += 1;
     }
     checked
+}
+
+/// A kernel that stores C column-major computes the swapped product: `Cᵀ = Bᵀ·Aᵀ`, launched
+/// with A and B (and their leading dimensions and strides) swapped, C where it lies, checked
+/// as `C = A·B`.
+fn verify_swapped<In: Element, Out: Element>(
+    kernel: &GemmKernel<In, Out, In>,
+    stream: &Arc<CudaStream>,
+    (m, n, k): (u32, u32, u32),
+    lds: LeadingDims,
+    batch: Batch,
+    seed: usize,
+    case: &FusedCase,
+) -> Result<gemm_harness::verify::BatchReport, gemm_harness::Error> {
+    let (swapped_lds, swapped_batch) = swap_operands(lds, batch);
+    verify_fused_batch_through(
+        kernel,
+        stream,
+        (m, n, k),
+        lds,
+        batch,
+        seed as u64 + 11,
+        case,
+        |a, b, c, epilogue| {
+            kernel.launch_fused(
+                stream,
+                b,
+                a,
+                c,
+                n,
+                m,
+                k,
+                swapped_lds,
+                swapped_batch,
+                epilogue,
+            )
+        },
+    )
+}
+
+/// A's and B's leading dimensions and batch strides exchanged (C's kept): the other frame of
+/// a swapped product.
+fn swap_operands(lds: LeadingDims, batch: Batch) -> (LeadingDims, Batch) {
+    (
+        LeadingDims {
+            lda: lds.ldb,
+            ldb: lds.lda,
+            ldc: lds.ldc,
+        },
+        Batch {
+            stride_a: batch.stride_b,
+            stride_b: batch.stride_a,
+            ..batch
+        },
+    )
 }
 
 #[test]
@@ -429,16 +511,45 @@ fn matmul_picks_fp8_kernels_per_problem() {
         ..FusedSpec::NONE
     };
     let matmul = Matmul::<E4m3, bf16>::new_fused(&ctx, fused).expect("the fp8 set loads");
+    // The set's swapped-product members alone: every problem runs swapped, as `Cᵀ = Bᵀ·Aᵀ`.
+    let full = &gemm_runtime::sets::SM90_FP8;
+    let swapped_only: &'static gemm_runtime::sets::KernelSet =
+        Box::leak(Box::new(gemm_runtime::sets::KernelSet {
+            name: "sm90_fp8_swapped",
+            members: Box::leak(
+                full.members
+                    .iter()
+                    .filter(|member| member.body.contains("c_layout: col"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            ),
+            ..*full
+        }));
+    assert_eq!(swapped_only.members.len(), 2);
+    let swapped = Matmul::<E4m3, bf16>::with_set_fused(&ctx, swapped_only, fused)
+        .expect("the swapped members load");
     let (a_scale, b_scale) = (0.5f32, 1.25f32);
     let scales = [
         stream.clone_htod(&[a_scale]).unwrap(),
         stream.clone_htod(&[b_scale]).unwrap(),
     ];
     let mut picked = Vec::new();
-    for (seed, (m, n, k)) in [(64, 2112, 1024), (1, 520, 512), (1024, 1024, 1024)]
-        .into_iter()
-        .enumerate()
-    {
+    let problems = [
+        (64, 2112, 1024),
+        (1, 520, 512),
+        (1024, 1024, 1024),
+        (16, 4096, 2048),
+        (5, 4104, 1024),
+        // C's rows (1001 bf16) are not 16-byte aligned: only the swapped product, stored
+        // column-major element by element, computes it.
+        (33, 1001, 512),
+    ];
+    let runs = problems
+        .iter()
+        .map(|&dims| (&matmul, dims))
+        .chain(problems.iter().map(|&dims| (&swapped, dims)));
+    for (seed, (matmul, (m, n, k))) in runs.enumerate() {
         let mut rng = NormalRng::new(seed as u64 + 41);
         let mut normals = |len: u32| -> Vec<E4m3> {
             (0..len)
@@ -459,12 +570,7 @@ fn matmul_picks_fp8_kernels_per_problem() {
         };
         let reference = cpu_reference(&host).unwrap();
         let problem = Problem::new(m, n, k, gemm_dsl::Layout::RowCol);
-        let kernel = matmul
-            .kernel_for(&problem)
-            .unwrap()
-            .info()
-            .name()
-            .to_string();
+        let kernel = matmul.pick(&problem).unwrap().kernel.to_string();
         let a = stream.clone_htod(&a).unwrap();
         let b = stream.clone_htod(&b_lines).unwrap();
         let mut c = stream
@@ -492,9 +598,20 @@ fn matmul_picks_fp8_kernels_per_problem() {
             .unwrap_or_else(|broken| panic!("{kernel} {m}x{n}x{k}: {broken}"));
         picked.push(kernel);
     }
-    // Every pick is a member of the fp8 set (which one is the model's: not calibrated for fp8).
+    // Every pick is a member of the fp8 set (which one is the model's: not calibrated for
+    // fp8); decode problems and C's odd rows ran swapped; the swapped members' set ran every
+    // problem swapped.
     assert!(
         picked.iter().all(|name| name.starts_with("sm90_fp8_")),
+        "{picked:?}"
+    );
+    for (index, dims) in [(3, (16, 4096, 2048)), (5, (33, 1001, 512))] {
+        assert!(picked[index].contains("_swap"), "{dims:?}: {picked:?}");
+    }
+    assert!(
+        picked[problems.len()..]
+            .iter()
+            .all(|name| name.starts_with("sm90_fp8_swapped_swap")),
         "{picked:?}"
     );
 }

@@ -74,12 +74,12 @@ pub struct LeadingDims {
 
 impl LeadingDims {
     /// Packed operands: each leading dimension is the length of one of its operand's lines
-    /// (row-major A: `k`, column-major A: `m`, ...; C: `n`).
+    /// (row-major A: `k`, column-major A: `m`, ...; row-major C: `n`).
     pub const fn packed(shape: &LaunchShape, m: u32, n: u32, k: u32) -> LeadingDims {
         LeadingDims {
             lda: shape.stored_dims(Operand::A, m, n, k).1,
             ldb: shape.stored_dims(Operand::B, m, n, k).1,
-            ldc: n,
+            ldc: shape.stored_dims(Operand::C, m, n, k).1,
         }
     }
 }
@@ -412,6 +412,7 @@ mod tests {
         partial_tiles: false,
         a_order: StorageOrder::RowMajor,
         b_order: StorageOrder::RowMajor,
+        c_order: StorageOrder::RowMajor,
         workspace_bytes_per_block: 0,
     };
 
@@ -481,6 +482,7 @@ mod tests {
         let cc = LaunchShape {
             a_order: StorageOrder::ColMajor,
             b_order: StorageOrder::ColMajor,
+            c_order: StorageOrder::RowMajor,
             ..PARTIAL
         };
         let lds = LeadingDims::packed(&cc, 100, 60, 20);
@@ -904,6 +906,7 @@ mod tests {
         let shape = LaunchShape {
             a_order: StorageOrder::ColMajor,
             b_order: StorageOrder::ColMajor,
+            c_order: StorageOrder::RowMajor,
             ..SHAPE
         };
         let (m, n, k) = (256, 128, 32);
@@ -954,6 +957,7 @@ mod tests {
         let orders = |a, b| LaunchShape {
             a_order: a,
             b_order: b,
+            c_order: StorageOrder::RowMajor,
             ..PARTIAL
         };
         use StorageOrder::{ColMajor, RowMajor};

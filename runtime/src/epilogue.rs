@@ -66,6 +66,18 @@ impl FusedSpec {
         *self == FusedSpec::NONE
     }
 
+    /// Whether this epilogue on the swapped product `Cᵀ = Bᵀ·Aᵀ` is the same as on `C`: no
+    /// vector or C-in that runs along one side (bias, row factors, aux, C-in), no block
+    /// scales (A's per row, B's per block); α, the per-tensor fp8 scales (a product) and
+    /// the activation (element by element) are.
+    pub fn same_on_swapped_product(&self) -> bool {
+        self.bias == Bias::None
+            && self.aux == Aux::None
+            && self.row_scale == RowScale::None
+            && self.scale != Scale::AlphaBeta
+            && self.quant != Quant::Block
+    }
+
     /// One element of D in float64 from its product `ab` (`A·B`, the fp8 operands' scales
     /// applied), C-in's value `c`, the bias value `bias` and its row's factor `row` (each
     /// ignored where the spec has none): the exact functions, where the kernel may

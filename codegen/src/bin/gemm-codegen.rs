@@ -382,7 +382,25 @@ fn pick(
     let specs = set.specs(dtype, out_type);
     let candidates = set_candidates(set, dtype, out_type)
         .map_err(|errors| Failure::InvalidSpec(errors.render(&specs.join("\n"), set.name)))?;
-    let ranking = rank(&candidates, &problem, &device);
+    let direct = rank(&candidates, &problem, &device);
+    // As `Matmul` routes it: the swapped product `Cᵀ = Bᵀ·Aᵀ` where a member that stores C
+    // column-major is predicted faster than the problem's own pick.
+    let swapped = candidates
+        .iter()
+        .any(|c| c.launch.c_order == gemm_dsl::abi::StorageOrder::ColMajor)
+        .then(|| rank(&candidates, &problem.swapped(), &device));
+    let priced = |ranking: &gemm_codegen::pick::Ranking| {
+        ranking
+            .best()
+            .map(|(index, estimate)| (*index, estimate.seconds))
+    };
+    let runs_swapped = swapped.as_ref().is_some_and(|swapped| {
+        gemm_codegen::pick::swapped_wins(&candidates, priced(&direct), priced(swapped))
+    });
+    let ranking = match swapped {
+        Some(swapped) if runs_swapped => swapped,
+        _ => direct,
+    };
     let Some((best, estimate)) = ranking.best() else {
         return Err(Failure::NoKernel(refusal(
             set,
@@ -399,8 +417,16 @@ fn pick(
         device.name,
         device.sms,
         set.name,
-        reasons(estimate, &problem)
+        reasons(estimate, &ranking.problem)
     )?;
+    if runs_swapped {
+        let swapped = &ranking.problem;
+        writeln!(
+            out,
+            "# swapped: Matmul runs Cᵀ = Bᵀ·Aᵀ, {swapped} (lds {},{},{}; A and B exchanged, C where it lies)",
+            swapped.lda, swapped.ldb, swapped.ldc
+        )?;
+    }
     writeln!(out, "# candidates, fastest predicted first:")?;
     let width = candidates.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for (index, other) in &ranking.ranked {
@@ -414,7 +440,11 @@ fn pick(
         )?;
     }
     for (index, why) in &ranking.refused {
-        if candidates[*index].layout == layout {
+        // Members of another layout, or that store C in the other order, answer other
+        // problems.
+        if candidates[*index].layout == ranking.problem.layout
+            && !matches!(why, gemm_codegen::pick::Refusal::COrder(_))
+        {
             writeln!(
                 out,
                 "#   {:<width$} refused: {why}",
@@ -492,7 +522,7 @@ fn refusal(
     candidates: &[gemm_codegen::pick::Candidate],
     ranking: &gemm_codegen::pick::Ranking,
 ) -> String {
-    use gemm_codegen::pick::{sets::KernelSet, Remedy};
+    use gemm_codegen::pick::{sets::KernelSet, Refusal, Remedy};
     let problem = &ranking.problem;
     let mut text = format!(
         "error: no kernel of set `{}` computes {problem}:\n",
@@ -501,7 +531,9 @@ fn refusal(
     let in_layout: Vec<(&str, String)> = ranking
         .refused
         .iter()
-        .filter(|(i, _)| candidates[*i].layout == problem.layout)
+        .filter(|(i, why)| {
+            candidates[*i].layout == problem.layout && !matches!(why, Refusal::COrder(_))
+        })
         .map(|(i, why)| (candidates[*i].name.as_str(), why.to_string()))
         .collect();
     match &in_layout[..] {

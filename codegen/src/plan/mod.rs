@@ -47,12 +47,17 @@ pub struct LaunchContract {
     pub workspace_bytes_per_block: u32,
 }
 
-/// How A and B lie, for the kernel's header comment (C is always row-major).
-pub(crate) fn layout_note(layout: gemm_dsl::Layout) -> &'static str {
-    match layout {
-        gemm_dsl::Layout::RowRow => "all row-major",
-        gemm_dsl::Layout::RowCol => "A row-major, B column-major, C row-major",
-        gemm_dsl::Layout::ColRow => "A column-major, B row-major, C row-major",
-        gemm_dsl::Layout::ColCol => "A and B column-major, C row-major",
+/// How A, B and C lie, for the kernel's header comment.
+pub(crate) fn layout_note(layout: gemm_dsl::Layout, c_layout: gemm_dsl::CLayout) -> String {
+    let c = match c_layout {
+        gemm_dsl::CLayout::Row => "row",
+        gemm_dsl::CLayout::Col => "column",
+    };
+    match (layout, c_layout) {
+        (gemm_dsl::Layout::RowRow, gemm_dsl::CLayout::Row) => "all row-major".to_string(),
+        (gemm_dsl::Layout::RowRow, _) => format!("A and B row-major, C {c}-major"),
+        (gemm_dsl::Layout::RowCol, _) => format!("A row-major, B column-major, C {c}-major"),
+        (gemm_dsl::Layout::ColRow, _) => format!("A column-major, B row-major, C {c}-major"),
+        (gemm_dsl::Layout::ColCol, _) => format!("A and B column-major, C {c}-major"),
     }
 }

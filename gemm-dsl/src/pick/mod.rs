@@ -33,7 +33,7 @@ pub use grouped::GroupedShape;
 pub use refusal::{Refusal, Remedy};
 
 use crate::abi::{LaunchShape, Operand};
-use crate::{Arch, DType, Layout, Schedule, StreamKSplit, Tail, ValidSpec};
+use crate::{Arch, CLayout, DType, Layout, Schedule, StreamKSplit, Tail, ValidSpec};
 use std::fmt;
 
 /// One problem: `batch` products `C = A·B` of `m x n x k` in `layout`, with leading dimensions
@@ -48,6 +48,9 @@ pub struct Problem {
     pub lda: u32,
     pub ldb: u32,
     pub ldc: u32,
+    /// How C lies: row-major as the caller's, or column-major for the swapped product
+    /// ([`Problem::swapped`]).
+    pub c_layout: CLayout,
     /// The largest power of two, in bytes, that divides the address of A, B and C's first
     /// elements: [`ALLOCATION_ALIGN`] for buffers as the allocator returns them, less for a
     /// view that starts inside one.
@@ -71,6 +74,7 @@ impl Problem {
             lda,
             ldb,
             ldc: n,
+            c_layout: CLayout::Row,
             address_align: ALLOCATION_ALIGN,
         }
     }
@@ -174,6 +178,32 @@ impl Problem {
         })
     }
 
+    /// The same product with A and B swapped: `C = A·B` computed as `Cᵀ = Bᵀ·Aᵀ` over the
+    /// same memory, an `n x m x k` problem whose A' is B and B' is A, each read in the other
+    /// order (a column-major B is a row-major Bᵀ), and whose C' is C in the other order, with
+    /// every leading dimension kept. For a few rows of C (decode), the weights' many columns
+    /// then fill a tile's M side and the rows its N side.
+    pub fn swapped(&self) -> Problem {
+        let layout = match (!self.layout.b_row_major(), !self.layout.a_row_major()) {
+            (true, true) => Layout::RowRow,
+            (true, false) => Layout::RowCol,
+            (false, true) => Layout::ColRow,
+            (false, false) => Layout::ColCol,
+        };
+        Problem {
+            m: self.n,
+            n: self.m,
+            layout,
+            lda: self.ldb,
+            ldb: self.lda,
+            c_layout: match self.c_layout {
+                CLayout::Row => CLayout::Col,
+                CLayout::Col => CLayout::Row,
+            },
+            ..*self
+        }
+    }
+
     pub fn flops(&self) -> f64 {
         2.0 * f64::from(self.m) * f64::from(self.n) * f64::from(self.k) * f64::from(self.batch)
     }
@@ -194,6 +224,9 @@ impl fmt::Display for Problem {
             write!(f, "{}x", self.batch)?;
         }
         write!(f, "{}x{}x{} {}", self.m, self.n, self.k, self.layout.name())?;
+        if self.c_layout == CLayout::Col {
+            f.write_str(" C column-major")?;
+        }
         if self.address_align < ALLOCATION_ALIGN {
             write!(f, " at {}-byte aligned addresses", self.address_align)?;
         }
@@ -671,6 +704,26 @@ pub fn pick(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
         }
     }
     best.map(|(index, _)| index)
+}
+
+/// Whether a problem runs as its swapped product ([`Problem::swapped`]): `swapped` is that
+/// product's pick, `direct` the problem's own, each a (candidate index, predicted seconds).
+/// The swapped one wins where the problem has no pick, only a narrow-access one, or a slower
+/// one; a narrow-access swapped pick never does.
+pub fn swapped_wins(
+    candidates: &[Candidate],
+    direct: Option<(usize, f64)>,
+    swapped: Option<(usize, f64)>,
+) -> bool {
+    let Some((swapped_index, swapped_seconds)) = swapped else {
+        return false;
+    };
+    if candidates[swapped_index].narrow_access() {
+        return false;
+    }
+    direct.is_none_or(|(index, seconds)| {
+        candidates[index].narrow_access() || swapped_seconds < seconds
+    })
 }
 
 /// One line of reasons for an estimate: tiles, waves, waste, the split, the bound, the time.

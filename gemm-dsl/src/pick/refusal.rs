@@ -1,7 +1,7 @@
 //! Why a candidate cannot compute a problem, and what would let one of a set compute it.
 
 use super::{Candidate, Problem, Ranking};
-use crate::abi::Operand;
+use crate::abi::{Operand, StorageOrder};
 use crate::Layout;
 use std::fmt;
 
@@ -10,6 +10,9 @@ use std::fmt;
 pub enum Refusal {
     /// The kernel takes another layout (this one).
     Layout(Layout),
+    /// The kernel stores C in the other order (this one): a column-major C is the swapped
+    /// product's ([`Problem::swapped`]).
+    COrder(StorageOrder),
     /// Sizes the kernel's tiles or its schedule's indices do not admit.
     Size(String),
     /// A leading dimension shorter than the operand's lines.
@@ -36,6 +39,7 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Layout(layout) => write!(f, "layout {}", layout.name()),
+            Refusal::COrder(order) => write!(f, "C {}-major", order.line()),
             Refusal::Size(reason) => f.write_str(reason),
             Refusal::ShortLines { operand, ld, line } => {
                 write!(f, "{operand}'s leading dimension {ld} < {line}")
@@ -78,6 +82,10 @@ impl Candidate {
             return Some(Refusal::Layout(self.layout));
         }
         let shape = &self.launch;
+        let c_order = StorageOrder::of_c_layout(problem.c_layout);
+        if shape.c_order != c_order {
+            return Some(Refusal::COrder(shape.c_order));
+        }
         if let Err(reason) =
             shape.check_batched_dims(problem.m, problem.n, problem.k, problem.batch)
         {
@@ -113,13 +121,17 @@ impl Candidate {
         None
     }
 
-    /// Whether the kernel copies A and B in vectors narrower than 16 bytes, or stores C
-    /// narrower than a pair of elements (`c_store`): it takes lines and addresses that
-    /// others refuse, at a cost, so a picker turns to it only where no other kernel computes
-    /// the problem ([`crate::pick::pick`]).
+    /// Whether the kernel copies A and B in vectors narrower than 16 bytes, or stores a
+    /// row-major C narrower than a pair of elements (`c_store`): it takes lines and addresses
+    /// that others refuse, at a cost, so a picker turns to it only where no other kernel
+    /// computes the problem ([`crate::pick::pick`]). A column-major C is stored element by
+    /// element by design (its columns' neighbours lie in other threads), not as a narrowed
+    /// kernel: only such kernels take it.
     pub fn narrow_access(&self) -> bool {
         let shape = &self.launch;
-        shape.operand_align_bytes < 16 || shape.output_align_bytes < 2 * shape.output_element_bytes
+        let narrow_c = shape.c_order == StorageOrder::RowMajor
+            && shape.output_align_bytes < 2 * shape.output_element_bytes;
+        shape.operand_align_bytes < 16 || narrow_c
     }
 
     /// [`Candidate::refusal`] as text.
@@ -233,6 +245,7 @@ mod tests {
             partial_tiles: true,
             a_order: order(layout.a_row_major()),
             b_order: order(layout.b_row_major()),
+            c_order: StorageOrder::RowMajor,
             workspace_bytes_per_block: 0,
         };
         Candidate::of(&valid, launch)

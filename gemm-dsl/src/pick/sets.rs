@@ -331,7 +331,7 @@ const FP8_W64X128_SK: SetMember = SetMember {
 /// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
 pub const SM90_FP8: KernelSet = KernelSet {
     name: "sm90_fp8",
-    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one), a 16-column tile for N <= 16",
+    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one), a 16-column tile for N <= 16, and 64x16 and 128x16 tiles of the swapped product (C column-major) for decode",
     dtypes: &[DType::E4m3, DType::E5m2],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -374,6 +374,25 @@ pub const SM90_FP8: KernelSet = KernelSet {
             name: "w128x16",
             body: "arch: sm_90a, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
             role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.87-1.06x cuBLASLt where 128-wide tiles ran at most 0.76x",
+            fuses: true,
+        },
+        // The swapped product's tiles (`c_layout: col`): `Matmul` runs a problem as
+        // `Cᵀ = Bᵀ·Aᵀ` on them where the model predicts it faster, so a decode problem's weights
+        // fill the tile's rows and its few tokens the 16 columns. Measured over M = 1, 16 and
+        // 64 of models.txt (results/fp8-swap-ab-2026-11-29/): at M <= 16 these ran 0.88-1.13x
+        // cuBLASLt (64x16: geomean 1.04) where the best unswapped tile ran 0.76-1.00x; a
+        // stream-K tail made them slower (0.70-1.08x), and 32- and 64-column ones won only
+        // at M = 64.
+        SetMember {
+            name: "swap64x16",
+            body: "arch: sm_90a, c_layout: col, tile: 64x16x128, consumers: 1, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "M of 16 or less (decode), swapped: the weights' N on the tile's 64 rows, the tokens on its 16 columns; two blocks an SM",
+            fuses: true,
+        },
+        SetMember {
+            name: "swap128x16_p",
+            body: "arch: sm_90a, c_layout: col, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma, schedule: persistent(raster = m, group = 8)",
+            role: "M of 16 or less over tens of thousands of columns, swapped: 128 of them a tile, one resident walk",
             fuses: true,
         },
     ],

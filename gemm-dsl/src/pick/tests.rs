@@ -34,6 +34,7 @@ fn hopper_launch(
         partial_tiles: true,
         a_order: StorageOrder::RowMajor,
         b_order: StorageOrder::RowMajor,
+        c_order: StorageOrder::RowMajor,
         workspace_bytes_per_block: workspace,
     }
 }
@@ -118,6 +119,50 @@ fn renamed(candidate: &Candidate, name: &str) -> Candidate {
 
 fn square(size: u32) -> Problem {
     Problem::new(size, size, size, Layout::RowRow)
+}
+
+/// `C = A·B` as `Cᵀ = Bᵀ·Aᵀ`: M and N exchanged, A' = B and B' = A each read in the other
+/// order (so `rc` stays `rc`, `rr` becomes `cc`), every leading dimension kept, C's order
+/// flipped; twice is the problem itself. A kernel refuses the other order of C.
+#[test]
+fn the_swapped_product_reads_the_same_memory() {
+    let rc = Problem::new(16, 4096, 2048, Layout::RowCol)
+        .with_leading_dims(2064, 2080, 4104)
+        .with_batch(2)
+        .with_address_align(16);
+    let swapped = rc.swapped();
+    assert_eq!(
+        (swapped.m, swapped.n, swapped.k, swapped.batch),
+        (4096, 16, 2048, 2)
+    );
+    assert_eq!(swapped.layout, Layout::RowCol);
+    assert_eq!((swapped.lda, swapped.ldb, swapped.ldc), (2080, 2064, 4104));
+    assert_eq!(swapped.c_layout, CLayout::Col);
+    assert_eq!(swapped.address_align, 16);
+    assert_eq!(swapped.flops(), rc.flops());
+    assert_eq!(swapped.swapped(), rc);
+    assert_eq!(
+        swapped.to_string(),
+        "2x4096x16x2048 rc C column-major at 16-byte aligned addresses"
+    );
+    for (layout, swapped_layout) in [
+        (Layout::RowRow, Layout::ColCol),
+        (Layout::ColCol, Layout::RowRow),
+        (Layout::ColRow, Layout::ColRow),
+    ] {
+        assert_eq!(
+            Problem::new(8, 8, 8, layout).swapped().layout,
+            swapped_layout
+        );
+    }
+    let row_major_c = candidate(
+        "name: k, arch: sm_90a, mma: wgmma, dtype: e4m3, layout: rc",
+        hopper_launch((128, 256, 128), 384, PERSISTENT, (1, 1), 0),
+    );
+    assert_eq!(
+        row_major_c.refusal(&swapped),
+        Some(Refusal::COrder(StorageOrder::RowMajor))
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ use crate::bench::{
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream};
+use gemm_dsl::abi::StorageOrder;
 use gemm_dsl::pick::{estimate, Candidate, Problem};
 use gemm_dsl::{DType, Layout, Quant, ValidSpec};
 use gemm_runtime::epilogue::{Epilogue, FusedSpec};
@@ -104,6 +105,45 @@ pub struct Fp8SetRun<'a, In: Element, Out: Element> {
     last_b: RefCell<Option<QuantizedB<In>>>,
 }
 
+/// One kernel timed on a shape: its name, the model's time, and whether it runs the swapped
+/// product.
+struct Timed<'k, In, Out> {
+    name: String,
+    predicted: f64,
+    kernel: &'k GemmKernel<In, Out>,
+    swapped: bool,
+}
+
+impl<In: Element, Out: Element> Timed<'_, In, Out> {
+    /// `D = s_A·s_B·A·B` for the row-major `m x n x k` problem with leading dimensions `lds`:
+    /// as given, or swapped (`Dᵀ = Bᵀ·Aᵀ`, D column-major where it lies).
+    fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        (a, b): (&CudaSlice<In>, &CudaSlice<In>),
+        (a_scale, b_scale): (&CudaSlice<f32>, &CudaSlice<f32>),
+        d: &mut CudaSlice<Out>,
+        (m, n, k): (u32, u32, u32),
+        lds: LeadingDims,
+    ) -> Result<(), Error> {
+        if self.swapped {
+            let mut epilogue = Epilogue::none().quant_scales(b_scale, a_scale);
+            let lds = LeadingDims {
+                lda: lds.ldb,
+                ldb: lds.lda,
+                ldc: lds.ldc,
+            };
+            self.kernel
+                .launch_fused(stream, b, a, d, n, m, k, lds, Batch::ONE, &mut epilogue)?;
+        } else {
+            let mut epilogue = Epilogue::none().quant_scales(a_scale, b_scale);
+            self.kernel
+                .launch_fused(stream, a, b, d, m, n, k, lds, Batch::ONE, &mut epilogue)?;
+        }
+        Ok(())
+    }
+}
+
 impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
     /// `set`'s members with per-tensor scales, and `extra` (fp8 specs of these types, layout
     /// rc, `quant: tensor`). `types` are `In` and `Out` as spec types.
@@ -181,29 +221,41 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             .iter()
             .position(|candidate| candidate.name == picked.kernel)
             .expect("the pick is a member");
-        // (name, predicted seconds, kernel) for every kernel timed, the pick first.
-        let mut kernels: Vec<(String, f64, &GemmKernel<In, Out>)> = Vec::new();
+        // A kernel that stores C column-major runs the swapped product `Cᵀ = Bᵀ·Aᵀ` (A and B
+        // swapped at launch), as `Matmul` routes it.
+        let swapped = problem.swapped();
+        let routed = |candidate: &Candidate| {
+            if candidate.launch.c_order == StorageOrder::ColMajor {
+                &swapped
+            } else {
+                &problem
+            }
+        };
+        // Every kernel timed, the pick first.
+        let mut kernels: Vec<Timed<'_, In, Out>> = Vec::new();
         let member_indices = std::iter::once(pick_index).chain(
             (0..members.len())
                 .filter(|&index| !self.auto && index != pick_index)
-                .filter(|&index| members[index].refusal(&problem).is_none()),
+                .filter(|&index| members[index].refusal(routed(&members[index])).is_none()),
         );
         for index in member_indices {
             let candidate = &members[index];
-            kernels.push((
-                candidate.name.clone(),
-                estimate(candidate, &problem, picker.device()).seconds,
-                self.matmul.kernel(index)?,
-            ));
+            kernels.push(Timed {
+                name: candidate.name.clone(),
+                predicted: estimate(candidate, routed(candidate), picker.device()).seconds,
+                kernel: self.matmul.kernel(index)?,
+                swapped: routed(candidate) == &swapped,
+            });
         }
         if !self.auto {
             for (candidate, kernel) in &self.candidates {
-                if candidate.refusal(&problem).is_none() {
-                    kernels.push((
-                        candidate.name.clone(),
-                        estimate(candidate, &problem, picker.device()).seconds,
+                if candidate.refusal(routed(candidate)).is_none() {
+                    kernels.push(Timed {
+                        name: candidate.name.clone(),
+                        predicted: estimate(candidate, routed(candidate), picker.device()).seconds,
                         kernel,
-                    ));
+                        swapped: routed(candidate) == &swapped,
+                    });
                 }
             }
         }
@@ -264,23 +316,19 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         // Correct first: each kernel on fresh poison, near cuBLASLt's D.
         let mut outputs = Vec::with_capacity(kernels.len());
         let mut max_rel_diff = 0.0f64;
-        for (name, _, kernel) in &kernels {
+        for timed in &kernels {
             let mut d = stream
                 .clone_htod(&poisoned)
                 .during(|| "writing the poisoned D".to_string())?;
-            let mut epilogue = Epilogue::none().quant_scales(&a_scale, &b_scale);
-            kernel.launch_fused(
+            timed.launch(
                 stream,
-                a0,
-                b0,
+                (a0, b0),
+                (&a_scale, &b_scale),
                 &mut d,
-                m,
-                n,
-                k,
+                (m, n, k),
                 lds,
-                Batch::ONE,
-                &mut epilogue,
             )?;
+            let name = &timed.name;
             let ours = stream
                 .clone_dtoh(&d)
                 .during(|| format!("copying D of `{name}` back"))?;
@@ -303,25 +351,11 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             lt.run(a, b, &a_scale, &b_scale, &mut d_lt)
         };
         let mut ours: Vec<Box<Launcher<'_>>> = Vec::new();
-        for ((_, _, kernel), d) in kernels.iter().zip(outputs.iter_mut()) {
+        for (timed, d) in kernels.iter().zip(outputs.iter_mut()) {
             let (a_scale, b_scale, next_inputs) = (&a_scale, &b_scale, &next_inputs);
             ours.push(Box::new(move |_: usize| {
                 let (a, b) = next_inputs();
-                let mut epilogue = Epilogue::none().quant_scales(a_scale, b_scale);
-                Ok(
-                    kernel.launch_fused(
-                        stream,
-                        a,
-                        b,
-                        d,
-                        m,
-                        n,
-                        k,
-                        lds,
-                        Batch::ONE,
-                        &mut epilogue,
-                    )?,
-                )
+                timed.launch(stream, (a, b), (a_scale, b_scale), d, (m, n, k), lds)
             }));
         }
         let mut competitors: Vec<&mut Launcher<'_>> = vec![&mut lt_launch];
@@ -340,10 +374,10 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             kernels: kernels
                 .iter()
                 .enumerate()
-                .map(|(i, (name, predicted, _))| KernelTime {
-                    kernel: name.clone(),
+                .map(|(i, timed)| KernelTime {
+                    kernel: timed.name.clone(),
                     ms: ms(i + 1),
-                    predicted_ms: predicted * 1e3,
+                    predicted_ms: timed.predicted * 1e3,
                 })
                 .collect(),
             max_rel_diff,

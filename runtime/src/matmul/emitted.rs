@@ -11,7 +11,9 @@ use cudarc::driver::CudaContext;
 use gemm_dsl::abi::LaunchShape;
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::pick::DeviceModel;
-use gemm_dsl::{check_str, Activation, Aux, DType, GemmSpec, Quant, RowScale, Scale, ValidSpec};
+use gemm_dsl::{
+    check_str, Activation, Aux, CLayout, DType, GemmSpec, Quant, RowScale, Scale, ValidSpec,
+};
 use std::sync::Arc;
 
 impl<In: Element, Out: Element> Matmul<In, Out> {
@@ -96,7 +98,9 @@ fn set_kernels(
         .collect())
 }
 
-/// The members of `set` for these types, with the fused epilogue `fused`, validated.
+/// The members of `set` for these types, with the fused epilogue `fused`, validated. The
+/// members that store C column-major run only swapped products: they are left out where the
+/// epilogue differs on `Cᵀ` ([`FusedSpec::same_on_swapped_product`]).
 fn set_specs(
     set: &KernelSet,
     types: KernelTypes,
@@ -107,21 +111,24 @@ fn set_specs(
     } else {
         set.fused_specs(types.dtype(), types.out())
     };
-    texts
-        .iter()
-        .map(|text| {
-            let refused = |errors: gemm_dsl::SpecErrors, text: &str| Error::SpecText {
-                kernel: text.to_string(),
-                errors: errors.render(text, set.name),
-            };
-            let member = check_str(text).map_err(|errors| refused(errors, text))?;
-            if fused.is_none() {
-                return Ok(member);
-            }
-            let text = with_epilogue(member.spec, fused).to_spec_text();
-            check_str(&text).map_err(|errors| refused(errors, &text))
-        })
-        .collect()
+    let mut specs = Vec::with_capacity(texts.len());
+    for text in &texts {
+        let refused = |errors: gemm_dsl::SpecErrors, text: &str| Error::SpecText {
+            kernel: text.to_string(),
+            errors: errors.render(text, set.name),
+        };
+        let member = check_str(text).map_err(|errors| refused(errors, text))?;
+        if member.spec.c_layout == CLayout::Col && !fused.same_on_swapped_product() {
+            continue;
+        }
+        if fused.is_none() {
+            specs.push(member);
+            continue;
+        }
+        let text = with_epilogue(member.spec, fused).to_spec_text();
+        specs.push(check_str(&text).map_err(|errors| refused(errors, &text))?);
+    }
+    Ok(specs)
 }
 
 /// A member's spec with the fused epilogue `fused`, named `<member>_<epilogue>`.
@@ -250,6 +257,64 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The fp8 set's swapped-product members (C column-major) stay in the set with per-tensor
+    /// scales, α and an activation, and leave it with a bias (which would change sides). With
+    /// them, decode problems run swapped where the model says so, and large ones as given.
+    #[test]
+    fn decode_problems_run_swapped_where_the_model_predicts_it_faster() {
+        use super::super::Routes;
+        use gemm_dsl::pick::Problem;
+        let types = KernelTypes::new(DType::E4m3, DType::Bf16).unwrap();
+        let per_tensor = FusedSpec {
+            quant: Quant::Tensor,
+            ..FusedSpec::NONE
+        };
+        let swapped_members = |fused: &FusedSpec| {
+            set_specs(&sets::SM90_FP8, types, fused)
+                .unwrap()
+                .iter()
+                .filter(|valid| valid.spec.c_layout == CLayout::Col)
+                .count()
+        };
+        let gelu = FusedSpec {
+            scale: Scale::Alpha,
+            activation: Activation::Gelu,
+            ..per_tensor
+        };
+        let biased = FusedSpec {
+            bias: gemm_dsl::Bias::Vector {
+                along: gemm_dsl::BiasAlong::Col,
+                dtype: DType::Bf16,
+            },
+            ..per_tensor
+        };
+        assert_eq!(swapped_members(&per_tensor), 2);
+        assert_eq!(swapped_members(&gelu), 2);
+        assert_eq!(swapped_members(&biased), 0);
+
+        let picker = Picker::of_set(&sets::SM90_FP8, types, &per_tensor).unwrap();
+        let routes = Routes {
+            one_row: false,
+            swapped: true,
+        };
+        for (m, n, k) in [
+            (1, 4096, 4096),
+            (16, 8192, 8192),
+            (16, 28672, 4096),
+            (1, 10240, 8192),
+        ] {
+            let problem = Problem::new(m, n, k, gemm_dsl::Layout::RowCol);
+            let route = picker.route(&problem, routes).unwrap();
+            assert!(route.swaps_operands, "{problem}");
+            assert_eq!(route.problem, problem.swapped());
+            assert!(picker.candidates()[route.pick.index].name.contains("swap"));
+        }
+        let large = Problem::new(4096, 4096, 4096, gemm_dsl::Layout::RowCol);
+        let route = picker.route(&large, routes).unwrap();
+        assert!(!route.swaps_operands);
+        assert_eq!(route.problem, large);
     }
 
     /// Every member of the block-scaled fp8 set builds with block scales (and with a bias

@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::kernel::GemmKernel;
 use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
-use gemm_dsl::abi::{KernelInfo, LaunchShape};
+use gemm_dsl::abi::{KernelInfo, LaunchShape, StorageOrder};
 use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
 use gemm_dsl::{check_str, DType, ValidSpec};
 use std::collections::HashMap;
@@ -78,6 +78,20 @@ pub struct Picker {
     device: DeviceModel,
     cache: TuneCache,
     picks: RwLock<HashMap<Problem, Pick>>,
+    /// The routes taken so far, per problem and the routes allowed.
+    routes: RwLock<HashMap<(Problem, Routes), Option<Route>>>,
+}
+
+/// The ways besides its own pick that a [`Matmul`] may run a problem ([`Picker::route`]),
+/// each with A and B swapped at launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Routes {
+    /// A column of C as one row ([`Problem::as_one_row`]) where only narrow-access kernels
+    /// take the column.
+    pub one_row: bool,
+    /// The swapped product `Cᵀ = Bᵀ·Aᵀ` ([`Problem::swapped`]) on kernels that store C
+    /// column-major, where the model predicts it faster.
+    pub swapped: bool,
 }
 
 impl Picker {
@@ -102,6 +116,7 @@ impl Picker {
             device,
             cache: TuneCache::default(),
             picks: RwLock::new(HashMap::new()),
+            routes: RwLock::new(HashMap::new()),
         }
     }
 
@@ -109,6 +124,7 @@ impl Picker {
     pub fn with_cache(mut self, cache: TuneCache) -> Picker {
         self.cache = cache;
         self.picks = RwLock::new(HashMap::new());
+        self.routes = RwLock::new(HashMap::new());
         self
     }
 
@@ -174,31 +190,83 @@ impl Picker {
         })
     }
 
-    /// How `problem` runs ([`Route`]): its pick, or, with `one_row` allowed, the pick for its
-    /// one-row form where that is not a narrow-access kernel and the problem's own pick is
-    /// (or there is none). `None` when the problem has no pick and its one-row form none
-    /// outside the narrow tier.
-    fn route(&self, problem: &Problem, one_row: bool) -> Option<Route> {
+    /// How `problem` runs ([`Route`]), remembered per problem: see [`Picker::route_cold`].
+    pub(crate) fn route(&self, problem: &Problem, routes: Routes) -> Option<Route> {
+        let key = (*problem, routes);
+        if let Some(route) = self
+            .routes
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&key)
+        {
+            return *route;
+        }
+        let route = self.route_cold(problem, routes);
+        self.routes
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(key, route);
+        route
+    }
+
+    /// How `problem` runs: its pick; or, with `routes.one_row`, the pick for its one-row
+    /// form where that is not a narrow-access kernel and the problem's own pick is (or there
+    /// is none); or, with `routes.swapped`, the pick for the swapped product where the model
+    /// predicts it faster than the problem's own model pick (a measured pick from the tuning
+    /// cache stands). `None` when no route has a pick outside the narrow tier, nor the
+    /// problem one inside it.
+    fn route_cold(&self, problem: &Problem, routes: Routes) -> Option<Route> {
         let direct = self.pick(problem);
         let narrow = |pick: &Pick| self.candidates[pick.index].narrow_access();
-        if one_row && direct.as_ref().is_none_or(narrow) {
+        if routes.one_row && direct.as_ref().is_none_or(narrow) {
             let wide_row = problem.as_one_row().and_then(|row| {
                 let pick = self.pick(&row).filter(|pick| !narrow(pick))?;
                 Some(Route {
                     problem: row,
                     pick,
-                    one_row: true,
+                    swaps_operands: true,
                 })
             });
             if wide_row.is_some() {
                 return wide_row;
             }
         }
+        // A measured pick from the tuning cache stands.
+        let measured = direct.is_some_and(|pick| pick.source == PickSource::Cache);
+        if routes.swapped && !measured {
+            let swapped = problem.swapped();
+            let priced = |pick: Pick, problem: &Problem| (pick.index, self.seconds(&pick, problem));
+            let swapped_pick = self.pick(&swapped);
+            let wins = pick::swapped_wins(
+                &self.candidates,
+                direct.map(|pick| priced(pick, problem)),
+                swapped_pick.map(|pick| priced(pick, &swapped)),
+            );
+            if let Some(pick) = swapped_pick.filter(|_| wins) {
+                return Some(Route {
+                    problem: swapped,
+                    pick,
+                    swaps_operands: true,
+                });
+            }
+        }
         direct.map(|pick| Route {
             problem: *problem,
             pick,
-            one_row: false,
+            swaps_operands: false,
         })
+    }
+
+    /// The model's time for `pick` on `problem`.
+    fn seconds(&self, pick: &Pick, problem: &Problem) -> f64 {
+        pick::estimate(&self.candidates[pick.index], problem, &self.device).seconds
+    }
+
+    /// Whether some candidate stores C column-major: takes swapped products.
+    pub(crate) fn takes_swapped_products(&self) -> bool {
+        self.candidates
+            .iter()
+            .any(|c| c.launch.c_order == StorageOrder::ColMajor)
     }
 
     /// Why no candidate admits `problem`, one line per candidate.
@@ -236,19 +304,22 @@ pub struct Matmul<In, Out> {
     picker: Picker,
     sources: Vec<Source>,
     kernels: KernelSlots<In, Out>,
-    /// Whether a column of C may run as one row ([`Route`]): only where no kernel fuses an
-    /// epilogue, whose bias and factors would change sides.
-    routes_one_row: bool,
+    /// The routes besides a problem's own pick: a column of C as one row only where no
+    /// kernel fuses an epilogue, whose bias and factors would change sides; the swapped
+    /// product where the epilogue is the same on `Cᵀ` and some kernel stores C column-major.
+    routes: Routes,
 }
 
-/// How `Matmul` runs a problem: its pick, or, for a column of C whose pick is a
+/// How `Matmul` runs a problem: its pick; or, for a column of C whose pick is a
 /// narrow-access kernel (or that no kernel admits), the pick for its one-row form
-/// ([`Problem::as_one_row`]) where that is not, with A and B swapped.
+/// ([`Problem::as_one_row`]) where that is not; or the swapped product
+/// ([`Problem::swapped`]) where the model predicts it faster. The last two launch with A and
+/// B swapped.
 #[derive(Clone, Copy, Debug)]
-struct Route {
-    problem: Problem,
-    pick: Pick,
-    one_row: bool,
+pub(crate) struct Route {
+    pub problem: Problem,
+    pub pick: Pick,
+    pub swaps_operands: bool,
 }
 
 /// Kernels loaded on first use, one slot per member of a set: a lock per slot is held while
@@ -360,17 +431,27 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 CacheReading::from_env(),
             )?;
         }
-        let routes_one_row = sources.iter().all(|source| match source {
-            Source::Static(info) => FusedSpec::of_info(info).is_ok_and(|fused| fused.is_none()),
-            #[cfg(feature = "emit")]
-            Source::Emit(valid) => FusedSpec::of_spec(&valid.spec).is_none(),
-        });
+        let fused: Vec<Option<FusedSpec>> = sources
+            .iter()
+            .map(|source| match source {
+                Source::Static(info) => FusedSpec::of_info(info).ok(),
+                #[cfg(feature = "emit")]
+                Source::Emit(valid) => Some(FusedSpec::of_spec(&valid.spec)),
+            })
+            .collect();
+        let routes = Routes {
+            one_row: fused.iter().all(|f| f.is_some_and(|f| f.is_none())),
+            swapped: picker.takes_swapped_products()
+                && fused
+                    .iter()
+                    .all(|f| f.is_some_and(|f| f.same_on_swapped_product())),
+        };
         Ok(Matmul {
             ctx: ctx.clone(),
             kernels: KernelSlots::new(sources.len()),
             picker,
             sources,
-            routes_one_row,
+            routes,
         })
     }
 
@@ -414,7 +495,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
 
     fn route(&self, problem: &Problem) -> Result<Route, Error> {
         self.picker
-            .route(problem, self.routes_one_row)
+            .route(problem, self.routes)
             .ok_or_else(|| Error::NoKernelFor {
                 problem: problem.to_string(),
                 refused: self.picker.refusals(problem),
@@ -556,7 +637,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             let batch = packed_batch(kernel, problem);
             let lds = leading_dims(problem);
             let (m, n, k) = (problem.m, problem.n, problem.k);
-            if route.one_row {
+            if route.swaps_operands {
                 kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, batch)
             } else {
                 kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
@@ -585,8 +666,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             let problem = &route.problem;
             let batch = packed_batch(kernel, problem);
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
-            // One row only where no kernel fuses an epilogue: nothing in it changes sides.
-            if route.one_row {
+            // Swapped only where the epilogue is the same on Cᵀ: the fp8 scales' product, α
+            // and the activation (one row only where there is none).
+            if route.swaps_operands {
                 kernel.launch_fused(stream, b, a, c, m, n, k, lds, batch, &mut *epilogue)
             } else {
                 kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut *epilogue)
@@ -618,7 +700,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         self.launch_at_any_address(stream, problem, |kernel, route| {
             let problem = &route.problem;
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
-            if route.one_row {
+            if route.swaps_operands {
                 let swapped = Batch {
                     stride_a: batch.stride_b,
                     stride_b: batch.stride_a,
@@ -911,7 +993,11 @@ mod tests {
                     .with_batch(count)
                     .with_leading_dims(lds.lda, lds.ldb, lds.ldc)
                     .with_address_align(addresses.iter().map(|&a| address_align(a)).min().unwrap());
-                let route = picker.route(&problem, true).unwrap_or_else(|| {
+                let every_route = Routes {
+                    one_row: true,
+                    swapped: true,
+                };
+                let route = picker.route(&problem, every_route).unwrap_or_else(|| {
                     panic!(
                         "{}: no pick for {problem} {lds:?}:\n{}",
                         set.name,
@@ -929,12 +1015,15 @@ mod tests {
                 assert_eq!(
                     narrow,
                     !wide_admits(&problem)
-                        && !problem.as_one_row().as_ref().is_some_and(wide_admits),
+                        && !problem.as_one_row().as_ref().is_some_and(wide_admits)
+                        && !wide_admits(&problem.swapped()),
                     "{problem} {lds:?}: {}",
                     candidates[pick.index].name
                 );
                 narrow_picks += usize::from(narrow);
-                one_rows += usize::from(route.one_row);
+                one_rows += usize::from(
+                    route.swaps_operands && route.problem.c_layout == gemm_dsl::CLayout::Row,
+                );
                 // The caller's buffers, each exactly as long as the problem needs.
                 let (a_lines, a_line) = if layout.a_row_major() { (m, k) } else { (k, m) };
                 let (b_lines, b_line) = if layout.b_row_major() { (k, n) } else { (n, k) };
@@ -946,8 +1035,8 @@ mod tests {
                 let a_buffer = (addresses[0], len((a_lines, a_line), lds.lda));
                 let b_buffer = (addresses[1], len((b_lines, b_line), lds.ldb));
                 let c_buffer = (addresses[2], len((m, n), lds.ldc));
-                // A one-row launch reads B's buffer as its A and A's as its B.
-                let (a_buffer, b_buffer) = if route.one_row {
+                // A one-row or swapped launch reads B's buffer as its A and A's as its B.
+                let (a_buffer, b_buffer) = if route.swaps_operands {
                     (b_buffer, a_buffer)
                 } else {
                     (a_buffer, b_buffer)

@@ -96,7 +96,7 @@ pub struct MmaSyncPlan {
     pub dtype: &'static str,
     pub out_dtype: &'static str,
     /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
-    pub layout_note: &'static str,
+    pub layout_note: String,
     /// The ring, copy path and vector, and each operand's copies (flattened: templates read
     /// `p.smem`, `p.a_src`, ..).
     #[serde(flatten)]
@@ -235,7 +235,7 @@ pub fn plan(valid: &ValidSpec, g: &MmaSyncGeometry) -> MmaSyncPlan {
         max_registers: valid.registers.limit,
         dtype: spec.dtype.name(),
         out_dtype: spec.out.name(),
-        layout_note: crate::plan::layout_note(spec.layout),
+        layout_note: crate::plan::layout_note(spec.layout, spec.c_layout),
         fragment_note: fragments.note,
         in_bytes: element,
         out_bytes,

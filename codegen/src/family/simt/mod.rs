@@ -76,7 +76,7 @@ pub struct SimtPlan {
     pub block_n: u32,
     pub block_k: u32,
     /// How A and B lie in memory, for the kernel's header comment (`all row-major` for rr).
-    pub layout_note: &'static str,
+    pub layout_note: String,
     /// The ring, copy path and vector, and each operand's copies (flattened: templates read
     /// `p.smem`, `p.a_src`, ..).
     #[serde(flatten)]
@@ -154,7 +154,7 @@ pub fn plan(valid: &ValidSpec, g: &SimtGeometry) -> SimtPlan {
         block_m: tile.m,
         block_n: tile.n,
         block_k: tile.k,
-        layout_note: crate::plan::layout_note(spec.layout),
+        layout_note: crate::plan::layout_note(spec.layout, spec.c_layout),
         pipeline: CopyPipeline::new(
             spec,
             (g.copy, copy_vector, CopyAddressing::PointerPerCopy),

@@ -14,6 +14,10 @@
 //!   an N whose rows end inside a 16-byte unit it would write up to that unit's end (into the
 //!   padding of a padded C). So when N·sizeof(C) is not a multiple of 16, the boxes that
 //!   cross column N are stored directly, element by element under bounds checks.
+//! - **columns** (`c_layout: col`): C is column-major, so a thread's two elements of a pair
+//!   lie a column apart, and neighbours in memory (rows `r`, `r + 1`) in other threads: each
+//!   element is stored alone, column by column (a column is a line of C), after the fused
+//!   math has run on every accumulator.
 
 use crate::plan::epilogue::{AccElement, FusedEpilogue};
 use crate::plan::store::{
@@ -24,7 +28,7 @@ use gemm_dsl::family::wgmma::WARPGROUP_THREADS;
 use gemm_dsl::family::wgmma::{
     StoreStaging, WgmmaGeometry, MBARRIER_BYTES, STORE_BOX_ROWS, STORE_BUFFERS, WGMMA_M,
 };
-use gemm_dsl::{DType, GemmSpec};
+use gemm_dsl::{CLayout, DType, GemmSpec};
 use serde::{Serialize, Serializer};
 
 /// How a consumer's accumulators reach C: the fused epilogue's math, then the stores.
@@ -39,6 +43,9 @@ pub struct WgmmaEpilogue {
     pub packs_pairs: bool,
     /// The thread's accumulator rows as direct stores, in increasing order.
     pub rows: Vec<EpilogueRow<PairStore>>,
+    /// `c_layout: col`: the thread's accumulators by column instead, each element stored
+    /// alone (the direct path's `rows` then only group the fused math).
+    pub columns: Option<Vec<ColumnStores>>,
     /// `epilogue: direct`, or `epilogue: tma` (whose boxes carry their rows' direct stores
     /// for a ragged N).
     #[serde(flatten)]
@@ -75,6 +82,7 @@ impl WgmmaEpilogue {
             out: spec.out,
             out_bytes,
             packs_pairs: out_bytes == 2,
+            columns: (spec.c_layout == CLayout::Col).then(|| direct_columns(g, out_bytes)),
             rows,
             path,
             fused,
@@ -267,6 +275,56 @@ fn direct_rows(g: &WgmmaGeometry, out_bytes: u32) -> Vec<EpilogueRow<PairStore>>
     )
 }
 
+/// One column of a column-major C in a thread's accumulators: column `col` right of the
+/// thread's first, `ldc · ld_scale` bytes from the column before it (the first: from the
+/// thread's first column), and its elements in increasing rows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ColumnStores {
+    pub col: u32,
+    pub ld_scale: u32,
+    pub stores: Vec<ElementStore>,
+}
+
+/// One accumulator of a column: `acc` at row `row` below the thread's first, `offset` bytes
+/// into the column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ElementStore {
+    pub acc: u32,
+    pub row: u32,
+    pub offset: u32,
+}
+
+/// `c_layout: col`: the thread's columns `8j + e` (`e` of 2) right of its first, in
+/// increasing order, each holding the rows `64·mi + 8·h` of the fragment.
+fn direct_columns(g: &WgmmaGeometry, out_bytes: u32) -> Vec<ColumnStores> {
+    let acc_per_wgmma = g.n / 2;
+    let mut previous = 0;
+    (0..g.n / 8)
+        .flat_map(|j| (0..2).map(move |e| (j, e)))
+        .map(|(j, e)| {
+            let col = 8 * j + e;
+            let stores = (0..g.m_wgmmas)
+                .flat_map(|mi| (0..2).map(move |h| (mi, h)))
+                .map(|(mi, h)| {
+                    let row = mi * WGMMA_M + 8 * h;
+                    ElementStore {
+                        acc: mi * acc_per_wgmma + 4 * j + 2 * h + e,
+                        row,
+                        offset: row * out_bytes,
+                    }
+                })
+                .collect();
+            let ld_scale = (col - previous) * out_bytes;
+            previous = col;
+            ColumnStores {
+                col,
+                ld_scale,
+                stores,
+            }
+        })
+        .collect()
+}
+
 /// A consumer warpgroup's L2 prefetch of its rows of C-in: 128-byte lines, thread `t` takes
 /// line `t % lines_per_row` of rows `t / lines_per_row + rows_per_pass · i`, `i < passes`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -385,6 +443,43 @@ mod tests {
                 }
             }
             assert!(stored.iter().all(|&n| n == 1), "{spec}: each element once");
+        }
+    }
+
+    /// `c_layout: col`: walking a thread's columns from its first element's address (as the
+    /// template does: each column's `ldc · ld_scale` step, then each element's offset) lands
+    /// every accumulator on the column-major address of its (row, column) in the fragment
+    /// layout, and every element of the consumer's rows is stored exactly once.
+    #[test]
+    fn column_stores_write_each_element_at_its_column_major_address() {
+        for spec in [
+            "c_layout: col, tile: 128x16x64",
+            "c_layout: col, tile: 64x32x64, consumers: 1",
+            "c_layout: col, tile: 128x256x64, out: f32",
+            "c_layout: col, tile: 256x64x64",
+            "c_layout: col, dtype: e4m3, layout: rc, tile: 128x16x128, quant: tensor",
+        ] {
+            let (e, g) = epilogue(spec);
+            let columns = e.columns.as_ref().expect("c_layout: col stores by column");
+            assert!(e.path.tma().is_none(), "{spec}: stored directly");
+            let (ldc, out_bytes) = (1000, e.out_bytes);
+            let mut written = vec![0u32; (g.rows_per_consumer * g.n) as usize];
+            for warp in 0..4 {
+                for lane in 0..32 {
+                    let (row0, col0) = (16 * warp + lane / 4, 2 * (lane % 4));
+                    let mut line = (col0 * ldc + row0) * out_bytes;
+                    for column in columns {
+                        line += ldc * column.ld_scale;
+                        for store in &column.stores {
+                            let (row, col) = fragment_position(&g, warp, lane, store.acc);
+                            assert_eq!((row - row0, col - col0), (store.row, column.col));
+                            assert_eq!(line + store.offset, (col * ldc + row) * out_bytes);
+                            written[(row * g.n + col) as usize] += 1;
+                        }
+                    }
+                }
+            }
+            assert!(written.iter().all(|&n| n == 1), "{spec}: each element once");
         }
     }
 

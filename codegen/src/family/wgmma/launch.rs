@@ -98,8 +98,12 @@ impl WgmmaPlan {
             tile_k: self.main_loop.block_k,
             // TMA: global addresses 16-byte aligned, row strides multiples of 16 bytes.
             operand_align_bytes: 16,
-            // The TMA's strides and the direct stores' 16-byte vectors alike.
-            output_align_bytes: 16,
+            // The TMA's strides and the direct stores' 16-byte vectors alike; a column-major
+            // C is stored element by element.
+            output_align_bytes: match self.epilogue.columns {
+                Some(_) => self.epilogue.out_bytes,
+                None => 16,
+            },
             params: self.params(),
             partial_tiles: true,
             cluster: (
@@ -120,6 +124,9 @@ impl WgmmaPlan {
             kind: ParamKind::Pointer(Operand::C),
             meaning: match launch.c_box {
                 Some(_) => "C, M x N, device pointer (written where N ends inside 16 bytes)",
+                None if self.epilogue.columns.is_some() => {
+                    "C, M x N column-major, device pointer (written)"
+                }
                 None => "C, M x N, device pointer (written)",
             },
         });
@@ -127,7 +134,10 @@ impl WgmmaPlan {
         params.push(KernelParam {
             name: "ldc",
             kind: ParamKind::U32(Scalar::Ldc),
-            meaning: "C row stride, elements",
+            meaning: match self.epilogue.columns {
+                Some(_) => "C column stride, elements (C column-major)",
+                None => "C row stride, elements",
+            },
         });
         params.extend(BATCH_PARAMS);
         params.extend(grouped_params(launch.groups));

@@ -102,7 +102,7 @@ struct KernelText {
     /// `bf16`, or `e5m2 (A) and e4m3 (B)`.
     input_types: String,
     /// The storage orders of A, B and C.
-    layout_note: &'static str,
+    layout_note: String,
     /// The operands' swizzles: one span, or A's and B's.
     swizzle_note: String,
 }
@@ -117,7 +117,13 @@ impl KernelText {
         KernelText {
             wgmma_instructions: wgmma_instructions(main_loop),
             input_types: input_types(main_loop.dtype, main_loop.b_dtype),
-            layout_note: crate::plan::layout_note(main_loop.layout),
+            layout_note: crate::plan::layout_note(
+                main_loop.layout,
+                match plan.epilogue.columns {
+                    Some(_) => gemm_dsl::CLayout::Col,
+                    None => gemm_dsl::CLayout::Row,
+                },
+            ),
             // B's columns may take a narrower span than A's.
             swizzle_note: if a_swizzle == b_swizzle {
                 format!("{a_swizzle}-byte swizzle")
