@@ -344,8 +344,12 @@ fn every_spec_argument_is_described_in_help() {
 fn pick_prints_a_spec_that_check_accepts_then_its_reasons() {
     // (arguments, a key of the spec the model picks)
     for (args, expected) in [
-        // Decode: the 16-row mma.sync tile (results/decode-rows-2026-11-25/).
-        (&["pick", "16x4096x14336"][..], "tile: 16x64"),
+        // Decode: the swapped product's 64x16 tile, in the layout of the swapped problem (an
+        // `rr` problem swapped is `cc`), C column-major (results/swap-ab-2026-11-29/).
+        (
+            &["pick", "16x4096x14336"][..],
+            "layout: cc, c_layout: col, tile: 64x16x128",
+        ),
         (
             &["pick", "4096x4096x4096", "--layout", "cc"][..],
             "consumers: 2",
@@ -473,11 +477,13 @@ fn pick_answers_misaligned_problems_with_narrow_copies() {
             "_cp4_bf16_rr",
             ": --lds 2048,4104,4104 (lines padded) lets one",
         ),
-        // Only C's rows misaligned (an odd N in layout rc): 16-byte copies, 2-byte stores.
+        // Only C's rows misaligned (an odd N in layout rc): 16-byte copies, 2-byte stores. (At
+        // M = 16 the swapped product, stored column-major element by element, runs it wide:
+        // below.)
         (
-            &["pick", "16x4099x4096", "--layout", "rc"],
-            "sm90_m16x64_c2_bf16_rc",
-            ": --lds 4096,4096,4104 (lines padded) lets one",
+            &["pick", "777x4099x2048", "--layout", "rc"],
+            "sm90_m128x256_c2_bf16_rc",
+            ": --lds 2048,2048,4104 (lines padded) lets one",
         ),
         // Odd lines and operands that start at an odd element: both must change.
         (
@@ -515,6 +521,15 @@ fn pick_answers_misaligned_problems_with_narrow_copies() {
             "{args:?}"
         );
     }
+    // A decode problem with C's rows misaligned runs swapped: 16-byte copies of A and B.
+    let output = gemm_codegen(&["pick", "16x4099x4096", "--layout", "rc"]);
+    let text = stdout(&output);
+    assert!(text.starts_with("name: sm90_swap64x16_bf16_rc,"), "{text}");
+    assert!(
+        text.contains("# swapped: Matmul runs Cᵀ = Bᵀ·Aᵀ, 4099x16x4096 rc C column-major"),
+        "{text}"
+    );
+    assert!(!text.contains("narrow"), "{text}");
     // Aligned problems never get narrow copies.
     let output = gemm_codegen(&["pick", "777x4104x2048"]);
     assert!(!stdout(&output).contains("narrow"), "{}", stdout(&output));

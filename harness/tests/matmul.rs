@@ -2,7 +2,7 @@
 //! its own layout, and `Matmul::run` on real-model problems, each against float64 (or cuBLAS
 //! for large sizes) with C poisoned first and fresh inputs per problem.
 
-use gemm_dsl::abi::Operand;
+use gemm_dsl::abi::{Operand, StorageOrder};
 use gemm_dsl::pick::sets::{self, KernelSet};
 use gemm_dsl::Layout;
 use gemm_harness::verify::{
@@ -44,25 +44,38 @@ fn every_member_on_edges<In: Element, Out: Element>(
             .unwrap_or_else(|e| panic!("{}: {e}", candidate.name));
         let types =
             KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
+        let column_major_c = candidate.launch.c_order == StorageOrder::ColMajor;
         for (shape_index, &(m, n, k)) in EDGE_SHAPES.iter().enumerate() {
-            let problem = Problem::new(m, n, k, candidate.layout).with_lines_padded(
-                16,
-                In::BYTES,
-                Out::BYTES,
-            );
+            // A kernel that stores C column-major takes the problem with C in that order: n
+            // lines of m.
+            let problem = Problem::new(m, n, k, candidate.layout);
+            let problem = if column_major_c {
+                Problem {
+                    c_layout: gemm_dsl::CLayout::Col,
+                    ldc: m,
+                    ..problem
+                }
+            } else {
+                problem
+            }
+            .with_lines_padded(16, In::BYTES, Out::BYTES);
             if let Some(reason) = candidate.refuses(&problem) {
                 panic!("{} refuses {problem}: {reason}", candidate.name);
             }
             let inputs = Inputs::<In>::random(m, n, k, seed + (index * 16 + shape_index) as u64);
             let (reference, kind) = reference_of(stream, &inputs).unwrap();
-            let c = run_poisoned_with_ld(
-                kernel,
-                stream,
-                &inputs,
-                (problem.lda, problem.ldb, problem.ldc),
-            )
-            .unwrap_or_else(|e| panic!("{} at {problem}: {e}", candidate.name));
-            let report = compare(&c, &reference, m, n, problem.ldc, kind).unwrap();
+            let lds = (problem.lda, problem.ldb, problem.ldc);
+            let (c, reference, (rows, cols)) = if column_major_c {
+                // C column-major: its n columns of ldc elements are the rows of Cᵀ.
+                let c = run_column_major_c(kernel, stream, &inputs, lds)
+                    .unwrap_or_else(|e| panic!("{} at {problem}: {e}", candidate.name));
+                (c, transposed(&reference, m, n), (n, m))
+            } else {
+                let c = run_poisoned_with_ld(kernel, stream, &inputs, lds)
+                    .unwrap_or_else(|e| panic!("{} at {problem}: {e}", candidate.name));
+                (c, reference, (m, n))
+            };
+            let report = compare(&c, &reference, rows, cols, problem.ldc, kind).unwrap();
             report
                 .check(&Tolerance::for_kernel(types, m, n, k))
                 .unwrap_or_else(|broken| {
@@ -72,6 +85,36 @@ fn every_member_on_edges<In: Element, Out: Element>(
         }
     }
     ran
+}
+
+/// The row-major `m x n` matrix `values` transposed (row-major `n x m`).
+fn transposed(values: &[f64], m: u32, n: u32) -> Vec<f64> {
+    let (m, n) = (m as usize, n as usize);
+    (0..n * m).map(|i| values[(i % m) * n + i / m]).collect()
+}
+
+/// [`run_poisoned_with_ld`] for a kernel that stores C column-major: `n` columns of `ldc`
+/// elements, returned as they lie (the rows of Cᵀ).
+fn run_column_major_c<In: Element, Out: Element>(
+    kernel: &gemm_runtime::GemmKernel<In, Out>,
+    stream: &Arc<CudaStream>,
+    inputs: &Inputs<In>,
+    (lda, ldb, ldc): (u32, u32, u32),
+) -> Result<Vec<Out>, gemm_runtime::Error> {
+    let Inputs { m, n, k, .. } = *inputs;
+    let launch = kernel.info().launch();
+    let dims = (m, n, k);
+    let a = stream
+        .clone_htod(&padded_operand(launch, Operand::A, &inputs.a, dims, lda))
+        .unwrap();
+    let b = stream
+        .clone_htod(&padded_operand(launch, Operand::B, &inputs.b, dims, ldb))
+        .unwrap();
+    let mut c = stream
+        .clone_htod(&vec![Out::poison(); n as usize * ldc as usize])
+        .unwrap();
+    kernel.launch_with_ld(stream, &a, &b, &mut c, m, n, k, lda, ldb, ldc)?;
+    Ok(stream.clone_dtoh(&c).unwrap())
 }
 
 #[test]
@@ -331,7 +374,14 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             ran += 1;
         }
     }
-    let fusing = sets::SM90_16BIT.members.iter().filter(|m| m.fuses).count();
+    // Every member that fuses, but those that store C column-major: C-in, the bias and the
+    // rows' factors would change sides on the swapped product, so the set leaves them out.
+    let fusing = sets::SM90_16BIT
+        .members
+        .iter()
+        .filter(|m| m.fuses && !m.body.contains("c_layout: col"))
+        .count();
+    assert!(!fused.same_on_swapped_product());
     assert_eq!(ran, EDGE_SHAPES.len() * fusing);
     for (m, n, k) in [(16, 4096, 4096), (512, 2048, 1024)] {
         let problem = Problem::new(m, n, k, Layout::RowRow);
@@ -508,10 +558,12 @@ fn matmul_computes_problems_at_any_alignment() {
         (case((4096, 1, 4096), Layout::RowRow, [0, 0, 0]), "_m16x64"),
         (case((3000, 1, 1000), Layout::ColCol, [0, 0, 0]), "_m16x64"),
         (case((4096, 1, 4095), Layout::RowRow, [0, 0, 0]), "_sync2"),
-        // Only C's rows misaligned (layout rc, an odd N): 16-byte copies, 2-byte stores.
+        // Only C's rows misaligned (layout rc, an odd N): at M = 1 the swapped product, whose
+        // column-major C is stored element by element, with 16-byte copies; larger, 16-byte
+        // copies and 2-byte stores.
         (
             case((1, 4099, 4096), Layout::RowCol, [0, 0, 0]),
-            "_m16x64_c2",
+            "_swap64x16",
         ),
         (
             case((777, 4099, 2048), Layout::RowCol, [0, 0, 0]),
@@ -532,7 +584,11 @@ fn matmul_computes_problems_at_any_alignment() {
     {
         let picked = run_unaligned(&bf16s, &stream, &unaligned, 0xA11_0000 + i as u64);
         assert!(picked.contains(expect), "{picked}");
-        assert_eq!(narrow(&picked), expect != "_m16x64", "{picked}");
+        assert_eq!(
+            narrow(&picked),
+            !["_m16x64", "_swap64x16"].contains(&expect),
+            "{picked}"
+        );
     }
     // The same buffers at allocation starts get a 16-byte member.
     let aligned = Problem::new(512, 512, 512, Layout::RowRow);
@@ -551,7 +607,10 @@ fn matmul_computes_problems_at_any_alignment() {
         &case((16, 4097, 512), Layout::RowCol, [0, 0, 0]),
         0xA11_0101,
     );
-    assert!(picked.contains("_m16x64_c2"), "{picked}");
+    // f32 C's rows of 4097 elements: a decode problem runs swapped, C stored element by
+    // element, A and B copied 16 bytes wide.
+    assert!(picked.contains("_swap64x16"), "{picked}");
+    assert!(!narrow(&picked), "{picked}");
     let sgemm = Matmul::<f32, f32>::new(&ctx).unwrap();
     for (i, unaligned) in [
         case((333, 521, 259), Layout::RowRow, [0, 0, 0]),

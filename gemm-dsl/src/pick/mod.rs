@@ -708,8 +708,9 @@ pub fn pick(candidates: &[Candidate], problem: &Problem, device: &DeviceModel) -
 
 /// Whether a problem runs as its swapped product ([`Problem::swapped`]): `swapped` is that
 /// product's pick, `direct` the problem's own, each a (candidate index, predicted seconds).
-/// The swapped one wins where the problem has no pick, only a narrow-access one, or a slower
-/// one; a narrow-access swapped pick never does.
+/// The swapped one wins where the problem has no pick or a slower one (a narrow-access pick
+/// too: the swapped product is no second tier, but its speed must show); a narrow-access
+/// swapped pick never does.
 pub fn swapped_wins(
     candidates: &[Candidate],
     direct: Option<(usize, f64)>,
@@ -718,12 +719,8 @@ pub fn swapped_wins(
     let Some((swapped_index, swapped_seconds)) = swapped else {
         return false;
     };
-    if candidates[swapped_index].narrow_access() {
-        return false;
-    }
-    direct.is_none_or(|(index, seconds)| {
-        candidates[index].narrow_access() || swapped_seconds < seconds
-    })
+    !candidates[swapped_index].narrow_access()
+        && direct.is_none_or(|(_, seconds)| swapped_seconds < seconds)
 }
 
 /// One line of reasons for an estimate: tiles, waves, waste, the split, the bound, the time.

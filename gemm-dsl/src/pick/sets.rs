@@ -73,7 +73,7 @@ pub struct KernelSet {
 /// The Hopper set for 16-bit inputs: wgmma kernels of every size, and a 16-row mma.sync tile.
 pub const SM90_16BIT: KernelSet = KernelSet {
     name: "sm90",
-    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 320- and 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose; mma.sync tiles with narrow copies for lines and addresses that are not 16-byte aligned",
+    about: "bf16/f16 on Hopper (sm_90a): large persistent and cluster tiles, 320- and 160-column tiles, stream-K tails, ping-pong 128x192, 192x96, 128x128 and 128x64 tiles, 64-row tiles with and without split-K, a 16-row tile for decode and a 16-column one for its transpose, a 64x16 tile of the swapped product (C column-major) for decode; mma.sync tiles with narrow copies for lines and addresses that are not 16-byte aligned",
     dtypes: &[DType::Bf16, DType::F16],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -195,6 +195,15 @@ pub const SM90_16BIT: KernelSet = KernelSet {
             name: "m64x16",
             body: "arch: sm_90, tile: 64x16x128, warps: 2x1, stages: 6, swizzle: 128B, copy: cp_async, mma: mma_sync",
             role: "N of at most 16 (a weight times a few columns): no columns wasted",
+            fuses: true,
+        },
+        // The swapped product's tile (`c_layout: col`, as `sm90_fp8`'s): `Matmul` runs a
+        // decode problem as `Cᵀ = Bᵀ·Aᵀ` on it where the model predicts it faster. Chosen from
+        // seven swapped tiles over M = 1, 16 and 64 of models.txt (results/swap-ab-2026-11-29/).
+        SetMember {
+            name: "swap64x16",
+            body: "arch: sm_90a, c_layout: col, tile: 64x16x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "M of 16 or less (decode), swapped: the weights' N on the tile's 64 rows, the tokens on its 16 columns; 0.95-1.14x cuBLAS in layout rc at M <= 16 where the best unswapped member ran 0.80-1.00x (H200)",
             fuses: true,
         },
         SetMember {

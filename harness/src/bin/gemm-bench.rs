@@ -1045,7 +1045,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 cli.ld_align,
                 (selection.dtype, selection.out),
             );
-            match picker.pick(&problem) {
+            // As `Matmul` runs it: the swapped product where that is predicted faster.
+            match picker.routed_pick(&problem) {
                 Some(pick) => admitting.retain(|&index| index == set_offset + pick.index),
                 None => admitting.clear(),
             }
@@ -1200,9 +1201,10 @@ fn admitted_work(
             {
                 continue;
             }
-            match shape
+            let kernel_shape = kernel_shape(kernel.launch(), shape);
+            match kernel_shape
                 .admitted_by(kernel.launch())
-                .and_then(|()| lines_admitted(kernel.launch(), shape, cli.ld_align))
+                .and_then(|()| lines_admitted(kernel.launch(), kernel_shape, cli.ld_align))
             {
                 Ok(()) => admitting.push(index),
                 Err(reason) => {
@@ -1220,6 +1222,33 @@ fn admitted_work(
         }
     }
     (work, skipped)
+}
+
+/// The shape a kernel runs for `shape`: itself, or for a kernel that stores C column-major the
+/// swapped product (`n x m x k`).
+fn kernel_shape(launch: &LaunchShape, shape: Shape) -> Shape {
+    match launch.c_order {
+        StorageOrder::RowMajor => shape,
+        StorageOrder::ColMajor => Shape {
+            m: shape.n,
+            n: shape.m,
+            ..shape
+        },
+    }
+}
+
+/// How the bench lays out A and B for a kernel: in its layout, or for a kernel that stores C
+/// column-major, in the layout whose swapped product it computes (its A' is B read in the
+/// other order, its B' is A: a `cc` kernel runs `rr` problems, an `rc` one `rc`).
+fn caller_orders(launch: &LaunchShape) -> Orders {
+    let flip = |order| match order {
+        StorageOrder::RowMajor => StorageOrder::ColMajor,
+        StorageOrder::ColMajor => StorageOrder::RowMajor,
+    };
+    match launch.c_order {
+        StorageOrder::RowMajor => (launch.a_order, launch.b_order),
+        StorageOrder::ColMajor => (flip(launch.b_order), flip(launch.a_order)),
+    }
 }
 
 /// Whether a kernel's copies take the lines the bench lays out for `shape` (rows rounded up
@@ -1483,7 +1512,9 @@ impl PickTable {
                 PickRow {
                     shape,
                     problem,
-                    pick: picker.pick(&problem).map(|p| (name(p.index), p.source)),
+                    pick: picker
+                        .routed_pick(&problem)
+                        .map(|p| (name(p.index), p.source)),
                     model: gemm_dsl::pick::pick(picker.candidates(), &problem, picker.device())
                         .map(name),
                     measured,
@@ -1731,8 +1762,7 @@ impl Run<'_> {
         let Shape { m, n, k, batch } = shape;
         let stream = self.stream;
         let launch = kernel.info().launch();
-        let orders = (launch.a_order, launch.b_order);
-        let typed = inputs.typed::<In>(stream, self.blas, self.cli.check, orders)?;
+        let typed = inputs.typed::<In>(stream, self.blas, self.cli.check, caller_orders(launch))?;
         let ours_inputs = typed.ours();
         // Ours reads its own layout's copies; cuBLAS the row-major ones.
         let ldc = shape.leading_dim(n, Out::BYTES, typed.ld_align);
@@ -1743,7 +1773,7 @@ impl Run<'_> {
         let mut c_cublas = stream
             .alloc_zeros::<Out>(c_len)
             .map_err(|source| gpu("allocating C", source))?;
-        let (ours_lds, ours_batch) = ours_inputs.batch::<Out>(kernel.info().launch());
+        let ours_launch = ours_inputs.launch_args::<Out>(kernel.info().launch());
         let check = match &typed.reference {
             Some(reference) => {
                 let name = kernel.info().name();
@@ -1760,16 +1790,11 @@ impl Run<'_> {
         let sets = typed.a.len();
         let mut ours = |launch: usize| {
             let set = launch % sets;
-            Ok(kernel.launch_strided_batched(
+            Ok(ours_launch.run(
+                kernel,
                 stream,
-                &ours_inputs.a[set],
-                &ours_inputs.b[set],
+                (&ours_inputs.a[set], &ours_inputs.b[set]),
                 &mut c_ours,
-                m,
-                n,
-                k,
-                ours_lds,
-                ours_batch,
             )?)
         };
         let (cublas_lds, cublas_batch) = typed.row_major_batch::<Out>();
@@ -1819,7 +1844,8 @@ impl Run<'_> {
         // kernel's busiest block computes at this shape, so both launches last about as long.
         let blocks = kernel.resident_blocks();
         let launch = kernel.info().launch();
-        let tiles = m.div_ceil(launch.tile_m) * n.div_ceil(launch.tile_n) * batch;
+        let (tile_rows, tile_cols, _) = ours_launch.dims;
+        let tiles = tile_rows.div_ceil(launch.tile_m) * tile_cols.div_ceil(launch.tile_n) * batch;
         let trips = (k / launch.tile_k * tiles.div_ceil(blocks)).max(1);
         let mut probe_out = stream
             .alloc_zeros::<f32>(probe.out_len(blocks))
@@ -1930,16 +1956,57 @@ struct OursView<'a, In: Element> {
 }
 
 impl<In: Element> OursView<'_, In> {
-    /// The leading dimensions (C's rows padded to `ld_align` bytes of `Out`) and the batch of our
-    /// inputs, matrices back to back.
-    fn batch<Out: Element>(&self, launch: &LaunchShape) -> (LeadingDims, Batch) {
+    /// How our kernel runs the shape: its sizes, leading dimensions (C's rows padded to
+    /// `ld_align` bytes of `Out`) and batch, matrices back to back; for a kernel that stores C
+    /// column-major, the swapped product (`n x m x k`, A and B exchanged, C where it lies).
+    fn launch_args<Out: Element>(&self, launch: &LaunchShape) -> OursLaunch {
         let Shape { m, n, k, batch } = self.shape;
         let lds = LeadingDims {
             lda: self.lda,
             ldb: self.ldb,
             ldc: self.shape.leading_dim(n, Out::BYTES, self.ld_align),
         };
-        (lds, Batch::packed(launch, batch, (m, n, k), lds))
+        let swapped = launch.c_order == StorageOrder::ColMajor;
+        let (dims, lds) = if swapped {
+            let exchanged = LeadingDims {
+                lda: lds.ldb,
+                ldb: lds.lda,
+                ldc: lds.ldc,
+            };
+            ((n, m, k), exchanged)
+        } else {
+            ((m, n, k), lds)
+        };
+        OursLaunch {
+            dims,
+            lds,
+            batch: Batch::packed(launch, batch, dims, lds),
+            swapped,
+        }
+    }
+}
+
+/// One launch of our kernel on the bench's inputs, in the kernel's own terms.
+#[derive(Clone, Copy)]
+struct OursLaunch {
+    dims: (u32, u32, u32),
+    lds: LeadingDims,
+    batch: Batch,
+    /// A and B exchanged: the swapped product of a kernel that stores C column-major.
+    swapped: bool,
+}
+
+impl OursLaunch {
+    fn run<In: Element, Out: Element>(
+        &self,
+        kernel: &GemmKernel<In, Out>,
+        stream: &Arc<CudaStream>,
+        (a, b): (&CudaSlice<In>, &CudaSlice<In>),
+        c: &mut CudaSlice<Out>,
+    ) -> Result<(), gemm_runtime::Error> {
+        let (first, second) = if self.swapped { (b, a) } else { (a, b) };
+        let (m, n, k) = self.dims;
+        kernel.launch_strided_batched(stream, first, second, c, m, n, k, self.lds, self.batch)
     }
 }
 
@@ -2141,18 +2208,9 @@ impl<In: Element> TypedInputs<In> {
             .memcpy_htod(&vec![Out::poison(); c.len()], c)
             .map_err(|source| gpu("poisoning C", source))?;
         let ours = self.ours();
-        let (lds, strides) = ours.batch::<Out>(kernel.info().launch());
-        kernel.launch_strided_batched(
-            stream,
-            &ours.a[0],
-            &ours.b[0],
-            c,
-            m,
-            n,
-            self.shape.k,
-            lds,
-            strides,
-        )?;
+        let launch = ours.launch_args::<Out>(kernel.info().launch());
+        launch.run(kernel, stream, (&ours.a[0], &ours.b[0]), c)?;
+        let lds = launch.lds;
         let result = stream
             .clone_dtoh(c)
             .map_err(|source| gpu("copying C back", source))?;

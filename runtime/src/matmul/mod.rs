@@ -257,6 +257,18 @@ impl Picker {
         })
     }
 
+    /// The kernel a [`Matmul`] over these candidates launches for `problem` without a fused
+    /// epilogue: its pick, or the swapped product's where that is predicted faster (a kernel
+    /// that stores C column-major then runs it with A and B exchanged). For a benchmark that
+    /// times what the entry point runs.
+    pub fn routed_pick(&self, problem: &Problem) -> Option<Pick> {
+        let routes = Routes {
+            one_row: false,
+            swapped: self.takes_swapped_products(),
+        };
+        self.route(problem, routes).map(|route| route.pick)
+    }
+
     /// The model's time for `pick` on `problem`.
     fn seconds(&self, pick: &Pick, problem: &Problem) -> f64 {
         pick::estimate(&self.candidates[pick.index], problem, &self.device).seconds
@@ -912,7 +924,7 @@ mod tests {
     /// included), leading dimensions past the line by any number of elements, operands that
     /// start at any element, every layout, batches; in each set, for its element types. A
     /// narrow-access member is picked exactly where no other member admits the problem (or
-    /// its one-row form).
+    /// its one-row form) and the swapped product is not predicted faster.
     #[test]
     fn every_problem_gets_a_pick_whose_launch_checks_pass() {
         use crate::check::{check_launch, LaunchArgs, OperandArg};
@@ -948,7 +960,7 @@ mod tests {
         for (set, dtype, out, device) in cases {
             let specs = planned(&set.specs(dtype, out));
             let picker = Picker::new(&specs, device);
-            let (mut narrow_picks, mut one_rows) = (0, 0);
+            let (mut narrow_picks, mut one_rows, mut swapped_routes) = (0, 0, 0);
             let draws = 600;
             for _ in 0..draws {
                 // Half the problems drawn with aligned lines and addresses (sizes, padding and
@@ -1012,15 +1024,20 @@ mod tests {
                         .any(|c| !c.narrow_access() && c.refusal(problem).is_none())
                 };
                 let narrow = candidates[pick.index].narrow_access();
+                // Narrow copies only where no wide kernel takes the problem or its one-row
+                // form; a swapped product (never narrow) only where the model prefers it.
+                let swapped = route.problem.c_layout != problem.c_layout;
+                assert!(!(swapped && narrow), "{problem} {lds:?}");
                 assert_eq!(
                     narrow,
-                    !wide_admits(&problem)
-                        && !problem.as_one_row().as_ref().is_some_and(wide_admits)
-                        && !wide_admits(&problem.swapped()),
+                    !swapped
+                        && !wide_admits(&problem)
+                        && !problem.as_one_row().as_ref().is_some_and(wide_admits),
                     "{problem} {lds:?}: {}",
                     candidates[pick.index].name
                 );
                 narrow_picks += usize::from(narrow);
+                swapped_routes += usize::from(swapped);
                 one_rows += usize::from(
                     route.swaps_operands && route.problem.c_layout == gemm_dsl::CLayout::Row,
                 );
@@ -1074,6 +1091,12 @@ mod tests {
                 (100..draws - 100).contains(&narrow_picks) && one_rows >= 5,
                 "{}: of {draws} problems, {narrow_picks} needed narrow copies and {one_rows} \
                  ran as one row",
+                set.name
+            );
+            let swaps = picker.takes_swapped_products();
+            assert!(
+                swapped_routes >= 5 || !swaps && swapped_routes == 0,
+                "{}: {swapped_routes} of {draws} problems ran swapped",
                 set.name
             );
         }
