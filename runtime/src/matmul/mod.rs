@@ -496,7 +496,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     ///
     /// A column of C (`n = 1`, packed) that only narrow-access kernels take runs as its
     /// one-row form ([`Problem::as_one_row`], with A and B swapped) where another kernel takes
-    /// that: the kernel named here, which [`Matmul::kernel_for`] does not return.
+    /// that, and a problem the model predicts faster as its swapped product
+    /// ([`Problem::swapped`]: A and B swapped, C column-major where it lies) runs that: the
+    /// kernel named here, which [`Matmul::kernel_for`] does not return.
     pub fn pick(&self, problem: &Problem) -> Result<Picked<'_>, Error> {
         let pick = self.route(problem)?.pick;
         Ok(Picked {
@@ -580,9 +582,11 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     /// The kernel picked for `problem` as given, loaded: one to launch on the problem's own
-    /// operands. A column of C that `run` computes as one row gets the kernel for the column
-    /// here; [`Matmul::warm_up`] loads what `run` launches, ahead of a CUDA graph capture,
-    /// which cannot hold a load (see [`crate::capture`]).
+    /// operands. A column of C that `run` computes as one row, or a problem it runs as the
+    /// swapped product, gets the kernel for the problem as given here (an
+    /// [`Error::NoKernelFor`] where only the swapped product has one); [`Matmul::warm_up`]
+    /// loads what `run` launches, ahead of a CUDA graph capture, which cannot hold a load (see
+    /// [`crate::capture`]).
     pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out>, Error> {
         let pick = self
             .picker
