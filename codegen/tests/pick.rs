@@ -6,7 +6,9 @@
 
 use gemm_codegen::gemm_dsl::{DType, Layout};
 use gemm_codegen::pick::sets::{self, KernelSet};
-use gemm_codegen::pick::{pick, rank, reasons, set_candidates, Candidate, DeviceModel, Problem};
+use gemm_codegen::pick::{
+    pick, rank, reasons, set_candidates, swapped_wins, Candidate, DeviceModel, Problem,
+};
 
 const SHAPES: &str = include_str!("models.txt");
 
@@ -84,8 +86,16 @@ impl Timed {
     }
 }
 
+/// The measured times of the sm90 set's bf16 members at decode sizes, layout rc, on an H200.
+const MEASURED_H200_DECODE: &str = include_str!("data/sm90-decode-h200-2026-11-29.txt");
+
 fn measured() -> Vec<Timed> {
-    let mut lines = MEASURED
+    measured_from(MEASURED, Layout::RowRow)
+}
+
+/// A measurement file's shapes (problems in `layout`) and times.
+fn measured_from(text: &str, layout: Layout) -> Vec<Timed> {
+    let mut lines = text
         .lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty());
     let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
@@ -95,7 +105,7 @@ fn measured() -> Vec<Timed> {
         .map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             assert_eq!(fields.len(), header.len(), "{line}");
-            let problem = Problem::parse(fields[0], Layout::RowRow)
+            let problem = Problem::parse(fields[0], layout)
                 .unwrap()
                 .with_lines_padded(16, 2, 2);
             let times = members
@@ -110,11 +120,12 @@ fn measured() -> Vec<Timed> {
 
 /// A set member's name from its kernel's (`sm90_w128x256_bf16_rr` -> `w128x256`).
 fn member_name(candidate: &Candidate) -> &str {
+    let suffix = format!("_bf16_{}", candidate.layout.name());
     candidate
         .name
         .strip_prefix("sm90_")
-        .and_then(|rest| rest.strip_suffix("_bf16_rr"))
-        .unwrap_or_else(|| panic!("{} is not an sm90 bf16 rr kernel", candidate.name))
+        .and_then(|rest| rest.strip_suffix(suffix.as_str()))
+        .unwrap_or_else(|| panic!("{} is not an sm90 bf16 kernel", candidate.name))
 }
 
 /// How the model's picks fare against measured times.
@@ -138,10 +149,14 @@ impl Score {
 
 /// The sm90 set's bf16 members in layout rr: the kernels the measurement file times.
 fn measured_candidates() -> Vec<Candidate> {
+    sm90_bf16_candidates(Layout::RowRow)
+}
+
+fn sm90_bf16_candidates(layout: Layout) -> Vec<Candidate> {
     set_candidates(&sets::SM90_16BIT, DType::Bf16, DType::Bf16)
         .unwrap()
         .into_iter()
-        .filter(|candidate| candidate.layout == Layout::RowRow)
+        .filter(|candidate| candidate.layout == layout)
         .collect()
 }
 
@@ -223,6 +238,63 @@ fn the_models_picks_reach_the_measured_best_on_an_h100() {
         score.untimed <= UNTIMED_PICKS_AT_MOST,
         "{} picks are members the file did not time: measure the set again",
         score.untimed
+    );
+}
+
+/// The H200 model's routes at decode sizes against the measured times of the same members
+/// there (bf16, layout rc, M = 1, 16, 64 and 128 over the weights of `models.txt`): per shape
+/// the route `Matmul` takes (the problem's pick, or the swapped product's where the model
+/// predicts it faster) and its time over the fastest member's.
+///
+/// Today: geomean 0.971, worst 0.846 (64x10240x8192: 64x128 stream-K tiles where 64x64 ones
+/// ran faster). With the H100's DRAM curve (half the bandwidth at 8 SMs) the geomean was 0.950
+/// and the worst 0.641 (16x10240x8192 on 64x128 stream-K tiles, 80 of them).
+#[test]
+fn the_h200_models_decode_routes_reach_the_measured_best() {
+    const GEOMEAN_AT_LEAST: f64 = 0.96;
+    const WORST_AT_LEAST: f64 = 0.8;
+    let timed = measured_from(MEASURED_H200_DECODE, Layout::RowCol);
+    assert_eq!(timed.len(), 32, "four row counts over eight weights");
+    let candidates = sm90_bf16_candidates(Layout::RowCol);
+    let device = DeviceModel::h200_sxm();
+    let mut shares = Vec::new();
+    for shape in &timed {
+        let problem = shape.problem;
+        let swapped = problem.swapped();
+        let priced = |index: usize, problem: &Problem| {
+            let seconds = gemm_codegen::pick::estimate(&candidates[index], problem, &device);
+            (index, seconds.seconds)
+        };
+        let direct = pick(&candidates, &problem, &device).map(|index| priced(index, &problem));
+        let flipped = pick(&candidates, &swapped, &device).map(|index| priced(index, &swapped));
+        let (index, _) = if swapped_wins(&candidates, direct, flipped) {
+            flipped
+        } else {
+            direct
+        }
+        .expect("a route for every shape");
+        let member = member_name(&candidates[index]);
+        let time = shape
+            .time(member)
+            .unwrap_or_else(|| panic!("{problem}: the route's {member} was not timed"));
+        let share = shape.best() / time;
+        println!("{:<18} {member:<14} {share:.3}", problem.to_string());
+        shares.push((problem, share));
+    }
+    let geomean =
+        (shares.iter().map(|(_, share)| share.ln()).sum::<f64>() / shares.len() as f64).exp();
+    let (worst_problem, worst) = shares
+        .iter()
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("shapes");
+    println!("geomean {geomean:.3}, worst {worst:.3} at {worst_problem}");
+    assert!(
+        geomean >= GEOMEAN_AT_LEAST,
+        "the routes reach {geomean:.3} of the measured best, less than {GEOMEAN_AT_LEAST}"
+    );
+    assert!(
+        *worst >= WORST_AT_LEAST,
+        "the route at {worst_problem} reaches {worst:.3} of the measured best, less than {WORST_AT_LEAST}"
     );
 }
 

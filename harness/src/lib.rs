@@ -19,6 +19,7 @@ pub mod baseline;
 pub mod bench;
 mod error;
 pub mod probe;
+pub mod replay;
 pub mod tune;
 pub mod verify;
 

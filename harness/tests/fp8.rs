@@ -241,7 +241,7 @@ fn check<In: Element, Out: Element, InB: Element>(
         };
         // The caller's frame.
         let (lds, batch) = if swapped {
-            swap_operands(frame_lds, frame_batch)
+            (frame_lds.exchanged(), frame_batch.exchanged())
         } else {
             (frame_lds, frame_batch)
         };
@@ -295,7 +295,7 @@ fn verify_swapped<In: Element, Out: Element>(
     seed: usize,
     case: &FusedCase,
 ) -> Result<gemm_harness::verify::BatchReport, gemm_harness::Error> {
-    let (swapped_lds, swapped_batch) = swap_operands(lds, batch);
+    let (swapped_lds, swapped_batch) = (lds.exchanged(), batch.exchanged());
     verify_fused_batch_through(
         kernel,
         stream,
@@ -317,23 +317,6 @@ fn verify_swapped<In: Element, Out: Element>(
                 swapped_batch,
                 epilogue,
             )
-        },
-    )
-}
-
-/// A's and B's leading dimensions and batch strides exchanged (C's kept): the other frame of
-/// a swapped product.
-fn swap_operands(lds: LeadingDims, batch: Batch) -> (LeadingDims, Batch) {
-    (
-        LeadingDims {
-            lda: lds.ldb,
-            ldb: lds.lda,
-            ldc: lds.ldc,
-        },
-        Batch {
-            stride_a: batch.stride_b,
-            stride_b: batch.stride_a,
-            ..batch
         },
     )
 }

@@ -53,6 +53,16 @@ impl Batch {
         }
     }
 
+    /// The batch of the swapped product `Cᵀ = Bᵀ·Aᵀ` over the same memory: A's and B's
+    /// strides change places (C's stays).
+    pub const fn exchanged(self) -> Batch {
+        Batch {
+            stride_a: self.stride_b,
+            stride_b: self.stride_a,
+            ..self
+        }
+    }
+
     /// An operand's stride.
     pub const fn stride(&self, operand: Operand) -> u64 {
         match operand {
@@ -80,6 +90,16 @@ impl LeadingDims {
             lda: shape.stored_dims(Operand::A, m, n, k).1,
             ldb: shape.stored_dims(Operand::B, m, n, k).1,
             ldc: shape.stored_dims(Operand::C, m, n, k).1,
+        }
+    }
+
+    /// The leading dimensions of the swapped product `Cᵀ = Bᵀ·Aᵀ` over the same memory: A's
+    /// and B's change places; C's lines are the same lines, read the other way.
+    pub const fn exchanged(self) -> LeadingDims {
+        LeadingDims {
+            lda: self.ldb,
+            ldb: self.lda,
+            ldc: self.ldc,
         }
     }
 }

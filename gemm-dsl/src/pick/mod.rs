@@ -298,6 +298,28 @@ impl DeviceModel {
         }
     }
 
+    /// H200 SXM: the H100's SMs and calibration with HBM3e at 4.8 TB/s. One SM pulls at most
+    /// its ring's bytes in flight per memory latency, the same on both boards, so a grid takes
+    /// 4.8 / 3.35 times as many SMs to reach the same share of the faster memory: the DRAM curve
+    /// reaches half its bandwidth at 12 SMs instead of 8. On the H200's decode sweep
+    /// (`results/model-h200-2026-11-29/`: `sm90`, bf16, M = 1 to 128, layout rc) the routes
+    /// reach 0.971 of the fastest member's speed instead of 0.950 (`gemm-bench --replay`):
+    /// N = 10240 at M <= 16, whose 64x128 tiles keep 80 SMs busy, runs the swapped 64x16 tile on
+    /// all 132. Over `models.txt`, 10 of 1560 routes in the Hopper sets move: those (bf16, f16,
+    /// fp8) and `sm90_fp8_block` at 128x4096x14336 (to 64x128 stream-K, unmeasured); the
+    /// grouped picks over `shapes/moe.txt` stay.
+    pub fn h200_sxm() -> DeviceModel {
+        DeviceModel {
+            name: "H200 SXM (model)".to_string(),
+            memory_bytes_per_s: 4.8e12,
+            calibration: Calibration {
+                half_bandwidth_sms: 12.0,
+                ..DeviceModel::h100_sxm().calibration
+            },
+            ..DeviceModel::h100_sxm()
+        }
+    }
+
     /// A100 SXM4: 108 SMs, HBM2e at 2.04 TB/s.
     pub fn a100_sxm() -> DeviceModel {
         DeviceModel {

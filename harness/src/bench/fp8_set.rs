@@ -27,6 +27,12 @@ use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
+/// The epilogue every kernel of an fp8 set run takes: per-tensor scales.
+pub const PER_TENSOR: FusedSpec = FusedSpec {
+    quant: Quant::Tensor,
+    ..FusedSpec::NONE
+};
+
 /// One kernel's median time on a shape, and the cost model's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KernelTime {
@@ -105,18 +111,22 @@ pub struct Fp8SetRun<'a, In: Element, Out: Element> {
     last_b: RefCell<Option<QuantizedB<In>>>,
 }
 
-/// One kernel timed on a shape: its name, the model's time, and whether it runs the swapped
-/// product.
+/// One kernel timed on a shape: its name and the model's time.
 struct Timed<'k, In, Out> {
     name: String,
     predicted: f64,
     kernel: &'k GemmKernel<In, Out>,
-    swapped: bool,
 }
 
 impl<In: Element, Out: Element> Timed<'_, In, Out> {
+    /// A kernel that stores C column-major runs the swapped product.
+    fn swapped(&self) -> bool {
+        self.kernel.info().launch().c_order == StorageOrder::ColMajor
+    }
+
     /// `D = s_A·s_B·A·B` for the row-major `m x n x k` problem with leading dimensions `lds`:
-    /// as given, or swapped (`Dᵀ = Bᵀ·Aᵀ`, D column-major where it lies).
+    /// as given, or swapped (`Dᵀ = Bᵀ·Aᵀ`, D column-major where it lies). The scales go in as
+    /// given either way, as `Matmul::run_fused` passes them: per-tensor scales multiply.
     fn launch(
         &self,
         stream: &Arc<CudaStream>,
@@ -126,17 +136,12 @@ impl<In: Element, Out: Element> Timed<'_, In, Out> {
         (m, n, k): (u32, u32, u32),
         lds: LeadingDims,
     ) -> Result<(), Error> {
-        if self.swapped {
-            let mut epilogue = Epilogue::none().quant_scales(b_scale, a_scale);
-            let lds = LeadingDims {
-                lda: lds.ldb,
-                ldb: lds.lda,
-                ldc: lds.ldc,
-            };
+        let mut epilogue = Epilogue::none().quant_scales(a_scale, b_scale);
+        if self.swapped() {
+            let lds = lds.exchanged();
             self.kernel
                 .launch_fused(stream, b, a, d, n, m, k, lds, Batch::ONE, &mut epilogue)?;
         } else {
-            let mut epilogue = Epilogue::none().quant_scales(a_scale, b_scale);
             self.kernel
                 .launch_fused(stream, a, b, d, m, n, k, lds, Batch::ONE, &mut epilogue)?;
         }
@@ -156,11 +161,7 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         auto: bool,
         max_input_sets: u32,
     ) -> Result<Self, Error> {
-        let per_tensor = FusedSpec {
-            quant: Quant::Tensor,
-            ..FusedSpec::NONE
-        };
-        let matmul = Matmul::<In, Out>::with_set_fused(ctx, set, per_tensor)?;
+        let matmul = Matmul::<In, Out>::with_set_fused(ctx, set, PER_TENSOR)?;
         let candidates = extra
             .iter()
             .map(|valid| {
@@ -244,7 +245,6 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
                 name: candidate.name.clone(),
                 predicted: estimate(candidate, routed(candidate), picker.device()).seconds,
                 kernel: self.matmul.kernel(index)?,
-                swapped: routed(candidate) == &swapped,
             });
         }
         if !self.auto {
@@ -254,7 +254,6 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
                         name: candidate.name.clone(),
                         predicted: estimate(candidate, routed(candidate), picker.device()).seconds,
                         kernel,
-                        swapped: routed(candidate) == &swapped,
                     });
                 }
             }

@@ -238,6 +238,22 @@ struct Cli {
     /// `--svg` again (no GPU needed).
     #[arg(long, conflicts_with_all = ["specs", "shapes", "full_for", "check"])]
     from_json: Option<PathBuf>,
+    /// Time nothing: replay a set run's `--out` report (16-bit or fp8) through this build's
+    /// cost model: per shape the fastest kernel timed, the model's pick among those timed
+    /// (as `Matmul` routes it) and the predicted time against the measured (no GPU needed).
+    /// The kernels are --set's members (--set-types, --layout) and the --spec-file candidates.
+    #[arg(long, requires = "set", conflicts_with_all = ["specs", "shapes", "shape_file", "from_json", "auto", "check"])]
+    replay: Option<PathBuf>,
+    /// With --replay: the board whose model prices the kernels (`NVIDIA H200`, `NVIDIA H100
+    /// 80GB HBM3`, ...); by default the report's own device. An fp8 run's rows name none.
+    #[arg(long, requires = "replay")]
+    board: Option<String>,
+    /// With --replay and --board: the board's SMs.
+    #[arg(long, requires = "board", default_value_t = 132)]
+    board_sms: u32,
+    /// With --replay: a line per kernel and shape too.
+    #[arg(long, requires = "replay")]
+    every_kernel: bool,
 }
 
 #[derive(Subcommand)]
@@ -541,6 +557,82 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
         },
         gemm_harness::bench::fp8::fp8_table,
     )
+}
+
+/// `--replay`: a set run's measured times through this build's cost model.
+fn run_replay(cli: &Cli, path: &Path) -> Result<(), Failure> {
+    use gemm_harness::replay::{measured_of_fp8_rows, measured_of_report, replay};
+    let selection = set_selection(cli)?.expect("--replay requires --set");
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure::Arguments(format!("cannot read {}: {error}", path.display())))?;
+    let (measured, device) = if let Ok(report) = serde_json::from_str::<BenchReport>(&text) {
+        (measured_of_report(&report), Some(report.device))
+    } else if let Ok(rows) =
+        serde_json::from_str::<Vec<gemm_harness::bench::fp8_set::Fp8SetRow>>(&text)
+    {
+        (measured_of_fp8_rows(&rows), None)
+    } else {
+        return Err(Failure::Arguments(format!(
+            "{} is neither a gemm-bench report nor an fp8 set run's rows (`--out` of `--set`)",
+            path.display()
+        )));
+    };
+    let device = match (&cli.board, device) {
+        (Some(board), _) => DeviceInfo {
+            name: board.clone(),
+            driver_version: String::new(),
+            // The set's own capability: the board runs it.
+            compute_capability: match selection.set.runs_on {
+                sets::RunsOn::Exactly(cc) | sets::RunsOn::From(cc) => {
+                    format!("{}.{}", cc / 10, cc % 10)
+                }
+            },
+            multiprocessors: cli.board_sms,
+            sm_clock_mhz: None,
+            memory_clock_mhz: None,
+            l2_cache_bytes: 0,
+        },
+        (None, Some(device)) => device,
+        (None, None) => {
+            return Err(Failure::Arguments(format!(
+                "{} does not say which board ran it: give --board",
+                path.display()
+            )))
+        }
+    };
+    let model = device_model(&device, &DeviceModel::h100_sxm());
+    let fused = if selection.dtype.is_fp8() {
+        gemm_harness::bench::fp8_set::PER_TENSOR
+    } else {
+        gemm_runtime::FusedSpec::NONE
+    };
+    let types =
+        gemm_runtime::KernelTypes::new(selection.dtype, selection.out).ok_or_else(|| {
+            Failure::Arguments(format!(
+                "no kernels take {} -> {}",
+                selection.dtype.name(),
+                selection.out.name()
+            ))
+        })?;
+    let mut candidates = Picker::of_set(selection.set, types, &fused)?
+        .candidates()
+        .to_vec();
+    if let Some(path) = &cli.spec_file {
+        for (text, origin) in read_spec_file(path)? {
+            let valid = gemm_dsl::check_str(&text)
+                .map_err(|errors| Failure::Arguments(errors.render(&text, &origin)))?;
+            candidates.push(gemm_codegen::pick::candidate(&valid));
+        }
+    }
+    let replayed = replay(&measured, &candidates, selection.layout, &model);
+    let table = replayed.markdown(&model, cli.every_kernel);
+    println!("{table}");
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, &table).map_err(|error| {
+            Failure::Output(format!("cannot write {}: {error}", path.display()))
+        })?;
+    }
+    Ok(())
 }
 
 /// `--set` of an fp8 set: per shape the entry point's pick (and, without --auto, every member
@@ -975,6 +1067,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             ))
         })?;
         return write_report(cli, &report);
+    }
+    if let Some(path) = &cli.replay {
+        return run_replay(cli, path);
     }
     if let Some(spec) = &cli.fused {
         return run_fused(cli, spec);
@@ -1968,12 +2063,7 @@ impl<In: Element> OursView<'_, In> {
         };
         let swapped = launch.c_order == StorageOrder::ColMajor;
         let (dims, lds) = if swapped {
-            let exchanged = LeadingDims {
-                lda: lds.ldb,
-                ldb: lds.lda,
-                ldc: lds.ldc,
-            };
-            ((n, m, k), exchanged)
+            ((n, m, k), lds.exchanged())
         } else {
             ((m, n, k), lds)
         };

@@ -717,12 +717,8 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             let problem = &route.problem;
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
             if route.swaps_operands {
-                let swapped = Batch {
-                    stride_a: batch.stride_b,
-                    stride_b: batch.stride_a,
-                    ..batch
-                };
-                kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, swapped)
+                let exchanged = batch.exchanged();
+                kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, exchanged)
             } else {
                 kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
             }
@@ -800,24 +796,19 @@ fn leading_dims(problem: &Problem) -> LeadingDims {
     }
 }
 
-/// The model of the board in hand: the preset of its architecture with its own SM count (and
-/// an H200's faster memory).
+/// The model of the board in hand: the preset of its architecture (an H200's for its faster
+/// memory) with its own SM count.
 pub fn device_model(info: &DeviceInfo, fallback: &DeviceModel) -> DeviceModel {
     let cc = info.compute_capability_number();
     let preset = match cc {
+        90.. if info.name.contains("H200") => DeviceModel::h200_sxm(),
         90.. => DeviceModel::h100_sxm(),
         80..90 => DeviceModel::a100_sxm(),
         _ => fallback.clone(),
     };
-    let memory_bytes_per_s = if info.name.contains("H200") {
-        4.8e12
-    } else {
-        preset.memory_bytes_per_s
-    };
     DeviceModel {
         name: info.name.clone(),
         compute_capability: cc,
-        memory_bytes_per_s,
         ..preset
     }
     .with_sms(info.multiprocessors)
