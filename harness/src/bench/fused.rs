@@ -16,14 +16,14 @@ use crate::baseline::gelu_aux::LtGeluAuxBias;
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
-use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
+use cudarc::cublaslt::{CudaBlasLT, Matmul as _, MatmulConfig};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
+use gemm_dsl::pick::Problem;
 use gemm_dsl::{Activation, Aux, Bias, BiasAlong, DType, GemmSpec, Layout, Scale};
 use gemm_runtime::epilogue::{BiasArg, CIn, Epilogue, FusedSpec};
-use gemm_runtime::GemmKernel;
-use gemm_runtime::{Batch, LeadingDims};
+use gemm_runtime::{Batch, GemmKernel, LeadingDims, Matmul};
 use half::bf16;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -46,6 +46,87 @@ pub struct FusedRow {
     #[serde(default)]
     pub aux_rel_diff_to_cublaslt: Option<f64>,
     pub fused_tflops: f64,
+    /// The fused and the plain kernel that ran: the spec's two, or the entry point's picks
+    /// over a set (reports before `--fused --set` existed: empty).
+    #[serde(default)]
+    pub fused_kernel: String,
+    #[serde(default)]
+    pub plain_kernel: String,
+}
+
+/// What computes the fused product and its plain twin: one spec's kernel and the same spec
+/// without its epilogue, or the entry point over a set with the epilogue and without.
+pub enum FusedRunners<'k> {
+    Kernels {
+        fused: &'k GemmKernel<bf16, bf16>,
+        plain: &'k GemmKernel<bf16, bf16>,
+    },
+    EntryPoint {
+        fused: &'k Matmul<bf16, bf16>,
+        plain: &'k Matmul<bf16, bf16>,
+    },
+}
+
+impl FusedRunners<'_> {
+    /// The names of the fused and the plain kernel for the row-major `m x n x k` problem.
+    fn names(&self, (m, n, k): (u32, u32, u32)) -> Result<(String, String), Error> {
+        Ok(match self {
+            FusedRunners::Kernels { fused, plain } => (
+                fused.info().name().to_string(),
+                plain.info().name().to_string(),
+            ),
+            FusedRunners::EntryPoint { fused, plain } => {
+                let problem = Problem::new(m, n, k, Layout::RowRow);
+                (
+                    fused.pick(&problem)?.kernel.to_string(),
+                    plain.pick(&problem)?.kernel.to_string(),
+                )
+            }
+        })
+    }
+
+    /// `D = epilogue(A·B)` for packed row-major operands.
+    fn run_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        (a, b): (&CudaSlice<bf16>, &CudaSlice<bf16>),
+        d: &mut CudaSlice<bf16>,
+        (m, n, k): (u32, u32, u32),
+        epilogue: &mut Epilogue<'_, bf16>,
+    ) -> Result<(), Error> {
+        match self {
+            FusedRunners::Kernels { fused, .. } => {
+                let lds = LeadingDims {
+                    lda: k,
+                    ldb: n,
+                    ldc: n,
+                };
+                fused.launch_fused(stream, a, b, d, m, n, k, lds, Batch::ONE, epilogue)?;
+            }
+            FusedRunners::EntryPoint { fused, .. } => {
+                let problem = Problem::new(m, n, k, Layout::RowRow);
+                fused.run_fused(stream, a, b, d, &problem, epilogue)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `D = A·B` for packed row-major operands.
+    fn run_plain(
+        &self,
+        stream: &Arc<CudaStream>,
+        (a, b): (&CudaSlice<bf16>, &CudaSlice<bf16>),
+        d: &mut CudaSlice<bf16>,
+        (m, n, k): (u32, u32, u32),
+    ) -> Result<(), Error> {
+        match self {
+            FusedRunners::Kernels { plain, .. } => plain.launch(stream, a, b, d, m, n, k)?,
+            FusedRunners::EntryPoint { plain, .. } => {
+                plain.run(stream, a, b, d, &Problem::new(m, n, k, Layout::RowRow))?
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The spec without its epilogue math or aux output, named `<name>_plain`.
@@ -250,13 +331,6 @@ pub fn time_fused(
             "--fused times bf16 -> bf16 kernels in layout rr".to_string(),
         ));
     }
-    if shape.batch != 1 || !shape.n.is_multiple_of(8) || !shape.k.is_multiple_of(8) {
-        return Err(unsupported(format!(
-            "--fused takes single products with N and K multiples of 8, not {shape}"
-        )));
-    }
-    let (m, n, k) = (shape.m, shape.n, shape.k);
-    let fused_spec = FusedSpec::of_spec(spec);
     let mut fused = GemmKernel::<bf16, bf16>::from_emitted(
         ctx,
         &gemm_codegen::emit_str(&spec.to_spec_text()).map_err(|e| unsupported(e.to_string()))?,
@@ -268,6 +342,36 @@ pub fn time_fused(
     )?;
     fused.balance_grid(balanced_grid);
     plain.balance_grid(balanced_grid);
+    let runners = FusedRunners::Kernels {
+        fused: &fused,
+        plain: &plain,
+    };
+    time_fused_with(ctx, stream, spec, &runners, shape, rounds)
+}
+
+/// Times the fused product of `spec`'s epilogue (bf16, layout rr, batch 1) on `shape` as
+/// `runners` compute it, against their plain product, the plain product followed by the
+/// elementwise epilogue, cuBLASLt with the same epilogue and cuBLAS. Only `spec`'s epilogue
+/// keys count when `runners` is the entry point over a set.
+pub fn time_fused_with(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    spec: &GemmSpec,
+    runners: &FusedRunners<'_>,
+    shape: Shape,
+    rounds: &Rounds,
+) -> Result<FusedRow, Error> {
+    if shape.batch != 1 || !shape.n.is_multiple_of(8) || !shape.k.is_multiple_of(8) {
+        return Err(Error::Baseline {
+            action: format!("timing `{}`", spec.name),
+            reason: format!(
+                "--fused takes single products with N and K multiples of 8, not {shape}"
+            ),
+        });
+    }
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let fused_spec = FusedSpec::of_spec(spec);
+    let (fused_kernel, plain_kernel) = runners.names((m, n, k))?;
     let mut rng = NormalRng::new(0xF05E_D000 ^ u64::from(m) ^ (u64::from(n) << 20));
     let a = upload(stream, (m * k) as usize, &mut rng, "A")?;
     let b = upload(stream, (k * n) as usize, &mut rng, "B")?;
@@ -289,11 +393,6 @@ pub fn time_fused(
         if spec.scale.has_alpha() { 1.25 } else { 1.0 },
         if spec.scale.reads_c() { 0.5 } else { 0.0 },
     );
-    let lds = LeadingDims {
-        lda: k,
-        ldb: n,
-        ldc: n,
-    };
     let lt_error = |source| Error::Baseline {
         action: "creating a cuBLASLt handle".to_string(),
         reason: format!("{source:?}"),
@@ -363,16 +462,11 @@ pub fn time_fused(
     // Correct first: the fused D (and aux) against cuBLASLt's, from the same C.
     let mut aux_fused = c_start.clone();
     let mut aux_lt = c_start.clone();
-    fused.launch_fused(
+    runners.run_fused(
         stream,
-        &a,
-        &b,
+        (&a, &b),
         &mut d_fused,
-        m,
-        n,
-        k,
-        lds,
-        Batch::ONE,
+        (m, n, k),
         &mut fused_epilogue(spec, alpha, beta, &bias, &bias_wide, &mut aux_fused),
     )?;
     let (rel_diff, aux_rel_diff) = match &lt {
@@ -393,26 +487,14 @@ pub fn time_fused(
     let alpha_arg = alpha;
     let beta_arg = beta;
     let c_in_ptr: Option<&CudaSlice<bf16>> = spec.scale.reads_c().then_some(&c_in_copy);
-    let mut fused_launch = |_: usize| {
-        Ok(fused.launch_fused(
-            stream,
-            &a,
-            &b,
-            &mut d_fused,
-            m,
-            n,
-            k,
-            lds,
-            Batch::ONE,
-            &mut epilogue,
-        )?)
-    };
-    let mut plain_launch = |_: usize| Ok(plain.launch(stream, &a, &b, &mut d_plain, m, n, k)?);
+    let mut fused_launch =
+        |_: usize| runners.run_fused(stream, (&a, &b), &mut d_fused, (m, n, k), &mut epilogue);
+    let mut plain_launch = |_: usize| runners.run_plain(stream, (&a, &b), &mut d_plain, (m, n, k));
     let mut d_unfused = c_start.clone();
     // The unfused pair stores the pre-activation too where the fused kernel does.
     let mut aux_unfused = (spec.aux != Aux::None).then(|| c_start.clone());
     let mut unfused_launch = |_: usize| -> Result<(), Error> {
-        plain.launch(stream, &a, &b, &mut d_unfused, m, n, k)?;
+        runners.run_plain(stream, (&a, &b), &mut d_unfused, (m, n, k))?;
         let mut builder = stream.launch_builder(&elementwise);
         let null: u64 = 0;
         builder.arg(&mut d_unfused);
@@ -474,13 +556,22 @@ pub fn time_fused(
         rel_diff_to_cublaslt: rel_diff,
         aux_rel_diff_to_cublaslt: aux_rel_diff,
         fused_tflops: tflops(shape, ms(0)),
+        fused_kernel,
+        plain_kernel,
     })
 }
 
-/// The markdown table of a run.
+/// The markdown table of a run; with the kernels that ran where they are the entry point's
+/// picks rather than the spec's own kernel.
 pub fn fused_table(spec: &GemmSpec, rows: &[FusedRow]) -> String {
+    let picks = rows.iter().any(|row| row.fused_kernel != spec.name);
+    let (pick_header, pick_rule) = if picks {
+        (" fused pick (plain pick) |", "---|")
+    } else {
+        ("", "")
+    };
     let mut out = format!(
-        "spec: `{}`\n\nSpeeds are time ratios: above 1, the fused kernel is faster; its cost is its time over the plain kernel's.\n\n| shape | fused TFLOP/s | speed vs cuBLASLt (same epilogue) | cost vs plain kernel | speed vs plain + elementwise | speed vs cuBLAS plain | ‖D − D_Lt‖/‖D_Lt‖ |\n|---|---:|---:|---:|---:|---:|---:|\n",
+        "spec: `{}`\n\nSpeeds are time ratios: above 1, the fused kernel is faster; its cost is its time over the plain kernel's.\n\n| shape |{pick_header} fused TFLOP/s | speed vs cuBLASLt (same epilogue) | cost vs plain kernel | speed vs plain + elementwise | speed vs cuBLAS plain | ‖D − D_Lt‖/‖D_Lt‖ |\n|---|{pick_rule}---:|---:|---:|---:|---:|---:|\n",
         spec.to_spec_text()
     );
     for row in rows {
@@ -492,8 +583,13 @@ pub fn fused_table(spec: &GemmSpec, rows: &[FusedRow]) -> String {
             (Some(d), None) => format!("{d:.1e}"),
             (Some(d), Some(aux)) => format!("{d:.1e} (aux {aux:.1e})"),
         };
+        let kernels = if picks {
+            format!(" `{}` (`{}`) |", row.fused_kernel, row.plain_kernel)
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "| {} | {:.1} | {lt} | {:.3} | {:.3} | {:.3} | {diff} |\n",
+            "| {} |{kernels} {:.1} | {lt} | {:.3} | {:.3} | {:.3} | {diff} |\n",
             row.shape,
             row.fused_tflops,
             row.fused_ms / row.plain_ms,
@@ -501,7 +597,28 @@ pub fn fused_table(spec: &GemmSpec, rows: &[FusedRow]) -> String {
             row.cublas_ms / row.fused_ms,
         ));
     }
+    if let Some(geomean) = geomean_vs_cublaslt(rows) {
+        out.push_str(&format!(
+            "\nAgainst cuBLASLt with the same epilogue: geomean {:.3}, worst {:.3} ({} shapes).\n",
+            geomean.0, geomean.1, geomean.2
+        ));
+    }
     out
+}
+
+/// Geomean and worst of cuBLASLt's time over the fused one, and the shapes counted (those
+/// cuBLASLt computes).
+fn geomean_vs_cublaslt(rows: &[FusedRow]) -> Option<(f64, f64, usize)> {
+    let ratios: Vec<f64> = rows
+        .iter()
+        .filter_map(|row| row.cublaslt_ms.map(|lt| lt / row.fused_ms))
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    let geomean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+    let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    Some((geomean, worst, ratios.len()))
 }
 
 #[cfg(test)]
@@ -575,5 +692,47 @@ mod tests {
             (plain.scale, plain.bias, plain.activation, plain.aux),
             (Scale::None, Bias::None, Activation::None, Aux::None)
         );
+    }
+
+    #[test]
+    fn the_table_names_the_entry_points_picks_and_sums_up_against_cublaslt() {
+        let spec = gemm_dsl::parse_str(
+            "name: ffn, arch: sm_90a, dtype: bf16, tile: 128x256x64, stages: 4, swizzle: 128B, \
+             copy: tma, mma: wgmma, bias: col, activation: gelu",
+        )
+        .unwrap()
+        .spec;
+        let row = |shape: &str, fused_kernel: &str, lt_ms: Option<f64>| FusedRow {
+            shape: shape.to_string(),
+            fused_ms: 1.0,
+            plain_ms: 0.9,
+            unfused_ms: 1.2,
+            cublaslt_ms: lt_ms,
+            cublas_ms: 1.0,
+            rel_diff_to_cublaslt: lt_ms.map(|_| 1e-4),
+            aux_rel_diff_to_cublaslt: None,
+            fused_tflops: 100.0,
+            fused_kernel: fused_kernel.to_string(),
+            plain_kernel: "plain".to_string(),
+        };
+        // The spec's own kernel: no picks column.
+        let own = fused_table(&spec, &[row("16x16x16", "ffn", Some(1.1))]);
+        assert!(!own.contains("fused pick"));
+        assert!(own.contains("geomean 1.100, worst 1.100 (1 shapes)"));
+        // The entry point's picks: a column, and the rows cuBLASLt computes in the summary.
+        let picks = fused_table(
+            &spec,
+            &[
+                row("16x16x16", "sm90_a", Some(0.8)),
+                row("32x32x32", "sm90_b", Some(1.25)),
+                row("64x64x64", "sm90_c", None),
+            ],
+        );
+        assert!(picks.contains("| shape | fused pick (plain pick) | fused TFLOP/s |"));
+        assert!(picks.contains("| 32x32x32 | `sm90_b` (`plain`) | 100.0 | 1.250 |"));
+        assert!(picks.contains("geomean 1.000, worst 0.800 (2 shapes)"));
+        for line in picks.lines().filter(|line| line.starts_with('|')) {
+            assert_eq!(line.matches('|').count(), 9, "{line}");
+        }
     }
 }

@@ -188,8 +188,11 @@ struct Cli {
     /// Time this fused-epilogue spec (bf16, layout rr) on --shapes against the same spec
     /// without its epilogue, that plain kernel plus an elementwise epilogue kernel, cuBLASLt
     /// with the matching epilogue and plain cuBLAS; print the table (and write it with
-    /// --markdown, as JSON with --out). The spec: its text, @FILE, or a catalog name.
-    #[arg(long, conflicts_with_all = ["specs", "set", "spec_file"])]
+    /// --markdown, as JSON with --out). The spec: its text, @FILE, or a catalog name. With
+    /// --set, the entry point instead: `Matmul` over the set with the spec's epilogue (its
+    /// `scale`, `bias`, `activation`, `aux`) in every member, per shape its pick, against the
+    /// same baselines and the plain set's pick.
+    #[arg(long, conflicts_with_all = ["specs", "spec_file"])]
     fused: Option<String>,
     /// Time this fp8 spec (`quant: tensor` or `block`, layout rc, no epilogue but `scale:
     /// alpha`) on --shapes against cuBLASLt's fp8 GEMM with the same per-tensor scales and
@@ -511,14 +514,55 @@ fn run_one_spec<Row: serde::Serialize>(
     finish_one_spec(cli, &device, table(&valid.spec, &rows), &rows)
 }
 
-/// `--fused`: one fused-epilogue spec against its baselines, shape by shape.
+/// `--fused`: one fused-epilogue spec against its baselines, shape by shape; with --set, the
+/// entry point over the set with the spec's epilogue.
 fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
+    use gemm_harness::bench::fused::{time_fused, time_fused_with, FusedRunners};
+    let selection = set_selection(cli)?;
+    if let Some(selection) = &selection {
+        if (selection.dtype, selection.out, selection.layout)
+            != (DType::Bf16, DType::Bf16, Layout::RowRow)
+        {
+            return Err(Failure::Arguments(
+                "--fused --set times bf16 -> bf16 sets in layout rr".to_string(),
+            ));
+        }
+        if cli.auto || cli.tune_cache.is_some() || cli.picks.is_some() {
+            return Err(Failure::Arguments(
+                "--fused --set times the model's picks already: --auto, --tune-cache and --picks are for plain sets"
+                    .to_string(),
+            ));
+        }
+    }
+    // The entry point's two `Matmul`s, made on the first shape (they need the context).
+    let entry_points = std::cell::OnceCell::new();
     run_one_spec(
         cli,
         text,
         "--fused",
-        |ctx, stream, spec, shape, rounds| {
-            gemm_harness::bench::fused::time_fused(ctx, stream, spec, shape, rounds, !cli.full_grid)
+        |ctx, stream, spec, shape, rounds| match &selection {
+            None => time_fused(ctx, stream, spec, shape, rounds, !cli.full_grid),
+            Some(selection) => {
+                let (fused, plain) = match entry_points.get() {
+                    Some(made) => made,
+                    None => {
+                        let made = (
+                            gemm_runtime::Matmul::<half::bf16, half::bf16>::with_set_fused(
+                                ctx,
+                                selection.set,
+                                gemm_runtime::FusedSpec::of_spec(spec),
+                            )?,
+                            gemm_runtime::Matmul::<half::bf16, half::bf16>::with_set(
+                                ctx,
+                                selection.set,
+                            )?,
+                        );
+                        entry_points.get_or_init(|| made)
+                    }
+                };
+                let runners = FusedRunners::EntryPoint { fused, plain };
+                time_fused_with(ctx, stream, spec, &runners, shape, rounds)
+            }
         },
         |row| {
             format!(
