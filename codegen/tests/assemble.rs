@@ -615,7 +615,8 @@ fn fused_epilogues_leave_the_main_loop_alone() {
 
 /// Every member of every kernel set that takes a fused epilogue (`SetMember::fuses`), with the
 /// heaviest one (C-in, an f32 column bias and the exact GELU) and with a row bias, SiLU, aux
-/// and the rows' factors (a member that stores C column-major: α and an activation), assembles
+/// and the rows' factors (a member that stores C column-major: α, a row bias and an
+/// activation, the swapped product's form of a column bias), assembles
 /// without spills and keeps its promises: `Matmul::with_set_fused` builds exactly these kernels. A member that does not take one is shown to need it: it spills.
 #[test]
 fn every_set_member_assembles_with_a_fused_epilogue() {
@@ -645,12 +646,13 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
                 );
                 continue;
             }
-            // A member that stores C column-major takes only what is the same on the swapped
-            // product (`Matmul` leaves it out of sets with a bias, C-in, aux or row factors).
+            // A member that stores C column-major takes what the swapped product's epilogue
+            // can be: a column bias read along its rows, α and an activation (`Matmul` leaves
+            // it out of sets with C-in, aux or row factors).
             let epilogues = if member.body.contains("c_layout: col") {
                 [
-                    "scale: alpha, activation: gelu_erf",
-                    "scale: alpha, activation: silu",
+                    "scale: alpha, bias: row(f32), activation: gelu_erf",
+                    "scale: alpha, bias: row, activation: silu",
                 ]
             } else {
                 [
@@ -674,6 +676,29 @@ fn every_set_member_assembles_with_a_fused_epilogue() {
         .filter(|member| member.fuses)
         .count();
     assert_eq!(assembled, 2 * fusing);
+}
+
+/// The fp8 set's members that store C column-major (they run swapped products) assemble with
+/// the swapped product's form of a column bias and GELU, per-tensor scales and α: what
+/// `Matmul::with_set_fused` builds for a biased fp8 set's decode problems.
+#[test]
+fn the_fp8_swapped_members_assemble_with_a_bias_along_their_rows() {
+    use gemm_codegen::pick::sets::SM90_FP8;
+    use gemm_dsl::{DType, Layout};
+    let mut assembled = 0;
+    for member in SM90_FP8
+        .members
+        .iter()
+        .filter(|member| member.body.contains("c_layout: col"))
+    {
+        let spec = format!(
+            "{}, quant: tensor, scale: alpha, bias: row, activation: gelu",
+            SM90_FP8.spec(member, DType::E4m3, DType::Bf16, Layout::RowCol)
+        );
+        assemble_and_check(member.name, &spec);
+        assembled += 1;
+    }
+    assert_eq!(assembled, 2);
 }
 
 /// Every member of the block-scaled fp8 set, with block scales alone and with a column bias,

@@ -88,7 +88,7 @@ fn every_member_on_edges<In: Element, Out: Element>(
 }
 
 /// The row-major `m x n` matrix `values` transposed (row-major `n x m`).
-fn transposed(values: &[f64], m: u32, n: u32) -> Vec<f64> {
+fn transposed<T: Copy>(values: &[T], m: u32, n: u32) -> Vec<T> {
     let (m, n) = (m as usize, n as usize);
     (0..n * m).map(|i| values[(i % m) * n + i / m]).collect()
 }
@@ -374,14 +374,14 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
             ran += 1;
         }
     }
-    // Every member that fuses, but those that store C column-major: C-in, the bias and the
-    // rows' factors would change sides on the swapped product, so the set leaves them out.
+    // Every member that fuses, but those that store C column-major: C-in and the rows'
+    // factors have no form on the swapped product, so the set leaves them out.
     let fusing = sets::SM90_16BIT
         .members
         .iter()
         .filter(|m| m.fuses && !m.body.contains("c_layout: col"))
         .count();
-    assert!(!fused.same_on_swapped_product());
+    assert!(fused.on_swapped_product().is_none());
     assert_eq!(ran, EDGE_SHAPES.len() * fusing);
     for (m, n, k) in [(16, 4096, 4096), (512, 2048, 1024)] {
         let problem = Problem::new(m, n, k, Layout::RowRow);
@@ -445,6 +445,77 @@ fn fused_sets_compute_the_epilogue_with_every_member() {
         worst = worst.max((value.to_f64() - want).abs() / want.abs().max(1.0));
     }
     assert!(worst < 1e-2, "run_fused: worst relative error {worst}");
+}
+
+/// A fused set's swapped member reads a column bias along its own rows (the swapped product's,
+/// `FusedSpec::on_swapped_product`): decode problems with a bias and GELU run swapped, in
+/// layout rc (the `rc` instance) and rr (the `cc` one), and D = gelu(A·B + bias[col])
+/// against float64, C poisoned first.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fused_decode_runs_swapped_with_the_bias_along_its_rows() {
+    use gemm_dsl::{Activation, Bias, BiasAlong, DType};
+    use gemm_runtime::{BiasArg, Epilogue, FusedSpec};
+    let (ctx, stream) = gpu();
+    let fused = FusedSpec {
+        bias: Bias::Vector {
+            along: BiasAlong::Col,
+            dtype: DType::Bf16,
+        },
+        activation: Activation::Gelu,
+        ..FusedSpec::NONE
+    };
+    let matmul = Matmul::<bf16, bf16>::with_set_fused(&ctx, &sets::SM90_16BIT, fused)
+        .expect("the fused set loads");
+    let (m, n, k) = (16u32, 4096u32, 4096u32);
+    let inputs = Inputs::<bf16>::random(m, n, k, 0xB1A5);
+    let (product, _) = reference_of(&stream, &inputs).unwrap();
+    let bias_host: Vec<bf16> = (0..n)
+        .map(|col| bf16::from_f32((col % 7) as f32 / 4.0 - 0.75))
+        .collect();
+    let bias = stream.clone_htod(&bias_host).unwrap();
+    let a = stream.clone_htod(&inputs.a).unwrap();
+    for layout in [Layout::RowCol, Layout::RowRow] {
+        let problem = Problem::new(m, n, k, layout);
+        let picked = matmul.pick(&problem).unwrap().kernel.to_string();
+        assert!(
+            picked.contains("swap64x16") && picked.ends_with("_rowbf16_gelu"),
+            "{}: the model routes {picked}, not the swapped member",
+            layout.name()
+        );
+        // B as the layout stores it: K x N rows, or N rows of K (B column-major).
+        let b_host = match layout {
+            Layout::RowCol => transposed(&inputs.b, k, n),
+            _ => inputs.b.clone(),
+        };
+        let b = stream.clone_htod(&b_host).unwrap();
+        let mut d = stream
+            .clone_htod(&vec![bf16::poison(); (m * n) as usize])
+            .unwrap();
+        let mut epilogue = Epilogue::none().bias(BiasArg::output(&bias));
+        matmul
+            .run_fused(&stream, &a, &b, &mut d, &problem, &mut epilogue)
+            .unwrap();
+        let d = stream.clone_dtoh(&d).unwrap();
+        let mut worst = 0.0f64;
+        for (i, value) in d.iter().enumerate() {
+            let want = gemm_runtime::epilogue::activate(
+                Activation::Gelu,
+                product[i] + bias_host[i % n as usize].to_f64(),
+            );
+            let error = (value.to_f64() - want).abs() / want.abs().max(1.0);
+            assert!(
+                error.is_finite(),
+                "{picked}: D[{i}] = {value} (never written?)"
+            );
+            worst = worst.max(error);
+        }
+        assert!(worst < 2e-2, "{picked}: worst relative error {worst}");
+        eprintln!(
+            "{}: {picked}, worst relative error {worst:.1e}",
+            layout.name()
+        );
+    }
 }
 
 /// One problem at any alignment: packed lines of any length in its layout, each operand a

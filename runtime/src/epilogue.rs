@@ -66,16 +66,31 @@ impl FusedSpec {
         *self == FusedSpec::NONE
     }
 
-    /// Whether this epilogue on the swapped product `Cᵀ = Bᵀ·Aᵀ` is the same as on `C`: no
-    /// vector or C-in that runs along one side (bias, row factors, aux, C-in), no block
-    /// scales (A's per row, B's per block); α, the per-tensor fp8 scales (a product) and
-    /// the activation (element by element) are.
-    pub fn same_on_swapped_product(&self) -> bool {
-        self.bias == Bias::None
-            && self.aux == Aux::None
-            && self.row_scale == RowScale::None
-            && self.scale != Scale::AlphaBeta
-            && self.quant != Quant::Block
+    /// The epilogue that computes this one's D on the swapped product `Cᵀ = Bᵀ·Aᵀ` (a kernel
+    /// that stores C column-major, fed A and B exchanged): a bias along C's columns runs
+    /// along `Cᵀ`'s rows and the other way round, reading the same vector; α, the per-tensor
+    /// fp8 scales (a product) and the activation (element by element) stay. `None` where
+    /// there is no such epilogue: C-in and aux (laid out as a row-major C), the rows'
+    /// factors (they would scale `Cᵀ`'s columns) and block scales (A's per row, B's per block).
+    pub fn on_swapped_product(&self) -> Option<FusedSpec> {
+        if self.aux != Aux::None
+            || self.row_scale != RowScale::None
+            || self.scale == Scale::AlphaBeta
+            || self.quant == Quant::Block
+        {
+            return None;
+        }
+        let bias = match self.bias {
+            Bias::None => Bias::None,
+            Bias::Vector { along, dtype } => Bias::Vector {
+                along: match along {
+                    BiasAlong::Row => BiasAlong::Col,
+                    BiasAlong::Col => BiasAlong::Row,
+                },
+                dtype,
+            },
+        };
+        Some(FusedSpec { bias, ..*self })
     }
 
     /// One element of D in float64 from its product `ab` (`A·B`, the fp8 operands' scales
@@ -496,6 +511,53 @@ pub fn bias_dtype(fused: &FusedSpec) -> Option<DType> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_swapped_products_epilogue_reads_a_bias_along_the_other_side() {
+        let bias = |along| Bias::Vector {
+            along,
+            dtype: DType::Bf16,
+        };
+        let gelu_col_bias = FusedSpec {
+            scale: Scale::Alpha,
+            bias: bias(BiasAlong::Col),
+            activation: Activation::Gelu,
+            quant: Quant::Tensor,
+            ..FusedSpec::NONE
+        };
+        let swapped = gelu_col_bias.on_swapped_product().unwrap();
+        assert_eq!(
+            swapped,
+            FusedSpec {
+                bias: bias(BiasAlong::Row),
+                ..gelu_col_bias
+            }
+        );
+        // Twice swapped is the problem's own.
+        assert_eq!(swapped.on_swapped_product(), Some(gelu_col_bias));
+        assert_eq!(FusedSpec::NONE.on_swapped_product(), Some(FusedSpec::NONE));
+        // C-in, aux, the rows' factors and block scales have no form on Cᵀ.
+        for none in [
+            FusedSpec {
+                scale: Scale::AlphaBeta,
+                ..gelu_col_bias
+            },
+            FusedSpec {
+                aux: Aux::PreActivation,
+                ..gelu_col_bias
+            },
+            FusedSpec {
+                row_scale: RowScale::F32,
+                ..gelu_col_bias
+            },
+            FusedSpec {
+                quant: Quant::Block,
+                ..gelu_col_bias
+            },
+        ] {
+            assert_eq!(none.on_swapped_product(), None, "{none:?}");
+        }
+    }
 
     /// α = 1, β = 0 and no buffer: a plain launch's arguments.
     const NOTHING_GIVEN: GivenArguments = GivenArguments {

@@ -99,8 +99,9 @@ fn set_kernels(
 }
 
 /// The members of `set` for these types, with the fused epilogue `fused`, validated. The
-/// members that store C column-major run only swapped products: they are left out where the
-/// epilogue differs on `Cᵀ` ([`FusedSpec::same_on_swapped_product`]).
+/// members that store C column-major run only swapped products: they take the epilogue that
+/// computes the same D there ([`FusedSpec::on_swapped_product`]: a column bias along their
+/// rows), and are left out where there is none.
 fn set_specs(
     set: &KernelSet,
     types: KernelTypes,
@@ -118,14 +119,19 @@ fn set_specs(
             errors: errors.render(text, set.name),
         };
         let member = check_str(text).map_err(|errors| refused(errors, text))?;
-        if member.spec.c_layout == CLayout::Col && !fused.same_on_swapped_product() {
-            continue;
-        }
-        if fused.is_none() {
+        let epilogue = if member.spec.c_layout == CLayout::Col {
+            match fused.on_swapped_product() {
+                Some(swapped) => swapped,
+                None => continue,
+            }
+        } else {
+            *fused
+        };
+        if epilogue.is_none() {
             specs.push(member);
             continue;
         }
-        let text = with_epilogue(member.spec, fused).to_spec_text();
+        let text = with_epilogue(member.spec, &epilogue).to_spec_text();
         specs.push(check_str(&text).map_err(|errors| refused(errors, &text))?);
     }
     Ok(specs)
@@ -230,8 +236,8 @@ mod tests {
             let plain = set_specs(set, types, &FusedSpec::NONE).unwrap();
             let specs = set_specs(set, types, &fused).unwrap();
             // The plain members that fuse (SetMember::fuses), in the same order, but those
-            // that store C column-major: C-in, the bias and the row factors change sides on
-            // the swapped product.
+            // that store C column-major: C-in, aux and the row factors have no form on the
+            // swapped product.
             let fusing: Vec<_> = set
                 .fused_specs(dtype, out)
                 .iter()
@@ -261,8 +267,9 @@ mod tests {
     }
 
     /// The fp8 set's swapped-product members (C column-major) stay in the set with per-tensor
-    /// scales, α and an activation, and leave it with a bias (which would change sides). With
-    /// them, decode problems run swapped where the model says so, and large ones as given.
+    /// scales, α and an activation, and with a column bias, which they read along their rows
+    /// (the swapped product's). With them, decode problems run swapped where the model says
+    /// so, and large ones as given.
     #[test]
     fn decode_problems_run_swapped_where_the_model_predicts_it_faster() {
         use super::super::Routes;
@@ -293,7 +300,36 @@ mod tests {
         };
         assert_eq!(swapped_members(&per_tensor), 2);
         assert_eq!(swapped_members(&gelu), 2);
-        assert_eq!(swapped_members(&biased), 0);
+        assert_eq!(swapped_members(&biased), 2);
+        let biased_specs = set_specs(&sets::SM90_FP8, types, &biased).unwrap();
+        let mut fused_of: Vec<Option<FusedSpec>> = biased_specs
+            .iter()
+            .map(|valid| Some(FusedSpec::of_spec(&valid.spec)))
+            .collect();
+        for (valid, fused) in biased_specs.iter().zip(&fused_of) {
+            let expected = if valid.spec.c_layout == CLayout::Col {
+                biased.on_swapped_product()
+            } else {
+                Some(biased)
+            };
+            assert_eq!(*fused, expected, "{}", valid.spec.name);
+        }
+        let biased_picker = Picker::of_set(&sets::SM90_FP8, types, &biased).unwrap();
+        assert!(super::super::swapped_epilogues_agree(
+            biased_picker.candidates(),
+            &fused_of
+        ));
+        // A swapped member that read the bias along its columns (the problem's epilogue as
+        // given) would compute another D: no swapped route then.
+        for (valid, fused) in biased_specs.iter().zip(&mut fused_of) {
+            if valid.spec.c_layout == CLayout::Col {
+                *fused = Some(biased);
+            }
+        }
+        assert!(!super::super::swapped_epilogues_agree(
+            biased_picker.candidates(),
+            &fused_of
+        ));
 
         let picker = Picker::of_set(&sets::SM90_FP8, types, &per_tensor).unwrap();
         let routes = Routes {

@@ -318,7 +318,8 @@ pub struct Matmul<In, Out> {
     kernels: KernelSlots<In, Out>,
     /// The routes besides a problem's own pick: a column of C as one row only where no
     /// kernel fuses an epilogue, whose bias and factors would change sides; the swapped
-    /// product where the epilogue is the same on `Cᵀ` and some kernel stores C column-major.
+    /// product where some kernel stores C column-major with the epilogue that gives the same
+    /// D there (`swapped_epilogues_agree`).
     routes: Routes,
 }
 
@@ -454,9 +455,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         let routes = Routes {
             one_row: fused.iter().all(|f| f.is_some_and(|f| f.is_none())),
             swapped: picker.takes_swapped_products()
-                && fused
-                    .iter()
-                    .all(|f| f.is_some_and(|f| f.same_on_swapped_product())),
+                && swapped_epilogues_agree(picker.candidates(), &fused),
         };
         Ok(Matmul {
             ctx: ctx.clone(),
@@ -682,8 +681,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             let problem = &route.problem;
             let batch = packed_batch(kernel, problem);
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
-            // Swapped only where the epilogue is the same on Cᵀ: the fp8 scales' product, α
-            // and the activation (one row only where there is none).
+            // Swapped only onto kernels whose epilogue gives the same D on Cᵀ: a column bias
+            // read along their rows from the same vector, the fp8 scales' product, α and the
+            // activation (one row only where there is no epilogue).
             if route.swaps_operands {
                 kernel.launch_fused(stream, b, a, c, m, n, k, lds, batch, &mut *epilogue)
             } else {
@@ -773,6 +773,30 @@ fn address_align(address: u64) -> u32 {
     1u32 << address
         .trailing_zeros()
         .min(pick::ALLOCATION_ALIGN.trailing_zeros())
+}
+
+/// Whether the kernels that store C column-major compute, on the swapped product, the
+/// epilogue the others compute on the problem (`fused`, per candidate): the swapped route
+/// then gives the same D. The others must share one epilogue, and each column-major kernel
+/// have its [`FusedSpec::on_swapped_product`] (with no others: one that is its own).
+fn swapped_epilogues_agree(candidates: &[Candidate], fused: &[Option<FusedSpec>]) -> bool {
+    let column_major = |index: usize| candidates[index].launch.c_order == StorageOrder::ColMajor;
+    let mut direct = (0..fused.len()).filter(|&index| !column_major(index));
+    let problem_epilogue = match direct.next() {
+        Some(first) => match fused[first] {
+            Some(epilogue) if direct.all(|index| fused[index] == Some(epilogue)) => Some(epilogue),
+            _ => return false,
+        },
+        None => None,
+    };
+    (0..fused.len())
+        .filter(|&index| column_major(index))
+        .all(|index| {
+            fused[index].is_some_and(|swapped| {
+                let problem_epilogue = problem_epilogue.unwrap_or(swapped);
+                problem_epilogue.on_swapped_product() == Some(swapped)
+            })
+        })
 }
 
 /// The batch of `problem` with its matrices back to back, as `kernel` lays them out.
