@@ -516,6 +516,22 @@ fn fused_decode_runs_swapped_with_the_bias_along_its_rows() {
             layout.name()
         );
     }
+    // A problem whose own C is column-major would need the column bias on a column-major
+    // kernel, which this set does not have (its carry the row bias): refused, nothing run.
+    let column_major_c = Problem {
+        c_layout: gemm_dsl::CLayout::Col,
+        ..Problem::new(m, n, k, Layout::RowCol)
+    };
+    let b = stream.clone_htod(&inputs.b).unwrap();
+    let mut d = stream.alloc_zeros::<bf16>((m * n) as usize).unwrap();
+    let mut epilogue = Epilogue::none().bias(BiasArg::output(&bias));
+    let refused = matmul
+        .run_fused(&stream, &a, &b, &mut d, &column_major_c, &mut epilogue)
+        .unwrap_err();
+    assert!(
+        matches!(refused, gemm_runtime::Error::NoKernelFor { .. }),
+        "{refused}"
+    );
 }
 
 /// One problem at any alignment: packed lines of any length in its layout, each operand a

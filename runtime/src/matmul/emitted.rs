@@ -319,6 +319,23 @@ mod tests {
             biased_picker.candidates(),
             &fused_of
         ));
+        // Its column-major members carry a row bias: a problem whose own C is column-major
+        // (and wants the column bias) has no kernel; with per-tensor scales alone it has.
+        assert!(super::super::epilogues_differ_by_c_order(
+            biased_picker.candidates(),
+            &fused_of
+        ));
+        let per_tensor_of: Vec<Option<FusedSpec>> = set_specs(&sets::SM90_FP8, types, &per_tensor)
+            .unwrap()
+            .iter()
+            .map(|valid| Some(FusedSpec::of_spec(&valid.spec)))
+            .collect();
+        assert!(!super::super::epilogues_differ_by_c_order(
+            Picker::of_set(&sets::SM90_FP8, types, &per_tensor)
+                .unwrap()
+                .candidates(),
+            &per_tensor_of
+        ));
         // A swapped member that read the bias along its columns (the problem's epilogue as
         // given) would compute another D: no swapped route then.
         for (valid, fused) in biased_specs.iter().zip(&mut fused_of) {

@@ -35,7 +35,7 @@ use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARI
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::{KernelInfo, LaunchShape, StorageOrder};
 use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
-use gemm_dsl::{check_str, DType, ValidSpec};
+use gemm_dsl::{check_str, CLayout, DType, ValidSpec};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -321,6 +321,10 @@ pub struct Matmul<In, Out> {
     /// product where some kernel stores C column-major with the epilogue that gives the same
     /// D there (`swapped_epilogues_agree`).
     routes: Routes,
+    /// The kernels that store C column-major carry another epilogue than the others (the
+    /// swapped product's: a column bias read along their rows), so a problem whose own C is
+    /// column-major has no kernel here.
+    column_major_c_refused: bool,
 }
 
 /// How `Matmul` runs a problem: its pick; or, for a column of C whose pick is a
@@ -457,12 +461,14 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             swapped: picker.takes_swapped_products()
                 && swapped_epilogues_agree(picker.candidates(), &fused),
         };
+        let column_major_c_refused = epilogues_differ_by_c_order(picker.candidates(), &fused);
         Ok(Matmul {
             ctx: ctx.clone(),
             kernels: KernelSlots::new(sources.len()),
             picker,
             sources,
             routes,
+            column_major_c_refused,
         })
     }
 
@@ -507,6 +513,15 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     fn route(&self, problem: &Problem) -> Result<Route, Error> {
+        if self.column_major_c_refused && problem.c_layout == CLayout::Col {
+            return Err(Error::NoKernelFor {
+                problem: problem.to_string(),
+                refused: "the kernels that store C column-major carry the swapped product's \
+                          epilogue (a column bias read along their rows), not this one; pass \
+                          the row-major product Cᵀ = Bᵀ·Aᵀ with the bias along its rows"
+                    .to_string(),
+            });
+        }
         self.picker
             .route(problem, self.routes)
             .ok_or_else(|| Error::NoKernelFor {
@@ -797,6 +812,20 @@ fn swapped_epilogues_agree(candidates: &[Candidate], fused: &[Option<FusedSpec>]
                 problem_epilogue.on_swapped_product() == Some(swapped)
             })
         })
+}
+
+/// Whether some kernel that stores C column-major fuses another epilogue than some kernel
+/// that stores it row-major (`fused`, per candidate; an unreadable one counts as different).
+fn epilogues_differ_by_c_order(candidates: &[Candidate], fused: &[Option<FusedSpec>]) -> bool {
+    let of_order = |order: StorageOrder| {
+        (0..fused.len())
+            .filter(move |&index| candidates[index].launch.c_order == order)
+            .map(|index| fused[index])
+    };
+    of_order(StorageOrder::ColMajor).any(|column_major| {
+        of_order(StorageOrder::RowMajor)
+            .any(|row_major| column_major.is_none() || column_major != row_major)
+    })
 }
 
 /// The batch of `problem` with its matrices back to back, as `kernel` lays them out.
