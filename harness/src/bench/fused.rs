@@ -349,6 +349,13 @@ pub fn time_fused(
     time_fused_with(ctx, stream, spec, &runners, shape, rounds)
 }
 
+/// Why `--fused` cannot time `shape` (its elementwise epilogue kernel takes 16-byte vectors
+/// of one product), if it cannot.
+pub fn shape_refusal(shape: Shape) -> Option<String> {
+    (shape.batch != 1 || !shape.n.is_multiple_of(8) || !shape.k.is_multiple_of(8))
+        .then(|| "--fused takes single products with N and K multiples of 8".to_string())
+}
+
 /// Times the fused product of `spec`'s epilogue (bf16, layout rr, batch 1) on `shape` as
 /// `runners` compute it, against their plain product, the plain product followed by the
 /// elementwise epilogue, cuBLASLt with the same epilogue and cuBLAS. Only `spec`'s epilogue
@@ -361,12 +368,10 @@ pub fn time_fused_with(
     shape: Shape,
     rounds: &Rounds,
 ) -> Result<FusedRow, Error> {
-    if shape.batch != 1 || !shape.n.is_multiple_of(8) || !shape.k.is_multiple_of(8) {
+    if let Some(why) = shape_refusal(shape) {
         return Err(Error::Baseline {
             action: format!("timing `{}`", spec.name),
-            reason: format!(
-                "--fused takes single products with N and K multiples of 8, not {shape}"
-            ),
+            reason: why,
         });
     }
     let (m, n, k) = (shape.m, shape.n, shape.k);
@@ -692,6 +697,15 @@ mod tests {
             (plain.scale, plain.bias, plain.activation, plain.aux),
             (Scale::None, Bias::None, Activation::None, Aux::None)
         );
+    }
+
+    #[test]
+    fn fused_runs_take_single_products_of_whole_vectors() {
+        let shape = |batch, m, n, k| Shape { m, n, k, batch };
+        assert_eq!(shape_refusal(shape(1, 777, 4096, 2048)), None);
+        assert!(shape_refusal(shape(1, 777, 4099, 2048)).is_some());
+        assert!(shape_refusal(shape(1, 16, 4096, 2044)).is_some());
+        assert!(shape_refusal(shape(4, 16, 4096, 4096)).is_some());
     }
 
     #[test]

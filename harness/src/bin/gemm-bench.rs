@@ -490,11 +490,13 @@ fn write_table_and_rows<Row: serde::Serialize>(
 }
 
 /// One spec timed shape by shape by `time`, each row printed as `line` says as it is measured,
-/// then the table `table` writes of them all.
+/// then the table `table` writes of them all; shapes `refuses` names a reason for, and those
+/// after --time-limit, are listed under it as not timed.
 fn run_one_spec<Row: serde::Serialize>(
     cli: &Cli,
     text: &str,
     flag: &str,
+    refuses: impl Fn(Shape) -> Option<String>,
     time: impl Fn(&Arc<CudaContext>, &Arc<CudaStream>, &GemmSpec, Shape, &Rounds) -> Result<Row, Error>,
     line: impl Fn(&Row) -> String,
     table: impl Fn(&GemmSpec, &[Row]) -> String,
@@ -506,12 +508,29 @@ fn run_one_spec<Row: serde::Serialize>(
     let rounds = rounds(cli, &ctx)?;
     let device = DeviceInfo::query(&ctx)?;
     let mut rows = Vec::new();
+    let mut not_timed = Vec::new();
+    let started = Instant::now();
     for shape in shapes {
+        if let Some(limit) = cli.time_limit {
+            if started.elapsed() >= Duration::from_secs(limit) {
+                not_timed.push(format!("{shape} (--time-limit {limit} s reached)"));
+                continue;
+            }
+        }
+        if let Some(why) = refuses(shape) {
+            println!("{shape}: not timed, {why}");
+            not_timed.push(format!("{shape} ({why})"));
+            continue;
+        }
         let row = time(&ctx, &stream, &valid.spec, shape, &rounds)?;
         println!("{}", line(&row));
         rows.push(row);
     }
-    finish_one_spec(cli, &device, table(&valid.spec, &rows), &rows)
+    let mut table = table(&valid.spec, &rows);
+    if !not_timed.is_empty() {
+        table.push_str(&format!("\nNot timed: {}.\n", not_timed.join("; ")));
+    }
+    finish_one_spec(cli, &device, table, &rows)
 }
 
 /// `--fused`: one fused-epilogue spec against its baselines, shape by shape; with --set, the
@@ -540,6 +559,7 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
         cli,
         text,
         "--fused",
+        gemm_harness::bench::fused::shape_refusal,
         |ctx, stream, spec, shape, rounds| match &selection {
             None => time_fused(ctx, stream, spec, shape, rounds, !cli.full_grid),
             Some(selection) => {
@@ -586,6 +606,7 @@ fn run_fp8(cli: &Cli, text: &str) -> Result<(), Failure> {
         cli,
         text,
         "--fp8",
+        |_| None,
         gemm_harness::bench::fp8::time_fp8,
         |row| {
             format!(
