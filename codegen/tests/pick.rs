@@ -7,7 +7,7 @@
 use gemm_codegen::gemm_dsl::{DType, Layout};
 use gemm_codegen::pick::sets::{self, KernelSet};
 use gemm_codegen::pick::{
-    pick, rank, reasons, set_candidates, swapped_wins, Candidate, DeviceModel, Problem,
+    model_route, pick, rank, reasons, set_candidates, Candidate, DeviceModel, Problem,
 };
 
 const SHAPES: &str = include_str!("models.txt");
@@ -260,19 +260,8 @@ fn the_h200_models_decode_routes_reach_the_measured_best() {
     let mut shares = Vec::new();
     for shape in &timed {
         let problem = shape.problem;
-        let swapped = problem.swapped();
-        let priced = |index: usize, problem: &Problem| {
-            let seconds = gemm_codegen::pick::estimate(&candidates[index], problem, &device);
-            (index, seconds.seconds)
-        };
-        let direct = pick(&candidates, &problem, &device).map(|index| priced(index, &problem));
-        let flipped = pick(&candidates, &swapped, &device).map(|index| priced(index, &swapped));
-        let (index, _) = if swapped_wins(&candidates, direct, flipped) {
-            flipped
-        } else {
-            direct
-        }
-        .expect("a route for every shape");
+        let (index, _) =
+            model_route(&candidates, &problem, &device).expect("a route for every shape");
         let member = member_name(&candidates[index]);
         let time = shape
             .time(member)

@@ -87,8 +87,7 @@ pub struct Replay {
 /// Replays `measured` through `device`'s model: each kernel named by one of `candidates`
 /// is priced on its shape in `layout` (on the swapped product where it stores C
 /// column-major, as `Matmul` runs it), and the model picks among those timed on each shape
-/// as `Matmul` would: the problem's own pick, or the swapped product's where
-/// [`pick::swapped_wins`].
+/// as `Matmul` would ([`pick::model_route`]).
 pub fn replay(
     measured: &[Measured],
     candidates: &[Candidate],
@@ -120,39 +119,25 @@ pub fn replay(
     for shape in shapes {
         let kernels = &timed[&shape];
         let problem = Problem::new(shape.m, shape.n, shape.k, layout).with_batch(shape.batch);
-        let swapped_problem = problem.swapped();
-        let routed = |candidate: &Candidate| {
-            if candidate.launch.c_order == StorageOrder::ColMajor {
-                swapped_problem
-            } else {
-                problem
-            }
-        };
         let subset: Vec<Candidate> = kernels
             .iter()
             .map(|(candidate, _)| (*candidate).clone())
             .collect();
-        let priced = |index: usize, problem: &Problem| {
-            (index, estimate(&subset[index], problem, device).seconds)
-        };
-        let direct = pick::pick(&subset, &problem, device).map(|index| priced(index, &problem));
-        let swapped = pick::pick(&subset, &swapped_problem, device)
-            .map(|index| priced(index, &swapped_problem));
-        let chosen = if pick::swapped_wins(&subset, direct, swapped) {
-            swapped
-        } else {
-            direct
-        };
-        let Some((pick, _)) = chosen else {
+        let Some((pick, _)) = pick::model_route(&subset, &problem, device) else {
             continue;
         };
         let replayed: Vec<Replayed> = kernels
             .iter()
-            .map(|(candidate, ms)| Replayed {
-                kernel: candidate.name.clone(),
-                ms: *ms,
-                predicted_ms: estimate(candidate, &routed(candidate), device).seconds * 1e3,
-                swapped: candidate.launch.c_order == StorageOrder::ColMajor,
+            .map(|(candidate, ms)| {
+                // A kernel that stores C column-major runs the swapped product.
+                let swapped = candidate.launch.c_order == StorageOrder::ColMajor;
+                let runs = if swapped { problem.swapped() } else { problem };
+                Replayed {
+                    kernel: candidate.name.clone(),
+                    ms: *ms,
+                    predicted_ms: estimate(candidate, &runs, device).seconds * 1e3,
+                    swapped,
+                }
             })
             .collect();
         let fastest = (0..replayed.len())

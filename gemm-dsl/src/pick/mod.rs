@@ -745,6 +745,32 @@ pub fn swapped_wins(
         && direct.is_none_or(|(_, seconds)| swapped_seconds < seconds)
 }
 
+/// Where the model alone sends `problem` among `candidates`, as `Matmul` routes it without a
+/// tuning cache: its own pick, or the pick for its swapped product where [`swapped_wins`];
+/// the candidate's index and the problem that candidate runs.
+pub fn model_route(
+    candidates: &[Candidate],
+    problem: &Problem,
+    device: &DeviceModel,
+) -> Option<(usize, Problem)> {
+    let priced = |problem: &Problem| {
+        pick(candidates, problem, device)
+            .map(|index| (index, estimate(&candidates[index], problem, device).seconds))
+    };
+    let direct = priced(problem);
+    let swapped = problem.swapped();
+    let flipped = candidates
+        .iter()
+        .any(|candidate| candidate.launch.c_order == crate::abi::StorageOrder::ColMajor)
+        .then(|| priced(&swapped))
+        .flatten();
+    if swapped_wins(candidates, direct, flipped) {
+        flipped.map(|(index, _)| (index, swapped))
+    } else {
+        direct.map(|(index, _)| (index, *problem))
+    }
+}
+
 /// One line of reasons for an estimate: tiles, waves, waste, the split, the bound, the time.
 pub fn reasons(estimate: &Estimate, problem: &Problem) -> String {
     let mut line = format!(

@@ -67,21 +67,23 @@ pub enum FusedRunners<'k> {
     },
 }
 
+/// The packed row-major `m x n x k` problem the runners compute.
+fn row_major((m, n, k): (u32, u32, u32)) -> Problem {
+    Problem::new(m, n, k, Layout::RowRow)
+}
+
 impl FusedRunners<'_> {
     /// The names of the fused and the plain kernel for the row-major `m x n x k` problem.
-    fn names(&self, (m, n, k): (u32, u32, u32)) -> Result<(String, String), Error> {
+    fn names(&self, dims: (u32, u32, u32)) -> Result<(String, String), Error> {
         Ok(match self {
             FusedRunners::Kernels { fused, plain } => (
                 fused.info().name().to_string(),
                 plain.info().name().to_string(),
             ),
-            FusedRunners::EntryPoint { fused, plain } => {
-                let problem = Problem::new(m, n, k, Layout::RowRow);
-                (
-                    fused.pick(&problem)?.kernel.to_string(),
-                    plain.pick(&problem)?.kernel.to_string(),
-                )
-            }
+            FusedRunners::EntryPoint { fused, plain } => (
+                fused.pick(&row_major(dims))?.kernel.to_string(),
+                plain.pick(&row_major(dims))?.kernel.to_string(),
+            ),
         })
     }
 
@@ -96,16 +98,11 @@ impl FusedRunners<'_> {
     ) -> Result<(), Error> {
         match self {
             FusedRunners::Kernels { fused, .. } => {
-                let lds = LeadingDims {
-                    lda: k,
-                    ldb: n,
-                    ldc: n,
-                };
+                let lds = LeadingDims::packed(fused.info().launch(), m, n, k);
                 fused.launch_fused(stream, a, b, d, m, n, k, lds, Batch::ONE, epilogue)?;
             }
             FusedRunners::EntryPoint { fused, .. } => {
-                let problem = Problem::new(m, n, k, Layout::RowRow);
-                fused.run_fused(stream, a, b, d, &problem, epilogue)?;
+                fused.run_fused(stream, a, b, d, &row_major((m, n, k)), epilogue)?;
             }
         }
         Ok(())
@@ -122,7 +119,7 @@ impl FusedRunners<'_> {
         match self {
             FusedRunners::Kernels { plain, .. } => plain.launch(stream, a, b, d, m, n, k)?,
             FusedRunners::EntryPoint { plain, .. } => {
-                plain.run(stream, a, b, d, &Problem::new(m, n, k, Layout::RowRow))?
+                plain.run(stream, a, b, d, &row_major((m, n, k)))?
             }
         }
         Ok(())

@@ -2120,18 +2120,17 @@ impl<In: Element> OursView<'_, In> {
     /// `ld_align` bytes of `Out`) and batch, matrices back to back; for a kernel that stores C
     /// column-major, the swapped product (`n x m x k`, A and B exchanged, C where it lies).
     fn launch_args<Out: Element>(&self, launch: &LaunchShape) -> OursLaunch {
-        let Shape { m, n, k, batch } = self.shape;
         let lds = LeadingDims {
             lda: self.lda,
             ldb: self.ldb,
-            ldc: self.shape.leading_dim(n, Out::BYTES, self.ld_align),
+            ldc: self
+                .shape
+                .leading_dim(self.shape.n, Out::BYTES, self.ld_align),
         };
         let swapped = launch.c_order == StorageOrder::ColMajor;
-        let (dims, lds) = if swapped {
-            ((n, m, k), lds.exchanged())
-        } else {
-            ((m, n, k), lds)
-        };
+        let lds = if swapped { lds.exchanged() } else { lds };
+        let Shape { m, n, k, batch } = kernel_shape(launch, self.shape);
+        let dims = (m, n, k);
         OursLaunch {
             dims,
             lds,
