@@ -679,3 +679,94 @@ fn matmul_picks_block_scaled_fp8_kernels_per_problem() {
         gemm_dsl::pick::sets::SM90_FP8_BLOCK.members.len()
     );
 }
+
+/// The entry point over the fp8 set for the mixed pairs, `Matmul<E4m3, bf16, E5m2>` and
+/// `Matmul<E5m2, bf16, E4m3>` (each member with `b_dtype`): per-tensor scales, picked per
+/// problem and run through `Matmul::run_fused`, against float64 on the decoded inputs, C
+/// poisoned first. A mixed pair runs every problem as given (the swapped product would
+/// exchange A and B), so the kernel `run_fused` launches is `kernel_for`'s, and a problem
+/// only the swapped product takes (C's rows of 1001 bf16) has no kernel.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_runs_mixed_fp8_pairs() {
+    let (ctx, stream) = gpu();
+    let fused = FusedSpec {
+        quant: gemm_dsl::Quant::Tensor,
+        ..FusedSpec::NONE
+    };
+    let e4m3_e5m2 =
+        gemm_runtime::Matmul::<E4m3, bf16, E5m2>::new_fused(&ctx, fused).expect("the set loads");
+    let e5m2_e4m3 =
+        gemm_runtime::Matmul::<E5m2, bf16, E4m3>::new_fused(&ctx, fused).expect("the set loads");
+    let mut picked = Vec::new();
+    picked.extend(check_mixed_matmul(&e4m3_e5m2, &stream, fused));
+    picked.extend(check_mixed_matmul(&e5m2_e4m3, &stream, fused));
+    assert!(
+        picked
+            .iter()
+            .all(|name| name.starts_with("sm90_fp8_") && !name.contains("_swap")),
+        "{picked:?}"
+    );
+    assert!(
+        picked.iter().any(|name| name.contains("_b_e5m2"))
+            && picked.iter().any(|name| name.contains("_b_e4m3")),
+        "{picked:?}"
+    );
+}
+
+/// [`matmul_runs_mixed_fp8_pairs`] for one pair: the kernels picked, by name.
+fn check_mixed_matmul<In: Element, InB: Element>(
+    matmul: &gemm_runtime::Matmul<In, bf16, InB>,
+    stream: &Arc<CudaStream>,
+    fused: FusedSpec,
+) -> Vec<String> {
+    use gemm_runtime::Problem;
+    let case = FusedCase::for_spec(&fused);
+    let mut picked = Vec::new();
+    for (seed, (m, n, k)) in [
+        (128, 256, 512),
+        (1, 520, 512),
+        (16, 4096, 2048),
+        (64, 2112, 1024),
+        (1024, 1024, 1024),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let problem = Problem::new(m, n, k, Layout::RowCol);
+        let kernel = matmul
+            .kernel_for(&problem)
+            .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+        let name = kernel.info().name().to_string();
+        assert_eq!(matmul.pick(&problem).unwrap().kernel, name, "{problem}");
+        let types =
+            KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
+        assert!(types.is_mixed(), "{name}");
+        let lds = LeadingDims::packed(kernel.info().launch(), m, n, k);
+        let report = verify_fused_batch_through(
+            kernel,
+            stream,
+            (m, n, k),
+            lds,
+            Batch::ONE,
+            seed as u64 + 91,
+            &case,
+            |a, b, c, epilogue| matmul.run_fused(stream, a, b, c, &problem, epilogue),
+        )
+        .unwrap_or_else(|e| panic!("{name} {m}x{n}x{k}: {e}"));
+        eprintln!(
+            "Matmul<{}, bf16, {}> {m}x{n}x{k}: {name}: worst {}",
+            In::NAME,
+            InB::NAME,
+            report.worst().expect("one product")
+        );
+        report
+            .check(&Tolerance::for_kernel(types, m, n, k))
+            .unwrap_or_else(|broken| panic!("{name} {m}x{n}x{k}: {broken}"));
+        picked.push(name);
+    }
+    let odd_rows = Problem::new(33, 1001, 512, Layout::RowCol);
+    let refused = matmul.pick(&odd_rows).unwrap_err();
+    assert!(matches!(refused, Error::NoKernelFor { .. }), "{refused}");
+    picked
+}

@@ -272,7 +272,7 @@ impl KernelTypes {
         KernelTypes::with_b(spec.dtype, spec.b_dtype, spec.out).ok_or_else(|| {
             Error::UnsupportedTypes {
                 kernel: spec.name.clone(),
-                dtype: spec.dtype.name().to_string(),
+                dtype: input_names(spec.dtype, spec.b_dtype),
                 out: spec.out.name().to_string(),
             }
         })
@@ -285,7 +285,7 @@ impl KernelTypes {
         let (dtype, b_dtype, out) = spec_types(info)?;
         KernelTypes::with_b(dtype, b_dtype, out).ok_or_else(|| Error::UnsupportedTypes {
             kernel: info.name().to_string(),
-            dtype: dtype.name().to_string(),
+            dtype: input_names(dtype, b_dtype),
             out: out.name().to_string(),
         })
     }
@@ -334,6 +334,16 @@ impl fmt::Display for KernelTypes {
         } else {
             write!(f, "{}->{}", self.dtype.name(), self.out.name())
         }
+    }
+}
+
+/// A's and B's types as an error names them: `bf16`, or `e4m3xe5m2` where B's differs (as
+/// [`KernelTypes`] displays a mixed pair).
+pub(crate) fn input_names(dtype: DType, b_dtype: DType) -> String {
+    if b_dtype == dtype {
+        dtype.name().to_string()
+    } else {
+        format!("{}x{}", dtype.name(), b_dtype.name())
     }
 }
 
@@ -516,7 +526,8 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "`probe` has dtype bf16 and out f16; the runtime launches f32 or tf32 -> f32, \
-             bf16 -> bf16 or f32, f16 -> f16 or f32, e4m3 or e5m2 -> bf16, f16 or f32"
+             bf16 -> bf16 or f32, f16 -> f16 or f32, e4m3 or e5m2 -> bf16, f16 or f32, and A \
+             and B of two types only as an fp8 pair (e4m3xe5m2, e5m2xe4m3)"
         );
         // fp8 goes to the 16-bit floats or f32, never to fp8.
         let fp8 = types("name: a, arch: sm_90a, mma: wgmma, dtype: e4m3").unwrap();

@@ -250,7 +250,7 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedTypes { kernel, dtype, out } => write!(
                 f,
-                "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32, e4m3 or e5m2 -> bf16, f16 or f32"
+                "`{kernel}` has dtype {dtype} and out {out}; the runtime launches f32 or tf32 -> f32, bf16 -> bf16 or f32, f16 -> f16 or f32, e4m3 or e5m2 -> bf16, f16 or f32, and A and B of two types only as an fp8 pair (e4m3xe5m2, e5m2xe4m3)"
             ),
             Error::Fp8NotDispatched { kernel, types } => write!(
                 f,

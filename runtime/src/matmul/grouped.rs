@@ -77,7 +77,7 @@ impl<In: Element, Out: Element> GroupedMatmul<In, Out> {
         fused: FusedSpec,
     ) -> Result<Self, Error> {
         let info = DeviceInfo::query(ctx)?;
-        let types = element_types::<In, Out>()?;
+        let types = element_types::<In, Out, In>()?;
         let cc = info.compute_capability_number();
         let sixteen_bit =
             matches!(types.dtype(), DType::Bf16 | DType::F16) && types.out() == types.dtype();

@@ -32,11 +32,13 @@ use crate::epilogue::{Epilogue, FusedSpec};
 use crate::error::Error;
 use crate::kernel::GemmKernel;
 use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
-use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 use gemm_dsl::abi::{KernelInfo, LaunchShape, StorageOrder};
 use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
 use gemm_dsl::{check_str, CLayout, DType, ValidSpec};
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -75,6 +77,8 @@ pub struct Picker {
     candidates: Vec<Candidate>,
     spec_hashes: Vec<String>,
     types: (DType, DType),
+    /// A and B are of two types (an fp8 pair, `b_dtype`): no route may exchange them.
+    mixed: bool,
     device: DeviceModel,
     cache: TuneCache,
     picks: RwLock<HashMap<Problem, Pick>>,
@@ -83,7 +87,7 @@ pub struct Picker {
 }
 
 /// The ways besides its own pick that a [`Matmul`] may run a problem ([`Picker::route`]),
-/// each with A and B swapped at launch.
+/// each with A and B swapped at launch: neither for a mixed pair ([`Picker::exchanges_operands`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Routes {
     /// A column of C as one row ([`Problem::as_one_row`]) where only narrow-access kernels
@@ -96,7 +100,7 @@ pub(crate) struct Routes {
 
 impl Picker {
     /// Candidates from validated specs and their kernels' launch shapes, all of one (input,
-    /// output) type pair.
+    /// output) type pair, and of one B type (A's, or the other fp8 type).
     pub fn new(kernels: &[(ValidSpec, LaunchShape)], device: DeviceModel) -> Picker {
         let types = kernels
             .first()
@@ -113,6 +117,7 @@ impl Picker {
                 .map(|(v, _)| spec_hash(&v.spec.to_spec_text()))
                 .collect(),
             types,
+            mixed: kernels.iter().any(|(v, _)| v.spec.b_dtype != v.spec.dtype),
             device,
             cache: TuneCache::default(),
             picks: RwLock::new(HashMap::new()),
@@ -214,8 +219,17 @@ impl Picker {
     /// is none); or, with `routes.swapped`, the pick for the swapped product where the model
     /// predicts it faster than the problem's own model pick (a measured pick from the tuning
     /// cache stands). `None` when no route has a pick outside the narrow tier, nor the
-    /// problem one inside it.
+    /// problem one inside it. A mixed pair takes neither of the other routes: both exchange A
+    /// and B.
     fn route_cold(&self, problem: &Problem, routes: Routes) -> Option<Route> {
+        let routes = if self.exchanges_operands() {
+            routes
+        } else {
+            Routes {
+                one_row: false,
+                swapped: false,
+            }
+        };
         let direct = self.pick(problem);
         let narrow = |pick: &Pick| self.candidates[pick.index].narrow_access();
         if routes.one_row && direct.as_ref().is_none_or(narrow) {
@@ -274,11 +288,22 @@ impl Picker {
         pick::estimate(&self.candidates[pick.index], problem, &self.device).seconds
     }
 
-    /// Whether some candidate stores C column-major: takes swapped products.
+    /// Whether some candidate stores C column-major, and A and B may change places: takes
+    /// swapped products.
     pub(crate) fn takes_swapped_products(&self) -> bool {
-        self.candidates
-            .iter()
-            .any(|c| c.launch.c_order == StorageOrder::ColMajor)
+        self.exchanges_operands()
+            && self
+                .candidates
+                .iter()
+                .any(|c| c.launch.c_order == StorageOrder::ColMajor)
+    }
+
+    /// Whether a route may exchange A and B (the one-row form and the swapped product both
+    /// launch with B's buffer as A): only where they are of one type. A mixed pair's kernels
+    /// read A as one fp8 type and B as the other, so exchanged operands would be decoded as
+    /// the wrong format (their kernel would be a `GemmKernel<InB, Out, In>`).
+    pub(crate) fn exchanges_operands(&self) -> bool {
+        !self.mixed
     }
 
     /// Why no candidate admits `problem`, one line per candidate.
@@ -310,12 +335,17 @@ pub struct Picked<'a> {
 
 /// One entry point for `C = A·B` that picks the kernel per problem from a set, loading each
 /// kernel once, the first time it is picked.
+///
+/// `In` is A's element type, `Out` C's, and `InB` B's: A's unless the two are a mixed fp8
+/// pair (`Matmul<E4m3, bf16, E5m2>`, `Matmul<E5m2, bf16, E4m3>`), whose kernels carry
+/// `b_dtype`. A mixed pair runs every problem as given: the routes that exchange A and B (a
+/// column of C as one row, the swapped product) would read each as the other's type.
 #[derive(Debug)]
-pub struct Matmul<In, Out> {
+pub struct Matmul<In, Out, InB = In> {
     ctx: Arc<CudaContext>,
     picker: Picker,
     sources: Vec<Source>,
-    kernels: KernelSlots<In, Out>,
+    kernels: KernelSlots<In, Out, InB>,
     /// The routes besides a problem's own pick: a column of C as one row only where no
     /// kernel fuses an epilogue, whose bias and factors would change sides; the swapped
     /// product where some kernel stores C column-major with the epilogue that gives the same
@@ -343,12 +373,12 @@ pub(crate) struct Route {
 /// its kernel loads, so two threads never load the same kernel twice, and different kernels
 /// load side by side ([`Matmul::warm_up`]).
 #[derive(Debug)]
-pub(crate) struct KernelSlots<In, Out> {
-    kernels: Vec<OnceLock<GemmKernel<In, Out>>>,
+pub(crate) struct KernelSlots<In, Out, InB = In> {
+    kernels: Vec<OnceLock<GemmKernel<In, Out, InB>>>,
     loading: Vec<Mutex<()>>,
 }
 
-impl<In, Out> KernelSlots<In, Out> {
+impl<In, Out, InB> KernelSlots<In, Out, InB> {
     pub(crate) fn new(count: usize) -> Self {
         KernelSlots {
             kernels: (0..count).map(|_| OnceLock::new()).collect(),
@@ -357,7 +387,7 @@ impl<In, Out> KernelSlots<In, Out> {
     }
 
     /// Slot `index`'s kernel, if it was loaded.
-    pub(crate) fn loaded(&self, index: usize) -> Option<&GemmKernel<In, Out>> {
+    pub(crate) fn loaded(&self, index: usize) -> Option<&GemmKernel<In, Out, InB>> {
         self.kernels[index].get()
     }
 
@@ -365,8 +395,8 @@ impl<In, Out> KernelSlots<In, Out> {
     pub(crate) fn get_or_load(
         &self,
         index: usize,
-        load: impl FnOnce() -> Result<GemmKernel<In, Out>, Error>,
-    ) -> Result<&GemmKernel<In, Out>, Error> {
+        load: impl FnOnce() -> Result<GemmKernel<In, Out, InB>, Error>,
+    ) -> Result<&GemmKernel<In, Out, InB>, Error> {
         if let Some(kernel) = self.kernels[index].get() {
             return Ok(kernel);
         }
@@ -392,9 +422,9 @@ pub struct WarmUp {
     pub elapsed: Duration,
 }
 
-impl<In: Element, Out: Element> Matmul<In, Out> {
+impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// The kernels given (declared with `gemm!`: `&my_kernel::INFO`), all of these element
-    /// types; the picker chooses among them per problem.
+    /// types (A's `In`, B's `InB`, C's `Out`); the picker chooses among them per problem.
     pub fn from_kernels(
         ctx: &Arc<CudaContext>,
         kernels: &[&'static KernelInfo<'static>],
@@ -409,6 +439,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 let theirs = KernelTypes::of_spec(&valid.spec)?;
                 for (role, kernel_type, rust_type, rust_bytes) in [
                     ("input", theirs.dtype(), In::NAME, In::BYTES),
+                    ("B input", theirs.b_dtype(), InB::NAME, InB::BYTES),
                     ("output", theirs.out(), Out::NAME, Out::BYTES),
                 ] {
                     if Storage::of(kernel_type).name() != rust_type {
@@ -457,7 +488,8 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             })
             .collect();
         let routes = Routes {
-            one_row: fused.iter().all(|f| f.is_some_and(|f| f.is_none())),
+            one_row: picker.exchanges_operands()
+                && fused.iter().all(|f| f.is_some_and(|f| f.is_none())),
             swapped: picker.takes_swapped_products()
                 && swapped_epilogues_agree(picker.candidates(), &fused),
         };
@@ -531,7 +563,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     }
 
     /// Candidate `index`'s kernel, loaded on first use.
-    pub fn kernel(&self, index: usize) -> Result<&GemmKernel<In, Out>, Error> {
+    pub fn kernel(&self, index: usize) -> Result<&GemmKernel<In, Out, InB>, Error> {
         self.kernels
             .get_or_load(index, || match &self.sources[index] {
                 Source::Static(info) => GemmKernel::load(&self.ctx, info),
@@ -601,7 +633,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     /// [`Error::NoKernelFor`] where only the swapped product has one); [`Matmul::warm_up`]
     /// loads what `run` launches, ahead of a CUDA graph capture, which cannot hold a load (see
     /// [`crate::capture`]).
-    pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out>, Error> {
+    pub fn kernel_for(&self, problem: &Problem) -> Result<&GemmKernel<In, Out, InB>, Error> {
         let pick = self
             .picker
             .pick(problem)
@@ -619,7 +651,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         &self,
         stream: &CudaStream,
         route: &Route,
-    ) -> Result<&GemmKernel<In, Out>, Error> {
+    ) -> Result<&GemmKernel<In, Out, InB>, Error> {
         let index = route.pick.index;
         if self.kernels.loaded(index).is_none() && StreamCapture::of(stream)?.is_capturing() {
             return Err(Error::CaptureLoadsKernel {
@@ -659,7 +691,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         self.launch_at_any_address(stream, problem, |kernel, route| {
@@ -668,7 +700,8 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             let lds = leading_dims(problem);
             let (m, n, k) = (problem.m, problem.n, problem.k);
             if route.swaps_operands {
-                kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, batch)
+                let (b, a) = exchanged::<In, InB, _, _>(a, b);
+                kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
             } else {
                 kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
             }
@@ -689,7 +722,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         self.launch_at_any_address(stream, problem, |kernel, route| {
@@ -700,7 +733,8 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             // read along their rows from the same vector, the fp8 scales' product, α and the
             // activation (one row only where there is no epilogue).
             if route.swaps_operands {
-                kernel.launch_fused(stream, b, a, c, m, n, k, lds, batch, &mut *epilogue)
+                let (b, a) = exchanged::<In, InB, _, _>(a, b);
+                kernel.launch_fused(stream, &b, &a, c, m, n, k, lds, batch, &mut *epilogue)
             } else {
                 kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut *epilogue)
             }
@@ -719,7 +753,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
-        B: DevicePtr<In>,
+        B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
         if batch.count != problem.batch {
@@ -732,8 +766,9 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
             let problem = &route.problem;
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
             if route.swaps_operands {
-                let exchanged = batch.exchanged();
-                kernel.launch_strided_batched(stream, b, a, c, m, n, k, lds, exchanged)
+                let (b, a) = exchanged::<In, InB, _, _>(a, b);
+                let batch = batch.exchanged();
+                kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
             } else {
                 kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
             }
@@ -750,7 +785,7 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
         &self,
         stream: &CudaStream,
         problem: &Problem,
-        mut launch: impl FnMut(&GemmKernel<In, Out>, &Route) -> Result<(), Error>,
+        mut launch: impl FnMut(&GemmKernel<In, Out, InB>, &Route) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let mut problem = *problem;
         loop {
@@ -764,6 +799,59 @@ impl<In: Element, Out: Element> Matmul<In, Out> {
                 _ => return done,
             }
         }
+    }
+}
+
+/// A's and B's buffers in each other's places, for a route that exchanges them (the one-row
+/// form, the swapped product): B's read as A's type, A's as B's. Only operands of one type
+/// are exchanged ([`Picker::exchanges_operands`]), so each buffer is still read as the type it
+/// holds; a mixed pair reaching here would be a bug in the routing, and panics.
+fn exchanged<'p, In: Element, InB: Element, A, B>(
+    a: &'p A,
+    b: &'p B,
+) -> (Retyped<'p, B, InB, In>, Retyped<'p, A, In, InB>)
+where
+    A: DevicePtr<In>,
+    B: DevicePtr<InB>,
+{
+    assert_eq!(
+        In::STORAGE,
+        InB::STORAGE,
+        "a route exchanged A and B of two types"
+    );
+    (Retyped::new(b), Retyped::new(a))
+}
+
+/// A device buffer of `From` elements passed where one of `To` is asked for, by
+/// [`exchanged`] alone: it checks that the two types are one, which the compiler cannot see
+/// in code generic over A's and B's types.
+struct Retyped<'p, P, From, To> {
+    buffer: &'p P,
+    types: PhantomData<fn(From) -> To>,
+}
+
+impl<'p, P, From, To> Retyped<'p, P, From, To> {
+    fn new(buffer: &'p P) -> Self {
+        Retyped {
+            buffer,
+            types: PhantomData,
+        }
+    }
+}
+
+impl<P: DeviceSlice<From>, From, To> DeviceSlice<To> for Retyped<'_, P, From, To> {
+    fn len(&self) -> usize {
+        self.buffer.len()
+    }
+
+    fn stream(&self) -> &Arc<CudaStream> {
+        self.buffer.stream()
+    }
+}
+
+impl<P: DevicePtr<From>, From, To> DevicePtr<To> for Retyped<'_, P, From, To> {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
+        self.buffer.device_ptr(stream)
     }
 }
 
@@ -829,8 +917,8 @@ fn epilogues_differ_by_c_order(candidates: &[Candidate], fused: &[Option<FusedSp
 }
 
 /// The batch of `problem` with its matrices back to back, as `kernel` lays them out.
-fn packed_batch<In: Element, Out: Element>(
-    kernel: &GemmKernel<In, Out>,
+fn packed_batch<In: Element, Out: Element, InB: Element>(
+    kernel: &GemmKernel<In, Out, InB>,
     problem: &Problem,
 ) -> Batch {
     Batch::packed(
@@ -905,7 +993,46 @@ mod tests {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<Matmul<bf16, bf16>>();
         send_sync::<Matmul<f32, f32>>();
+        send_sync::<Matmul<crate::fp8::E4m3, bf16, crate::fp8::E5m2>>();
         send_sync::<Picker>();
+    }
+
+    /// Kernels of a mixed fp8 pair (`b_dtype`), the swapped product's among them, as
+    /// `Matmul::from_kernels` would hold them: no problem runs with A and B exchanged, neither
+    /// as the swapped product nor as one row, though the same kernels of one type swap decode
+    /// problems; the problems only a swapped kernel takes have no route.
+    #[test]
+    fn a_mixed_pair_never_exchanges_a_and_b() {
+        let texts = |b_dtype: &str| -> Vec<String> {
+            sets::SM90_FP8
+                .specs(DType::E4m3, DType::Bf16)
+                .iter()
+                .map(|text| format!("{text}, quant: tensor{b_dtype}"))
+                .collect()
+        };
+        let one_type = Picker::new(&planned(&texts("")), DeviceModel::h100_sxm());
+        let mixed = Picker::new(&planned(&texts(", b_dtype: e5m2")), DeviceModel::h100_sxm());
+        assert!(one_type.takes_swapped_products() && one_type.exchanges_operands());
+        assert!(!mixed.takes_swapped_products() && !mixed.exchanges_operands());
+        let decode = Problem::new(1, 4096, 4096, Layout::RowCol);
+        assert!(mixed.pick(&decode).is_some());
+        assert_eq!(mixed.routed_pick(&decode), mixed.pick(&decode));
+        let every_route = Routes {
+            one_row: true,
+            swapped: true,
+        };
+        assert!(one_type.route(&decode, every_route).unwrap().swaps_operands);
+        for (m, n, k) in [(1, 4096, 4096), (16, 8192, 8192), (4096, 4096, 4096)] {
+            let problem = Problem::new(m, n, k, Layout::RowCol);
+            let route = mixed.route(&problem, every_route).unwrap();
+            assert!(!route.swaps_operands, "{problem}");
+            assert_eq!(route.problem, problem);
+        }
+        // C's rows of 1001 bf16 start 2-byte aligned: only the swapped product (C column-major,
+        // stored element by element) takes them, which a mixed pair does not run.
+        let odd_rows = Problem::new(33, 1001, 512, Layout::RowCol);
+        assert!(one_type.route(&odd_rows, every_route).is_some());
+        assert!(mixed.route(&odd_rows, every_route).is_none());
     }
 
     #[test]
