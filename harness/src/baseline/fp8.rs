@@ -14,8 +14,11 @@
 //! - A/B e4m3 x e4m3, e4m3 x e5m2 or e5m2 x e4m3 (no e5m2 x e5m2); with a bf16, f16 or f32
 //!   D, C has D's type.
 //!
-//! Scaling is per tensor: `D = α · scale_A · scale_B · (A·B) + β · C`, the scales one f32 each
-//! in device memory (`CUBLASLT_MATMUL_DESC_A_SCALE_POINTER`, `B_SCALE_POINTER`); here α = 1
+//! Scaling ([`LtScales`]) is per tensor: `D = α · scale_A · scale_B · (A·B) + β · C`, the
+//! scales one f32 each in device memory (`CUBLASLT_MATMUL_DESC_A_SCALE_POINTER`,
+//! `B_SCALE_POINTER`); or by blocks, DeepSeek-V3's recipe (cuBLAS 12.9+, compute capability
+//! 9.0; "1D and 128x128 2D block scaling for FP8 data types" in the same documentation): A's
+//! activations one f32 per row per 128 of K, B's weights one per 128 x 128 block. Here α = 1
 //! and β = 0, host scalars in the default pointer mode.
 //!
 //! cuBLASLt is column-major: a row-major matrix is its transpose. Row-major D (M x N, ld N) is
@@ -32,6 +35,7 @@ use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublaslt::sys::{self, cublasLtMatmulDescAttributes_t as DescAttribute, cudaDataType};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use gemm_dsl::abi::StorageOrder;
+use gemm_dsl::Quant;
 use gemm_runtime::check::elements_needed;
 use gemm_runtime::Operand;
 use gemm_runtime::{Element, Storage};
@@ -76,6 +80,71 @@ impl fmt::Display for Fp8Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// How cuBLASLt's fp8 GEMM scales the operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LtScales {
+    /// One f32 per operand.
+    PerTensor,
+    /// DeepSeek-V3's blocks, as the project's `quant: block` kernels take them: A one f32 per
+    /// row per 128 of K, B one per 128 x 128 block; each in cuBLASLt's own layout
+    /// ([`lt_block_scales`] converts the kernels' one). cuBLASLt's A is our B, so its A scale
+    /// mode is `BLK128x128_32F` and its B's `VEC128_32F`.
+    Blocks,
+}
+
+/// `cublasLtMatmulMatrixScale_t`'s `VEC128_32F` and `BLK128x128_32F` (cuBLAS 12.9), which
+/// the bound headers predate.
+const SCALE_VEC128_32F: i32 = 4;
+const SCALE_BLK128X128_32F: i32 = 5;
+
+impl LtScales {
+    /// The f32 counts of A's and B's scales for `m x n x k`, in cuBLASLt's layouts: A's
+    /// `VEC128` scales ceil(K/128) lines of M (`[kb · M + row]`), B's `BLK128x128` scales
+    /// ceil(N/128) lines of ceil(K/128) rounded up to 4 (`[nb · L4 + kb]`).
+    pub fn lens(self, m: u32, n: u32, k: u32) -> (usize, usize) {
+        match self {
+            LtScales::PerTensor => (1, 1),
+            LtScales::Blocks => {
+                let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
+                (
+                    k_blocks * m as usize,
+                    n.div_ceil(Quant::BLOCK) as usize * k_blocks.next_multiple_of(4),
+                )
+            }
+        }
+    }
+
+    /// For tables: `per-tensor` or `1x128 · 128x128 blocks`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LtScales::PerTensor => "per-tensor",
+            LtScales::Blocks => "1x128 · 128x128 blocks",
+        }
+    }
+}
+
+/// The project's block scales for `m x n x k` (A: ceil(K/128) lines of M rounded up to 4, B:
+/// ceil(N/128) lines of ceil(K/128); `gemm_runtime::epilogue`) in cuBLASLt's layouts
+/// ([`LtScales::lens`]): the same values, A's lines M long, B's lines padded to 4 with ones.
+pub fn lt_block_scales(
+    (a_scales, b_scales): (&[f32], &[f32]),
+    (m, n, k): (u32, u32, u32),
+) -> (Vec<f32>, Vec<f32>) {
+    let (m, n_blocks) = (m as usize, n.div_ceil(Quant::BLOCK) as usize);
+    let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
+    let a_line = m.next_multiple_of(Quant::A_LINE_MULTIPLE as usize);
+    let lt_a: Vec<f32> = (0..k_blocks)
+        .flat_map(|kb| a_scales[kb * a_line..kb * a_line + m].iter().copied())
+        .collect();
+    let lt_line = k_blocks.next_multiple_of(4);
+    let mut lt_b = vec![1.0f32; n_blocks * lt_line];
+    for nb in 0..n_blocks {
+        lt_b[nb * lt_line..nb * lt_line + k_blocks]
+            .copy_from_slice(&b_scales[nb * k_blocks..(nb + 1) * k_blocks]);
+    }
+    (lt_a, lt_b)
 }
 
 /// cuBLASLt's name for an output type, of D and of C alike (fp8 GEMMs with a bf16, f16 or f32
@@ -136,6 +205,22 @@ pub fn check_problem(
     Ok(())
 }
 
+/// What cuBLASLt's block-scaled fp8 GEMM asks beyond [`check_problem`]: its m and n (our N
+/// and M) multiples of 4, so that each line of A's scales starts 16-byte aligned.
+pub fn check_block_problem(m: u32, n: u32, k: u32) -> Result<(), Error> {
+    if m.is_multiple_of(4) && n.is_multiple_of(4) {
+        return Ok(());
+    }
+    Err(Error::Runtime(gemm_runtime::Error::Dims {
+        m,
+        n,
+        k,
+        reason: "cuBLASLt's block-scaled fp8 GEMM needs M and N to be multiples of 4 (each \
+                 line of the 1x128 scales 16-byte aligned)"
+            .to_string(),
+    }))
+}
+
 /// The element counts of the buffers one launch is given.
 #[derive(Clone, Copy, Debug)]
 struct BufferLens {
@@ -148,7 +233,7 @@ struct BufferLens {
 
 /// The packed operands must hold their matrices (A M rows of K, B N columns of K, D M rows of
 /// N; D is named C, the output's name everywhere else) and each scale its one f32.
-fn check_lengths(m: u32, n: u32, k: u32, lens: BufferLens) -> Result<(), Error> {
+fn check_lengths(m: u32, n: u32, k: u32, lens: BufferLens, scales: LtScales) -> Result<(), Error> {
     for (operand, order, len, lines, line) in [
         (Operand::A, StorageOrder::RowMajor, lens.a, m, k),
         (Operand::B, StorageOrder::ColMajor, lens.b, n, k),
@@ -167,11 +252,19 @@ fn check_lengths(m: u32, n: u32, k: u32, lens: BufferLens) -> Result<(), Error> 
             }));
         }
     }
-    for (name, len) in [("a_scale", lens.a_scale), ("b_scale", lens.b_scale)] {
-        if len == 0 {
+    let (a_needed, b_needed) = scales.lens(m, n, k);
+    for (name, len, needed) in [
+        ("a_scale", lens.a_scale, a_needed),
+        ("b_scale", lens.b_scale, b_needed),
+    ] {
+        if len < needed {
+            let holds = match scales {
+                LtScales::PerTensor => "the operand's f32 scale".to_string(),
+                LtScales::Blocks => format!("{needed} f32 block scales"),
+            };
             return Err(Error::Baseline {
                 action: format!("launching cuBLASLt's fp8 GEMM {m} x {n} x {k}"),
-                reason: format!("{name} holds no value; it must hold the operand's f32 scale"),
+                reason: format!("{name} holds {len} values; it must hold {holds}"),
             });
         }
     }
@@ -245,6 +338,7 @@ pub struct LtFp8Gemm<Out> {
     a_format: Fp8Format,
     b_format: Fp8Format,
     fast_accum: bool,
+    scales: LtScales,
     algo: sys::cublasLtMatmulAlgo_t,
     workspace: CudaSlice<u8>,
     out: PhantomData<Out>,
@@ -254,9 +348,11 @@ impl<Out: Element> LtFp8Gemm<Out> {
     /// Plans the GEMM for `stream`: checks the problem ([`check_problem`]), creates the
     /// handle, descriptor and layouts, allocates the workspace and asks the heuristic for an
     /// algorithm. `fast_accum` turns on `CUBLASLT_MATMUL_DESC_FAST_ACCUM`: faster, but partial
-    /// sums are not promoted to full f32 precision from time to time.
+    /// sums are not promoted to full f32 precision from time to time (per-tensor scales
+    /// only). `scales`: how [`LtFp8Gemm::run`]'s scales apply.
     ///
     /// `Err(Error::NoCublas)` where the library cannot be loaded.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         stream: &Arc<CudaStream>,
         m: u32,
@@ -265,8 +361,20 @@ impl<Out: Element> LtFp8Gemm<Out> {
         a: Fp8Format,
         b: Fp8Format,
         fast_accum: bool,
+        scales: LtScales,
     ) -> Result<Self, Error> {
         check_problem(m, n, k, a, b, Out::STORAGE)?;
+        if scales == LtScales::Blocks {
+            check_block_problem(m, n, k)?;
+            if fast_accum {
+                return Err(Error::Baseline {
+                    action: format!("planning a cuBLASLt fp8 GEMM {m} x {n} x {k}"),
+                    reason: "block scales are applied where partial sums are promoted, which \
+                             fast accumulation skips: plan it without"
+                        .to_string(),
+                });
+            }
+        }
         let workspace = start_plan(stream)?;
         // The heuristic sees the descriptor a launch will use, scale pointers set; this one
         // stands in for the launches' scales and is never read.
@@ -282,6 +390,7 @@ impl<Out: Element> LtFp8Gemm<Out> {
             a_format: a,
             b_format: b,
             fast_accum,
+            scales,
             lt: LtObjects::new()?,
             algo: sys::cublasLtMatmulAlgo_t { data: [0; 8] },
             workspace,
@@ -344,6 +453,26 @@ impl<Out: Element> LtFp8Gemm<Out> {
         for (what, status) in statuses {
             lt_result(status, || format!("setting {what} of {name}"))?;
         }
+        if scales == LtScales::Blocks {
+            // cuBLASLt's A is our B (the weights' 128 x 128 blocks), its B our A (the
+            // activations' rows). The modes are int32 (`cublasLtMatmulMatrixScale_t`).
+            for (what, attribute, mode) in [
+                (
+                    "A's scale mode (BLK128x128_32F)",
+                    DescAttribute::CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                    SCALE_BLK128X128_32F,
+                ),
+                (
+                    "B's scale mode (VEC128_32F)",
+                    DescAttribute::CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                    SCALE_VEC128_32F,
+                ),
+            ] {
+                // SAFETY: the descriptor is live; the scale modes are int32.
+                let status = unsafe { set_desc_attribute(desc, attribute, &mode) };
+                lt_result(status, || format!("setting {what} of {name}"))?;
+            }
+        }
 
         let layout =
             |data_type, shape: LtLayout, what| (data_type, shape.rows, shape.cols, shape.ld, what);
@@ -368,7 +497,8 @@ impl<Out: Element> LtFp8Gemm<Out> {
 
     /// Enqueues the GEMM on the stream it was made for. `a` and `b` hold one-byte fp8 values
     /// (packed: A M x K, B N lines of K), `d` M x N values of `Out`, all 16-byte aligned;
-    /// `a_scale`/`b_scale`: one f32 each, in device memory, read by the launch.
+    /// `a_scale`/`b_scale` in device memory, read by the launch: one f32 each, or the block
+    /// scales in cuBLASLt's layouts ([`LtScales::lens`], [`lt_block_scales`]).
     pub fn run<A: DevicePtr<TA>, TA, B: DevicePtr<TB>, TB, D: DevicePtrMut<Out>>(
         &self,
         a: &A,
@@ -395,6 +525,7 @@ impl<Out: Element> LtFp8Gemm<Out> {
                 a_scale: a_scale.len(),
                 b_scale: b_scale.len(),
             },
+            self.scales,
         )?;
         let stream = &self.stream;
         lt::bind(stream)?;
@@ -417,6 +548,18 @@ impl<Out: Element> LtFp8Gemm<Out> {
                     address,
                     align: ALIGN,
                 }));
+            }
+        }
+        if self.scales == LtScales::Blocks {
+            for (what, address) in [("a_scale", a_scale_ptr), ("b_scale", b_scale_ptr)] {
+                if !address.is_multiple_of(u64::from(ALIGN)) {
+                    return Err(Error::Baseline {
+                        action: format!("launching cuBLASLt's fp8 GEMM {m} x {n} x {k}"),
+                        reason: format!(
+                            "{what} starts at {address:#x}; block scales must be 16-byte aligned"
+                        ),
+                    });
+                }
             }
         }
         let name = || self.short_name();
@@ -470,22 +613,32 @@ impl<Out: Element> LtFp8Gemm<Out> {
         self.fast_accum
     }
 
+    pub fn scales(&self) -> LtScales {
+        self.scales
+    }
+
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
-    /// For tables: `cuBLASLt e4m3 x e4m3 -> bf16`, with ` fast accum` where it is on.
+    /// For tables: `cuBLASLt e4m3 x e4m3 -> bf16`, with ` fast accum` where it is on and
+    /// ` block scales` where the scales are blocks.
     pub fn short_name(&self) -> String {
-        short_name(self.a_format, self.b_format, Out::NAME, self.fast_accum)
+        let name = short_name(self.a_format, self.b_format, Out::NAME, self.fast_accum);
+        match self.scales {
+            LtScales::PerTensor => name,
+            LtScales::Blocks => format!("{name} block scales"),
+        }
     }
 
     /// The exact call, for method lines.
     pub fn description(&self) -> String {
         format!(
-            "{} = cublasLtMatmul, {}, CUBLAS_COMPUTE_32F, scale type CUDA_R_32F, per-tensor f32 \
+            "{} = cublasLtMatmul, {}, CUBLAS_COMPUTE_32F, scale type CUDA_R_32F, {} f32 \
              scales, fast accumulation {}, {} MiB workspace, the heuristic's first algorithm",
             self.short_name(),
             self.layouts(),
+            self.scales.name(),
             if self.fast_accum { "on" } else { "off" },
             self.workspace.len() >> 20,
         )
@@ -689,22 +842,25 @@ mod tests {
             a_scale: 1,
             b_scale: 1,
         };
-        check_lengths(m, n, k, full).unwrap();
-        check_lengths(m, n, k, BufferLens { a: 4096, ..full }).unwrap();
+        check_lengths(m, n, k, full, LtScales::PerTensor).unwrap();
+        check_lengths(m, n, k, BufferLens { a: 4096, ..full }, LtScales::PerTensor).unwrap();
 
-        let error = check_lengths(m, n, k, BufferLens { a: 2047, ..full }).unwrap_err();
+        let error = check_lengths(m, n, k, BufferLens { a: 2047, ..full }, LtScales::PerTensor)
+            .unwrap_err();
         assert_eq!(
             error.to_string(),
             "A holds 2047 elements, but 32 rows x 64 columns with leading dimension 64 need \
              2048 ((rows - 1) * ld + cols)"
         );
-        let error = check_lengths(m, n, k, BufferLens { b: 1000, ..full }).unwrap_err();
+        let error = check_lengths(m, n, k, BufferLens { b: 1000, ..full }, LtScales::PerTensor)
+            .unwrap_err();
         assert_eq!(
             error.to_string(),
             "B holds 1000 elements, but 16 columns x 64 rows with leading dimension 64 need \
              1024 ((columns - 1) * ld + rows; B is column-major)"
         );
-        let error = check_lengths(m, n, k, BufferLens { d: 511, ..full }).unwrap_err();
+        let error =
+            check_lengths(m, n, k, BufferLens { d: 511, ..full }, LtScales::PerTensor).unwrap_err();
         assert!(
             matches!(
                 error,
@@ -717,12 +873,73 @@ mod tests {
             ),
             "{error:?}"
         );
-        let error = check_lengths(m, n, k, BufferLens { b_scale: 0, ..full }).unwrap_err();
+        let error = check_lengths(
+            m,
+            n,
+            k,
+            BufferLens { b_scale: 0, ..full },
+            LtScales::PerTensor,
+        )
+        .unwrap_err();
         assert_eq!(
             error.to_string(),
-            "launching cuBLASLt's fp8 GEMM 32 x 16 x 64 failed: b_scale holds no value; it must \
+            "launching cuBLASLt's fp8 GEMM 32 x 16 x 64 failed: b_scale holds 0 values; it must \
              hold the operand's f32 scale"
         );
+        // Block scales: 2 lines of 32 for A (K = 200), 1 line of 2 padded to 4 for B.
+        let (m, n, k) = (32, 16, 200);
+        let blocks = BufferLens {
+            a: 32 * 200,
+            b: 200 * 16,
+            d: 32 * 16,
+            a_scale: 64,
+            b_scale: 4,
+        };
+        check_lengths(m, n, k, blocks, LtScales::Blocks).unwrap();
+        let error = check_lengths(
+            m,
+            n,
+            k,
+            BufferLens {
+                b_scale: 3,
+                ..blocks
+            },
+            LtScales::Blocks,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "launching cuBLASLt's fp8 GEMM 32 x 16 x 200 failed: b_scale holds 3 values; it must \
+             hold 4 f32 block scales"
+        );
+    }
+
+    #[test]
+    fn block_scales_take_cublaslts_layouts() {
+        // M = 6 (A's lines 8 long in the kernels' layout), N = 300 (3 blocks), K = 300 (3).
+        let (m, n, k) = (6u32, 300u32, 300u32);
+        let a: Vec<f32> = (0..3 * 8).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..3 * 3).map(|i| 100.0 + i as f32).collect();
+        let (lt_a, lt_b) = lt_block_scales((&a, &b), (m, n, k));
+        assert_eq!(LtScales::Blocks.lens(m, n, k), (lt_a.len(), lt_b.len()));
+        // A: each k block's line of M, the kernels' padding dropped.
+        assert_eq!(
+            lt_a,
+            [0., 1., 2., 3., 4., 5., 8., 9., 10., 11., 12., 13., 16., 17., 18., 19., 20., 21.]
+        );
+        // B: each N block's line of K blocks, padded to 4.
+        assert_eq!(
+            lt_b,
+            [100., 101., 102., 1., 103., 104., 105., 1., 106., 107., 108., 1.]
+        );
+        assert_eq!(LtScales::PerTensor.lens(m, n, k), (1, 1));
+    }
+
+    #[test]
+    fn block_scaled_problems_need_m_and_n_in_fours() {
+        check_block_problem(128, 4096, 7168).unwrap();
+        let error = check_block_problem(1, 4096, 7168).unwrap_err();
+        assert!(error.to_string().contains("multiples of 4"), "{error}");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! cuBLASLt's too: the speed of the block-scaled path beside the per-tensor baseline (the GPU
 //! tests check the scales' indexing with distinct values).
 
-use crate::baseline::fp8::{Fp8Format, LtFp8Gemm};
+use crate::baseline::fp8::{Fp8Format, LtFp8Gemm, LtScales};
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::error::{DriverContext, Error};
 use crate::verify::{NormalRng, Tolerance};
@@ -155,8 +155,26 @@ fn time_typed<In: Element, Out: Element, InB: Element>(
         reason: e.to_string(),
     })?;
     let kernel = GemmKernel::<In, Out, InB>::from_emitted(ctx, &emitted)?;
-    let lt = LtFp8Gemm::<Out>::new(stream, m, n, k, a_format, b_format, false)?;
-    let lt_fast = LtFp8Gemm::<Out>::new(stream, m, n, k, a_format, b_format, true)?;
+    let lt = LtFp8Gemm::<Out>::new(
+        stream,
+        m,
+        n,
+        k,
+        a_format,
+        b_format,
+        false,
+        LtScales::PerTensor,
+    )?;
+    let lt_fast = LtFp8Gemm::<Out>::new(
+        stream,
+        m,
+        n,
+        k,
+        a_format,
+        b_format,
+        true,
+        LtScales::PerTensor,
+    )?;
 
     let mut rng = NormalRng::new(0xF8F8_0000 ^ u64::from(m) ^ (u64::from(n) << 20));
     let (m_us, n_us, k_us) = (m as usize, n as usize, k as usize);

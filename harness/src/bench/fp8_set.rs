@@ -1,15 +1,20 @@
 //! An fp8 kernel set through the entry point (`gemm-bench --set sm90_fp8 --set-types
 //! e4m3->bf16 --layout rc`): per shape, the kernel `Matmul` picks, and (without `--auto`)
 //! every member that admits the shape and every `--spec-file` candidate, against cuBLASLt's
-//! fp8 GEMM with the same per-tensor scales, all in one rotation. Each kernel's D is checked
-//! against cuBLASLt's first. Every launch reads the next of enough copies of the inputs to
+//! fp8 GEMM with the same per-tensor scales, all in one rotation. The block-scaled set
+//! (`--set sm90_fp8_block`) runs with DeepSeek-V3's block scales, drawn per block, against
+//! cuBLASLt's block-scaled GEMM with the same scales where it takes the shape, and against its
+//! per-tensor GEMM (the speed block scales are measured against). Each kernel's D is checked
+//! against cuBLASLt's first (the block-scaled one's; where cuBLASLt has none for the shape,
+//! the kernels take every block's scale equal to the tensor's and are checked against the
+//! per-tensor D). Every launch reads the next of enough copies of the inputs to
 //! keep them out of L2, whoever launches it, as the 16-bit set runs do: a decode problem's
 //! weights would otherwise be read from L2, or from where the launch before left them.
 //!
 //! The rows keep each kernel's measured and predicted time: what the fp8 cost model is fitted
 //! on.
 
-use crate::baseline::fp8::LtFp8Gemm;
+use crate::baseline::fp8::{lt_block_scales, LtFp8Gemm, LtScales};
 use crate::bench::fp8::{check_against_lt, format_of, quantized};
 use crate::bench::{
     geomean, input_sets, median, tflops, time_round_robin, Launcher, Rounds, Shape,
@@ -21,7 +26,7 @@ use gemm_dsl::abi::StorageOrder;
 use gemm_dsl::pick::{estimate, Candidate, Problem};
 use gemm_dsl::{DType, Layout, Quant, ValidSpec};
 use gemm_runtime::epilogue::{Epilogue, FusedSpec};
-use gemm_runtime::sets::KernelSet;
+use gemm_runtime::sets::{self, KernelSet};
 use gemm_runtime::{Batch, Element, GemmKernel, LeadingDims, Matmul, PickSource};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
@@ -32,6 +37,22 @@ pub const PER_TENSOR: FusedSpec = FusedSpec {
     quant: Quant::Tensor,
     ..FusedSpec::NONE
 };
+
+/// The epilogue of the block-scaled set's kernels: DeepSeek-V3's block scales.
+pub const BLOCK_SCALES: FusedSpec = FusedSpec {
+    quant: Quant::Block,
+    ..FusedSpec::NONE
+};
+
+/// The scales an fp8 set's kernels are timed with: [`BLOCK_SCALES`] for the block-scaled set,
+/// [`PER_TENSOR`] for the others.
+pub fn scales_of(set: &KernelSet) -> FusedSpec {
+    if set.name == sets::SM90_FP8_BLOCK.name {
+        BLOCK_SCALES
+    } else {
+        PER_TENSOR
+    }
+}
 
 /// One kernel's median time on a shape, and the cost model's prediction.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,8 +70,11 @@ pub struct Fp8SetRow {
     /// (`model`, `cache`).
     pub pick: String,
     pub pick_source: String,
-    /// cuBLASLt, full accumulation (its partial sums promoted to f32).
+    /// cuBLASLt, full accumulation (its partial sums promoted to f32), per-tensor scales.
     pub cublaslt_ms: f64,
+    /// cuBLASLt with the kernels' block scales (block-scaled runs, where it takes the shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cublaslt_blocks_ms: Option<f64>,
     /// The timed kernels: the pick first.
     pub kernels: Vec<KernelTime>,
     /// The largest ‖D − D_Lt‖_F / ‖D_Lt‖_F among them.
@@ -68,6 +92,12 @@ impl Fp8SetRow {
     /// The pick's speed over cuBLASLt's: above 1, ours is faster.
     pub fn pick_ratio(&self) -> f64 {
         self.cublaslt_ms / self.time_of(&self.pick).unwrap_or(f64::NAN)
+    }
+
+    /// The pick's speed over cuBLASLt's block-scaled GEMM, where that ran.
+    pub fn pick_ratio_to_blocks(&self) -> Option<f64> {
+        let pick = self.time_of(&self.pick)?;
+        self.cublaslt_blocks_ms.map(|blocks| blocks / pick)
     }
 
     /// The fastest kernel timed.
@@ -94,11 +124,13 @@ struct QuantizedB<In> {
     scale: CudaSlice<f32>,
 }
 
-/// What every shape of the run shares: the set's `Matmul` (per-tensor scales), the extra
-/// candidates and the device's L2 size.
+/// What every shape of the run shares: the set's `Matmul` (per-tensor or block scales), the
+/// extra candidates and the device's L2 size.
 pub struct Fp8SetRun<'a, In: Element, Out: Element> {
     stream: &'a Arc<CudaStream>,
     matmul: Matmul<In, Out>,
+    /// `quant: tensor` or `quant: block`, every kernel's.
+    quant: Quant,
     /// `--spec-file` kernels, timed beside the members: (model view, kernel).
     candidates: Vec<(Candidate, GemmKernel<In, Out>)>,
     /// Time only the pick.
@@ -150,8 +182,8 @@ impl<In: Element, Out: Element> Timed<'_, In, Out> {
 }
 
 impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
-    /// `set`'s members with per-tensor scales, and `extra` (fp8 specs of these types, layout
-    /// rc, `quant: tensor`). `types` are `In` and `Out` as spec types.
+    /// `set`'s members with their scales ([`scales_of`]), and `extra` (fp8 specs of these
+    /// types, layout rc, the same `quant`). `types` are `In` and `Out` as spec types.
     pub fn load(
         ctx: &Arc<CudaContext>,
         stream: &'a Arc<CudaStream>,
@@ -161,21 +193,23 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         auto: bool,
         max_input_sets: u32,
     ) -> Result<Self, Error> {
-        let matmul = Matmul::<In, Out>::with_set_fused(ctx, set, PER_TENSOR)?;
+        let scales = scales_of(set);
+        let matmul = Matmul::<In, Out>::with_set_fused(ctx, set, scales)?;
         let candidates = extra
             .iter()
             .map(|valid| {
                 let spec = &valid.spec;
                 if spec.layout != Layout::RowCol
-                    || spec.quant != Quant::Tensor
+                    || spec.quant != scales.quant
                     || (spec.dtype, spec.b_dtype, spec.out) != (types.0, types.0, types.1)
                 {
                     return Err(Error::Baseline {
                         action: format!("loading `{}`", spec.name),
                         reason: format!(
-                            "a candidate beside an fp8 set is what its members are here: dtype {}, out {}, layout rc, `quant: tensor`",
+                            "a candidate beside an fp8 set is what its members are here: dtype {}, out {}, layout rc, `quant: {}`",
                             types.0.name(),
-                            types.1.name()
+                            types.1.name(),
+                            scales.quant.name()
                         ),
                     });
                 }
@@ -188,6 +222,7 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         Ok(Fp8SetRun {
             stream,
             matmul,
+            quant: scales.quant,
             candidates,
             auto,
             l2_bytes,
@@ -207,9 +242,27 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             ));
         }
         let (format, format_max) = format_of::<In>();
-        let lt = match LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, false) {
+        let lt = match LtFp8Gemm::<Out>::new(
+            stream,
+            m,
+            n,
+            k,
+            format,
+            format,
+            false,
+            LtScales::PerTensor,
+        ) {
             Ok(lt) => lt,
             Err(why) => return Ok(Fp8SetOutcome::Skipped(format!("cuBLASLt: {why}"))),
+        };
+        // Where cuBLASLt refuses the block-scaled shape, the row says so and goes on.
+        let lt_blocks = match self.quant {
+            Quant::Block => {
+                LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, false, LtScales::Blocks)
+                    .map_err(|why| println!("{shape}: no cuBLASLt block-scaled GEMM: {why}"))
+                    .ok()
+            }
+            Quant::None | Quant::Tensor => None,
         };
         let problem = Problem::new(m, n, k, Layout::RowCol);
         let picked = match self.matmul.pick(&problem) {
@@ -286,6 +339,37 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
                     .during(|| "copying B's scale".to_string())?,
             )
         };
+        // The kernels' scales: the tensors' own, or per block (each block's drawn around
+        // its tensor's where cuBLASLt takes the same blocks; else all equal to it, so that
+        // the per-tensor D checks them), with cuBLASLt's copy in its layouts.
+        let (kernel_scales, lt_blocks_scales) = match self.quant {
+            Quant::Block => {
+                let tensor = |scale: &CudaSlice<f32>, what: &str| -> Result<f32, Error> {
+                    Ok(stream
+                        .clone_dtoh(scale)
+                        .during(|| format!("reading {what}'s scale back"))?[0])
+                };
+                let (a_blocks, b_blocks) = block_scales(
+                    (tensor(&a_scale, "A")?, tensor(&b_scale, "B")?),
+                    (m, n, k),
+                    lt_blocks.is_some().then_some(&mut rng),
+                );
+                let (lt_a, lt_b) = lt_block_scales((&a_blocks, &b_blocks), (m, n, k));
+                let upload = |values: &[f32], what: &str| {
+                    stream
+                        .clone_htod(values)
+                        .during(|| format!("copying {what} block scales to the device"))
+                };
+                (
+                    (upload(&a_blocks, "A's")?, upload(&b_blocks, "B's")?),
+                    Some((
+                        upload(&lt_a, "cuBLASLt's A")?,
+                        upload(&lt_b, "cuBLASLt's B")?,
+                    )),
+                )
+            }
+            Quant::None | Quant::Tensor => ((a_scale.clone(), b_scale.clone()), None),
+        };
         let input_bytes = (m_us + n_us) as u64 * k_us as u64 * u64::from(In::BYTES);
         let copies = input_sets(input_bytes, self.l2_bytes, self.max_input_sets);
         let mut inputs: Vec<(CudaSlice<In>, CudaSlice<In>)> = vec![(a, b)];
@@ -308,9 +392,21 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         };
         let (a0, b0) = &inputs[0];
         lt.run(a0, b0, &a_scale, &b_scale, &mut d_lt)?;
+        let mut d_lt_blocks = stream
+            .clone_htod(&poisoned)
+            .during(|| "writing the poisoned D".to_string())?;
+        let reference = match (&lt_blocks, &lt_blocks_scales) {
+            (Some(lt_blocks), Some((lt_a, lt_b))) => {
+                // cuBLASLt's A scale is our B's: `run` takes ours and exchanges them.
+                lt_blocks.run(a0, b0, lt_a, lt_b, &mut d_lt_blocks)?;
+                &d_lt_blocks
+            }
+            _ => &d_lt,
+        };
         let theirs = stream
-            .clone_dtoh(&d_lt)
+            .clone_dtoh(reference)
             .during(|| "reading cuBLASLt's D back".to_string())?;
+        let (a_kernel_scale, b_kernel_scale) = &kernel_scales;
 
         // Correct first: each kernel on fresh poison, near cuBLASLt's D.
         let mut outputs = Vec::with_capacity(kernels.len());
@@ -322,7 +418,7 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             timed.launch(
                 stream,
                 (a0, b0),
-                (&a_scale, &b_scale),
+                (a_kernel_scale, b_kernel_scale),
                 &mut d,
                 (m, n, k),
                 lds,
@@ -349,15 +445,37 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             let (a, b) = next_inputs();
             lt.run(a, b, &a_scale, &b_scale, &mut d_lt)
         };
+        let mut lt_blocks_launch = |_: usize| {
+            let (a, b) = next_inputs();
+            match (&lt_blocks, &lt_blocks_scales) {
+                (Some(lt_blocks), Some((lt_a, lt_b))) => {
+                    lt_blocks.run(a, b, lt_a, lt_b, &mut d_lt_blocks)
+                }
+                _ => unreachable!("timed only where planned"),
+            }
+        };
         let mut ours: Vec<Box<Launcher<'_>>> = Vec::new();
         for (timed, d) in kernels.iter().zip(outputs.iter_mut()) {
-            let (a_scale, b_scale, next_inputs) = (&a_scale, &b_scale, &next_inputs);
+            let next_inputs = &next_inputs;
             ours.push(Box::new(move |_: usize| {
                 let (a, b) = next_inputs();
-                timed.launch(stream, (a, b), (a_scale, b_scale), d, (m, n, k), lds)
+                timed.launch(
+                    stream,
+                    (a, b),
+                    (a_kernel_scale, b_kernel_scale),
+                    d,
+                    (m, n, k),
+                    lds,
+                )
             }));
         }
         let mut competitors: Vec<&mut Launcher<'_>> = vec![&mut lt_launch];
+        let baselines = if lt_blocks.is_some() {
+            competitors.push(&mut lt_blocks_launch);
+            2
+        } else {
+            1
+        };
         competitors.extend(ours.iter_mut().map(|launch| &mut **launch));
         let times = time_round_robin(stream, rounds, &mut competitors)?;
         let ms = |i: usize| median(&times[i]).unwrap_or(f64::NAN);
@@ -370,12 +488,13 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             }
             .to_string(),
             cublaslt_ms: ms(0),
+            cublaslt_blocks_ms: (baselines == 2).then(|| ms(1)),
             kernels: kernels
                 .iter()
                 .enumerate()
                 .map(|(i, timed)| KernelTime {
                     kernel: timed.name.clone(),
-                    ms: ms(i + 1),
+                    ms: ms(i + baselines),
                     predicted_ms: timed.predicted * 1e3,
                 })
                 .collect(),
@@ -384,24 +503,73 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
     }
 }
 
+/// Block scales in the kernels' layout (`quant: block`: A ceil(K/128) lines of M rounded up
+/// to 4, B ceil(N/128) lines of ceil(K/128)) around the tensors' scales: each block's its
+/// tensor's times 2^(x/2), x a standard normal clamped to ±2, with `rng`; without, all equal
+/// to the tensor's.
+fn block_scales(
+    (a_tensor, b_tensor): (f32, f32),
+    (m, n, k): (u32, u32, u32),
+    mut rng: Option<&mut NormalRng>,
+) -> (Vec<f32>, Vec<f32>) {
+    let k_blocks = k.div_ceil(Quant::BLOCK) as usize;
+    let a_line = (m as usize).next_multiple_of(Quant::A_LINE_MULTIPLE as usize);
+    let n_blocks = n.div_ceil(Quant::BLOCK) as usize;
+    let mut draw = |tensor: f32, len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| match rng.as_deref_mut() {
+                Some(rng) => tensor * (rng.next_normal().clamp(-2.0, 2.0) as f32 / 2.0).exp2(),
+                None => tensor,
+            })
+            .collect()
+    };
+    let a = draw(a_tensor, k_blocks * a_line);
+    let b = draw(b_tensor, n_blocks * k_blocks);
+    (a, b)
+}
+
 /// The markdown of a run: the picks against cuBLASLt (and, where more than the pick ran, the
 /// measured best), then every kernel's speed per shape; `skipped` shapes and why last.
 pub fn fp8_set_table(heading: &str, rows: &[Fp8SetRow], skipped: &[(String, String)]) -> String {
     let only_picks = rows.iter().all(|row| row.kernels.len() == 1);
+    // Block-scaled runs add cuBLASLt's block-scaled GEMM beside its per-tensor one.
+    let blocks = rows.iter().any(|row| row.cublaslt_blocks_ms.is_some());
     let mut out = format!(
-        "{heading}\n\nSpeeds are time ratios against cuBLASLt's fp8 GEMM (full accumulation, the same per-tensor scales): above 1, ours is faster. Every launch reads the next of copies of the inputs that keep them out of L2.\n\n"
+        "{heading}\n\nSpeeds are time ratios against cuBLASLt's fp8 GEMM (full accumulation, the same per-tensor scales{}): above 1, ours is faster. Every launch reads the next of copies of the inputs that keep them out of L2.\n\n",
+        if blocks {
+            "; and, where it takes the shape, its block-scaled GEMM with the kernels' block scales"
+        } else {
+            ""
+        }
     );
-    if only_picks {
-        out.push_str("| shape | pick | TFLOP/s | vs cuBLASLt | cuBLASLt TFLOP/s | ‖D − D_Lt‖/‖D_Lt‖ |\n|---|---|---:|---:|---:|---:|\n");
+    let (blocks_head, blocks_rule) = if blocks {
+        (
+            " vs cuBLASLt blocks | cuBLASLt blocks TFLOP/s |",
+            "---:|---:|",
+        )
     } else {
-        out.push_str("| shape | pick | pick TFLOP/s | pick vs cuBLASLt | best timed | best TFLOP/s | best vs cuBLASLt | cuBLASLt TFLOP/s | ‖D − D_Lt‖/‖D_Lt‖ (max) |\n|---|---|---:|---:|---|---:|---:|---:|---:|\n");
+        ("", "")
+    };
+    if only_picks {
+        out.push_str(&format!("| shape | pick | TFLOP/s | vs cuBLASLt | cuBLASLt TFLOP/s |{blocks_head} ‖D − D_Lt‖/‖D_Lt‖ |\n|---|---|---:|---:|---:|{blocks_rule}---:|\n"));
+    } else {
+        out.push_str(&format!("| shape | pick | pick TFLOP/s | pick vs cuBLASLt | best timed | best TFLOP/s | best vs cuBLASLt | cuBLASLt TFLOP/s |{blocks_head} ‖D − D_Lt‖/‖D_Lt‖ (max) |\n|---|---|---:|---:|---|---:|---:|---:|{blocks_rule}---:|\n"));
     }
     for row in rows {
         let pick_tflops = tflops(row.shape, row.time_of(&row.pick).unwrap_or(f64::NAN));
         let lt_tflops = tflops(row.shape, row.cublaslt_ms);
+        let blocks_cells = match (blocks, row.cublaslt_blocks_ms) {
+            (false, _) => String::new(),
+            (true, None) => " — | — |".to_string(),
+            (true, Some(ms)) => format!(
+                " {:.3} | {:.1} |",
+                row.pick_ratio_to_blocks().unwrap_or(f64::NAN),
+                tflops(row.shape, ms)
+            ),
+        };
         if only_picks {
             out.push_str(&format!(
-                "| {} | {} | {pick_tflops:.1} | {:.3} | {lt_tflops:.1} | {:.1e} |\n",
+                "| {} | {} | {pick_tflops:.1} | {:.3} | {lt_tflops:.1} |{blocks_cells} {:.1e} |\n",
                 row.shape,
                 row.pick,
                 row.pick_ratio(),
@@ -410,7 +578,7 @@ pub fn fp8_set_table(heading: &str, rows: &[Fp8SetRow], skipped: &[(String, Stri
         } else {
             let best = row.best();
             out.push_str(&format!(
-                "| {} | {} | {pick_tflops:.1} | {:.3} | {} | {:.1} | {:.3} | {lt_tflops:.1} | {:.1e} |\n",
+                "| {} | {} | {pick_tflops:.1} | {:.3} | {} | {:.1} | {:.3} | {lt_tflops:.1} |{blocks_cells} {:.1e} |\n",
                 row.shape,
                 row.pick,
                 row.pick_ratio(),
@@ -434,6 +602,24 @@ pub fn fp8_set_table(heading: &str, rows: &[Fp8SetRow], skipped: &[(String, Stri
             worst.shape,
             ratios.iter().filter(|&&ratio| ratio < 0.85).count(),
         ));
+        let to_blocks: Vec<(f64, Shape)> = rows
+            .iter()
+            .filter_map(|row| Some((row.pick_ratio_to_blocks()?, row.shape)))
+            .collect();
+        if let (Some(mean), Some(&(worst, worst_shape))) = (
+            geomean(
+                &to_blocks
+                    .iter()
+                    .map(|&(ratio, _)| ratio)
+                    .collect::<Vec<_>>(),
+            ),
+            to_blocks.iter().min_by(|a, b| a.0.total_cmp(&b.0)),
+        ) {
+            out.push_str(&format!(
+                "picks against cuBLASLt's block-scaled GEMM: geomean {mean:.3}x over the {} shapes it takes, worst {worst:.3} ({worst_shape})\n",
+                to_blocks.len(),
+            ));
+        }
         if !only_picks {
             let best: Vec<f64> = rows
                 .iter()
@@ -505,6 +691,7 @@ mod tests {
             pick: kernels[0].0.to_string(),
             pick_source: "model".to_string(),
             cublaslt_ms,
+            cublaslt_blocks_ms: None,
             kernels: kernels
                 .iter()
                 .map(|&(kernel, ms)| KernelTime {
@@ -540,6 +727,42 @@ mod tests {
             table.contains("| 16x4096x4096 | 0.500* (2.00) | 1.000 (2.00) |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn block_scaled_rows_add_cublaslts_block_scaled_gemm() {
+        let mut with_blocks = row("256x4096x4096", 1.0, &[("a", 0.8)]);
+        with_blocks.cublaslt_blocks_ms = Some(1.6);
+        // M = 1: cuBLASLt's block-scaled GEMM needs M in fours.
+        let without = row("1x4096x4096", 1.0, &[("a", 1.0)]);
+        let table = fp8_set_table("set `s`", &[with_blocks, without], &[]);
+        assert!(
+            table.contains("| vs cuBLASLt blocks | cuBLASLt blocks TFLOP/s |"),
+            "{table}"
+        );
+        assert!(table.contains("| 256x4096x4096 | a | "), "{table}");
+        assert!(table.contains(" | 1.250 | 8.6 | 2.000 | 5.4 | "), "{table}");
+        assert!(table.contains(" | — | — | "), "{table}");
+        assert!(
+            table.contains("picks against cuBLASLt's block-scaled GEMM: geomean 2.000x over the 1 shapes it takes, worst 2.000 (256x4096x4096)"),
+            "{table}"
+        );
+        // Per-tensor runs keep their columns.
+        let table = fp8_set_table("set `s`", &[row("1x4096x4096", 1.0, &[("a", 1.0)])], &[]);
+        assert!(!table.contains("blocks"), "{table}");
+    }
+
+    #[test]
+    fn block_scales_are_drawn_in_the_kernels_layout() {
+        // M = 6 (lines of 8), N = 300 (3 blocks), K = 200 (2 blocks).
+        let (a, b) = block_scales((2.0, 3.0), (6, 300, 200), None);
+        assert_eq!((a.len(), b.len()), (2 * 8, 3 * 2));
+        assert!(a.iter().all(|&s| s == 2.0) && b.iter().all(|&s| s == 3.0));
+        let mut rng = NormalRng::new(7);
+        let (a, b) = block_scales((2.0, 3.0), (6, 300, 200), Some(&mut rng));
+        assert!(a.iter().all(|&s| (0.5..=8.0).contains(&s)), "{a:?}");
+        assert!(b.iter().all(|&s| (0.75..=12.0).contains(&s)), "{b:?}");
+        assert!(a.iter().any(|&s| s != 2.0));
     }
 
     #[test]

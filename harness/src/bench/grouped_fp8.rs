@@ -13,7 +13,7 @@
 //! scales' arithmetic is checked against float64 by `harness/tests/grouped.rs`.
 
 use super::grouped::{random_normals, rel_diff, RoutedRows};
-use crate::baseline::fp8::{Fp8Format, LtFp8Gemm};
+use crate::baseline::fp8::{Fp8Format, LtFp8Gemm, LtScales};
 use crate::bench::{median, time_round_robin, Launcher, Rounds};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
@@ -149,7 +149,16 @@ pub fn time_grouped_fp8(
     let mut plans: HashMap<u32, LtFp8Gemm<bf16>> = HashMap::new();
     for &(_, rows) in experts {
         if rows > 0 && !plans.contains_key(&rows) {
-            let plan = LtFp8Gemm::new(stream, rows, n, k, Fp8Format::E4m3, Fp8Format::E4m3, false)?;
+            let plan = LtFp8Gemm::new(
+                stream,
+                rows,
+                n,
+                k,
+                Fp8Format::E4m3,
+                Fp8Format::E4m3,
+                false,
+                LtScales::PerTensor,
+            )?;
             plans.insert(rows, plan);
         }
     }

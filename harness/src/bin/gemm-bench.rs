@@ -83,7 +83,10 @@ struct Cli {
     /// --layout, for --set-types; with --auto or --tune-out, per shape as the picker says.
     /// An fp8 set (`sm90_fp8`, layout rc) runs against cuBLASLt's fp8 GEMM with the same
     /// per-tensor scales: per shape the entry point's pick and (without --auto) every member
-    /// and --spec-file candidate, each checked first, with the model's predicted times.
+    /// and --spec-file candidate, each checked first, with the model's predicted times; the
+    /// block-scaled set (`sm90_fp8_block`) with block scales drawn per block, against
+    /// cuBLASLt's block-scaled GEMM with the same scales (where it takes the shape) and its
+    /// per-tensor one.
     #[arg(long)]
     set: Option<String>,
     /// Element types of the set's kernels: DTYPE or DTYPE->OUT (default: the set's first
@@ -667,7 +670,7 @@ fn run_replay(cli: &Cli, path: &Path) -> Result<(), Failure> {
     };
     let model = device_model(&device, &DeviceModel::h100_sxm());
     let fused = if selection.dtype.is_fp8() {
-        gemm_harness::bench::fp8_set::PER_TENSOR
+        gemm_harness::bench::fp8_set::scales_of(selection.set)
     } else {
         gemm_runtime::FusedSpec::NONE
     };
@@ -701,16 +704,10 @@ fn run_replay(cli: &Cli, path: &Path) -> Result<(), Failure> {
 }
 
 /// `--set` of an fp8 set: per shape the entry point's pick (and, without --auto, every member
-/// and --spec-file candidate) against cuBLASLt's fp8 GEMM with the same per-tensor scales.
+/// and --spec-file candidate) against cuBLASLt's fp8 GEMM with the same scales (per tensor;
+/// for the block-scaled set, its block-scaled GEMM too).
 fn run_fp8_set(cli: &Cli, selection: &SetSelection) -> Result<(), Failure> {
     use gemm_runtime::fp8::{E4m3, E5m2};
-    if selection.set.name != sets::SM90_FP8.name {
-        return Err(Failure::Arguments(format!(
-            "set `{}` is timed here with per-tensor scales only, which is `{}`'s work: time block-scaled kernels with --fp8 SPEC",
-            selection.set.name,
-            sets::SM90_FP8.name
-        )));
-    }
     if selection.layout != Layout::RowCol {
         return Err(Failure::Arguments(format!(
             "fp8 sets run in layout rc (both operands K-major), not {}",
@@ -779,8 +776,12 @@ fn time_fp8_set<In: gemm_runtime::Element, Out: gemm_runtime::Element>(
 ) -> Result<(), Failure> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let scales = match gemm_harness::bench::fp8_set::scales_of(selection.set).quant {
+        gemm_dsl::Quant::Block => "block scales (1x128 for A, 128x128 for B)",
+        gemm_dsl::Quant::None | gemm_dsl::Quant::Tensor => "per-tensor scales",
+    };
     let heading = format!(
-        "set `{}`, {}->{}, layout rc, per-tensor scales{}",
+        "set `{}`, {}->{}, layout rc, {scales}{}",
         selection.set.name,
         selection.dtype.name(),
         selection.out.name(),
