@@ -480,7 +480,14 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         f64::from(shape.tile_k),
     );
     let (tiles_m, tiles_n) = shape.tiles(problem.m, problem.n);
-    let tiles = u64::from(tiles_m) * u64::from(tiles_n) * u64::from(problem.batch);
+    // A cluster's blocks walk its tiles together: a block past the matrix's edge still loads
+    // its share of the multicast operand and multiplies (a decode problem's one row of tiles
+    // keeps half of a 2x1 cluster's blocks at work on nothing, measured twice as slow as one
+    // tile a block predicts, results/fp8-block-2026-11-29/).
+    let (cluster_rows, cluster_cols) = shape.cluster;
+    let tiles = u64::from(tiles_m.next_multiple_of(cluster_rows.max(1)))
+        * u64::from(tiles_n.next_multiple_of(cluster_cols.max(1)))
+        * u64::from(problem.batch);
     let k_tiles = problem.k.div_ceil(shape.tile_k);
     let resident = device.sms * candidate.blocks_per_sm;
     let grid = shape.grid_batched(problem.m, problem.n, problem.k, problem.batch, resident);
@@ -496,7 +503,6 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let line_factor = |split: bool| if split { 2.0 } else { 1.0 };
     // A cluster's blocks share one operand's tiles, each loading its slice (multicast):
     // two tiles down M share B's, two along N share A's.
-    let (cluster_rows, cluster_cols) = shape.cluster;
     let feed_bytes = (bm * line_factor(split_a) / f64::from(cluster_cols.max(1))
         + bn * line_factor(split_b) / f64::from(cluster_rows.max(1)))
         * bk

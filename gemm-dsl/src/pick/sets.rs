@@ -336,11 +336,22 @@ const FP8_W64X128_SK: SetMember = SetMember {
     fuses: true,
 };
 
+/// The 64-row fp8 tile a block for small M, in both fp8 sets: at M <= 64 over N of 4096 to
+/// 8192, 0.78-1.02x cuBLASLt where the ping-pong tile ran 0.50-0.76x (H200,
+/// results/fp8-small-m-2026-11-29/); with block scales, M <= 16, 0.69-0.92x where the
+/// 128x128 tiles ran 0.35-0.66x (results/fp8-block-2026-11-29/).
+const FP8_W64X128: SetMember = SetMember {
+    name: "w64x128",
+    body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
+    role: "M up to 128 over a few thousand columns: a tile per block and no split sums to add",
+    fuses: true,
+};
+
 /// The Hopper set for fp8 inputs: the fp8 wgmma reads both operands K-major, so its members
 /// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
 pub const SM90_FP8: KernelSet = KernelSet {
     name: "sm90_fp8",
-    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one), a 16-column tile for N <= 16, and 64x16 and 128x16 tiles of the swapped product (C column-major) for decode",
+    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one, 64x64), a 16-column tile for N <= 16, and 64x16 and 128x16 tiles of the swapped product (C column-major) for decode",
     dtypes: &[DType::E4m3, DType::E5m2],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -367,10 +378,11 @@ pub const SM90_FP8: KernelSet = KernelSet {
         // (fewer tiles than SMs, no split). Measured both ways (results/fp8-small-m-2026-11-29/):
         // at M = 128 over N = 8192 the tile per block ran 0.72-0.79x cuBLASLt, the persistent
         // one 0.92-0.93x; at N = 10240, M <= 64, the other way (0.73-1.02x against 0.65-0.96x).
+        FP8_W64X128,
         SetMember {
-            name: "w64x128",
-            body: "arch: sm_90a, tile: 64x128x128, consumers: 1, stages: 6, swizzle: 128B, copy: tma, mma: wgmma",
-            role: "M up to 128 over a few thousand columns: a tile per block and no split sums to add; at M <= 64 over N of 4096 to 8192, 0.78-1.02x cuBLASLt where the ping-pong tile ran 0.50-0.76x (H200, results/fp8-small-m-2026-11-29/)",
+            name: "w64x64",
+            body: "arch: sm_90a, tile: 64x64x128, consumers: 1, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "M of 64 to 128 over N of 4096 to 8192: twice the 64x128 tile's blocks; at M = 64 1.01-1.16x cuBLASLt where that ran 0.87-1.05x (H200, results/fp8-block-2026-11-29/)",
             fuses: true,
         },
         SetMember {
@@ -415,7 +427,7 @@ pub const SM90_FP8: KernelSet = KernelSet {
 /// picks this set).
 pub const SM90_FP8_BLOCK: KernelSet = KernelSet {
     name: "sm90_fp8_block",
-    about: "e4m3/e5m2 on Hopper (sm_90a) with block scales, layout rc: 128x128 persistent, stream-K and cluster tiles, a 64-row stream-K tile for small M",
+    about: "e4m3/e5m2 on Hopper (sm_90a) with block scales, layout rc: 128x128 persistent, stream-K and cluster tiles, 64-row tiles for small M (64x128 with and without a stream-K tail)",
     dtypes: &[DType::E4m3, DType::E5m2],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -438,6 +450,7 @@ pub const SM90_FP8_BLOCK: KernelSet = KernelSet {
             fuses: true,
         },
         FP8_W64X128_SK,
+        FP8_W64X128,
     ],
 };
 
