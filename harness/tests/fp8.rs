@@ -116,14 +116,16 @@ fn specs() -> Vec<String> {
         );
         specs.push(spec);
     }
-    // The fp8 set's small-M members that no catalog spec is: a 64x128 tile per block, 64x256
-    // tiles with a stream-K tail, 16-column tiles.
+    // The fp8 set's small-M members that no catalog spec is: 64x128 and 64x64 tiles per block,
+    // 64x256 tiles with a stream-K tail, 16-column tiles.
     let set = &gemm_runtime::sets::SM90_FP8;
     // The swapped product's members (C column-major), checked through the swap.
     for name in [
         "w64x128",
+        "w64x64",
         "w64x256_sk",
         "w128x16",
+        "w64x16",
         "swap64x16",
         "swap128x16_p",
     ] {

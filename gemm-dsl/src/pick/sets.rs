@@ -351,7 +351,7 @@ const FP8_W64X128: SetMember = SetMember {
 /// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
 pub const SM90_FP8: KernelSet = KernelSet {
     name: "sm90_fp8",
-    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one, 64x64), a 16-column tile for N <= 16, and 64x16 and 128x16 tiles of the swapped product (C column-major) for decode",
+    about: "e4m3/e5m2 on Hopper (sm_90a), layout rc: large persistent and cluster tiles, ping-pong 128x128 tiles, 64-row tiles for small M (64x128 with and without a stream-K tail, 64x256 with one, 64x64), 16-column tiles (128x16, 64x16) for N <= 16, and 64x16 and 128x16 tiles of the swapped product (C column-major) for decode",
     dtypes: &[DType::E4m3, DType::E5m2],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -395,6 +395,12 @@ pub const SM90_FP8: KernelSet = KernelSet {
             name: "w128x16",
             body: "arch: sm_90a, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
             role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.87-1.06x cuBLASLt where 128-wide tiles ran at most 0.76x",
+            fuses: true,
+        },
+        SetMember {
+            name: "w64x16",
+            body: "arch: sm_90a, tile: 64x16x128, consumers: 1, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
+            role: "N of 16 or less over K of 4096 and more: twice the 128x16 tile's blocks; 0.97-1.01x cuBLASLt where that ran 0.83-1.00x and the 64x64 tile 0.74-0.83x (H200, results/fp8-block-2026-11-29/)",
             fuses: true,
         },
         // The swapped product's tiles (`c_layout: col`): `Matmul` runs a problem as
