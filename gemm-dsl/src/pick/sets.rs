@@ -347,6 +347,16 @@ const FP8_W64X128: SetMember = SetMember {
     fuses: true,
 };
 
+/// The 16-column fp8 tile, in both fp8 sets: with block scales at N = 16, 0.84-0.98x
+/// cuBLASLt's per-tensor GEMM (1.09-1.45x its block-scaled one) where the sets' other tiles
+/// ran 0.51-0.73x (H200, results/fp8-block-2026-11-29/).
+const FP8_W128X16: SetMember = SetMember {
+    name: "w128x16",
+    body: "arch: sm_90a, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
+    role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.87-1.06x cuBLASLt where 128-wide tiles ran at most 0.76x",
+    fuses: true,
+};
+
 /// The Hopper set for fp8 inputs: the fp8 wgmma reads both operands K-major, so its members
 /// take layout `rc` only ([`KernelSet::layouts`]); one 128-byte span of K per k tile.
 pub const SM90_FP8: KernelSet = KernelSet {
@@ -391,12 +401,7 @@ pub const SM90_FP8: KernelSet = KernelSet {
             role: "decode over tens of thousands of columns (28672, 57344): half the tiles of 64x128 share their k tiles over every SM; 0.90-1.06x cuBLASLt at M <= 64",
             fuses: true,
         },
-        SetMember {
-            name: "w128x16",
-            body: "arch: sm_90a, tile: 128x16x128, consumers: 2, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
-            role: "N of 16 or less (decode problems transposed, 4096x16x4096): no 128-column tile spent on 16 columns; 0.87-1.06x cuBLASLt where 128-wide tiles ran at most 0.76x",
-            fuses: true,
-        },
+        FP8_W128X16,
         SetMember {
             name: "w64x16",
             body: "arch: sm_90a, tile: 64x16x128, consumers: 1, stages: 8, swizzle: 128B, copy: tma, mma: wgmma",
@@ -433,7 +438,7 @@ pub const SM90_FP8: KernelSet = KernelSet {
 /// picks this set).
 pub const SM90_FP8_BLOCK: KernelSet = KernelSet {
     name: "sm90_fp8_block",
-    about: "e4m3/e5m2 on Hopper (sm_90a) with block scales, layout rc: 128x128 persistent, stream-K and cluster tiles, 64-row tiles for small M (64x128 with and without a stream-K tail)",
+    about: "e4m3/e5m2 on Hopper (sm_90a) with block scales, layout rc: 128x128 persistent, stream-K and cluster tiles, 64-row tiles for small M (64x128 with and without a stream-K tail), a 16-column tile for N <= 16",
     dtypes: &[DType::E4m3, DType::E5m2],
     runs_on: RunsOn::Exactly(90),
     members: &[
@@ -457,6 +462,7 @@ pub const SM90_FP8_BLOCK: KernelSet = KernelSet {
         },
         FP8_W64X128_SK,
         FP8_W64X128,
+        FP8_W128X16,
     ],
 };
 
