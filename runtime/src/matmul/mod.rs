@@ -195,6 +195,29 @@ impl Picker {
         })
     }
 
+    /// The tuning cache's measured best for `problem` where it is a kernel of the swapped
+    /// product: `gemm-bench --tune-out` times a kernel that stores C column-major on the
+    /// swapped product and records it under the problem as given, which that kernel refuses
+    /// ([`Picker::pick`] passes it over).
+    fn cached_swapped_pick(&self, problem: &Problem) -> Option<Pick> {
+        let (dtype, out) = self.types;
+        let (kernel, hash) = self.cache.lookup(problem, dtype, out)?;
+        let swapped = problem.swapped();
+        self.candidates
+            .iter()
+            .enumerate()
+            .position(|(i, c)| {
+                c.name == kernel
+                    && self.spec_hashes[i] == hash
+                    && c.launch.c_order == StorageOrder::ColMajor
+                    && c.refuses(&swapped).is_none()
+            })
+            .map(|index| Pick {
+                index,
+                source: PickSource::Cache,
+            })
+    }
+
     /// How `problem` runs ([`Route`]), remembered per problem: see [`Picker::route_cold`].
     pub(crate) fn route(&self, problem: &Problem, routes: Routes) -> Option<Route> {
         let key = (*problem, routes);
@@ -245,9 +268,17 @@ impl Picker {
                 return wide_row;
             }
         }
-        // A measured pick from the tuning cache stands.
+        // A measured pick from the tuning cache stands, for the problem or for its swapped
+        // product.
         let measured = direct.is_some_and(|pick| pick.source == PickSource::Cache);
         if routes.swapped && !measured {
+            if let Some(pick) = self.cached_swapped_pick(problem) {
+                return Some(Route {
+                    problem: problem.swapped(),
+                    pick,
+                    swaps_operands: true,
+                });
+            }
             let swapped = problem.swapped();
             let priced = |pick: Pick, problem: &Problem| (pick.index, self.seconds(&pick, problem));
             let swapped_pick = self.pick(&swapped);
@@ -1093,6 +1124,75 @@ mod tests {
             &device,
         ));
         assert_eq!(stale.pick(&problem), Some(model));
+    }
+
+    /// A tuning run records a kernel of the swapped product (timed swapped) under the problem
+    /// as given: the route takes the swapped product on that kernel, though the model would
+    /// not, and a stale entry is not trusted.
+    #[test]
+    fn a_cached_kernel_of_the_swapped_product_routes_the_problem_swapped() {
+        let picker = hopper_picker();
+        let every_route = Routes {
+            one_row: false,
+            swapped: true,
+        };
+        // A problem the model runs as given, on a kernel that stores C row-major.
+        let problem = Problem::new(128, 4096, 4096, Layout::RowRow);
+        let model = picker.route(&problem, every_route).unwrap();
+        assert!(!model.swaps_operands);
+        let swapped_member = (0..picker.candidates().len())
+            .find(|&i| {
+                let c = &picker.candidates()[i];
+                c.launch.c_order == StorageOrder::ColMajor
+                    && c.refuses(&problem.swapped()).is_none()
+            })
+            .expect("the set has a member of the swapped product that takes it");
+        let device = DeviceKey {
+            name: "board".to_string(),
+            sms: 132,
+            driver: "13.0".to_string(),
+        };
+        let entry = |hash: String| crate::tune::TuneEntry {
+            device: device.clone(),
+            dtype: "bf16".to_string(),
+            out: "bf16".to_string(),
+            layout: "rr".to_string(),
+            m: problem.m,
+            n: problem.n,
+            k: problem.k,
+            batch: 1,
+            stride_align: 128,
+            kernel: picker.candidates()[swapped_member].name.clone(),
+            spec_hash: hash,
+            tflops: 1.0,
+            ratio_to_cublas: 1.0,
+        };
+        let cached = hopper_picker().with_cache(TuneCache::for_device(
+            &[entry(picker.spec_hashes[swapped_member].clone())],
+            &device,
+        ));
+        let route = cached.route(&problem, every_route).unwrap();
+        assert!(route.swaps_operands);
+        assert_eq!(route.problem, problem.swapped());
+        assert_eq!(
+            route.pick,
+            Pick {
+                index: swapped_member,
+                source: PickSource::Cache
+            }
+        );
+        // Without the swapped route (a fused set whose epilogue changes sides there), the
+        // problem runs as given.
+        let as_given = Routes {
+            one_row: false,
+            swapped: false,
+        };
+        assert!(!cached.route(&problem, as_given).unwrap().swaps_operands);
+        let stale = hopper_picker().with_cache(TuneCache::for_device(
+            &[entry("0000000000000000".to_string())],
+            &device,
+        ));
+        assert_eq!(stale.route(&problem, every_route).unwrap().pick, model.pick);
     }
 
     /// Any problem a BLAS computes gets a pick whose launch checks pass: random sizes (ones
