@@ -5,6 +5,8 @@
 //! API itself, as [`crate::baseline::fp8`] does: `D = GELU(α·A·B + β·C + bias)` and
 //! `aux = α·A·B + β·C + bias` (the value GELU is applied to, of D's type), one bias value per
 //! column of our row-major D, C read in place from D. Planned once for a shape and reused.
+//! A strided batch lies back to back (each operand's matrices one matrix apart, aux's as D's)
+//! and shares one bias vector among its products (bias batch stride 0).
 //!
 //! cuBLASLt is column-major: row-major D (M x N, ld N) is column-major Dᵀ = Bᵀ·Aᵀ (N x M, ld
 //! N), so cuBLASLt's A is B's storage (N x K, ld N, not transposed), its B is A's storage (K x
@@ -21,8 +23,9 @@ use half::bf16;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-/// One `GELU_AUX_BIAS` GEMM on row-major bf16 operands: A M x K (ld K), B K x N (ld N), D and
-/// aux M x N (ld N), the bias N values, f32 accumulation and scale.
+/// One `GELU_AUX_BIAS` GEMM on row-major bf16 operands, or a packed strided batch of them: A
+/// M x K (ld K), B K x N (ld N), D and aux M x N (ld N) per product, the bias N values shared
+/// by all, f32 accumulation and scale.
 ///
 /// Not `Sync`: [`LtGeluAuxBias::run`] writes the launch's bias and aux pointers into the
 /// descriptor.
@@ -34,6 +37,8 @@ pub struct LtGeluAuxBias {
     /// context), while the stream and the workspace still live.
     lt: LtObjects,
     stream: Arc<CudaStream>,
+    /// Products, each operand's matrices back to back.
+    batch: u32,
     m: u32,
     n: u32,
     k: u32,
@@ -44,16 +49,27 @@ pub struct LtGeluAuxBias {
 impl LtGeluAuxBias {
     /// Plans the GEMM for `stream`: the handle, descriptor (epilogue, aux leading dimension,
     /// placeholder bias and aux pointers for the heuristic), layouts, workspace and the
-    /// heuristic's first algorithm. cuBLASLt wants aux's leading dimension (N) a multiple of 8.
+    /// heuristic's first algorithm, for `batch` products (1: a single one) of `m x n x k`.
+    /// cuBLASLt wants aux's leading dimension (N) a multiple of 8.
     ///
     /// `Err(Error::NoCublas)` where the library cannot be loaded.
-    pub fn new(stream: &Arc<CudaStream>, m: u32, n: u32, k: u32) -> Result<Self, Error> {
-        let name = format!("cuBLASLt GELU_AUX_BIAS bf16 {m} x {n} x {k}");
-        if m == 0 || n == 0 || k == 0 || !n.is_multiple_of(8) {
+    pub fn new(
+        stream: &Arc<CudaStream>,
+        batch: u32,
+        m: u32,
+        n: u32,
+        k: u32,
+    ) -> Result<Self, Error> {
+        let name = match batch {
+            1 => format!("cuBLASLt GELU_AUX_BIAS bf16 {m} x {n} x {k}"),
+            batch => format!("cuBLASLt GELU_AUX_BIAS bf16 {batch} x {m} x {n} x {k}"),
+        };
+        let batch_count = i32::try_from(batch).ok().filter(|&count| count > 0);
+        if m == 0 || n == 0 || k == 0 || batch_count.is_none() || !n.is_multiple_of(8) {
             return Err(Error::Baseline {
                 action: format!("planning {name}"),
-                reason: "M, N and K must be positive and N (aux's leading dimension) a \
-                         multiple of 8"
+                reason: "M, N, K and the batch must be positive (the batch at most 2^31 - 1) \
+                         and N (aux's leading dimension) a multiple of 8"
                     .to_string(),
             });
         }
@@ -66,6 +82,7 @@ impl LtGeluAuxBias {
         // Built up in place, so that on an error `Drop` destroys what was made so far.
         let mut gemm = LtGeluAuxBias {
             stream: stream.clone(),
+            batch,
             m,
             n,
             k,
@@ -130,6 +147,39 @@ impl LtGeluAuxBias {
             ],
             &name,
         )?;
+        if batch > 1 {
+            let (m64, n64, k64) = (m64 as i64, n64 as i64, k64 as i64);
+            gemm.lt.set_strided_batch(
+                batch_count.expect("checked above"),
+                [k64 * n64, m64 * k64, m64 * n64],
+                &name,
+            )?;
+            // Aux's matrices lie as D's; one bias for every product. The attributes' type is
+            // int64. SAFETY: the descriptor is live and each value has its attribute's type.
+            let statuses = unsafe {
+                [
+                    (
+                        "the bias's batch stride",
+                        set_desc_attribute(
+                            desc,
+                            DescAttribute::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                            &0i64,
+                        ),
+                    ),
+                    (
+                        "aux's batch stride",
+                        set_desc_attribute(
+                            desc,
+                            DescAttribute::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
+                            &(m64 * n64),
+                        ),
+                    ),
+                ]
+            };
+            for (what, status) in statuses {
+                lt_result(status, || format!("setting {what} of {name}"))?;
+            }
+        }
         gemm.algo = gemm
             .lt
             .first_algorithm(gemm.workspace.len() as u64, &name, "", || {
@@ -139,8 +189,9 @@ impl LtGeluAuxBias {
     }
 
     /// Enqueues `D = GELU(α·A·B + β·D + bias)`, `aux = α·A·B + β·D + bias` on the stream it
-    /// was planned for, `(alpha, beta)` the scalars. The buffers hold the packed row-major matrices (A M·K, B K·N, D and aux
-    /// M·N values) and the bias N values.
+    /// was planned for, `(alpha, beta)` the scalars, every product of the batch. The buffers
+    /// hold the packed row-major matrices, the batch's back to back (A batch·M·K, B batch·K·N,
+    /// D and aux batch·M·N values), and the bias N values.
     pub fn run(
         &self,
         a: &CudaSlice<bf16>,
@@ -151,13 +202,17 @@ impl LtGeluAuxBias {
         aux: &mut CudaSlice<bf16>,
     ) -> Result<(), Error> {
         let (m, n, k) = (self.m as usize, self.n as usize, self.k as usize);
-        let name = || format!("cuBLASLt GELU_AUX_BIAS {m} x {n} x {k}");
+        let batch = self.batch as usize;
+        let name = || match batch {
+            1 => format!("cuBLASLt GELU_AUX_BIAS {m} x {n} x {k}"),
+            batch => format!("cuBLASLt GELU_AUX_BIAS {batch} x {m} x {n} x {k}"),
+        };
         for (what, len, needed) in [
-            ("A", a.len(), m * k),
-            ("B", b.len(), k * n),
+            ("A", a.len(), batch * m * k),
+            ("B", b.len(), batch * k * n),
             ("the bias", bias.len(), n),
-            ("D", d.len(), m * n),
-            ("aux", aux.len(), m * n),
+            ("D", d.len(), batch * m * n),
+            ("aux", aux.len(), batch * m * n),
         ] {
             if len < needed {
                 return Err(Error::Baseline {
@@ -190,10 +245,11 @@ impl LtGeluAuxBias {
             &name(),
         )?;
         // SAFETY: the handle, descriptor, layouts and algorithm are live and were planned
-        // together; the buffers hold at least the packed bf16 matrices the layouts describe
-        // (checked above); C is D with D's layout, which cuBLASLt reads before it writes;
-        // alpha and beta are f32, the scale type, and live across the call; the workspace
-        // holds the bytes the heuristic was allowed; the stream is the context's, bound above.
+        // together; the buffers hold at least the packed bf16 matrices the layouts describe,
+        // every product's (checked above); C is D with D's layout, which cuBLASLt reads before
+        // it writes; alpha and beta are f32, the scale type, and live across the call; the
+        // workspace holds the bytes the heuristic was allowed; the stream is the context's,
+        // bound above.
         let status = unsafe {
             self.lt.matmul(
                 &self.algo,

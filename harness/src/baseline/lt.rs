@@ -5,7 +5,8 @@
 use crate::error::{DriverContext, Error};
 use cudarc::cublaslt::sys::{
     self, cublasLtMatmulDescAttributes_t as DescAttribute,
-    cublasLtMatmulPreferenceAttributes_t as PreferenceAttribute, cublasStatus_t, cudaDataType,
+    cublasLtMatmulPreferenceAttributes_t as PreferenceAttribute,
+    cublasLtMatrixLayoutAttribute_t as LayoutAttribute, cublasStatus_t, cudaDataType,
 };
 use cudarc::driver::{CudaSlice, CudaStream};
 use std::ffi::c_void;
@@ -134,6 +135,45 @@ impl LtObjects {
                 || format!("creating the layout of {what} for {name}"),
             )?;
             *slot = created;
+        }
+        Ok(())
+    }
+
+    /// Makes the layouts of cuBLASLt's A, B and D strided batches of `count` matrices,
+    /// `strides` (A's, B's, D's, in elements) apart. Before [`LtObjects::first_algorithm`]:
+    /// the heuristic plans for the batch.
+    pub fn set_strided_batch(
+        &self,
+        count: i32,
+        strides: [i64; 3],
+        name: &str,
+    ) -> Result<(), Error> {
+        let layouts = [(self.lt_a, "A"), (self.lt_b, "B"), (self.lt_d, "D")];
+        for ((layout, what), stride) in layouts.into_iter().zip(strides) {
+            // SAFETY: the layout is live; the batch count is the int32 and the offset the
+            // int64 that `cublasLtMatrixLayoutAttribute_t` lists, read before the call returns.
+            let (counted, strided) = unsafe {
+                (
+                    sys::cublasLtMatrixLayoutSetAttribute(
+                        layout,
+                        LayoutAttribute::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                        (&count as *const i32).cast::<c_void>(),
+                        size_of::<i32>(),
+                    ),
+                    sys::cublasLtMatrixLayoutSetAttribute(
+                        layout,
+                        LayoutAttribute::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                        (&stride as *const i64).cast::<c_void>(),
+                        size_of::<i64>(),
+                    ),
+                )
+            };
+            lt_result(counted, || {
+                format!("setting the batch count of {what} for {name}")
+            })?;
+            lt_result(strided, || {
+                format!("setting the batch stride of {what} for {name}")
+            })?;
         }
         Ok(())
     }

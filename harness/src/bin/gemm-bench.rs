@@ -588,16 +588,22 @@ fn run_fused(cli: &Cli, text: &str) -> Result<(), Failure> {
             }
         },
         |row| {
-            format!(
-                "{}: fused {:.1} TFLOP/s ({:.3} ms), plain {:.3} ms, unfused {:.3} ms, cuBLASLt {}, cuBLAS {:.3} ms",
+            let ms = |ms: Option<f64>| ms.map_or("—".to_string(), |ms| format!("{ms:.3} ms"));
+            let mut line = format!(
+                "{}: fused {} ({}), plain {}, unfused {}, cuBLASLt {}, cuBLAS {:.3} ms",
                 row.shape,
-                row.fused_tflops,
-                row.fused_ms,
-                row.plain_ms,
-                row.unfused_ms,
-                row.cublaslt_ms.map_or("—".to_string(), |ms| format!("{ms:.3} ms")),
+                row.fused_tflops
+                    .map_or("—".to_string(), |tflops| format!("{tflops:.1} TFLOP/s")),
+                ms(row.fused_ms),
+                ms(row.plain_ms),
+                ms(row.unfused_ms),
+                ms(row.cublaslt_ms),
                 row.cublas_ms
-            )
+            );
+            if !row.not_run.is_empty() {
+                line.push_str(&format!("; not run: {}", row.not_run.join("; ")));
+            }
+            line
         },
         gemm_harness::bench::fused::fused_table,
     )
