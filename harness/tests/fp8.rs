@@ -772,3 +772,105 @@ fn check_mixed_matmul<In: Element, InB: Element>(
     assert!(matches!(refused, Error::NoKernelFor { .. }), "{refused}");
     picked
 }
+
+/// cuBLASLt's block-scaled GEMM (`LtScales::Blocks`, the block-scaled set bench's baseline)
+/// given the kernels' block scales through `lt_block_scales`, against the block-scaled set's
+/// pick with the same scales: K of nine 128-wide blocks (B's lines padded from 9 to 12 in
+/// cuBLASLt's layout, and over two blocks of N) and of eight and a partial one, M and N in
+/// fours; scales of 1/4 to 4 that differ from block to block, so a scale read from the wrong
+/// place moves whole blocks of D. C poisoned first.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cublaslt_block_scales_take_the_kernels_scales_through_padded_and_partial_blocks() {
+    use gemm_harness::baseline::fp8::{lt_block_scales, Fp8Format, LtFp8Gemm, LtScales};
+    use gemm_harness::verify::NormalRng;
+    use gemm_runtime::{Matmul, Problem};
+    let (ctx, stream) = gpu();
+    let fused = FusedSpec {
+        quant: gemm_dsl::Quant::Block,
+        ..FusedSpec::NONE
+    };
+    let matmul =
+        Matmul::<E4m3, bf16>::new_fused(&ctx, fused).expect("the block-scaled fp8 set loads");
+    for (seed, (m, n, k)) in [(128u32, 256u32, 1152u32), (260, 384, 1040)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut rng = NormalRng::new(0xB10C + seed as u64);
+        let mut fp8 = |len: u32| -> Vec<E4m3> {
+            (0..len)
+                .map(|_| E4m3::from_f32(rng.next_normal() as f32 * 8.0))
+                .collect()
+        };
+        // A M rows of K, B N lines of K (layout rc).
+        let (a, b) = (fp8(m * k), fp8(n * k));
+        let k_blocks = k.div_ceil(128) as usize;
+        let a_line = (m as usize).next_multiple_of(4);
+        let a_scales: Vec<f32> = (0..k_blocks * a_line)
+            .map(|i| 2f32.powi((i % 5) as i32 - 2))
+            .collect();
+        let b_scales: Vec<f32> = (0..n.div_ceil(128) as usize * k_blocks)
+            .map(|i| 2f32.powi((i % 3) as i32 - 1))
+            .collect();
+        let (a_for_lt, b_for_lt) = lt_block_scales((&a_scales, &b_scales), (m, n, k));
+        let upload_f32 = |values: &[f32]| stream.clone_htod(values).unwrap();
+        let (a_dev, b_dev) = (
+            stream.clone_htod(&a).unwrap(),
+            stream.clone_htod(&b).unwrap(),
+        );
+        let poisoned = vec![bf16::poison(); (m * n) as usize];
+        let mut d_ours = stream.clone_htod(&poisoned).unwrap();
+        let mut d_lt = stream.clone_htod(&poisoned).unwrap();
+        let (a_scales_dev, b_scales_dev) = (upload_f32(&a_scales), upload_f32(&b_scales));
+        let problem = Problem::new(m, n, k, Layout::RowCol);
+        let mut epilogue = Epilogue::none().quant_scales(&a_scales_dev, &b_scales_dev);
+        matmul
+            .run_fused(
+                &stream,
+                &a_dev,
+                &b_dev,
+                &mut d_ours,
+                &problem,
+                &mut epilogue,
+            )
+            .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+        let lt = LtFp8Gemm::<bf16>::new(
+            &stream,
+            m,
+            n,
+            k,
+            Fp8Format::E4m3,
+            Fp8Format::E4m3,
+            false,
+            LtScales::Blocks,
+        )
+        .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+        lt.run(
+            &a_dev,
+            &b_dev,
+            &upload_f32(&a_for_lt),
+            &upload_f32(&b_for_lt),
+            &mut d_lt,
+        )
+        .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+        let (ours, theirs) = (
+            stream.clone_dtoh(&d_ours).unwrap(),
+            stream.clone_dtoh(&d_lt).unwrap(),
+        );
+        assert!(ours.iter().chain(&theirs).all(|x| !x.is_poison()));
+        let (mut diff, mut norm) = (0.0f64, 0.0f64);
+        for (x, y) in ours.iter().zip(&theirs) {
+            let (x, y) = (x.to_f64(), y.to_f64());
+            diff += (x - y) * (x - y);
+            norm += y * y;
+        }
+        let rel_diff = (diff / norm).sqrt();
+        let bound = Tolerance::for_types(DType::E4m3, DType::Bf16, u64::from(m * n), k);
+        eprintln!("{m}x{n}x{k}: ‖D − D_Lt‖/‖D_Lt‖ = {rel_diff:.2e}");
+        assert!(
+            rel_diff <= bound.rel_frobenius,
+            "{m}x{n}x{k}: {rel_diff:.2e} over {:.1e}",
+            bound.rel_frobenius
+        );
+    }
+}

@@ -443,12 +443,15 @@ impl Bound {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Estimate {
     pub seconds: f64,
+    /// The output tiles the blocks work on: a clustered kernel's rounded up to whole
+    /// clusters (a block past the matrix's edge works too).
     pub tiles: u64,
     pub k_tiles_per_tile: u32,
     pub grid_blocks: u32,
     /// Tiles over the blocks the device holds at once.
     pub waves: f64,
-    /// The fraction of the computed products outside the problem (padded edge tiles).
+    /// The fraction of the computed products outside the problem (padded edge tiles, and a
+    /// cluster's tiles past the edge).
     pub padded_waste: f64,
     /// The leftover tiles are split along K (stream-K).
     pub split_tail: bool,

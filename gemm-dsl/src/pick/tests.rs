@@ -121,6 +121,43 @@ fn square(size: u32) -> Problem {
     Problem::new(size, size, size, Layout::RowRow)
 }
 
+/// A cluster's blocks walk its tiles together, so one past the matrix's edge works as much as
+/// one inside: a decode problem's one row of 128-row tiles costs a 2x1 cluster what two rows
+/// do, and a 1x2 cluster pays for a second column of tiles the same way.
+#[test]
+fn a_clusters_tiles_past_the_edge_count_whole() {
+    let device = DeviceModel::h100_sxm();
+    let down_m = w128x256_c2x1();
+    let decode = estimate(
+        &down_m,
+        &Problem::new(1, 8192, 4096, Layout::RowRow),
+        &device,
+    );
+    let two_rows = estimate(
+        &down_m,
+        &Problem::new(256, 8192, 4096, Layout::RowRow),
+        &device,
+    );
+    assert_eq!(decode.tiles, 2 * 32);
+    assert_eq!(decode.tiles, two_rows.tiles);
+    assert_eq!(decode.busiest_sm_k_tiles, two_rows.busiest_sm_k_tiles);
+    assert!(decode.padded_waste > 0.99, "{}", decode.padded_waste);
+    // Unclustered, the same tile spends one row of tiles on the decode problem.
+    let alone = estimate(
+        &w128x256(),
+        &Problem::new(1, 8192, 4096, Layout::RowRow),
+        &device,
+    );
+    assert_eq!(alone.tiles, 32);
+    let along_n = w128x256_c1x2();
+    let one_column = estimate(
+        &along_n,
+        &Problem::new(4096, 256, 4096, Layout::RowRow),
+        &device,
+    );
+    assert_eq!(one_column.tiles, 32 * 2);
+}
+
 /// `C = A·B` as `Cᵀ = Bᵀ·Aᵀ`: M and N exchanged, A' = B and B' = A each read in the other
 /// order (so `rc` stays `rc`, `rr` becomes `cc`), every leading dimension kept, C's order
 /// flipped; twice is the problem itself. A kernel refuses the other order of C.

@@ -354,7 +354,8 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
                     (m, n, k),
                     lt_blocks.is_some().then_some(&mut rng),
                 );
-                let (lt_a, lt_b) = lt_block_scales((&a_blocks, &b_blocks), (m, n, k));
+                // Our A's and B's scales in cuBLASLt's layouts (`run` hands them to its B and A).
+                let (a_for_lt, b_for_lt) = lt_block_scales((&a_blocks, &b_blocks), (m, n, k));
                 let upload = |values: &[f32], what: &str| {
                     stream
                         .clone_htod(values)
@@ -363,8 +364,8 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
                 (
                     (upload(&a_blocks, "A's")?, upload(&b_blocks, "B's")?),
                     Some((
-                        upload(&lt_a, "cuBLASLt's A")?,
-                        upload(&lt_b, "cuBLASLt's B")?,
+                        upload(&a_for_lt, "A's (cuBLASLt's layout)")?,
+                        upload(&b_for_lt, "B's (cuBLASLt's layout)")?,
                     )),
                 )
             }
@@ -396,9 +397,9 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             .clone_htod(&poisoned)
             .during(|| "writing the poisoned D".to_string())?;
         let reference = match (&lt_blocks, &lt_blocks_scales) {
-            (Some(lt_blocks), Some((lt_a, lt_b))) => {
+            (Some(lt_blocks), Some((a_for_lt, b_for_lt))) => {
                 // cuBLASLt's A scale is our B's: `run` takes ours and exchanges them.
-                lt_blocks.run(a0, b0, lt_a, lt_b, &mut d_lt_blocks)?;
+                lt_blocks.run(a0, b0, a_for_lt, b_for_lt, &mut d_lt_blocks)?;
                 &d_lt_blocks
             }
             _ => &d_lt,
@@ -448,8 +449,8 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
         let mut lt_blocks_launch = |_: usize| {
             let (a, b) = next_inputs();
             match (&lt_blocks, &lt_blocks_scales) {
-                (Some(lt_blocks), Some((lt_a, lt_b))) => {
-                    lt_blocks.run(a, b, lt_a, lt_b, &mut d_lt_blocks)
+                (Some(lt_blocks), Some((a_for_lt, b_for_lt))) => {
+                    lt_blocks.run(a, b, a_for_lt, b_for_lt, &mut d_lt_blocks)
                 }
                 _ => unreachable!("timed only where planned"),
             }

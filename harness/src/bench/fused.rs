@@ -21,7 +21,7 @@ use crate::baseline::cublas::{Cublas, CublasGemm};
 use crate::baseline::gelu_aux::LtGeluAuxBias;
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::error::{DriverContext, Error};
-use crate::verify::NormalRng;
+use crate::verify::{NormalRng, Tolerance};
 use cudarc::cublaslt::{CudaBlasLT, Matmul as _, MatmulConfig};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
@@ -237,8 +237,8 @@ pub fn plain_spec(spec: &GemmSpec) -> GemmSpec {
 }
 
 /// The elementwise epilogue as a CUDA kernel, compiled at run time: 8 bf16 of D per thread,
-/// `D = act(α·D + β·C + bias)` in place (C-in is D's earlier value, as in the fused run, so
-/// β·C is β·D before the product overwrote it: the same traffic), and the value before the
+/// `D = act(α·D + β·C + bias)` in place (C-in is a copy of the C the fused run reads in place
+/// from D: the same values and the same traffic), and the value before the
 /// activation into `aux` where that is not null. D, C-in and aux are one packed buffer each
 /// over the whole batch (`elements` = batch·M·N), so a thread's 8 elements may straddle rows
 /// and products; it loads them as one 16-byte vector (the buffers start allocation-aligned),
@@ -574,8 +574,8 @@ pub fn shape_refusal(shape: Shape) -> Option<String> {
     None
 }
 
-/// cuBLASLt failing to plan or run a shape (no algorithm for it, aux's leading dimension):
-/// the shape's, recorded in `not_run`, and no cuBLASLt baseline for it. Any other error (no
+/// cuBLASLt refusing to plan a shape (no algorithm for it, aux's leading dimension): the
+/// shape's, recorded in `not_run`, and no cuBLASLt baseline for it. Any other error (no
 /// library) stops the run.
 fn lt_refused<T>(error: Error, not_run: &mut Vec<String>) -> Result<Option<T>, Error> {
     match error {
@@ -585,6 +585,12 @@ fn lt_refused<T>(error: Error, not_run: &mut Vec<String>) -> Result<Option<T>, E
         }
         error => Err(error),
     }
+}
+
+/// Whether cudarc's cuBLASLt matmul failed because its heuristic found no algorithm
+/// (`CUBLAS_STATUS_NOT_SUPPORTED`, which the error's text carries).
+fn no_algorithm_found(error: &Error) -> bool {
+    matches!(error, Error::Baseline { reason, .. } if reason.contains("CUBLAS_STATUS_NOT_SUPPORTED"))
 }
 
 /// One of the timed competitors of a shape.
@@ -728,7 +734,15 @@ pub fn time_fused_with(
     let lt = match lt {
         Some(baseline) => match run_lt(&baseline, &mut d_lt, &mut aux_lt) {
             Ok(()) => Some(baseline),
-            Err(error) => lt_refused(error, &mut not_run)?,
+            // cudarc's safe API plans at its first call: its heuristic finding no algorithm
+            // for the shape is cuBLASLt's refusal; any other failure (a launch, a buffer
+            // check) stops the run.
+            Err(error)
+                if matches!(baseline, LtBaseline::Safe(..)) && no_algorithm_found(&error) =>
+            {
+                lt_refused(error, &mut not_run)?
+            }
+            Err(error) => return Err(error),
         },
         None => None,
     };
@@ -744,6 +758,24 @@ pub fn time_fused_with(
                 LtBaseline::Safe(..) => None,
             };
             let d_diff = rel_diff(stream, (&d_fused, &d_lt), shape.batch, "D")?;
+            // Both round to bf16 once: a kernel off by more is wrong, not slow.
+            let bound = Tolerance::for_types(
+                DType::Bf16,
+                DType::Bf16,
+                u64::from(shape.m) * u64::from(shape.n),
+                shape.k,
+            )
+            .rel_frobenius;
+            for (what, diff) in [("D", Some(d_diff)), ("the pre-activation", aux_diff)] {
+                if let Some(diff) = diff.filter(|diff| diff.is_nan() || *diff > bound) {
+                    return Err(Error::Baseline {
+                        action: format!("checking the fused kernel on {shape} against cuBLASLt"),
+                        reason: format!(
+                            "{what}: ‖ours − cuBLASLt‖/‖cuBLASLt‖ = {diff:.2e} (bound {bound:.1e}), in the worst product"
+                        ),
+                    });
+                }
+            }
             (Some(d_diff), aux_diff)
         }
         _ => (None, None),
