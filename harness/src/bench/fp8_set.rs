@@ -75,6 +75,9 @@ pub struct Fp8SetRow {
     /// cuBLASLt with the kernels' block scales (block-scaled runs, where it takes the shape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cublaslt_blocks_ms: Option<f64>,
+    /// Why cuBLASLt's block-scaled GEMM did not run the shape, in a block-scaled run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cublaslt_blocks_refused: Option<String>,
     /// The timed kernels: the pick first.
     pub kernels: Vec<KernelTime>,
     /// The largest ‖D − D_Lt‖_F / ‖D_Lt‖_F among them.
@@ -256,13 +259,23 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             Err(why) => return Ok(Fp8SetOutcome::Skipped(format!("cuBLASLt: {why}"))),
         };
         // Where cuBLASLt refuses the block-scaled shape, the row says so and goes on.
-        let lt_blocks = match self.quant {
+        let (lt_blocks, lt_blocks_refused) = match self.quant {
             Quant::Block => {
-                LtFp8Gemm::<Out>::new(stream, m, n, k, format, format, false, LtScales::Blocks)
-                    .map_err(|why| println!("{shape}: no cuBLASLt block-scaled GEMM: {why}"))
-                    .ok()
+                match LtFp8Gemm::<Out>::new(
+                    stream,
+                    m,
+                    n,
+                    k,
+                    format,
+                    format,
+                    false,
+                    LtScales::Blocks,
+                ) {
+                    Ok(lt) => (Some(lt), None),
+                    Err(why) => (None, Some(why.to_string())),
+                }
             }
-            Quant::None | Quant::Tensor => None,
+            Quant::None | Quant::Tensor => (None, None),
         };
         let problem = Problem::new(m, n, k, Layout::RowCol);
         let picked = match self.matmul.pick(&problem) {
@@ -490,6 +503,7 @@ impl<'a, In: Element, Out: Element> Fp8SetRun<'a, In, Out> {
             .to_string(),
             cublaslt_ms: ms(0),
             cublaslt_blocks_ms: (baselines == 2).then(|| ms(1)),
+            cublaslt_blocks_refused: lt_blocks_refused,
             kernels: kernels
                 .iter()
                 .enumerate()
@@ -642,6 +656,14 @@ pub fn fp8_set_table(heading: &str, rows: &[Fp8SetRow], skipped: &[(String, Stri
     for (shape, why) in skipped {
         out.push_str(&format!("\nnot run: {shape}: {why}"));
     }
+    for row in rows {
+        if let Some(why) = &row.cublaslt_blocks_refused {
+            out.push_str(&format!(
+                "\ncuBLASLt's block-scaled GEMM did not run {}: {why}",
+                row.shape
+            ));
+        }
+    }
     if !only_picks {
         out.push_str(&kernel_table(rows));
     }
@@ -693,6 +715,7 @@ mod tests {
             pick_source: "model".to_string(),
             cublaslt_ms,
             cublaslt_blocks_ms: None,
+            cublaslt_blocks_refused: None,
             kernels: kernels
                 .iter()
                 .map(|&(kernel, ms)| KernelTime {
@@ -735,7 +758,8 @@ mod tests {
         let mut with_blocks = row("256x4096x4096", 1.0, &[("a", 0.8)]);
         with_blocks.cublaslt_blocks_ms = Some(1.6);
         // M = 1: cuBLASLt's block-scaled GEMM needs M in fours.
-        let without = row("1x4096x4096", 1.0, &[("a", 1.0)]);
+        let mut without = row("1x4096x4096", 1.0, &[("a", 1.0)]);
+        without.cublaslt_blocks_refused = Some("M and N in fours".to_string());
         let table = fp8_set_table("set `s`", &[with_blocks, without], &[]);
         assert!(
             table.contains("| vs cuBLASLt blocks | cuBLASLt blocks TFLOP/s |"),
@@ -744,6 +768,11 @@ mod tests {
         assert!(table.contains("| 256x4096x4096 | a | "), "{table}");
         assert!(table.contains(" | 1.250 | 8.6 | 2.000 | 5.4 | "), "{table}");
         assert!(table.contains(" | — | — | "), "{table}");
+        assert!(
+            table
+                .contains("cuBLASLt's block-scaled GEMM did not run 1x4096x4096: M and N in fours"),
+            "{table}"
+        );
         assert!(
             table.contains("picks against cuBLASLt's block-scaled GEMM: geomean 2.000x over the 1 shapes it takes, worst 2.000 (256x4096x4096)"),
             "{table}"
