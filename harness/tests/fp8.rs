@@ -177,6 +177,18 @@ fn fp8_specs_take_scales_and_launch_with_their_types() {
     }
 }
 
+/// The entry point over the block-scaled fp8 set (`Matmul::new_fused` with `Quant::Block`),
+/// and that epilogue.
+fn block_scaled_matmul(ctx: &Arc<CudaContext>) -> (gemm_runtime::Matmul<E4m3, bf16>, FusedSpec) {
+    let fused = FusedSpec {
+        quant: gemm_dsl::Quant::Block,
+        ..FusedSpec::NONE
+    };
+    let matmul = gemm_runtime::Matmul::<E4m3, bf16>::new_fused(ctx, fused)
+        .expect("the block-scaled fp8 set loads");
+    (matmul, fused)
+}
+
 fn gpu() -> (Arc<CudaContext>, Arc<CudaStream>) {
     let ctx = open_context(0).expect("these tests need a CUDA GPU");
     let stream = ctx.default_stream();
@@ -609,14 +621,9 @@ fn matmul_picks_fp8_kernels_per_problem() {
 #[ignore = "needs a CUDA GPU"]
 fn matmul_picks_block_scaled_fp8_kernels_per_problem() {
     use gemm_harness::verify::verify_fused_batch_through;
-    use gemm_runtime::{Matmul, Problem};
+    use gemm_runtime::Problem;
     let (ctx, stream) = gpu();
-    let fused = FusedSpec {
-        quant: gemm_dsl::Quant::Block,
-        ..FusedSpec::NONE
-    };
-    let matmul =
-        Matmul::<E4m3, bf16>::new_fused(&ctx, fused).expect("the block-scaled fp8 set loads");
+    let (matmul, fused) = block_scaled_matmul(&ctx);
     let case = FusedCase::for_spec(&fused);
     let mut picked = Vec::new();
     for (seed, (m, n, k)) in [
@@ -784,14 +791,9 @@ fn check_mixed_matmul<In: Element, InB: Element>(
 fn cublaslt_block_scales_take_the_kernels_scales_through_padded_and_partial_blocks() {
     use gemm_harness::baseline::fp8::{lt_block_scales, Fp8Format, LtFp8Gemm, LtScales};
     use gemm_harness::verify::NormalRng;
-    use gemm_runtime::{Matmul, Problem};
+    use gemm_runtime::Problem;
     let (ctx, stream) = gpu();
-    let fused = FusedSpec {
-        quant: gemm_dsl::Quant::Block,
-        ..FusedSpec::NONE
-    };
-    let matmul =
-        Matmul::<E4m3, bf16>::new_fused(&ctx, fused).expect("the block-scaled fp8 set loads");
+    let (matmul, _) = block_scaled_matmul(&ctx);
     for (seed, (m, n, k)) in [(128u32, 256u32, 1152u32), (260, 384, 1040)]
         .into_iter()
         .enumerate()
