@@ -287,6 +287,31 @@ fn matmul_run_capture_replays_bitwise_for_decode_and_a_square() {
     }
 }
 
+/// A problem whose inputs' lines miss 16 bytes runs a copy into scratch lines first: the
+/// capture holds the scratch's allocation, the copy, the product and the free, for a single
+/// product and for a batch (strided, A staged too: K is odd).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_run_capture_replays_bitwise_with_staged_inputs() {
+    let (ctx, stream) = untracked_gpu();
+    let matmul = Matmul::<bf16, bf16>::new(&ctx).unwrap();
+    for (seed, (count, m, n, k)) in [(1, 777, 4099, 2048), (2, 256, 1001, 777)]
+        .into_iter()
+        .enumerate()
+    {
+        let problem = Problem::new(m, n, k, Layout::RowRow).with_batch(count);
+        let picked = matmul.pick(&problem).unwrap();
+        assert!(picked.staged.b, "{problem}: {picked:?}");
+        assert_eq!(picked.staged.a, k % 8 != 0, "{problem}: {picked:?}");
+        let (a, b, mut c) =
+            operands::<bf16, bf16>(&stream, (m, n, k), count, 0x6A_0040 + seed as u64);
+        let what = format!("{problem} staged on {}", picked.kernel);
+        replays_bitwise(&what, &stream, &mut c, GLOBAL, |c| {
+            matmul.run(&stream, &a, &b, c, &problem)
+        });
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_run_fused_capture_replays_bitwise() {

@@ -601,7 +601,9 @@ fn run_unaligned<In: Element, Out: Element>(
         c[..c_offset].iter().all(|v| v.is_poison()),
         "{packed}: wrote before C"
     );
-    let picked = matmul.pick(&problem).unwrap().kernel.to_string();
+    let picked = matmul.pick(&problem).unwrap();
+    let staged: Vec<&str> = picked.staged.operands().map(|o| o.name()).collect();
+    let picked = format!("{} staged [{}]", picked.kernel, staged.join("+"));
     let types =
         KernelTypes::of_spec(&gemm_dsl::check_str(kernel.info().spec()).unwrap().spec).unwrap();
     let report = compare(&c[c_offset..], &reference, m, n, n, kind).unwrap();
@@ -616,11 +618,12 @@ fn run_unaligned<In: Element, Out: Element>(
     picked
 }
 
-/// Problems no 16-byte copy takes run through `Matmul::run` on the sets' narrow-copy members:
-/// packed lines of odd and even lengths in every layout, M or N of 1, and operands that are
-/// views starting at an odd element (which the run finds and picks again for); a column of C
-/// runs as one row on a 16-byte kernel where that takes it. Each is checked against the
-/// reference with C poisoned.
+/// Problems no 16-byte copy takes run through `Matmul::run`: packed lines of odd and even
+/// lengths in every layout, M or N of 1, and operands that are views starting at an odd
+/// element (which the run finds and picks again for). Inputs whose lines miss 16 bytes are
+/// copied into scratch lines where the model predicts that faster (`Repack`), the others run
+/// on the sets' narrow-copy members; a column of C runs as one row on a 16-byte kernel where
+/// that takes it. Each is checked against the reference with C poisoned.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_computes_problems_at_any_alignment() {
@@ -637,14 +640,21 @@ fn matmul_computes_problems_at_any_alignment() {
     };
     let bf16s = Matmul::<bf16, bf16>::new(&ctx).unwrap();
     for (i, (unaligned, expect)) in [
-        // B's and C's lines of 4099 elements: 2-byte copies.
-        (case((777, 4099, 2048), Layout::RowRow, [0, 0, 0]), "_sync2"),
+        // B's and C's lines of 4099 elements: B copied into 16-byte lines first (`Repack`),
+        // C stored 2 bytes at a time.
+        (
+            case((777, 4099, 2048), Layout::RowRow, [0, 0, 0]),
+            "_m128x256_c2_bf16_rr staged [B]",
+        ),
         // Even lines that are no multiple of 8: 4-byte cp.async.
         (case((257, 4098, 1000), Layout::RowRow, [0, 0, 0]), "_cp4"),
         // A column of C: the one-row problem, on the 16-row decode tiles.
         (case((4096, 1, 4096), Layout::RowRow, [0, 0, 0]), "_m16x64"),
         (case((3000, 1, 1000), Layout::ColCol, [0, 0, 0]), "_m16x64"),
-        (case((4096, 1, 4095), Layout::RowRow, [0, 0, 0]), "_sync2"),
+        (
+            case((4096, 1, 4095), Layout::RowRow, [0, 0, 0]),
+            "_m16x64_c2_bf16_rr staged [A+B]",
+        ),
         // Only C's rows misaligned (layout rc, an odd N): at M = 1 the swapped product, whose
         // column-major C is stored element by element, with 16-byte copies; larger, 16-byte
         // copies and 2-byte stores.
@@ -656,7 +666,10 @@ fn matmul_computes_problems_at_any_alignment() {
             case((777, 4099, 2048), Layout::RowCol, [0, 0, 0]),
             "_m128x256_c2",
         ),
-        (case((333, 517, 259), Layout::ColCol, [0, 0, 0]), "_sync2"),
+        (
+            case((333, 517, 259), Layout::ColCol, [0, 0, 0]),
+            "_m16x64_c2_bf16_cc staged [A+B]",
+        ),
         (case((129, 4097, 77), Layout::ColRow, [0, 0, 0]), "_sync2"),
         // Lines 16-byte aligned, operands that start at odd elements or 4 bytes in.
         (case((512, 512, 512), Layout::RowRow, [1, 3, 5]), "_sync2"),

@@ -59,6 +59,7 @@ mod jit;
 mod jit_cache;
 mod kernel;
 mod matmul;
+mod stage;
 mod tensor_map;
 pub mod tune;
 

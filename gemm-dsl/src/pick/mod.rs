@@ -24,6 +24,7 @@
 pub(crate) mod family_cost;
 pub mod grouped;
 mod refusal;
+pub mod repack;
 pub mod sets;
 #[cfg(test)]
 mod tests;
@@ -31,6 +32,7 @@ mod tests;
 pub use family_cost::{Calibration, Candidate, MathUnit};
 pub use grouped::GroupedShape;
 pub use refusal::{Refusal, Remedy};
+pub use repack::Repack;
 
 use crate::abi::{LaunchShape, Operand};
 use crate::{Arch, CLayout, DType, Layout, Schedule, StreamKSplit, Tail, ValidSpec};

@@ -134,6 +134,12 @@ impl Candidate {
         shape.operand_align_bytes < 16 || narrow_c
     }
 
+    /// Whether the kernel copies A and B in vectors narrower than 16 bytes (the part of
+    /// [`Candidate::narrow_access`] that staging the inputs into 16-byte lines avoids).
+    pub fn narrow_copies(&self) -> bool {
+        self.launch.operand_align_bytes < 16
+    }
+
     /// [`Candidate::refusal`] as text.
     pub fn refuses(&self, problem: &Problem) -> Option<String> {
         self.refusal(problem).map(|refusal| refusal.to_string())

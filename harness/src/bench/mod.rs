@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod entry;
 pub mod fp8;
 pub mod fp8_set;
 pub mod fused;

@@ -231,6 +231,12 @@ struct Cli {
     /// event tracking, on --shapes (default: five serving problems), layout rr.
     #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8"])]
     host_cost: bool,
+    /// Time `Matmul::run` over --set (bf16, layout rr) as a caller runs it, whatever its
+    /// route (an input staged into 16-byte lines first included), against cuBLAS's GemmEx on
+    /// the same packed operands, each D checked against cuBLAS's first, on --shapes or
+    /// --shape-file (sizes need not be multiples of anything).
+    #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8", "host_cost"])]
+    entry: bool,
     /// Time `Matmul::warm_up` over --set (layout --layout) for --shapes or --shape-file:
     /// the kernels those problems pick, loaded side by side; then the same kernels loaded one
     /// after another by a second `Matmul`. Set CUDA_CACHE_DISABLE=1 to time the driver's JIT
@@ -983,6 +989,48 @@ fn run_host_cost(cli: &Cli) -> Result<(), Failure> {
     write_table_and_rows(cli, &text, &rows)
 }
 
+/// `--entry`: `Matmul::run` as a caller runs it, against cuBLAS.
+fn run_entry(cli: &Cli) -> Result<(), Failure> {
+    use gemm_harness::bench::entry::{entry_table, time_entry};
+    let selection = set_selection(cli)?.expect("--entry requires --set");
+    if selection.layout != Layout::RowRow
+        || selection.dtype != DType::Bf16
+        || selection.out != DType::Bf16
+    {
+        return Err(Failure::Arguments(
+            "--entry times bf16 -> bf16 sets in layout rr".to_string(),
+        ));
+    }
+    let shapes = one_spec_shapes(cli)?;
+    if let Some(batch) = shapes.iter().find(|shape| shape.batch > 1) {
+        return Err(Failure::Arguments(format!(
+            "--entry times single products; {batch} is a batch"
+        )));
+    }
+    let ctx = open_context(cli.device)?;
+    let device = DeviceInfo::query(&ctx)?;
+    let stream = ctx.default_stream();
+    let rounds = rounds(cli, &ctx)?;
+    let matmul = gemm_runtime::Matmul::<half::bf16, half::bf16>::with_set(&ctx, selection.set)?;
+    let mut rows = Vec::new();
+    for shape in shapes {
+        rows.push(time_entry(&stream, &matmul, shape, &rounds)?);
+    }
+    let text = format!(
+        "{}, {} ({} SMs), CUDA {} driver, set {}; {} timed rounds (median), {}\n\n{}",
+        today(),
+        device.name,
+        device.multiprocessors,
+        device.driver_version,
+        selection.set.name,
+        cli.iters,
+        queue(cli).describe(),
+        entry_table(&rows)
+    );
+    println!("{text}");
+    write_table_and_rows(cli, &text, &rows)
+}
+
 /// `--warm-up`: how long the kernels of the problems take to load, side by side and one by one.
 fn run_warm_up(cli: &Cli) -> Result<(), Failure> {
     let selection = set_selection(cli)?.expect("--warm-up requires --set");
@@ -1148,6 +1196,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if let Some(spec) = &cli.fp8 {
         return run_fp8(cli, spec);
+    }
+    if cli.entry {
+        return run_entry(cli);
     }
     if cli.host_cost {
         return run_host_cost(cli);

@@ -31,11 +31,12 @@ use crate::element::{Element, KernelTypes, Storage};
 use crate::epilogue::{Epilogue, FusedSpec};
 use crate::error::Error;
 use crate::kernel::GemmKernel;
+use crate::stage::{Staged, StagingCopy, STAGING_COPY};
 use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
-use gemm_dsl::abi::{KernelInfo, LaunchShape, StorageOrder};
-use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem};
+use gemm_dsl::abi::{KernelInfo, LaunchShape, Operand, StorageOrder};
+use gemm_dsl::pick::{self, Candidate, DeviceModel, Problem, Repack};
 use gemm_dsl::{check_str, CLayout, DType, ValidSpec};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -262,11 +263,15 @@ impl Picker {
                     problem: row,
                     pick,
                     swaps_operands: true,
+                    staged: Repack::NONE,
                 })
             });
             if wide_row.is_some() {
                 return wide_row;
             }
+        }
+        if let Some(staged) = self.staged_route(problem, direct) {
+            return Some(staged);
         }
         // A measured pick from the tuning cache stands, for the problem or for its swapped
         // product.
@@ -277,6 +282,7 @@ impl Picker {
                     problem: problem.swapped(),
                     pick,
                     swaps_operands: true,
+                    staged: Repack::NONE,
                 });
             }
             let swapped = problem.swapped();
@@ -292,6 +298,7 @@ impl Picker {
                     problem: swapped,
                     pick,
                     swaps_operands: true,
+                    staged: Repack::NONE,
                 });
             }
         }
@@ -299,6 +306,41 @@ impl Picker {
             problem: *problem,
             pick,
             swaps_operands: false,
+            staged: Repack::NONE,
+        })
+    }
+
+    /// The route that copies the inputs whose lines are no multiple of 16 bytes into scratch
+    /// lines that are ([`Repack`]; only kernels with narrow copies take the problem as
+    /// given), where a kernel with 16-byte copies takes the staged problem and the model
+    /// predicts the copies and that kernel faster than `direct` (the problem's own pick, if
+    /// any). C stays where it is: a C whose lines miss 16 bytes too goes to a kernel with
+    /// narrow stores.
+    fn staged_route(&self, problem: &Problem, direct: Option<Pick>) -> Option<Route> {
+        let input_bytes = self.types.0.size_bytes();
+        let staged = Repack::of(problem, input_bytes);
+        if !staged.any() {
+            return None;
+        }
+        let staged_problem = staged.staged(problem, input_bytes);
+        // The model's fastest among the kernels that read 16-byte lines (a narrow-copy
+        // kernel would gain nothing from the copies).
+        let ranking = pick::rank(&self.candidates, &staged_problem, &self.device);
+        let (index, estimate) = ranking
+            .ranked
+            .iter()
+            .find(|(index, _)| !self.candidates[*index].narrow_copies())?;
+        let pick = Pick {
+            index: *index,
+            source: PickSource::Model,
+        };
+        let seconds = estimate.seconds + staged.seconds(problem, input_bytes, &self.device);
+        let wins = direct.is_none_or(|direct| seconds < self.seconds(&direct, problem));
+        wins.then_some(Route {
+            problem: staged_problem,
+            pick,
+            swaps_operands: false,
+            staged,
         })
     }
 
@@ -362,6 +404,9 @@ enum Source {
 pub struct Picked<'a> {
     pub kernel: &'a str,
     pub source: PickSource,
+    /// The inputs `run` first copies into 16-byte lines for this kernel (none for most
+    /// problems; see [`Repack`]).
+    pub staged: Repack,
 }
 
 /// One entry point for `C = A·B` that picks the kernel per problem from a set, loading each
@@ -386,6 +431,8 @@ pub struct Matmul<In, Out, InB = In> {
     /// swapped product's: a column bias read along their rows), so a problem whose own C is
     /// column-major has no kernel here.
     column_major_c_refused: bool,
+    /// The copy that stages inputs into 16-byte lines, loaded the first time a route needs it.
+    staging: OnceLock<StagingCopy>,
 }
 
 /// How `Matmul` runs a problem: its pick; or, for a column of C whose pick is a
@@ -395,9 +442,13 @@ pub struct Matmul<In, Out, InB = In> {
 /// B swapped.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Route {
+    /// The problem the kernel runs: the caller's, its one-row form, its swapped product, or
+    /// its staged form (the staged inputs' lines padded).
     pub problem: Problem,
     pub pick: Pick,
     pub swaps_operands: bool,
+    /// The inputs copied into 16-byte lines before the launch ([`Picker::staged_route`]).
+    pub staged: Repack,
 }
 
 /// Kernels loaded on first use, one slot per member of a set: a lock per slot is held while
@@ -532,6 +583,7 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
             sources,
             routes,
             column_major_c_refused,
+            staging: OnceLock::new(),
         })
     }
 
@@ -568,10 +620,11 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// ([`Problem::swapped`]: A and B swapped, C column-major where it lies) runs that: the
     /// kernel named here, which [`Matmul::kernel_for`] does not return.
     pub fn pick(&self, problem: &Problem) -> Result<Picked<'_>, Error> {
-        let pick = self.route(problem)?.pick;
+        let route = self.route(problem)?;
         Ok(Picked {
-            kernel: &self.picker.candidates()[pick.index].name,
-            source: pick.source,
+            kernel: &self.picker.candidates()[route.pick.index].name,
+            source: route.pick.source,
+            staged: route.staged,
         })
     }
 
@@ -612,11 +665,16 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// nothing loaded. The first failed load is returned after the others finish.
     pub fn warm_up(&self, problems: &[Problem]) -> Result<WarmUp, Error> {
         let mut indices = Vec::new();
+        let mut stages = false;
         for problem in problems {
-            let index = self.route(problem)?.pick.index;
-            if !indices.contains(&index) {
-                indices.push(index);
+            let route = self.route(problem)?;
+            stages |= route.staged.any();
+            if !indices.contains(&route.pick.index) {
+                indices.push(route.pick.index);
             }
+        }
+        if stages {
+            self.staging_copy()?;
         }
         let (cold, warm): (Vec<usize>, Vec<usize>) = indices
             .into_iter()
@@ -684,12 +742,29 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         route: &Route,
     ) -> Result<&GemmKernel<In, Out, InB>, Error> {
         let index = route.pick.index;
-        if self.kernels.loaded(index).is_none() && StreamCapture::of(stream)?.is_capturing() {
+        let cold_copy = route.staged.any() && self.staging.get().is_none();
+        if (self.kernels.loaded(index).is_none() || cold_copy)
+            && StreamCapture::of(stream)?.is_capturing()
+        {
             return Err(Error::CaptureLoadsKernel {
-                kernel: self.picker.candidates()[index].name.clone(),
+                kernel: if cold_copy {
+                    STAGING_COPY.to_string()
+                } else {
+                    self.picker.candidates()[index].name.clone()
+                },
             });
         }
         self.kernel(index)
+    }
+
+    /// The staging copy, loaded on first use.
+    fn staging_copy(&self) -> Result<&StagingCopy, Error> {
+        if let Some(copy) = self.staging.get() {
+            return Ok(copy);
+        }
+        let copy = StagingCopy::load(&self.ctx)?;
+        // Two threads may both load it; one copy stays.
+        Ok(self.staging.get_or_init(|| copy))
     }
 
     /// `C = A·B` for `problem` (its layout, leading dimensions and batch count; a batch's
@@ -725,7 +800,8 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
-        self.launch_at_any_address(stream, problem, |kernel, route| {
+        let strides = packed_input_strides(problem);
+        self.launch_at_any_address(stream, problem, (a, b), strides, |kernel, route, a, b| {
             let problem = &route.problem;
             let batch = packed_batch(kernel, problem);
             let lds = leading_dims(problem);
@@ -756,7 +832,8 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
-        self.launch_at_any_address(stream, problem, |kernel, route| {
+        let strides = packed_input_strides(problem);
+        self.launch_at_any_address(stream, problem, (a, b), strides, |kernel, route, a, b| {
             let problem = &route.problem;
             let batch = packed_batch(kernel, problem);
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
@@ -793,9 +870,11 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                 batch: batch.count,
             });
         }
-        self.launch_at_any_address(stream, problem, |kernel, route| {
+        let strides = (batch.stride_a, batch.stride_b);
+        self.launch_at_any_address(stream, problem, (a, b), strides, |kernel, route, a, b| {
             let problem = &route.problem;
             let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+            let batch = staged_batch(batch, route);
             if route.swaps_operands {
                 let (b, a) = exchanged::<In, InB, _, _>(a, b);
                 let batch = batch.exchanged();
@@ -812,17 +891,55 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// new pick. A refused launch touches nothing, and the addresses' alignment only falls,
     /// so this ends within one retry per operand. Aligned problems pay nothing for it: the
     /// pick is keyed by the problem as given.
-    fn launch_at_any_address(
+    ///
+    /// A route that stages inputs ([`Route::staged`]) first copies each into scratch of
+    /// 16-byte lines (`strides`: A's and B's batch strides in the caller's buffers) and
+    /// hands `launch` the copies in their place.
+    fn launch_at_any_address<A, B>(
         &self,
         stream: &CudaStream,
         problem: &Problem,
-        mut launch: impl FnMut(&GemmKernel<In, Out, InB>, &Route) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+        (a, b): (&A, &B),
+        strides: (u64, u64),
+        mut launch: impl FnMut(
+            &GemmKernel<In, Out, InB>,
+            &Route,
+            &Staged<'_, A, In>,
+            &Staged<'_, B, InB>,
+        ) -> Result<(), Error>,
+    ) -> Result<(), Error>
+    where
+        A: DevicePtr<In>,
+        B: DevicePtr<InB>,
+    {
         let mut problem = *problem;
         loop {
             let route = self.route(&problem)?;
             let kernel = self.kernel_to_launch(stream, &route)?;
-            let done = launch(kernel, &route);
+            let done = if route.staged.any() {
+                let copy = self.staging_copy()?;
+                let scratch_a = route
+                    .staged
+                    .a
+                    .then(|| copy.stage(stream, a, &problem, Operand::A, strides.0, In::BYTES))
+                    .transpose()?;
+                let scratch_b = route
+                    .staged
+                    .b
+                    .then(|| copy.stage(stream, b, &problem, Operand::B, strides.1, InB::BYTES))
+                    .transpose()?;
+                let a = match &scratch_a {
+                    Some(scratch) => Staged::copy(a, scratch),
+                    None => Staged::Given(a),
+                };
+                let b = match &scratch_b {
+                    Some(scratch) => Staged::copy(b, scratch),
+                    None => Staged::Given(b),
+                };
+                launch(kernel, &route, &a, &b)
+            } else {
+                launch(kernel, &route, &Staged::Given(a), &Staged::Given(b))
+            };
             match done.as_ref().err().and_then(start_alignment) {
                 Some(align) if align < problem.address_align => {
                     problem = problem.with_address_align(align);
@@ -945,6 +1062,26 @@ fn epilogues_differ_by_c_order(candidates: &[Candidate], fused: &[Option<FusedSp
         of_order(StorageOrder::RowMajor)
             .any(|row_major| column_major.is_none() || column_major != row_major)
     })
+}
+
+/// A's and B's batch strides, in elements, for `problem`'s matrices back to back in the
+/// caller's buffers.
+fn packed_input_strides(problem: &Problem) -> (u64, u64) {
+    let stride = |operand| {
+        u64::from(pick::repack::stored_dims(problem, operand).0) * u64::from(problem.ld(operand))
+    };
+    (stride(Operand::A), stride(Operand::B))
+}
+
+/// `batch` as `route`'s kernel reads it: a staged input's matrices lie back to back in its
+/// scratch.
+fn staged_batch(batch: Batch, route: &Route) -> Batch {
+    let (a, b) = packed_input_strides(&route.problem);
+    Batch {
+        stride_a: if route.staged.a { a } else { batch.stride_a },
+        stride_b: if route.staged.b { b } else { batch.stride_b },
+        ..batch
+    }
 }
 
 /// The batch of `problem` with its matrices back to back, as `kernel` lays them out.
@@ -1235,7 +1372,8 @@ mod tests {
         for (set, dtype, out, device) in cases {
             let specs = planned(&set.specs(dtype, out));
             let picker = Picker::new(&specs, device);
-            let (mut narrow_picks, mut one_rows, mut swapped_routes) = (0, 0, 0);
+            let (mut narrow_picks, mut one_rows, mut swapped_routes, mut staged_routes) =
+                (0, 0, 0, 0);
             let draws = 600;
             for _ in 0..draws {
                 // Half the problems drawn with aligned lines and addresses (sizes, padding and
@@ -1298,14 +1436,23 @@ mod tests {
                         .iter()
                         .any(|c| !c.narrow_access() && c.refusal(problem).is_none())
                 };
-                let narrow = candidates[pick.index].narrow_access();
                 // Narrow copies only where no wide kernel takes the problem or its one-row
-                // form; a swapped product (never narrow) only where the model prefers it.
+                // form and staging the inputs is not predicted faster; a swapped product and
+                // a staged problem (16-byte copies; a staged problem's C may still need
+                // narrow stores) only where the model prefers them.
+                let staged = route.staged.any();
+                assert!(
+                    !staged || !candidates[pick.index].narrow_copies(),
+                    "{problem} {lds:?}"
+                );
+                let narrow = !staged && candidates[pick.index].narrow_access();
                 let swapped = route.problem.c_layout != problem.c_layout;
                 assert!(!(swapped && narrow), "{problem} {lds:?}");
+                assert!(!staged || !wide_admits(&problem), "{problem} {lds:?}");
                 assert_eq!(
                     narrow,
                     !swapped
+                        && !staged
                         && !wide_admits(&problem)
                         && !problem.as_one_row().as_ref().is_some_and(wide_admits),
                     "{problem} {lds:?}: {}",
@@ -1313,6 +1460,7 @@ mod tests {
                 );
                 narrow_picks += usize::from(narrow);
                 swapped_routes += usize::from(swapped);
+                staged_routes += usize::from(staged);
                 one_rows += usize::from(
                     route.swaps_operands && route.problem.c_layout == gemm_dsl::CLayout::Row,
                 );
@@ -1324,8 +1472,21 @@ mod tests {
                     ((u64::from(count) - 1) * lines * ld + (lines - 1) * ld + u64::from(line))
                         as usize
                 };
-                let a_buffer = (addresses[0], len((a_lines, a_line), lds.lda));
-                let b_buffer = (addresses[1], len((b_lines, b_line), lds.ldb));
+                // A staged input is read from its scratch: a fresh allocation of its lines
+                // at the staged leading dimension.
+                let buffer = |staged: bool, address: u64, lines_line: (u32, u32), ld: u32| {
+                    if staged {
+                        let ld = pick::repack::staged_ld(ld, dtype.size_bytes());
+                        (
+                            0x7e00_0000_0000,
+                            (u64::from(count) * u64::from(lines_line.0) * u64::from(ld)) as usize,
+                        )
+                    } else {
+                        (address, len(lines_line, ld))
+                    }
+                };
+                let a_buffer = buffer(route.staged.a, addresses[0], (a_lines, a_line), lds.lda);
+                let b_buffer = buffer(route.staged.b, addresses[1], (b_lines, b_line), lds.ldb);
                 let c_buffer = (addresses[2], len((m, n), lds.ldc));
                 // A one-row or swapped launch reads B's buffer as its A and A's as its B.
                 let (a_buffer, b_buffer) = if route.swaps_operands {
@@ -1363,9 +1524,12 @@ mod tests {
             }
             // Each way of running is drawn often.
             assert!(
-                (100..draws - 100).contains(&narrow_picks) && one_rows >= 5,
-                "{}: of {draws} problems, {narrow_picks} needed narrow copies and {one_rows} \
-                 ran as one row",
+                (100..draws - 100).contains(&(narrow_picks + staged_routes))
+                    && narrow_picks >= 5
+                    && staged_routes >= 5
+                    && one_rows >= 5,
+                "{}: of {draws} problems, {narrow_picks} ran on narrow copies, \
+                 {staged_routes} staged their inputs and {one_rows} ran as one row",
                 set.name
             );
             let swaps = picker.takes_swapped_products();
@@ -1375,6 +1539,46 @@ mod tests {
                 set.name
             );
         }
+    }
+
+    #[test]
+    fn packed_problems_whose_input_lines_miss_16_bytes_stage_them() {
+        let picker = hopper_picker();
+        let every_route = Routes {
+            one_row: true,
+            swapped: true,
+        };
+        let route = |problem: &Problem| picker.route(problem, every_route).unwrap();
+        // Rows of 4099 bf16: B's lines are copied into rows of 4160 (whole 128-byte lines),
+        // C's stay (stored by a kernel with narrow stores).
+        for shape in ["16x4099x4096", "777x4099x2048", "4096x4097x4096"] {
+            let problem = Problem::parse(shape, Layout::RowRow).unwrap();
+            let staged = route(&problem);
+            assert_eq!(staged.staged, Repack { a: false, b: true }, "{shape}");
+            assert_eq!(staged.problem.ldb, problem.n.div_ceil(64) * 64, "{shape}");
+            assert_eq!(
+                (staged.problem.lda, staged.problem.ldc),
+                (problem.lda, problem.ldc)
+            );
+            assert!(!staged.swaps_operands);
+            let kernel = &picker.candidates()[staged.pick.index];
+            assert!(!kernel.narrow_copies(), "{shape}: {}", kernel.name);
+            assert_eq!(kernel.refusal(&staged.problem), None, "{shape}");
+        }
+        // An odd K misaligns A's rows too.
+        let odd_k = Problem::parse("333x517x259", Layout::RowRow).unwrap();
+        assert_eq!(route(&odd_k).staged, Repack { a: true, b: true });
+        let batch = Problem::parse("2x256x1001x777", Layout::RowRow).unwrap();
+        assert_eq!(route(&batch).staged, Repack { a: true, b: true });
+        // Aligned lines, or an operand that starts inside a 16-byte word (maybe C), stay as
+        // they are.
+        let aligned = Problem::parse("777x4104x2048", Layout::RowRow).unwrap();
+        assert_eq!(route(&aligned).staged, Repack::NONE);
+        let view = Problem::parse("777x4099x2048", Layout::RowRow)
+            .unwrap()
+            .with_address_align(2);
+        assert_eq!(route(&view).staged, Repack::NONE);
+        assert!(picker.candidates()[route(&view).pick.index].narrow_copies());
     }
 
     #[test]

@@ -1,0 +1,151 @@
+//! The entry point as a caller runs it (`gemm-bench --entry`): `Matmul::run` over a set on
+//! packed row-major operands (layout rr, bf16), whatever its route (a staged input's copy
+//! included), against cuBLAS's `GemmEx` on the same buffers in the same process. Each D is
+//! checked against cuBLAS's first (C poisoned before), then both are timed round-robin.
+//!
+//! `gemm-bench --set ... --auto` times the picked kernel alone; this times what `run` does,
+//! which differs where a route copies an input into 16-byte lines first.
+
+use crate::baseline::cublas::{Cublas, CublasGemm};
+use crate::bench::{median, tflops, time_round_robin, Rounds, Shape};
+use crate::error::{DriverContext, Error};
+use crate::verify::NormalRng;
+use cudarc::driver::{CudaSlice, CudaStream};
+use gemm_dsl::pick::Problem;
+use gemm_dsl::{DType, Layout};
+use gemm_runtime::{KernelTypes, Matmul};
+use half::bf16;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The largest ‖D − D_cuBLAS‖_F / ‖D_cuBLAS‖_F a row passes with: both round a float sum to
+/// bf16 (a relative 2^-9 each), in another order.
+pub const MAX_REL_DIFF: f64 = 1e-2;
+
+/// One problem: the route `run` took and both times.
+#[derive(Clone, Debug, Serialize)]
+pub struct EntryRow {
+    pub shape: String,
+    pub kernel: String,
+    /// The inputs `run` copied into 16-byte lines first (`A`, `B`, `A+B`, or empty).
+    pub staged: String,
+    pub ours_ms: f64,
+    pub cublas_ms: f64,
+    pub ours_tflops: f64,
+    pub cublas_tflops: f64,
+    pub rel_diff_to_cublas: f64,
+}
+
+fn upload(
+    stream: &Arc<CudaStream>,
+    len: usize,
+    rng: &mut NormalRng,
+) -> Result<CudaSlice<bf16>, Error> {
+    let values: Vec<bf16> = (0..len)
+        .map(|_| bf16::from_f32(rng.next_normal() as f32))
+        .collect();
+    stream
+        .clone_htod(&values)
+        .during(|| "copying an operand to the device".to_string())
+}
+
+/// Checks and times `matmul` against cuBLAS on `shape` (one product, packed, layout rr).
+pub fn time_entry(
+    stream: &Arc<CudaStream>,
+    matmul: &Matmul<bf16, bf16>,
+    shape: Shape,
+    rounds: &Rounds,
+) -> Result<EntryRow, Error> {
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let problem = Problem::new(m, n, k, Layout::RowRow);
+    let elements = |rows: u32, cols: u32| rows as usize * cols as usize;
+    let mut rng =
+        NormalRng::new(0xE7_72E0 ^ u64::from(m) ^ (u64::from(n) << 20) ^ (u64::from(k) << 40));
+    let a = upload(stream, elements(m, k), &mut rng)?;
+    let b = upload(stream, elements(k, n), &mut rng)?;
+    let poison = vec![bf16::NAN; elements(m, n)];
+    let during = || "copying the poisoned C".to_string();
+    let mut d_ours = stream.clone_htod(&poison).during(during)?;
+    let mut d_blas = stream.clone_htod(&poison).during(during)?;
+    let blas = Cublas::new(stream)?;
+    let gemm = CublasGemm::baseline(KernelTypes::new(DType::Bf16, DType::Bf16).expect("bf16"))
+        .expect("cuBLAS multiplies bf16");
+    let picked = matmul.pick(&problem)?;
+    let staged: Vec<&str> = picked.staged.operands().map(|o| o.name()).collect();
+    matmul.run(stream, &a, &b, &mut d_ours, &problem)?;
+    blas.gemm::<bf16, bf16, _, _, _>(gemm, &a, &b, &mut d_blas, m, n, k)?;
+    let ours = stream
+        .clone_dtoh(&d_ours)
+        .during(|| "reading D".to_string())?;
+    let theirs = stream
+        .clone_dtoh(&d_blas)
+        .during(|| "reading D".to_string())?;
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in ours.iter().zip(&theirs) {
+        let (x, y) = (f64::from(x.to_f32()), f64::from(y.to_f32()));
+        diff += (x - y) * (x - y);
+        norm += y * y;
+    }
+    let rel_diff = (diff / norm.max(f64::MIN_POSITIVE)).sqrt();
+    // A NaN (an element left poisoned) fails too.
+    if rel_diff.is_nan() || rel_diff > MAX_REL_DIFF {
+        return Err(Error::Timing(format!(
+            "{shape}: `Matmul::run` ({}) gives a D {rel_diff:.2e} from cuBLAS's (at most {MAX_REL_DIFF:e})",
+            picked.kernel
+        )));
+    }
+    let mut run_ours = |_: usize| {
+        matmul
+            .run(stream, &a, &b, &mut d_ours, &problem)
+            .map_err(Error::from)
+    };
+    let mut run_blas =
+        |_: usize| blas.gemm::<bf16, bf16, _, _, _>(gemm, &a, &b, &mut d_blas, m, n, k);
+    let times = time_round_robin(stream, rounds, &mut [&mut run_ours, &mut run_blas])?;
+    let ms = |samples: &[f32]| median(samples).unwrap_or(f64::NAN);
+    let (ours_ms, cublas_ms) = (ms(&times[0]), ms(&times[1]));
+    Ok(EntryRow {
+        shape: shape.to_string(),
+        kernel: picked.kernel.to_string(),
+        staged: staged.join("+"),
+        ours_ms,
+        cublas_ms,
+        ours_tflops: tflops(shape, ours_ms),
+        cublas_tflops: tflops(shape, cublas_ms),
+        rel_diff_to_cublas: rel_diff,
+    })
+}
+
+/// The rows as a markdown table, with the geomean of ours over cuBLAS.
+pub fn entry_table(rows: &[EntryRow]) -> String {
+    let mut out = String::from(
+        "| shape | kernel `Matmul::run` launched | inputs staged | ours TF/s | cuBLAS TF/s | ours / cuBLAS | ‖D − D_cuBLAS‖ rel |\n\
+         |---|---|---|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {:.1} | {:.1} | {:.3} | {:.1e} |\n",
+            row.shape,
+            row.kernel,
+            if row.staged.is_empty() {
+                "-"
+            } else {
+                &row.staged
+            },
+            row.ours_tflops,
+            row.cublas_tflops,
+            row.cublas_ms / row.ours_ms,
+            row.rel_diff_to_cublas
+        ));
+    }
+    let ratios: Vec<f64> = rows.iter().map(|r| r.cublas_ms / r.ours_ms).collect();
+    if let Some(geomean) = crate::bench::geomean(&ratios) {
+        let worst = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        out.push_str(&format!(
+            "\n- ours over cuBLAS: geomean {geomean:.3}, worst {worst:.3}, {} of {} below 0.9\n",
+            ratios.iter().filter(|&&r| r < 0.9).count(),
+            ratios.len()
+        ));
+    }
+    out
+}
