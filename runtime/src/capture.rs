@@ -24,7 +24,10 @@
 //!   capturing.
 //!
 //! A launch allocates, copies and synchronizes nothing (tensor maps are encoded on the host
-//! and travel in the kernel's parameters), so the graph holds kernel nodes only. Cooperative
+//! and travel in the kernel's parameters), so the graph holds kernel nodes only; a
+//! `Matmul` run that stages operands in 16-byte lines (`Picked::staged`) adds its scratch's
+//! stream-ordered allocation and free and the copy kernels around its product (load the copy
+//! with the problem's first run or `warm_up`, as a kernel). Cooperative
 //! launches (stream-K kernels) and cluster launches are captured with their launch
 //! attributes: both are valid for graph kernel nodes. A stream-K kernel's workspace is its
 //! own, allocated at load: replays of a graph that holds it must not overlap other launches

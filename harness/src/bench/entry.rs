@@ -1,13 +1,15 @@
 //! The entry point as a caller runs it (`gemm-bench --entry`): `Matmul::run` over a set on
-//! packed row-major operands (layout rr, bf16), whatever its route (a staged input's copy
-//! included), against cuBLAS's `GemmEx` on the same buffers in the same process. Each D is
+//! packed row-major operands (layout rr, bf16), whatever its route (the copies of staged
+//! operands included), against cuBLAS's `GemmEx` on the same buffers in the same process. Each D is
 //! checked against cuBLAS's first (C poisoned before), then both are timed round-robin.
 //!
 //! `gemm-bench --set ... --auto` times the picked kernel alone; this times what `run` does,
-//! which differs where a route copies an input into 16-byte lines first.
+//! which differs where a route stages operands in 128-byte lines (`Repack`): there `run` on
+//! the staged problem itself (operands already in such lines, the same kernel) is timed
+//! too, and the table gives the copies' share of the time.
 
 use crate::baseline::cublas::{Cublas, CublasGemm};
-use crate::bench::{median, tflops, time_round_robin, Rounds, Shape};
+use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -27,9 +29,13 @@ pub const MAX_REL_DIFF: f64 = 1e-2;
 pub struct EntryRow {
     pub shape: String,
     pub kernel: String,
-    /// The inputs `run` copied into 16-byte lines first (`A`, `B`, `A+B`, or empty).
+    /// The operands `run` staged in 128-byte lines (`A`, `B`, `C`, joined by `+`; empty for
+    /// none).
     pub staged: String,
     pub ours_ms: f64,
+    /// Where `run` stages operands: `run` on the staged problem itself (operands already in
+    /// 128-byte lines), i.e. the product without the copies.
+    pub staged_product_ms: Option<f64>,
     pub cublas_ms: f64,
     pub ours_tflops: f64,
     pub cublas_tflops: f64,
@@ -71,7 +77,7 @@ pub fn time_entry(
     let gemm = CublasGemm::baseline(KernelTypes::new(DType::Bf16, DType::Bf16).expect("bf16"))
         .expect("cuBLAS multiplies bf16");
     let picked = matmul.pick(&problem)?;
-    let staged: Vec<&str> = picked.staged.operands().map(|o| o.name()).collect();
+    let staged_names: Vec<&str> = picked.staged.operands().map(|o| o.name()).collect();
     matmul.run(stream, &a, &b, &mut d_ours, &problem)?;
     blas.gemm::<bf16, bf16, _, _, _>(gemm, &a, &b, &mut d_blas, m, n, k)?;
     let ours = stream
@@ -94,6 +100,27 @@ pub fn time_entry(
             picked.kernel
         )));
     }
+    // The staged problem on operands already in its lines (contents do not matter here),
+    // where `run` launches the same kernel for it: the product without the copies.
+    let staged_problem = picked.staged.staged(&problem, 2, 2);
+    let same_kernel = matmul.pick(&staged_problem)?.kernel == picked.kernel;
+    let staged_operands = if picked.staged.any() && same_kernel {
+        let len = |lines: u32, ld: u32| lines as usize * ld as usize;
+        let during = || "allocating the staged problem's operands".to_string();
+        Some((
+            stream
+                .alloc_zeros::<bf16>(len(m, staged_problem.lda))
+                .during(during)?,
+            stream
+                .alloc_zeros::<bf16>(len(k, staged_problem.ldb))
+                .during(during)?,
+            stream
+                .alloc_zeros::<bf16>(len(m, staged_problem.ldc))
+                .during(during)?,
+        ))
+    } else {
+        None
+    };
     let mut run_ours = |_: usize| {
         matmul
             .run(stream, &a, &b, &mut d_ours, &problem)
@@ -101,14 +128,27 @@ pub fn time_entry(
     };
     let mut run_blas =
         |_: usize| blas.gemm::<bf16, bf16, _, _, _>(gemm, &a, &b, &mut d_blas, m, n, k);
-    let times = time_round_robin(stream, rounds, &mut [&mut run_ours, &mut run_blas])?;
+    let mut run_staged = staged_operands.map(|(a, b, mut c)| {
+        move |_: usize| {
+            matmul
+                .run(stream, &a, &b, &mut c, &staged_problem)
+                .map_err(Error::from)
+        }
+    });
+    let mut competitors: Vec<&mut Launcher<'_>> = vec![&mut run_ours, &mut run_blas];
+    if let Some(run) = run_staged.as_mut() {
+        competitors.push(run);
+    }
+    let times = time_round_robin(stream, rounds, &mut competitors)?;
     let ms = |samples: &[f32]| median(samples).unwrap_or(f64::NAN);
     let (ours_ms, cublas_ms) = (ms(&times[0]), ms(&times[1]));
+    let staged_product_ms = times.get(2).map(|samples| ms(samples));
     Ok(EntryRow {
         shape: shape.to_string(),
         kernel: picked.kernel.to_string(),
-        staged: staged.join("+"),
+        staged: staged_names.join("+"),
         ours_ms,
+        staged_product_ms,
         cublas_ms,
         ours_tflops: tflops(shape, ours_ms),
         cublas_tflops: tflops(shape, cublas_ms),
@@ -119,12 +159,12 @@ pub fn time_entry(
 /// The rows as a markdown table, with the geomean of ours over cuBLAS.
 pub fn entry_table(rows: &[EntryRow]) -> String {
     let mut out = String::from(
-        "| shape | kernel `Matmul::run` launched | inputs staged | ours TF/s | cuBLAS TF/s | ours / cuBLAS | ‖D − D_cuBLAS‖ rel |\n\
-         |---|---|---|---:|---:|---:|---:|\n",
+        "| shape | kernel `Matmul::run` launched | operands staged | ours TF/s | cuBLAS TF/s | ours / cuBLAS | copies' share of ours | ‖D − D_cuBLAS‖ rel |\n\
+         |---|---|---|---:|---:|---:|---:|---:|\n",
     );
     for row in rows {
         out.push_str(&format!(
-            "| {} | `{}` | {} | {:.1} | {:.1} | {:.3} | {:.1e} |\n",
+            "| {} | `{}` | {} | {:.1} | {:.1} | {:.3} | {} | {:.1e} |\n",
             row.shape,
             row.kernel,
             if row.staged.is_empty() {
@@ -135,6 +175,11 @@ pub fn entry_table(rows: &[EntryRow]) -> String {
             row.ours_tflops,
             row.cublas_tflops,
             row.cublas_ms / row.ours_ms,
+            row.staged_product_ms
+                .map_or("-".to_string(), |product| format!(
+                    "{:.0} %",
+                    100.0 * (1.0 - product / row.ours_ms)
+                )),
             row.rel_diff_to_cublas
         ));
     }

@@ -385,6 +385,8 @@ mod tests {
         let routes = Routes {
             one_row: false,
             swapped: true,
+            stage_inputs: true,
+            stage_output: true,
         };
         for (m, n, k) in [
             (1, 4096, 4096),
@@ -477,6 +479,8 @@ mod tests {
             let every_route = super::super::Routes {
                 one_row: true,
                 swapped: true,
+                stage_inputs: true,
+                stage_output: true,
             };
             for (m, n, k) in [(1, 4096, 4096), (16, 8192, 8192), (4096, 4096, 4096)] {
                 let problem = gemm_dsl::pick::Problem::new(m, n, k, gemm_dsl::Layout::RowCol);

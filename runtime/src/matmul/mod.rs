@@ -31,7 +31,7 @@ use crate::element::{Element, KernelTypes, Storage};
 use crate::epilogue::{Epilogue, FusedSpec};
 use crate::error::Error;
 use crate::kernel::GemmKernel;
-use crate::stage::{Staged, StagingCopy, STAGING_COPY};
+use crate::stage::{Staged, StagedOut, StagingCopy, STAGING_COPY};
 use crate::tune::{spec_hash, CacheReading, DeviceKey, TuneCache, TUNE_CACHE_VARIABLE};
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
@@ -97,6 +97,12 @@ pub(crate) struct Routes {
     /// The swapped product `Cᵀ = Bᵀ·Aᵀ` ([`Problem::swapped`]) on kernels that store C
     /// column-major, where the model predicts it faster.
     pub swapped: bool,
+    /// Inputs whose lines miss 16 bytes copied into scratch lines first
+    /// ([`Picker::staged_route`]), where the model predicts it faster.
+    pub stage_inputs: bool,
+    /// C computed into scratch lines and copied into its own after, likewise (not for an
+    /// epilogue that reads C or writes the aux output: they share C's lines).
+    pub stage_output: bool,
 }
 
 impl Picker {
@@ -252,6 +258,7 @@ impl Picker {
             Routes {
                 one_row: false,
                 swapped: false,
+                ..routes
             }
         };
         let direct = self.pick(problem);
@@ -270,9 +277,9 @@ impl Picker {
                 return wide_row;
             }
         }
-        if let Some(staged) = self.staged_route(problem, direct) {
-            return Some(staged);
-        }
+        // Staged operands where the model predicts them faster than the problem's own pick;
+        // the swapped product below must beat that too.
+        let staged = self.staged_route(problem, direct, routes);
         // A measured pick from the tuning cache stands, for the problem or for its swapped
         // product.
         let measured = direct.is_some_and(|pick| pick.source == PickSource::Cache);
@@ -292,7 +299,9 @@ impl Picker {
                 &self.candidates,
                 direct.map(|pick| priced(pick, problem)),
                 swapped_pick.map(|pick| priced(pick, &swapped)),
-            );
+            ) && staged.as_ref().is_none_or(|(seconds, _)| {
+                swapped_pick.is_some_and(|pick| self.seconds(&pick, &swapped) < *seconds)
+            });
             if let Some(pick) = swapped_pick.filter(|_| wins) {
                 return Some(Route {
                     problem: swapped,
@@ -302,6 +311,9 @@ impl Picker {
                 });
             }
         }
+        if let Some((_, route)) = staged {
+            return Some(route);
+        }
         direct.map(|pick| Route {
             problem: *problem,
             pick,
@@ -310,38 +322,59 @@ impl Picker {
         })
     }
 
-    /// The route that copies the inputs whose lines are no multiple of 16 bytes into scratch
-    /// lines that are ([`Repack`]; only kernels with narrow copies take the problem as
-    /// given), where a kernel with 16-byte copies takes the staged problem and the model
-    /// predicts the copies and that kernel faster than `direct` (the problem's own pick, if
-    /// any). C stays where it is: a C whose lines miss 16 bytes too goes to a kernel with
-    /// narrow stores.
-    fn staged_route(&self, problem: &Problem, direct: Option<Pick>) -> Option<Route> {
-        let input_bytes = self.types.0.size_bytes();
-        let staged = Repack::of(problem, input_bytes);
-        if !staged.any() {
-            return None;
-        }
-        let staged_problem = staged.staged(problem, input_bytes);
-        // The model's fastest among the kernels that read 16-byte lines (a narrow-copy
-        // kernel would gain nothing from the copies).
-        let ranking = pick::rank(&self.candidates, &staged_problem, &self.device);
-        let (index, estimate) = ranking
-            .ranked
-            .iter()
-            .find(|(index, _)| !self.candidates[*index].narrow_copies())?;
-        let pick = Pick {
-            index: *index,
-            source: PickSource::Model,
+    /// The route that stages the operands whose lines are no multiple of 16 bytes in
+    /// scratch lines that are ([`Repack`]; only kernels with narrow copies or stores take the
+    /// problem as given): the inputs alone (a C that misses 16 bytes then goes to a kernel
+    /// with narrow stores), or C too, as `routes` allow, whichever the model predicts faster
+    /// with the copies counted, where that beats `direct` (the problem's own pick, if any).
+    /// Its predicted seconds beside it.
+    fn staged_route(
+        &self,
+        problem: &Problem,
+        direct: Option<Pick>,
+        routes: Routes,
+    ) -> Option<(f64, Route)> {
+        let (input_bytes, output_bytes) = (self.types.0.size_bytes(), self.types.1.size_bytes());
+        let misaligned = Repack::of(problem, input_bytes, output_bytes);
+        let allowed = Repack {
+            a: misaligned.a && routes.stage_inputs,
+            b: misaligned.b && routes.stage_inputs,
+            c: misaligned.c && routes.stage_output,
         };
-        let seconds = estimate.seconds + staged.seconds(problem, input_bytes, &self.device);
+        // The inputs alone (C on a kernel with narrow stores), or C too (any kernel).
+        let options = [allowed.inputs(), allowed];
+        let mut best: Option<(f64, Route)> = None;
+        for staged in options.into_iter().filter(|staged| staged.any()) {
+            let staged_problem = staged.staged(problem, input_bytes, output_bytes);
+            // The model's fastest among the kernels that read 16-byte lines (a narrow-copy
+            // kernel would gain nothing from the copies).
+            let ranking = pick::rank(&self.candidates, &staged_problem, &self.device);
+            let Some((index, estimate)) = ranking
+                .ranked
+                .iter()
+                .find(|(index, _)| !self.candidates[*index].narrow_copies())
+            else {
+                continue;
+            };
+            let seconds =
+                estimate.seconds + staged.seconds(problem, input_bytes, output_bytes, &self.device);
+            if best.as_ref().is_none_or(|(fastest, _)| seconds < *fastest) {
+                let pick = Pick {
+                    index: *index,
+                    source: PickSource::Model,
+                };
+                let route = Route {
+                    problem: staged_problem,
+                    pick,
+                    swaps_operands: false,
+                    staged,
+                };
+                best = Some((seconds, route));
+            }
+        }
+        let (seconds, route) = best?;
         let wins = direct.is_none_or(|direct| seconds < self.seconds(&direct, problem));
-        wins.then_some(Route {
-            problem: staged_problem,
-            pick,
-            swaps_operands: false,
-            staged,
-        })
+        wins.then_some((seconds, route))
     }
 
     /// The kernel a [`Matmul`] over these candidates launches for `problem` without a fused
@@ -352,6 +385,9 @@ impl Picker {
         let routes = Routes {
             one_row: false,
             swapped: self.takes_swapped_products(),
+            // The kernel is timed on the problem's own lines.
+            stage_inputs: false,
+            stage_output: false,
         };
         self.route(problem, routes).map(|route| route.pick)
     }
@@ -574,6 +610,8 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                 && fused.iter().all(|f| f.is_some_and(|f| f.is_none())),
             swapped: picker.takes_swapped_products()
                 && swapped_epilogues_agree(picker.candidates(), &fused),
+            stage_inputs: true,
+            stage_output: true,
         };
         let column_major_c_refused = epilogues_differ_by_c_order(picker.candidates(), &fused);
         Ok(Matmul {
@@ -629,6 +667,16 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     }
 
     fn route(&self, problem: &Problem) -> Result<Route, Error> {
+        self.route_staging(problem, true)
+    }
+
+    /// [`Matmul::route`], with C staged in scratch lines only where `stage_output` (an
+    /// epilogue that reads C or writes the aux output shares C's lines: not staged).
+    fn route_staging(&self, problem: &Problem, stage_output: bool) -> Result<Route, Error> {
+        let routes = Routes {
+            stage_output: self.routes.stage_output && stage_output,
+            ..self.routes
+        };
         if self.column_major_c_refused && problem.c_layout == CLayout::Col {
             return Err(Error::NoKernelFor {
                 problem: problem.to_string(),
@@ -639,7 +687,7 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
             });
         }
         self.picker
-            .route(problem, self.routes)
+            .route(problem, routes)
             .ok_or_else(|| Error::NoKernelFor {
                 problem: problem.to_string(),
                 refused: self.picker.refusals(problem),
@@ -780,6 +828,11 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// [`crate::capture`]); the first run of a problem loads its kernel, and during a capture
     /// is refused with [`Error::CaptureLoadsKernel`].
     ///
+    /// Packed lines of any length run: where A's, B's or C's lines miss 16 bytes, the route
+    /// may stage them in 128-byte scratch lines ([`Picked::staged`]; copies before and after
+    /// the product, scratch from the stream-ordered allocator freed on `stream`), or pick a
+    /// narrow-access member, whichever the model predicts faster.
+    ///
     /// Operands at any element-aligned address run: where A, B or C starts less aligned
     /// than the pick's copies need (a view that starts inside a buffer, a batch stride of an
     /// odd number of elements), the refused launch touches nothing and the run picks again
@@ -800,19 +853,27 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
-        let strides = packed_input_strides(problem);
-        self.launch_at_any_address(stream, problem, (a, b), strides, |kernel, route, a, b| {
-            let problem = &route.problem;
-            let batch = packed_batch(kernel, problem);
-            let lds = leading_dims(problem);
-            let (m, n, k) = (problem.m, problem.n, problem.k);
-            if route.swaps_operands {
-                let (b, a) = exchanged::<In, InB, _, _>(a, b);
-                kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
-            } else {
-                kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
-            }
-        })
+        let strides = packed_strides(problem);
+        let operands = (a, b, c);
+        self.launch_at_any_address(
+            stream,
+            problem,
+            operands,
+            strides,
+            true,
+            |kernel, route, a, b, c| {
+                let problem = &route.problem;
+                let batch = packed_batch(kernel, problem);
+                let lds = leading_dims(problem);
+                let (m, n, k) = (problem.m, problem.n, problem.k);
+                if route.swaps_operands {
+                    let (b, a) = exchanged::<In, InB, _, _>(a, b);
+                    kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
+                } else {
+                    kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
+                }
+            },
+        )
     }
 
     /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
@@ -832,21 +893,31 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
-        let strides = packed_input_strides(problem);
-        self.launch_at_any_address(stream, problem, (a, b), strides, |kernel, route, a, b| {
-            let problem = &route.problem;
-            let batch = packed_batch(kernel, problem);
-            let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
-            // Swapped only onto kernels whose epilogue gives the same D on Cᵀ: a column bias
-            // read along their rows from the same vector, the fp8 scales' product, α and the
-            // activation (one row only where there is no epilogue).
-            if route.swaps_operands {
-                let (b, a) = exchanged::<In, InB, _, _>(a, b);
-                kernel.launch_fused(stream, &b, &a, c, m, n, k, lds, batch, &mut *epilogue)
-            } else {
-                kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut *epilogue)
-            }
-        })
+        let strides = packed_strides(problem);
+        // An epilogue that reads C or writes the aux output (both C's lines) keeps C in place.
+        let stage_output = epilogue.c_in.is_none() && epilogue.aux.is_none();
+        let operands = (a, b, c);
+        self.launch_at_any_address(
+            stream,
+            problem,
+            operands,
+            strides,
+            stage_output,
+            |kernel, route, a, b, c| {
+                let problem = &route.problem;
+                let batch = packed_batch(kernel, problem);
+                let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+                // Swapped only onto kernels whose epilogue gives the same D on Cᵀ: a column bias
+                // read along their rows from the same vector, the fp8 scales' product, α and the
+                // activation (one row only where there is no epilogue).
+                if route.swaps_operands {
+                    let (b, a) = exchanged::<In, InB, _, _>(a, b);
+                    kernel.launch_fused(stream, &b, &a, c, m, n, k, lds, batch, &mut *epilogue)
+                } else {
+                    kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut *epilogue)
+                }
+            },
+        )
     }
 
     /// [`Matmul::run`] with the batch's strides given (`batch.count` must be the problem's).
@@ -870,19 +941,27 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                 batch: batch.count,
             });
         }
-        let strides = (batch.stride_a, batch.stride_b);
-        self.launch_at_any_address(stream, problem, (a, b), strides, |kernel, route, a, b| {
-            let problem = &route.problem;
-            let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
-            let batch = staged_batch(batch, route);
-            if route.swaps_operands {
-                let (b, a) = exchanged::<In, InB, _, _>(a, b);
-                let batch = batch.exchanged();
-                kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
-            } else {
-                kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
-            }
-        })
+        let strides = (batch.stride_a, batch.stride_b, batch.stride_c);
+        let operands = (a, b, c);
+        self.launch_at_any_address(
+            stream,
+            problem,
+            operands,
+            strides,
+            true,
+            |kernel, route, a, b, c| {
+                let problem = &route.problem;
+                let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+                let batch = staged_batch(batch, route);
+                if route.swaps_operands {
+                    let (b, a) = exchanged::<In, InB, _, _>(a, b);
+                    let batch = batch.exchanged();
+                    kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
+                } else {
+                    kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
+                }
+            },
+        )
     }
 
     /// Launches the kernel routed for `problem` ([`Route`]); where the launch refuses an
@@ -892,32 +971,45 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// so this ends within one retry per operand. Aligned problems pay nothing for it: the
     /// pick is keyed by the problem as given.
     ///
-    /// A route that stages inputs ([`Route::staged`]) first copies each into scratch of
-    /// 16-byte lines (`strides`: A's and B's batch strides in the caller's buffers) and
-    /// hands `launch` the copies in their place.
-    fn launch_at_any_address<A, B>(
+    /// A route that stages operands ([`Route::staged`]; C only where `stage_output`) first
+    /// copies each staged input into scratch of 128-byte lines and hands `launch` the copies
+    /// in their place, and a scratch C, which it copies into `c`'s lines after the launch
+    /// (`strides`: A's, B's and C's batch strides in the caller's buffers).
+    #[allow(clippy::type_complexity)]
+    fn launch_at_any_address<A, B, C>(
         &self,
         stream: &CudaStream,
         problem: &Problem,
-        (a, b): (&A, &B),
-        strides: (u64, u64),
+        (a, b, c): (&A, &B, &mut C),
+        strides: (u64, u64, u64),
+        stage_output: bool,
         mut launch: impl FnMut(
             &GemmKernel<In, Out, InB>,
             &Route,
             &Staged<'_, A, In>,
             &Staged<'_, B, InB>,
+            &mut StagedOut<'_, C, Out>,
         ) -> Result<(), Error>,
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
         B: DevicePtr<InB>,
+        C: DevicePtrMut<Out>,
     {
         let mut problem = *problem;
         loop {
-            let route = self.route(&problem)?;
+            let route = self.route_staging(&problem, stage_output)?;
             let kernel = self.kernel_to_launch(stream, &route)?;
             let done = if route.staged.any() {
                 let copy = self.staging_copy()?;
+                // C's buffer is checked before any copy runs.
+                let scratch_c = route
+                    .staged
+                    .c
+                    .then(|| {
+                        copy.scratch(stream, c.len(), &problem, Operand::C, strides.2, Out::BYTES)
+                    })
+                    .transpose()?;
                 let scratch_a = route
                     .staged
                     .a
@@ -936,9 +1028,22 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                     Some(scratch) => Staged::copy(b, scratch),
                     None => Staged::Given(b),
                 };
-                launch(kernel, &route, &a, &b)
+                let done = launch(
+                    kernel,
+                    &route,
+                    &a,
+                    &b,
+                    &mut StagedOut::new(&mut *c, scratch_c.as_ref()),
+                );
+                match (done, &scratch_c) {
+                    (Ok(()), Some(scratch)) => {
+                        copy.unstage(stream, scratch, c, &problem, strides.2, Out::BYTES)
+                    }
+                    (done, _) => done,
+                }
             } else {
-                launch(kernel, &route, &Staged::Given(a), &Staged::Given(b))
+                let c = &mut StagedOut::new(&mut *c, None);
+                launch(kernel, &route, &Staged::Given(a), &Staged::Given(b), c)
             };
             match done.as_ref().err().and_then(start_alignment) {
                 Some(align) if align < problem.address_align => {
@@ -1064,23 +1169,23 @@ fn epilogues_differ_by_c_order(candidates: &[Candidate], fused: &[Option<FusedSp
     })
 }
 
-/// A's and B's batch strides, in elements, for `problem`'s matrices back to back in the
-/// caller's buffers.
-fn packed_input_strides(problem: &Problem) -> (u64, u64) {
+/// A's, B's and C's batch strides, in elements, for `problem`'s matrices back to back.
+fn packed_strides(problem: &Problem) -> (u64, u64, u64) {
     let stride = |operand| {
         u64::from(pick::repack::stored_dims(problem, operand).0) * u64::from(problem.ld(operand))
     };
-    (stride(Operand::A), stride(Operand::B))
+    (stride(Operand::A), stride(Operand::B), stride(Operand::C))
 }
 
-/// `batch` as `route`'s kernel reads it: a staged input's matrices lie back to back in its
+/// `batch` as `route`'s kernel reads it: a staged operand's matrices lie back to back in its
 /// scratch.
 fn staged_batch(batch: Batch, route: &Route) -> Batch {
-    let (a, b) = packed_input_strides(&route.problem);
+    let (a, b, c) = packed_strides(&route.problem);
     Batch {
+        count: batch.count,
         stride_a: if route.staged.a { a } else { batch.stride_a },
         stride_b: if route.staged.b { b } else { batch.stride_b },
-        ..batch
+        stride_c: if route.staged.c { c } else { batch.stride_c },
     }
 }
 
@@ -1188,6 +1293,8 @@ mod tests {
         let every_route = Routes {
             one_row: true,
             swapped: true,
+            stage_inputs: true,
+            stage_output: true,
         };
         assert!(one_type.route(&decode, every_route).unwrap().swaps_operands);
         for (m, n, k) in [(1, 4096, 4096), (16, 8192, 8192), (4096, 4096, 4096)] {
@@ -1197,10 +1304,24 @@ mod tests {
             assert_eq!(route.problem, problem);
         }
         // C's rows of 1001 bf16 start 2-byte aligned: only the swapped product (C column-major,
-        // stored element by element) takes them, which a mixed pair does not run.
+        // stored element by element) takes them, which a mixed pair does not run; it computes
+        // C in scratch lines and copies it into the rows, where it may.
         let odd_rows = Problem::new(33, 1001, 512, Layout::RowCol);
         assert!(one_type.route(&odd_rows, every_route).is_some());
-        assert!(mixed.route(&odd_rows, every_route).is_none());
+        let staged = mixed.route(&odd_rows, every_route).unwrap();
+        assert!(!staged.swaps_operands);
+        assert_eq!(
+            staged.staged,
+            Repack {
+                c: true,
+                ..Repack::NONE
+            }
+        );
+        let c_in_place = Routes {
+            stage_output: false,
+            ..every_route
+        };
+        assert!(mixed.route(&odd_rows, c_in_place).is_none());
     }
 
     #[test]
@@ -1272,6 +1393,8 @@ mod tests {
         let every_route = Routes {
             one_row: false,
             swapped: true,
+            stage_inputs: true,
+            stage_output: true,
         };
         // A problem the model runs as given, on a kernel that stores C row-major.
         let problem = Problem::new(128, 4096, 4096, Layout::RowRow);
@@ -1323,6 +1446,8 @@ mod tests {
         let as_given = Routes {
             one_row: false,
             swapped: false,
+            stage_inputs: true,
+            stage_output: true,
         };
         assert!(!cached.route(&problem, as_given).unwrap().swaps_operands);
         let stale = hopper_picker().with_cache(TuneCache::for_device(
@@ -1421,6 +1546,8 @@ mod tests {
                 let every_route = Routes {
                     one_row: true,
                     swapped: true,
+                    stage_inputs: true,
+                    stage_output: true,
                 };
                 let route = picker.route(&problem, every_route).unwrap_or_else(|| {
                     panic!(
@@ -1487,7 +1614,15 @@ mod tests {
                 };
                 let a_buffer = buffer(route.staged.a, addresses[0], (a_lines, a_line), lds.lda);
                 let b_buffer = buffer(route.staged.b, addresses[1], (b_lines, b_line), lds.ldb);
-                let c_buffer = (addresses[2], len((m, n), lds.ldc));
+                let c_buffer = if route.staged.c {
+                    let ld = pick::repack::staged_ld(lds.ldc, out.size_bytes());
+                    (
+                        0x7d00_0000_0000,
+                        (u64::from(count) * u64::from(m) * u64::from(ld)) as usize,
+                    )
+                } else {
+                    (addresses[2], len((m, n), lds.ldc))
+                };
                 // A one-row or swapped launch reads B's buffer as its A and A's as its B.
                 let (a_buffer, b_buffer) = if route.swaps_operands {
                     (b_buffer, a_buffer)
@@ -1547,6 +1682,8 @@ mod tests {
         let every_route = Routes {
             one_row: true,
             swapped: true,
+            stage_inputs: true,
+            stage_output: true,
         };
         let route = |problem: &Problem| picker.route(problem, every_route).unwrap();
         // Rows of 4099 bf16: B's lines are copied into rows of 4160 (whole 128-byte lines),
@@ -1554,12 +1691,20 @@ mod tests {
         for shape in ["16x4099x4096", "777x4099x2048", "4096x4097x4096"] {
             let problem = Problem::parse(shape, Layout::RowRow).unwrap();
             let staged = route(&problem);
-            assert_eq!(staged.staged, Repack { a: false, b: true }, "{shape}");
-            assert_eq!(staged.problem.ldb, problem.n.div_ceil(64) * 64, "{shape}");
             assert_eq!(
-                (staged.problem.lda, staged.problem.ldc),
-                (problem.lda, problem.ldc)
+                staged.staged.inputs(),
+                Repack {
+                    b: true,
+                    ..Repack::NONE
+                },
+                "{shape}"
             );
+            assert_eq!(staged.problem.ldb, problem.n.div_ceil(64) * 64, "{shape}");
+            assert_eq!(staged.problem.lda, problem.lda);
+            // C's rows miss 16 bytes too: computed in scratch rows of 4160 where the model
+            // prefers a 16-byte kernel's store and the copy out to narrow stores.
+            let ldc = if staged.staged.c { 4160 } else { problem.ldc };
+            assert_eq!(staged.problem.ldc, ldc, "{shape}");
             assert!(!staged.swaps_operands);
             let kernel = &picker.candidates()[staged.pick.index];
             assert!(!kernel.narrow_copies(), "{shape}: {}", kernel.name);
@@ -1567,9 +1712,23 @@ mod tests {
         }
         // An odd K misaligns A's rows too.
         let odd_k = Problem::parse("333x517x259", Layout::RowRow).unwrap();
-        assert_eq!(route(&odd_k).staged, Repack { a: true, b: true });
+        assert_eq!(
+            route(&odd_k).staged.inputs(),
+            Repack {
+                a: true,
+                b: true,
+                c: false
+            }
+        );
         let batch = Problem::parse("2x256x1001x777", Layout::RowRow).unwrap();
-        assert_eq!(route(&batch).staged, Repack { a: true, b: true });
+        assert_eq!(
+            route(&batch).staged.inputs(),
+            Repack {
+                a: true,
+                b: true,
+                c: false
+            }
+        );
         // Aligned lines, or an operand that starts inside a 16-byte word (maybe C), stay as
         // they are.
         let aligned = Problem::parse("777x4104x2048", Layout::RowRow).unwrap();
