@@ -25,7 +25,7 @@
 //!
 //! A launch allocates, copies and synchronizes nothing (tensor maps are encoded on the host
 //! and travel in the kernel's parameters), so the graph holds kernel nodes only; a
-//! `Matmul` run that stages operands in 16-byte lines (`Picked::staged`) adds its scratch's
+//! `Matmul` run that stages operands in 128-byte lines (`Picked::staged`) adds its scratch's
 //! stream-ordered allocation and free and the copy kernels around its product (load the copy
 //! with the problem's first run or `warm_up`, as a kernel). Cooperative
 //! launches (stream-K kernels) and cluster launches are captured with their launch

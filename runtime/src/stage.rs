@@ -1,4 +1,4 @@
-//! Staging operands in 16-byte lines ([`gemm_dsl::pick::Repack`]): a copy kernel writes an
+//! Staging operands in 128-byte lines ([`gemm_dsl::pick::Repack`]): a copy kernel writes an
 //! input's lines into scratch whose leading dimension is a whole number of 128 bytes (the
 //! padding zeroed), the product runs on the scratch with a 16-byte kernel, and a C computed
 //! into such scratch is copied into the caller's lines after it (only the line's elements:
@@ -7,6 +7,9 @@
 //! The scratch is a stream-ordered allocation (`cuMemAllocAsync` from the device's default
 //! pool) freed on the same stream after the product, so a capture holds it as the graph's
 //! own allocation and free nodes beside the kernels.
+//!
+//! The copies' PTX is written here rather than by `gemm-codegen`: they are no spec's kernel,
+//! and a runtime built without `emit` (no code generator) stages too.
 
 use crate::capture::check_capture_of;
 use crate::error::{DriverContext, Error};
@@ -206,34 +209,25 @@ $L_line:
             }
             text.push_str("\tbar.warp.sync\t-1;\n\t// Each lane's chunk of every line, in one 16-byte store; none past a line's last chunk.\n");
             for line in 0..LINES_PER_WARP {
-                let w = 4 * line;
+                let (words, offset) = (chunk_words(line), line * line_bytes);
                 let _ = write!(
                     text,
-                    "\tld.shared.v4.b32\t{{ %w{w}, %w{}, %w{}, %w{} }}, [%smem_chunk+{}];\n\t@%in_chunk{line} st.global.v4.b32\t[%to{line}], {{ %w{w}, %w{}, %w{}, %w{} }};\n",
-                    w + 1, w + 2, w + 3, line * line_bytes, w + 1, w + 2, w + 3
+                    "\tld.shared.v4.b32\t{words}, [%smem_chunk+{offset}];\n\t@%in_chunk{line} st.global.v4.b32\t[%to{line}], {words};\n",
                 );
             }
         }
         Direction::Out => {
             text.push_str("\t// Each lane's chunk of every scratch line, in one 16-byte load each, all in flight.\n");
             for line in 0..LINES_PER_WARP {
-                let w = 4 * line;
+                let words = chunk_words(line);
                 let _ = writeln!(
                     text,
-                    "\t@%in_chunk{line} ld.global.nc.v4.b32\t{{ %w{w}, %w{}, %w{}, %w{} }}, [%from{line}];",
-                    w + 1, w + 2, w + 3
+                    "\t@%in_chunk{line} ld.global.nc.v4.b32\t{words}, [%from{line}];"
                 );
             }
             for line in 0..LINES_PER_WARP {
-                let w = 4 * line;
-                let _ = writeln!(
-                    text,
-                    "\tst.shared.v4.b32\t[%smem_chunk+{}], {{ %w{w}, %w{}, %w{}, %w{} }};",
-                    line * line_bytes,
-                    w + 1,
-                    w + 2,
-                    w + 3
-                );
+                let (words, offset) = (chunk_words(line), line * line_bytes);
+                let _ = writeln!(text, "\tst.shared.v4.b32\t[%smem_chunk+{offset}], {words};");
             }
             text.push_str("\tbar.warp.sync\t-1;\n\t// The lines' elements into the caller's, none past a line's end.\n");
             element_rounds(text, &|line, round, offset| {
@@ -261,6 +255,17 @@ $L_done:
 }}
 "
     );
+}
+
+/// The four words that hold the lane's 16-byte chunk of the warp's `line`.
+fn chunk_words(line: u32) -> String {
+    let first = 4 * line;
+    format!(
+        "{{ %w{first}, %w{}, %w{}, %w{} }}",
+        first + 1,
+        first + 2,
+        first + 3
+    )
 }
 
 /// The loaded copy kernels of one context.
@@ -347,7 +352,7 @@ impl StagingCopy {
         element_bytes: u32,
     ) -> Result<Scratch<'s>, Error> {
         check_caller_buffer(caller_len, problem, operand, stride)?;
-        let what = || format!("staging {} in 16-byte lines", operand.name());
+        let what = || format!("staging {} in 128-byte lines", operand.name());
         check_capture_of(stream, self.ctx.is_managing_stream_synchronization(), what)?;
         let (lines, _) = stored_dims(problem, operand);
         let staged = staged_ld(problem.ld(operand), element_bytes);

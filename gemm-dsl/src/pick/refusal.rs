@@ -135,7 +135,7 @@ impl Candidate {
     }
 
     /// Whether the kernel copies A and B in vectors narrower than 16 bytes (the part of
-    /// [`Candidate::narrow_access`] that staging the inputs into 16-byte lines avoids).
+    /// [`Candidate::narrow_access`] that staging the inputs in 128-byte lines avoids).
     pub fn narrow_copies(&self) -> bool {
         self.launch.operand_align_bytes < 16
     }

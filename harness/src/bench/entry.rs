@@ -9,10 +9,11 @@
 //! too, and the table gives the copies' share of the time.
 
 use crate::baseline::cublas::{Cublas, CublasGemm};
+use crate::bench::fused::upload;
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::CudaStream;
 use gemm_dsl::pick::Problem;
 use gemm_dsl::{DType, Layout};
 use gemm_runtime::{KernelTypes, Matmul};
@@ -42,19 +43,6 @@ pub struct EntryRow {
     pub rel_diff_to_cublas: f64,
 }
 
-fn upload(
-    stream: &Arc<CudaStream>,
-    len: usize,
-    rng: &mut NormalRng,
-) -> Result<CudaSlice<bf16>, Error> {
-    let values: Vec<bf16> = (0..len)
-        .map(|_| bf16::from_f32(rng.next_normal() as f32))
-        .collect();
-    stream
-        .clone_htod(&values)
-        .during(|| "copying an operand to the device".to_string())
-}
-
 /// Checks and times `matmul` against cuBLAS on `shape` (one product, packed, layout rr).
 pub fn time_entry(
     stream: &Arc<CudaStream>,
@@ -67,8 +55,8 @@ pub fn time_entry(
     let elements = |rows: u32, cols: u32| rows as usize * cols as usize;
     let mut rng =
         NormalRng::new(0xE7_72E0 ^ u64::from(m) ^ (u64::from(n) << 20) ^ (u64::from(k) << 40));
-    let a = upload(stream, elements(m, k), &mut rng)?;
-    let b = upload(stream, elements(k, n), &mut rng)?;
+    let a = upload(stream, elements(m, k), &mut rng, "A")?;
+    let b = upload(stream, elements(k, n), &mut rng, "B")?;
     let poison = vec![bf16::NAN; elements(m, n)];
     let during = || "copying the poisoned C".to_string();
     let mut d_ours = stream.clone_htod(&poison).during(during)?;

@@ -495,7 +495,9 @@ fn rel_diff(
     Ok(worst_product_rel_diff(&ours, &theirs, products as usize))
 }
 
-fn upload(
+/// `len` standard normal values from `rng`, rounded to bf16, on the device (`what` names them
+/// in an error).
+pub(crate) fn upload(
     stream: &Arc<CudaStream>,
     len: usize,
     rng: &mut NormalRng,

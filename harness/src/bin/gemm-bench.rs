@@ -232,9 +232,9 @@ struct Cli {
     #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8"])]
     host_cost: bool,
     /// Time `Matmul::run` over --set (bf16, layout rr) as a caller runs it, whatever its
-    /// route (an input staged into 16-byte lines first included), against cuBLAS's GemmEx on
-    /// the same packed operands, each D checked against cuBLAS's first, on --shapes or
-    /// --shape-file (sizes need not be multiples of anything).
+    /// route (the copies of operands it stages in 128-byte lines included), against cuBLAS's
+    /// GemmEx on the same packed operands, each D checked against cuBLAS's first, on --shapes
+    /// or --shape-file (sizes need not be multiples of anything).
     #[arg(long, requires = "set", conflicts_with_all = ["auto", "tune_out", "check", "fused", "fp8", "host_cost"])]
     entry: bool,
     /// Time `Matmul::warm_up` over --set (layout --layout) for --shapes or --shape-file:

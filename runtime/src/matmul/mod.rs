@@ -97,7 +97,7 @@ pub(crate) struct Routes {
     /// The swapped product `Cᵀ = Bᵀ·Aᵀ` ([`Problem::swapped`]) on kernels that store C
     /// column-major, where the model predicts it faster.
     pub swapped: bool,
-    /// Inputs whose lines miss 16 bytes copied into scratch lines first
+    /// Inputs whose lines miss 16 bytes copied into 128-byte scratch lines first
     /// ([`Picker::staged_route`]), where the model predicts it faster.
     pub stage_inputs: bool,
     /// C computed into scratch lines and copied into its own after, likewise (not for an
@@ -440,8 +440,9 @@ enum Source {
 pub struct Picked<'a> {
     pub kernel: &'a str,
     pub source: PickSource,
-    /// The inputs `run` first copies into 16-byte lines for this kernel (none for most
-    /// problems; see [`Repack`]).
+    /// The operands `run` stages in 128-byte scratch lines for this kernel: inputs copied in
+    /// before it, C copied out after (none for most problems; see [`Repack`]). A fused run
+    /// whose epilogue reads C or writes the aux output keeps C in place.
     pub staged: Repack,
 }
 
@@ -467,7 +468,8 @@ pub struct Matmul<In, Out, InB = In> {
     /// swapped product's: a column bias read along their rows), so a problem whose own C is
     /// column-major has no kernel here.
     column_major_c_refused: bool,
-    /// The copy that stages inputs into 16-byte lines, loaded the first time a route needs it.
+    /// The copies that stage operands in 128-byte lines, loaded the first time a route needs
+    /// them.
     staging: OnceLock<StagingCopy>,
 }
 
@@ -479,11 +481,11 @@ pub struct Matmul<In, Out, InB = In> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Route {
     /// The problem the kernel runs: the caller's, its one-row form, its swapped product, or
-    /// its staged form (the staged inputs' lines padded).
+    /// its staged form (the staged operands' lines padded).
     pub problem: Problem,
     pub pick: Pick,
     pub swaps_operands: bool,
-    /// The inputs copied into 16-byte lines before the launch ([`Picker::staged_route`]).
+    /// The operands staged in 128-byte lines around the launch ([`Picker::staged_route`]).
     pub staged: Repack,
 }
 
