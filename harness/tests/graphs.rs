@@ -6,14 +6,17 @@
 
 use gemm_codegen::catalog::{CATALOG, FP8};
 use gemm_dsl::{Activation, Bias, BiasAlong, DType, Layout};
-use gemm_harness::verify::{assert_refused_and_capture_goes_on, Problem as Inputs};
+use gemm_harness::verify::{
+    assert_refused_and_capture_goes_on, compare, cpu_reference, Problem as Inputs,
+    Reference::CpuF64, Tolerance,
+};
 use gemm_runtime::cudarc::driver::sys::{
     CUgraphInstantiate_flags, CUstreamCaptureMode, CUstreamCaptureStatus,
 };
 use gemm_runtime::fp8::E4m3;
 use gemm_runtime::{
     begin_capture, open_context, Batch, BiasArg, CudaContext, CudaSlice, CudaStream, Element,
-    Epilogue, Error, FusedSpec, GemmKernel, LeadingDims, Matmul, Problem,
+    Epilogue, Error, FusedSpec, GemmKernel, KernelTypes, LeadingDims, Matmul, Problem,
 };
 use half::bf16;
 use std::sync::Arc;
@@ -287,9 +290,10 @@ fn matmul_run_capture_replays_bitwise_for_decode_and_a_square() {
     }
 }
 
-/// A problem whose inputs' lines miss 16 bytes runs a copy into scratch lines first: the
-/// capture holds the scratch's allocation, the copy, the product and the free, for a single
-/// product and for a batch (strided, A staged too: K is odd).
+/// A problem whose lines miss 16 bytes stages them in 128-byte scratch lines: the capture
+/// holds the scratch's allocations, the copies in and out, the product and the frees, for a
+/// single product (B and C staged) and for a batch (A too: K is odd); the replay is also
+/// checked against float64.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_run_capture_replays_bitwise_with_staged_inputs() {
@@ -303,12 +307,28 @@ fn matmul_run_capture_replays_bitwise_with_staged_inputs() {
         let picked = matmul.pick(&problem).unwrap();
         assert!(picked.staged.b, "{problem}: {picked:?}");
         assert_eq!(picked.staged.a, k % 8 != 0, "{problem}: {picked:?}");
-        let (a, b, mut c) =
-            operands::<bf16, bf16>(&stream, (m, n, k), count, 0x6A_0040 + seed as u64);
+        let seed = 0x6A_0040 + seed as u64;
+        let (a, b, mut c) = operands::<bf16, bf16>(&stream, (m, n, k), count, seed);
         let what = format!("{problem} staged on {}", picked.kernel);
         replays_bitwise(&what, &stream, &mut c, GLOBAL, |c| {
             matmul.run(&stream, &a, &b, c, &problem)
         });
+        // The replay (bitwise the eager run) against float64: the batch's products share B,
+        // so they are one product of A's stacked rows.
+        let reference = cpu_reference(&Inputs::<bf16>::random(m * count, n, k, seed)).unwrap();
+        let report = compare(
+            &stream.clone_dtoh(&c).unwrap(),
+            &reference,
+            m * count,
+            n,
+            n,
+            CpuF64,
+        )
+        .unwrap();
+        let types = KernelTypes::new(DType::Bf16, DType::Bf16).unwrap();
+        report
+            .check(&Tolerance::for_kernel(types, m, n, k))
+            .unwrap_or_else(|broken| panic!("{what}: {broken} ({report})"));
     }
 }
 
