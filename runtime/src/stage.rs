@@ -492,6 +492,11 @@ fn check_caller_buffer(
         });
     }
     let matrix = u64::from(lines.max(1) - 1) * u64::from(ld) + u64::from(line_len);
+    // The products' C matrices must not overlap: the copy out would write them over each
+    // other (the launch checks only the scratch's).
+    if operand == Operand::C && problem.batch > 1 && stride < matrix {
+        return Err(Error::OverlappingBatch { stride, matrix });
+    }
     let needed = u64::from(problem.batch.max(1) - 1) * stride + matrix;
     if (len as u64) >= needed {
         return Ok(());
@@ -655,6 +660,45 @@ impl<P: DevicePtrMut<T>, T> DevicePtrMut<T> for StagedOut<'_, P, T> {
 mod tests {
     use super::*;
     use gemm_dsl::sass::SassReport;
+    use gemm_dsl::Layout;
+
+    /// The caller's buffers are checked as a launch checks them before a copy touches them:
+    /// lines shorter than their elements, a buffer shorter than the batch's lines, and the
+    /// products' C matrices over one another are refused.
+    #[test]
+    fn the_callers_buffers_are_checked_before_a_copy() {
+        let problem = Problem::new(777, 4099, 2048, Layout::RowRow);
+        // B: 2048 lines of 4099, C: 777 lines of 4099.
+        let b_len = 2047 * 4099 + 4099;
+        assert!(check_caller_buffer(b_len, &problem, Operand::B, 0).is_ok());
+        assert!(matches!(
+            check_caller_buffer(b_len - 1, &problem, Operand::B, 0),
+            Err(Error::BufferTooSmall { needed, .. }) if needed == b_len as u64
+        ));
+        let short_lines = problem.with_leading_dims(2048, 4098, 4099);
+        assert!(matches!(
+            check_caller_buffer(b_len, &short_lines, Operand::B, 0),
+            Err(Error::LeadingDimTooSmall {
+                ld: 4098,
+                row_len: 4099,
+                ..
+            })
+        ));
+        let batch = problem.with_batch(3);
+        let c_matrix = 776 * 4099 + 4099;
+        let c_len = 3 * c_matrix as usize;
+        assert!(check_caller_buffer(c_len, &batch, Operand::C, c_matrix).is_ok());
+        assert!(matches!(
+            check_caller_buffer(c_len - 1, &batch, Operand::C, c_matrix),
+            Err(Error::BatchBufferTooSmall { count: 3, .. })
+        ));
+        assert!(matches!(
+            check_caller_buffer(c_len, &batch, Operand::C, c_matrix - 1),
+            Err(Error::OverlappingBatch { .. })
+        ));
+        // A shared input is no overlap: every product reads the same B.
+        assert!(check_caller_buffer(b_len, &batch, Operand::B, 0).is_ok());
+    }
 
     /// The copies assemble for every architecture the sets run on; their SASS touches the
     /// caller's lines one element (1, 2 or 4 bytes) at a time, never in a vector (they start
