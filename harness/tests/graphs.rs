@@ -292,16 +292,20 @@ fn matmul_run_capture_replays_bitwise_for_decode_and_a_square() {
 
 /// A problem whose lines miss 16 bytes stages them in 128-byte scratch lines: the capture
 /// holds the scratch's allocations, the copies in and out, the product and the frees, for a
-/// single product (B and C staged) and for a batch (A too: K is odd); the replay is also
-/// checked against float64.
+/// single product (B and C staged), a batch (A too: K is odd) and a decode problem (B staged,
+/// run as its swapped product); the replay is also checked against float64.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn matmul_run_capture_replays_bitwise_with_staged_inputs() {
     let (ctx, stream) = untracked_gpu();
     let matmul = Matmul::<bf16, bf16>::new(&ctx).unwrap();
-    for (seed, (count, m, n, k)) in [(1, 777, 4099, 2048), (2, 256, 1001, 777)]
-        .into_iter()
-        .enumerate()
+    for (seed, (count, m, n, k)) in [
+        (1, 777, 4099, 2048),
+        (2, 256, 1001, 777),
+        (1, 16, 4099, 4096),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let problem = Problem::new(m, n, k, Layout::RowRow).with_batch(count);
         let picked = matmul.pick(&problem).unwrap();

@@ -325,9 +325,9 @@ impl Picker {
     /// The route that stages the operands whose lines are no multiple of 16 bytes in
     /// scratch lines that are ([`Repack`]; only kernels with narrow copies or stores take the
     /// problem as given): the inputs alone (a C that misses 16 bytes then goes to a kernel
-    /// with narrow stores), or C too, as `routes` allow, whichever the model predicts faster
-    /// with the copies counted, where that beats `direct` (the problem's own pick, if any).
-    /// Its predicted seconds beside it.
+    /// with narrow stores), C too, or the inputs alone and the swapped product, as `routes`
+    /// allow, whichever the model predicts faster with the copies counted, where that beats
+    /// `direct` (the problem's own pick, if any). Its predicted seconds beside it.
     fn staged_route(
         &self,
         problem: &Problem,
@@ -341,11 +341,26 @@ impl Picker {
             b: misaligned.b && routes.stage_inputs,
             c: misaligned.c && routes.stage_output,
         };
-        // The inputs alone (C on a kernel with narrow stores), or C too (any kernel).
-        let options = [allowed.inputs(), allowed];
+        // The inputs alone (C on a kernel with narrow stores), or C too (any kernel); or the
+        // inputs alone and the staged problem's swapped product, whose kernels store C
+        // element by element where it lies (decode: the weights' N on the tile's rows).
+        let swapped = routes.swapped && self.exchanges_operands();
+        let options = [
+            (allowed.inputs(), false),
+            (allowed, false),
+            (allowed.inputs(), swapped),
+        ];
         let mut best: Option<(f64, Route)> = None;
-        for staged in options.into_iter().filter(|staged| staged.any()) {
+        for (staged, swaps_operands) in options
+            .into_iter()
+            .filter(|(staged, swaps)| staged.any() && (!swaps || swapped))
+        {
             let staged_problem = staged.staged(problem, input_bytes, output_bytes);
+            let staged_problem = if swaps_operands {
+                staged_problem.swapped()
+            } else {
+                staged_problem
+            };
             // The model's fastest among the kernels that read 16-byte lines (a narrow-copy
             // kernel would gain nothing from the copies).
             let ranking = pick::rank(&self.candidates, &staged_problem, &self.device);
@@ -366,7 +381,7 @@ impl Picker {
                 let route = Route {
                     problem: staged_problem,
                     pick,
-                    swaps_operands: false,
+                    swaps_operands,
                     staged,
                 };
                 best = Some((seconds, route));
@@ -1179,10 +1194,16 @@ fn packed_strides(problem: &Problem) -> (u64, u64, u64) {
     (stride(Operand::A), stride(Operand::B), stride(Operand::C))
 }
 
-/// `batch` as `route`'s kernel reads it: a staged operand's matrices lie back to back in its
-/// scratch.
+/// `batch` as the caller's operands lie for `route` (exchanged after, where the route swaps
+/// them): a staged operand's matrices lie back to back in its scratch.
 fn staged_batch(batch: Batch, route: &Route) -> Batch {
-    let (a, b, c) = packed_strides(&route.problem);
+    // The staged problem in the caller's orientation (`swapped` undoes itself).
+    let staged = if route.swaps_operands {
+        route.problem.swapped()
+    } else {
+        route.problem
+    };
+    let (a, b, c) = packed_strides(&staged);
     Batch {
         count: batch.count,
         stride_a: if route.staged.a { a } else { batch.stride_a },
@@ -1688,11 +1709,29 @@ mod tests {
             stage_output: true,
         };
         let route = |problem: &Problem| picker.route(problem, every_route).unwrap();
-        // Rows of 4099 bf16: B's lines are copied into rows of 4160 (whole 128-byte lines),
-        // C's stay (stored by a kernel with narrow stores).
-        for shape in ["16x4099x4096", "777x4099x2048", "4096x4097x4096"] {
+        // Rows of 4099 bf16: B's lines are copied into rows of 4160 (whole 128-byte lines);
+        // at 16 rows the staged problem runs as its swapped product (C stored element by
+        // element where it lies), from 777 rows as given.
+        for (shape, swaps) in [
+            ("16x4099x4096", true),
+            ("777x4099x2048", false),
+            ("4096x4097x4096", false),
+        ] {
             let problem = Problem::parse(shape, Layout::RowRow).unwrap();
             let staged = route(&problem);
+            assert_eq!(staged.swaps_operands, swaps, "{shape}");
+            let kernel = &picker.candidates()[staged.pick.index];
+            assert!(!kernel.narrow_copies(), "{shape}: {}", kernel.name);
+            assert_eq!(kernel.refusal(&staged.problem), None, "{shape}");
+            // The staged problem as the caller's operands lie.
+            let staged = Route {
+                problem: if swaps {
+                    staged.problem.swapped()
+                } else {
+                    staged.problem
+                },
+                ..staged
+            };
             assert_eq!(
                 staged.staged.inputs(),
                 Repack {
@@ -1707,10 +1746,7 @@ mod tests {
             // prefers a 16-byte kernel's store and the copy out to narrow stores.
             let ldc = if staged.staged.c { 4160 } else { problem.ldc };
             assert_eq!(staged.problem.ldc, ldc, "{shape}");
-            assert!(!staged.swaps_operands);
-            let kernel = &picker.candidates()[staged.pick.index];
-            assert!(!kernel.narrow_copies(), "{shape}: {}", kernel.name);
-            assert_eq!(kernel.refusal(&staged.problem), None, "{shape}");
+            assert!(!(swaps && staged.staged.c), "{shape}");
         }
         // An odd K misaligns A's rows too.
         let odd_k = Problem::parse("333x517x259", Layout::RowRow).unwrap();
