@@ -1,7 +1,7 @@
 //! Launch-argument rules as plain arithmetic, so they are tested without a GPU.
 
 use crate::error::{Error, Operand};
-use gemm_dsl::abi::LaunchShape;
+use gemm_dsl::abi::{LaunchShape, StorageOrder};
 
 /// One matrix argument as the launcher sees it: where it starts, how many elements the
 /// buffer holds, and its row stride in elements.
@@ -186,7 +186,7 @@ pub fn check_launch(
         check_operand(operand, shape, arg, rows, cols, element_bytes, align)?;
         check_batch_stride(
             operand,
-            &batch,
+            (batch.count, batch.stride(operand)),
             arg,
             elements_needed(rows, cols, arg.ld),
             element_bytes,
@@ -196,21 +196,20 @@ pub fn check_launch(
     Ok(grid)
 }
 
-/// The batch's matrices of one operand, `matrix` elements each: every one starts aligned
-/// (the kernels' vector copies and the TMA's 16-byte strides), C's do not overlap, and the
-/// buffer holds the last. A batch of one product has nothing to check.
-fn check_batch_stride(
+/// The batch's matrices of one operand, `count` of `matrix` elements each, `stride` apart:
+/// every one starts aligned (the kernels' vector copies and the TMA's 16-byte strides), C's
+/// do not overlap, and the buffer holds the last. A batch of one product has nothing to check.
+pub(crate) fn check_batch_stride(
     operand: Operand,
-    batch: &Batch,
+    (count, stride): (u32, u64),
     arg: OperandArg,
     matrix: u64,
     element_bytes: u32,
     align: u32,
 ) -> Result<(), Error> {
-    if batch.count <= 1 {
+    if count <= 1 {
         return Ok(());
     }
-    let stride = batch.stride(operand);
     let align = align.max(1);
     if !(u128::from(stride) * u128::from(element_bytes)).is_multiple_of(u128::from(align)) {
         return Err(Error::MisalignedBatchStride {
@@ -223,7 +222,7 @@ fn check_batch_stride(
     if operand == Operand::C && stride < matrix {
         return Err(Error::OverlappingBatch { stride, matrix });
     }
-    let needed = u64::from(batch.count - 1)
+    let needed = u64::from(count - 1)
         .checked_mul(stride)
         .and_then(|start| start.checked_add(matrix))
         .unwrap_or(u64::MAX);
@@ -232,7 +231,7 @@ fn check_batch_stride(
             operand,
             len: arg.len,
             needed,
-            count: batch.count,
+            count,
             stride,
             matrix,
         });
@@ -292,14 +291,9 @@ pub(crate) fn check_grouped_launch(
     }
     let matrix = shape.stored_dims(Operand::B, dims.rows, dims.n, dims.k);
     let stride_b = u64::from(matrix.0) * u64::from(args.b.ld);
-    let experts = Batch {
-        count: dims.groups,
-        stride_b,
-        ..Batch::ONE
-    };
     check_batch_stride(
         Operand::B,
-        &experts,
+        (dims.groups, stride_b),
         args.b,
         elements_needed(matrix.0, matrix.1, args.b.ld),
         shape.input_element_bytes,
@@ -344,14 +338,7 @@ fn check_operand(
     align: u32,
 ) -> Result<(), Error> {
     let (order, copy_path) = (shape.order(operand), shape.copy_path);
-    if arg.ld < cols {
-        return Err(Error::LeadingDimTooSmall {
-            operand,
-            order,
-            ld: arg.ld,
-            row_len: cols,
-        });
-    }
+    check_line_length(operand, order, arg.ld, cols)?;
     // Kernels load and store whole vectors of `align` bytes: every row must start aligned.
     let align = align.max(1);
     if !(u64::from(arg.ld) * u64::from(element_bytes)).is_multiple_of(u64::from(align)) {
@@ -371,6 +358,35 @@ fn check_operand(
             align,
         });
     }
+    check_buffer_length(operand, order, arg, rows, cols)
+}
+
+/// An operand's line stride `ld` holds its lines of `cols` elements.
+pub(crate) fn check_line_length(
+    operand: Operand,
+    order: StorageOrder,
+    ld: u32,
+    cols: u32,
+) -> Result<(), Error> {
+    if ld < cols {
+        return Err(Error::LeadingDimTooSmall {
+            operand,
+            order,
+            ld,
+            row_len: cols,
+        });
+    }
+    Ok(())
+}
+
+/// An operand's buffer holds its `rows` lines of `cols` elements, `arg.ld` apart.
+pub(crate) fn check_buffer_length(
+    operand: Operand,
+    order: StorageOrder,
+    arg: OperandArg,
+    rows: u32,
+    cols: u32,
+) -> Result<(), Error> {
     let needed = elements_needed(rows, cols, arg.ld);
     if (arg.len as u64) < needed {
         return Err(Error::BufferTooSmall {

@@ -12,6 +12,9 @@
 //! and a runtime built without `emit` (no code generator) stages too.
 
 use crate::capture::check_capture_of;
+use crate::check::{
+    check_batch_stride, check_buffer_length, check_line_length, elements_needed, OperandArg,
+};
 use crate::error::{DriverContext, Error};
 use crate::jit::Module;
 use crate::kernel::{launch_raw, LaunchDims};
@@ -472,7 +475,6 @@ fn check_caller_buffer(
     stride: u64,
 ) -> Result<(), Error> {
     let (lines, line_len) = stored_dims(problem, operand);
-    let ld = problem.ld(operand);
     let row_major = match operand {
         Operand::A => problem.layout.a_row_major(),
         Operand::B => problem.layout.b_row_major(),
@@ -483,44 +485,18 @@ fn check_caller_buffer(
     } else {
         StorageOrder::ColMajor
     };
-    if ld < line_len {
-        return Err(Error::LeadingDimTooSmall {
-            operand,
-            order,
-            ld,
-            row_len: line_len,
-        });
-    }
-    let matrix = u64::from(lines.max(1) - 1) * u64::from(ld) + u64::from(line_len);
-    // The products' C matrices must not overlap: the copy out would write them over each
-    // other (the launch checks only the scratch's).
-    if operand == Operand::C && problem.batch > 1 && stride < matrix {
-        return Err(Error::OverlappingBatch { stride, matrix });
-    }
-    let needed = u64::from(problem.batch.max(1) - 1) * stride + matrix;
-    if (len as u64) >= needed {
-        return Ok(());
-    }
-    Err(if problem.batch > 1 {
-        Error::BatchBufferTooSmall {
-            operand,
-            len,
-            needed,
-            count: problem.batch,
-            stride,
-            matrix,
-        }
-    } else {
-        Error::BufferTooSmall {
-            operand,
-            order,
-            len,
-            needed,
-            rows: lines,
-            cols: line_len,
-            ld,
-        }
-    })
+    // The copies read and write elements one at a time: any address and line stride will do.
+    let arg = OperandArg {
+        address: 0,
+        len,
+        ld: problem.ld(operand),
+    };
+    check_line_length(operand, order, arg.ld, line_len)?;
+    check_buffer_length(operand, order, arg, lines, line_len)?;
+    // The products' C matrices must not overlap either: the copy out would write them over
+    // each other (the launch checks only the scratch's).
+    let matrix = elements_needed(lines, line_len, arg.ld);
+    check_batch_stride(operand, (problem.batch, stride), arg, matrix, 1, 1)
 }
 
 /// Scratch from the stream-ordered allocator, freed on its stream when dropped (after the

@@ -9,7 +9,7 @@
 //! too, and the table gives the copies' share of the time.
 
 use crate::baseline::cublas::{Cublas, CublasGemm};
-use crate::bench::fused::upload;
+use crate::bench::fused::{rel_diff, upload};
 use crate::bench::{median, tflops, time_round_robin, Launcher, Rounds, Shape};
 use crate::error::{DriverContext, Error};
 use crate::verify::NormalRng;
@@ -68,19 +68,7 @@ pub fn time_entry(
     let staged_names: Vec<&str> = picked.staged.operands().map(|o| o.name()).collect();
     matmul.run(stream, &a, &b, &mut d_ours, &problem)?;
     blas.gemm::<bf16, bf16, _, _, _>(gemm, &a, &b, &mut d_blas, m, n, k)?;
-    let ours = stream
-        .clone_dtoh(&d_ours)
-        .during(|| "reading D".to_string())?;
-    let theirs = stream
-        .clone_dtoh(&d_blas)
-        .during(|| "reading D".to_string())?;
-    let (mut diff, mut norm) = (0.0f64, 0.0f64);
-    for (x, y) in ours.iter().zip(&theirs) {
-        let (x, y) = (f64::from(x.to_f32()), f64::from(y.to_f32()));
-        diff += (x - y) * (x - y);
-        norm += y * y;
-    }
-    let rel_diff = (diff / norm.max(f64::MIN_POSITIVE)).sqrt();
+    let rel_diff = rel_diff(stream, (&d_ours, &d_blas), 1, "D")?;
     // A NaN (an element left poisoned) fails too.
     if rel_diff.is_nan() || rel_diff > MAX_REL_DIFF {
         return Err(Error::Timing(format!(

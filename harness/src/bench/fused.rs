@@ -479,8 +479,9 @@ fn worst_product_rel_diff(ours: &[bf16], theirs: &[bf16], products: usize) -> f6
         })
 }
 
-/// [`worst_product_rel_diff`] of two device buffers of `products` matrices each.
-fn rel_diff(
+/// [`worst_product_rel_diff`] of two device buffers of `products` matrices each: ours and
+/// the baseline's.
+pub(crate) fn rel_diff(
     stream: &Arc<CudaStream>,
     (ours, theirs): (&CudaSlice<bf16>, &CudaSlice<bf16>),
     products: u32,
@@ -491,7 +492,7 @@ fn rel_diff(
         .during(|| format!("reading {what} back"))?;
     let theirs = stream
         .clone_dtoh(theirs)
-        .during(|| format!("reading cuBLASLt's {what} back"))?;
+        .during(|| format!("reading the baseline's {what} back"))?;
     Ok(worst_product_rel_diff(&ours, &theirs, products as usize))
 }
 
