@@ -7,12 +7,14 @@ experts' grouped products (transformers' ``grouped_mm`` experts, ``torch.nn.func
 grouped_mm`` by default) are patched to ``gemm_dsl.grouped_mm`` and its linear layers to
 ``gemm_dsl.matmul``. For each: the logits of a 2048-token prompt compared with the unpatched
 model's, both prefills timed (CUDA events, median), and for the dense model a few greedy
-decode steps (eager). On a GPU machine with torch and transformers:
+decode steps, eager and (with a static cache) replayed from a CUDA graph of one step. On a
+GPU machine with torch and transformers:
 
     python python/benchmarks/transformers_models.py --layers 8 --out models.md
 """
 
 import argparse
+import inspect
 import statistics
 
 import torch
@@ -110,6 +112,61 @@ def decode_tokens_per_s(model, prompt, steps):
     return steps / ((total - prefill) / 1e3)
 
 
+def static_cache(model, length):
+    """transformers' StaticCache of `length` positions (its constructor's arguments differ
+    between releases: those it names are given)."""
+    names = inspect.signature(transformers.StaticCache.__init__).parameters
+    given = {"config": model.config, "max_cache_len": length, "max_batch_size": 1, "device": "cuda", "dtype": torch.bfloat16}
+    return transformers.StaticCache(**{name: value for name, value in given.items() if name in names})
+
+
+def graph_decode(model, prompt, steps):
+    """Greedy decode of `steps` tokens after the prompt, one step captured in a CUDA graph
+    (static cache, static token and position tensors) and replayed per token, as serving
+    engines run decode: (tokens/s of the timed replays, their tokens). Two rounds of `steps`
+    replays (a warm-up, then the timed one) follow one eager step; each replay writes the
+    next position of the cache (transformers' static cache counts them on the device too)."""
+    length = prompt.shape[1]
+    with torch.no_grad():
+        cache = static_cache(model, length + 1 + 2 * steps + 4)
+        logits = model(prompt, past_key_values=cache, cache_position=torch.arange(length, device="cuda")).logits
+        token = logits[:, -1:].argmax(-1)
+        position = torch.tensor([length], device="cuda")
+
+        def step():
+            return model(token, past_key_values=cache, cache_position=position).logits[:, -1:].argmax(-1)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            token.copy_(step())  # loads every kernel outside the capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            next_token = step()
+        next_position = [length + 1]
+
+        def run():
+            tokens = []
+            for _ in range(steps):
+                position.fill_(next_position[0])
+                next_position[0] += 1
+                graph.replay()
+                token.copy_(next_token)
+                tokens.append(next_token.clone())
+            return tokens
+
+        run()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        tokens = run()
+        end.record()
+        end.synchronize()
+        seconds = start.elapsed_time(end) / 1e3
+        del graph
+    return steps / seconds, torch.cat(tokens, dim=-1)
+
+
 def compare_prefill(model, prompt, patch):
     """(logit error, argmax agreement, torch ms, gemm_dsl ms, (matmul calls, grouped calls) in
     one patched prefill) of one prefill, the model patched by `patch` between the two runs."""
@@ -151,11 +208,14 @@ def main():
         model = transformers.LlamaForCausalLM(config).to(torch.bfloat16).eval()
     prompt = torch.randint(0, config.vocab_size, (1, args.tokens), device="cuda")
     torch_decode = decode_tokens_per_s(model, prompt[:, :128], args.decode)
+    torch_graph_decode, torch_tokens = graph_decode(model, prompt[:, :128], args.decode)
     patched = []
     error, agree, torch_ms, ours_ms, (calls, _) = compare_prefill(
         model, prompt, lambda m: patched.append(patch_linears(m))
     )
     ours_decode = decode_tokens_per_s(model, prompt[:, :128], args.decode)
+    ours_graph_decode, ours_tokens = graph_decode(model, prompt[:, :128], args.decode)
+    same_tokens = (ours_tokens == torch_tokens).float().mean().item()
     name = f"Llama-3-8B shape, {args.layers} layers"
     lines.append(
         f"| {name} | {patched[0]} nn.Linear ({calls} calls a prefill) | {error:.2e} | {agree * 100:.1f}% "
@@ -164,6 +224,11 @@ def main():
     lines.append(
         f"| {name}, greedy decode ({args.decode} steps after 128, eager) | | | | {torch_decode:.1f} tok/s "
         f"| {ours_decode:.1f} tok/s | {ours_decode / torch_decode:.3f} |"
+    )
+    lines.append(
+        f"| {name}, greedy decode ({args.decode} steps after 128, static cache, each step a CUDA graph replay) "
+        f"| | | {same_tokens * 100:.1f}% of tokens | {torch_graph_decode:.1f} tok/s "
+        f"| {ours_graph_decode:.1f} tok/s | {ours_graph_decode / torch_graph_decode:.3f} |"
     )
     del model
     torch.cuda.empty_cache()

@@ -4,12 +4,16 @@
 use crate::error::{DriverContext, Error};
 use cudarc::driver::sys::{self, CUdevice_attribute};
 use cudarc::driver::CudaContext;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-/// Whether this machine has a CUDA driver library at all.
+/// Whether this machine has a CUDA driver library at all. Asked once per process: cudarc's
+/// answer opens (`dlopen`) every file name libcuda might have, which costs microseconds a
+/// call where the first names are absent, and a driver neither comes nor goes while a process
+/// runs.
 pub fn driver_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only tries to open libcuda.
-    unsafe { sys::is_culib_present() }
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
 /// The primary context of device `ordinal`, or [`Error::NoDriver`] where there is no driver
