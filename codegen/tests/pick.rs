@@ -89,6 +89,9 @@ impl Timed {
 /// The measured times of the sm90 set's bf16 members at decode sizes, layout rc, on an H200.
 const MEASURED_H200_DECODE: &str = include_str!("data/sm90-decode-h200-2026-11-29.txt");
 
+/// The same at one row over a Llama-3-8B-shaped decode step's weights, on an H200.
+const MEASURED_H200_DECODE_LLAMA: &str = include_str!("data/sm90-decode-llama-h200-2026-11-29.txt");
+
 fn measured() -> Vec<Timed> {
     measured_from(MEASURED, Layout::RowRow)
 }
@@ -246,15 +249,48 @@ fn the_models_picks_reach_the_measured_best_on_an_h100() {
 /// the route `Matmul` takes (the problem's pick, or the swapped product's where the model
 /// predicts it faster) and its time over the fastest member's.
 ///
-/// Today: geomean 0.971, worst 0.846 (64x10240x8192: 64x128 stream-K tiles where 64x64 ones
-/// ran faster). With the H100's DRAM curve (half the bandwidth at 8 SMs) the geomean was 0.950
-/// and the worst 0.641 (16x10240x8192 on 64x128 stream-K tiles, 80 of them).
+/// Today: geomean 0.978, worst 0.846 (64x10240x8192: 64x128 stream-K tiles where 64x64 ones
+/// ran faster); 0.971 when every stage waited out 3000 clocks whatever its bytes. With the
+/// H100's DRAM curve (half the bandwidth at 8 SMs) the geomean was 0.950 and the worst 0.641
+/// (16x10240x8192 on 64x128 stream-K tiles, 80 of them).
 #[test]
 fn the_h200_models_decode_routes_reach_the_measured_best() {
-    const GEOMEAN_AT_LEAST: f64 = 0.96;
-    const WORST_AT_LEAST: f64 = 0.8;
-    let timed = measured_from(MEASURED_H200_DECODE, Layout::RowCol);
-    assert_eq!(timed.len(), 32, "four row counts over eight weights");
+    let (geomean, worst) = h200_route_shares(MEASURED_H200_DECODE, 32);
+    assert!(
+        geomean >= 0.96,
+        "the routes reach {geomean:.3} of the measured best, less than 0.96"
+    );
+    assert!(
+        worst >= 0.8,
+        "the worst route reaches {worst:.3} of the measured best, less than 0.8"
+    );
+}
+
+/// The same over a Llama-3-8B-shaped decode step's weights at one row (k and v: 1x1024x4096;
+/// q and o; gate and up: 1x14336x4096; down; the head: 1x128256x4096) and two wide ones.
+///
+/// Today: geomean 0.985, worst 0.939 (1x28672x4096 on 64x256 tiles where the swapped 64x16
+/// tile ran faster). When every stage waited out 3000 clocks the geomean was 0.876 and the
+/// worst 0.536 (1x1024x4096 on the 64x16 mma.sync tile: 19.3 us where the swapped product
+/// took 10.3).
+#[test]
+fn the_h200_models_one_row_routes_reach_the_measured_best() {
+    let (geomean, worst) = h200_route_shares(MEASURED_H200_DECODE_LLAMA, 7);
+    assert!(
+        geomean >= 0.97,
+        "the routes reach {geomean:.3} of the measured best, less than 0.97"
+    );
+    assert!(
+        worst >= 0.9,
+        "the worst route reaches {worst:.3} of the measured best, less than 0.9"
+    );
+}
+
+/// The geomean and the least of the H200 model's routes' speeds over the fastest timed
+/// member's, on a measurement file of `shapes` shapes (layout rc), each route printed.
+fn h200_route_shares(text: &str, shapes: usize) -> (f64, f64) {
+    let timed = measured_from(text, Layout::RowCol);
+    assert_eq!(timed.len(), shapes, "the file's shapes");
     let candidates = sm90_bf16_candidates(Layout::RowCol);
     let device = DeviceModel::h200_sxm();
     let mut shares = Vec::new();
@@ -277,14 +313,7 @@ fn the_h200_models_decode_routes_reach_the_measured_best() {
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .expect("shapes");
     println!("geomean {geomean:.3}, worst {worst:.3} at {worst_problem}");
-    assert!(
-        geomean >= GEOMEAN_AT_LEAST,
-        "the routes reach {geomean:.3} of the measured best, less than {GEOMEAN_AT_LEAST}"
-    );
-    assert!(
-        *worst >= WORST_AT_LEAST,
-        "the route at {worst_problem} reaches {worst:.3} of the measured best, less than {WORST_AT_LEAST}"
-    );
+    (geomean, *worst)
 }
 
 /// The output type of a set's kernels for inputs `dtype`: the same, or bf16 for fp8 inputs.
@@ -448,7 +477,7 @@ fn refit(timed: &[&Timed], candidates: &[Candidate], mut device: DeviceModel) ->
     let geomean = |device: &DeviceModel| score(timed.iter().copied(), candidates, device).geomean;
     let mut current = geomean(&device);
     for _round in 0..3 {
-        for field in 0..15 {
+        for field in 0..16 {
             for factor in [0.8, 0.9, 1.1, 1.25] {
                 let mut trial = device.clone();
                 let c = &mut trial.calibration;
@@ -467,6 +496,7 @@ fn refit(timed: &[&Timed], candidates: &[Candidate], mut device: DeviceModel) ->
                     11 => &mut trial.memory_latency_clk,
                     12 => &mut c.wgmma_pingpong,
                     13 => &mut c.mma_sync_latency_share,
+                    14 => &mut c.stage_latency_clk,
                     _ => &mut c.fma,
                 };
                 *value *= factor;

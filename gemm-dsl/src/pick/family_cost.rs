@@ -45,6 +45,10 @@ pub struct Calibration {
     /// The memory latency an mma.sync kernel's `cp.async` ring waits out, as a share of the
     /// TMA ring's (fitted on 16-row tiles at M <= 16; the SIMT family keeps the whole).
     pub mma_sync_latency_share: f64,
+    /// Clocks a TMA ring's stage waits for its first bytes (a family's share of them), before
+    /// the rest arrive at the SM's L2 feed rate; one SM streams at most its stages in flight
+    /// per that sum.
+    pub stage_latency_clk: f64,
 }
 
 /// The units an SM multiplies on, each with its own peak rate.

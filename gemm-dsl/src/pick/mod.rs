@@ -10,7 +10,8 @@
 //! - **One k tile** costs the slowest of three: the math (flops over the family's rate, the
 //!   math-only ceiling), the feed (bytes of the A and B tiles over the SM's share of L2
 //!   bandwidth; doubled for an operand whose rows split 128-byte lines), and the latency the
-//!   ring hides (memory latency over the stages in flight).
+//!   ring hides (a stage's wait for its first bytes plus its bytes' arrival, over the stages
+//!   in flight).
 //! - **Stream-K tails** follow the kernel's own rule ([`LaunchShape::grid_batched`] and the
 //!   half-grid split): the leftover tiles' k tiles spread over the grid, and a tile's finisher
 //!   reads the others' partial sums after its own k tiles: the fixup adds to the time of the
@@ -249,8 +250,9 @@ pub struct DeviceModel {
     pub memory_bytes_per_s: f64,
     /// L2 to one SM, bytes per clock, with every SM loading.
     pub l2_bytes_per_clk_per_sm: f64,
-    /// DRAM latency under load, clocks: what a ring's stages in flight must cover (one SM
-    /// streams at most its bytes in flight per this many clocks).
+    /// DRAM latency under load, clocks: what a cold ring waits before its first k tile (once
+    /// per block of a persistent walk, per tile otherwise). A stage in flight waits
+    /// [`Calibration::stage_latency_clk`] plus its bytes' arrival instead.
     pub memory_latency_clk: f64,
     /// The model's fitted numbers for this board.
     pub calibration: Calibration,
@@ -296,6 +298,11 @@ impl DeviceModel {
                 // A 16-row mma.sync tile at M <= 16 streams B at 2.5 TB/s from 64 SMs with
                 // 7 stages in flight: half the TMA ring's latency (results/decode-rows-2026-11-25/).
                 mma_sync_latency_share: 0.5,
+                // Replayed over the H200's decode runs and grouped run and the H100's picks
+                // over models.txt (results/decode-routes-2026-11-29/): every value from 1800 to
+                // 2100 routes each as well as 3000 whole clocks a stage did or better (the
+                // swapped 64x16 tile at one row: 0.876 -> 0.985 of the fastest member).
+                stage_latency_clk: 2000.0,
             },
         }
     }
@@ -519,8 +526,12 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
         / (device.flops_per_clk(family.math_unit(), candidate.dtype)
             * family.main_loop_efficiency(&device.calibration, candidate, blocks_on_sm));
     let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
-    let ring_latency_clk =
-        device.memory_latency_clk * family.ring_latency_share(&device.calibration);
+    // A stage in flight waits for its first bytes, then for the rest to arrive at the SM's
+    // feed rate: a deep ring of small stages covers its latency better than one of few large
+    // stages with the same bytes in flight.
+    let ring_latency_clk = device.calibration.stage_latency_clk
+        * family.ring_latency_share(&device.calibration)
+        + feed_clk;
     // Loads through registers (`copy: sync`) fetch one k tile ahead whatever the stages:
     // 128x128x32 tiles with 2-byte copies ran alike with 2, 3 and 4 stages (H200,
     // results/any-alignment-2026-11-28/).

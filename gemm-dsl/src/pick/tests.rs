@@ -399,7 +399,7 @@ fn leading_dimensions_that_split_cache_lines_slow_the_feed() {
 #[test]
 fn estimates_in_every_regime_are_pinned() {
     let h100 = DeviceModel::h100_sxm();
-    let cases: [(Candidate, Problem, DeviceModel, &str); 12] = [
+    let cases: [(Candidate, Problem, DeviceModel, &str); 13] = [
         (
             w128x256(),
             square(4096),
@@ -464,7 +464,15 @@ fn estimates_in_every_regime_are_pinned() {
             m128x128(),
             square(4096),
             DeviceModel::a100_sxm(),
-            "1024 tiles x 128 k tiles, grid 1024 (4.74 waves), 0.0% padded; busiest SM 1280 k tiles x 830 clk; bound by memory latency; predicted 785.3 us (175 TFLOP/s) | sm 767.7 fixup 0.0 dram 62.4",
+            // Latency-bound at 3000 clocks a stage (830 clk a k tile); its 16 KB stages wait
+            // 2000 clocks and arrive in 512.
+            "1024 tiles x 128 k tiles, grid 1024 (4.74 waves), 0.0% padded; busiest SM 1280 k tiles x 763 clk; bound by math; predicted 724.2 us (190 TFLOP/s) | sm 706.6 fixup 0.0 dram 62.4",
+        ),
+        (
+            m128x128(),
+            Problem::new(64, 4096, 4096, Layout::RowRow),
+            h100.clone(),
+            "32 tiles x 128 k tiles, grid 32 (0.12 waves), 50.0% padded; busiest SM 128 k tiles x 785 clk; bound by memory latency; predicted 62.6 us (34 TFLOP/s) | sm 56.8 fixup 0.0 dram 15.2",
         ),
         (
             w128x256(),
