@@ -870,27 +870,7 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
-        let strides = packed_strides(problem);
-        let operands = (a, b, c);
-        self.launch_at_any_address(
-            stream,
-            problem,
-            operands,
-            strides,
-            true,
-            |kernel, route, a, b, c| {
-                let problem = &route.problem;
-                let batch = packed_batch(kernel, problem);
-                let lds = leading_dims(problem);
-                let (m, n, k) = (problem.m, problem.n, problem.k);
-                if route.swaps_operands {
-                    let (b, a) = exchanged::<In, InB, _, _>(a, b);
-                    kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
-                } else {
-                    kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
-                }
-            },
-        )
+        self.run_fused(stream, a, b, c, problem, &mut Epilogue::none())
     }
 
     /// [`Matmul::run`] with the fused epilogue's arguments, for a `Matmul` whose kernels fuse
@@ -910,30 +890,16 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         B: DevicePtr<InB>,
         C: DevicePtrMut<Out>,
     {
-        let strides = packed_strides(problem);
         // An epilogue that reads C or writes the aux output (both C's lines) keeps C in place.
         let stage_output = epilogue.c_in.is_none() && epilogue.aux.is_none();
-        let operands = (a, b, c);
         self.launch_at_any_address(
             stream,
             problem,
-            operands,
-            strides,
+            (a, b, c),
+            packed_strides(problem),
             stage_output,
-            |kernel, route, a, b, c| {
-                let problem = &route.problem;
-                let batch = packed_batch(kernel, problem);
-                let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
-                // Swapped only onto kernels whose epilogue gives the same D on Cᵀ: a column bias
-                // read along their rows from the same vector, the fp8 scales' product, α and the
-                // activation (one row only where there is no epilogue).
-                if route.swaps_operands {
-                    let (b, a) = exchanged::<In, InB, _, _>(a, b);
-                    kernel.launch_fused(stream, &b, &a, c, m, n, k, lds, batch, &mut *epilogue)
-                } else {
-                    kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, &mut *epilogue)
-                }
-            },
+            |kernel, route| packed_batch(kernel, &route.problem),
+            epilogue,
         )
     }
 
@@ -959,29 +925,26 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
             });
         }
         let strides = (batch.stride_a, batch.stride_b, batch.stride_c);
-        let operands = (a, b, c);
         self.launch_at_any_address(
             stream,
             problem,
-            operands,
+            (a, b, c),
             strides,
             true,
-            |kernel, route, a, b, c| {
-                let problem = &route.problem;
-                let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+            |_, route| {
                 let batch = staged_batch(batch, route);
                 if route.swaps_operands {
-                    let (b, a) = exchanged::<In, InB, _, _>(a, b);
-                    let batch = batch.exchanged();
-                    kernel.launch_strided_batched(stream, &b, &a, c, m, n, k, lds, batch)
+                    batch.exchanged()
                 } else {
-                    kernel.launch_strided_batched(stream, a, b, c, m, n, k, lds, batch)
+                    batch
                 }
             },
+            &mut Epilogue::none(),
         )
     }
 
-    /// Launches the kernel routed for `problem` ([`Route`]); where the launch refuses an
+    /// Launches the kernel routed for `problem` ([`Route`]) with `epilogue`, the batch's strides
+    /// as `batch` gives them for the route's problem; where the launch refuses an
     /// operand's address as misaligned for that kernel (a view that starts inside a buffer),
     /// routes again for operands that start no more aligned than that one and launches the
     /// new pick. A refused launch touches nothing, and the addresses' alignment only falls,
@@ -989,10 +952,10 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
     /// pick is keyed by the problem as given.
     ///
     /// A route that stages operands ([`Route::staged`]; C only where `stage_output`) first
-    /// copies each staged input into scratch of 128-byte lines and hands `launch` the copies
-    /// in their place, and a scratch C, which it copies into `c`'s lines after the launch
+    /// copies each staged input into scratch of 128-byte lines and launches on the copies in
+    /// their place, and on a scratch C, which it copies into `c`'s lines after the launch
     /// (`strides`: A's, B's and C's batch strides in the caller's buffers).
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::too_many_arguments)]
     fn launch_at_any_address<A, B, C>(
         &self,
         stream: &CudaStream,
@@ -1000,13 +963,8 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         (a, b, c): (&A, &B, &mut C),
         strides: (u64, u64, u64),
         stage_output: bool,
-        mut launch: impl FnMut(
-            &GemmKernel<In, Out, InB>,
-            &Route,
-            &Staged<'_, A, In>,
-            &Staged<'_, B, InB>,
-            &mut StagedOut<'_, C, Out>,
-        ) -> Result<(), Error>,
+        batch: impl Fn(&GemmKernel<In, Out, InB>, &Route) -> Batch,
+        epilogue: &mut Epilogue<'_, Out>,
     ) -> Result<(), Error>
     where
         A: DevicePtr<In>,
@@ -1045,12 +1003,16 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                     Some(scratch) => Staged::copy(b, scratch),
                     None => Staged::Given(b),
                 };
-                let done = launch(
+                // The launch writes the scratch C where there is one; the caller's `c` gets it after.
+                let staged_c = &mut StagedOut::new(&mut *c, scratch_c.as_ref());
+                let operands = (&a, &b, staged_c);
+                let done = launch_routed(
                     kernel,
+                    stream,
                     &route,
-                    &a,
-                    &b,
-                    &mut StagedOut::new(&mut *c, scratch_c.as_ref()),
+                    operands,
+                    batch(kernel, &route),
+                    epilogue,
                 );
                 match (done, &scratch_c) {
                     (Ok(()), Some(scratch)) => {
@@ -1059,8 +1021,19 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                     (done, _) => done,
                 }
             } else {
-                let c = &mut StagedOut::new(&mut *c, None);
-                launch(kernel, &route, &Staged::Given(a), &Staged::Given(b), c)
+                let operands = (
+                    &Staged::Given(a),
+                    &Staged::Given(b),
+                    &mut StagedOut::new(&mut *c, None),
+                );
+                launch_routed(
+                    kernel,
+                    stream,
+                    &route,
+                    operands,
+                    batch(kernel, &route),
+                    epilogue,
+                )
             };
             match done.as_ref().err().and_then(start_alignment) {
                 Some(align) if align < problem.address_align => {
@@ -1069,6 +1042,33 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
                 _ => return done,
             }
         }
+    }
+}
+
+/// Launches `kernel` on `route`'s problem (`batch` in its terms), A and B exchanged where the
+/// route swaps them. Routes swap only onto kernels whose epilogue gives the same D on Cᵀ: a
+/// column bias read along their rows from the same vector, the fp8 scales' product, α and the
+/// activation (one row only where there is no epilogue).
+fn launch_routed<In: Element, Out: Element, InB: Element, A, B, C>(
+    kernel: &GemmKernel<In, Out, InB>,
+    stream: &CudaStream,
+    route: &Route,
+    (a, b, c): (&A, &B, &mut C),
+    batch: Batch,
+    epilogue: &mut Epilogue<'_, Out>,
+) -> Result<(), Error>
+where
+    A: DevicePtr<In>,
+    B: DevicePtr<InB>,
+    C: DevicePtrMut<Out>,
+{
+    let problem = &route.problem;
+    let (m, n, k, lds) = (problem.m, problem.n, problem.k, leading_dims(problem));
+    if route.swaps_operands {
+        let (b, a) = exchanged::<In, InB, _, _>(a, b);
+        kernel.launch_fused(stream, &b, &a, c, m, n, k, lds, batch, epilogue)
+    } else {
+        kernel.launch_fused(stream, a, b, c, m, n, k, lds, batch, epilogue)
     }
 }
 
