@@ -101,15 +101,20 @@ def time_ms(fn, repeats=7):
 
 
 def decode_tokens_per_s(model, prompt, steps):
-    """Greedy decode of `steps` tokens after the prompt with the model's dynamic cache."""
+    """Greedy decode of `steps` tokens after the prompt with the model's dynamic cache, eager:
+    `generate` of `steps + 1` tokens less `generate` of one (the prefill and the first token),
+    each the median of five runs."""
 
-    def run():
-        with torch.no_grad():
-            model.generate(prompt, max_new_tokens=steps, min_new_tokens=steps, do_sample=False)
+    def generate(tokens):
+        def run():
+            with torch.no_grad():
+                model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
 
-    prefill = time_ms(lambda: model(prompt), repeats=3)
-    total = time_ms(run, repeats=3)
-    return steps / ((total - prefill) / 1e3)
+        return run
+
+    first = time_ms(generate(1), repeats=5)
+    total = time_ms(generate(steps + 1), repeats=5)
+    return steps / ((total - first) / 1e3)
 
 
 def static_cache(model, length):
