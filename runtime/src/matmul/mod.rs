@@ -975,65 +975,53 @@ impl<In: Element, Out: Element, InB: Element> Matmul<In, Out, InB> {
         loop {
             let route = self.route_staging(&problem, stage_output)?;
             let kernel = self.kernel_to_launch(stream, &route)?;
-            let done = if route.staged.any() {
-                let copy = self.staging_copy()?;
-                // C's buffer is checked before any copy runs.
-                let scratch_c = route
-                    .staged
-                    .c
-                    .then(|| {
-                        copy.scratch(stream, c.len(), &problem, Operand::C, strides.2, Out::BYTES)
-                    })
-                    .transpose()?;
-                let scratch_a = route
-                    .staged
-                    .a
-                    .then(|| copy.stage(stream, a, &problem, Operand::A, strides.0, In::BYTES))
-                    .transpose()?;
-                let scratch_b = route
-                    .staged
-                    .b
-                    .then(|| copy.stage(stream, b, &problem, Operand::B, strides.1, InB::BYTES))
-                    .transpose()?;
-                let a = match &scratch_a {
-                    Some(scratch) => Staged::copy(a, scratch),
-                    None => Staged::Given(a),
-                };
-                let b = match &scratch_b {
-                    Some(scratch) => Staged::copy(b, scratch),
-                    None => Staged::Given(b),
-                };
-                // The launch writes the scratch C where there is one; the caller's `c` gets it after.
-                let staged_c = &mut StagedOut::new(&mut *c, scratch_c.as_ref());
-                let operands = (&a, &b, staged_c);
-                let done = launch_routed(
-                    kernel,
+            // Staged operands are copied into scratch lines first (C's buffer is checked before
+            // any copy runs); the launch writes a scratch C, copied into `c`'s lines after it.
+            let copy = route
+                .staged
+                .any()
+                .then(|| self.staging_copy())
+                .transpose()?;
+            let scratch_c = match copy {
+                Some(copy) if route.staged.c => Some(copy.scratch(
                     stream,
-                    &route,
-                    operands,
-                    batch(kernel, &route),
-                    epilogue,
-                );
-                match (done, &scratch_c) {
-                    (Ok(()), Some(scratch)) => {
-                        copy.unstage(stream, scratch, c, &problem, strides.2, Out::BYTES)
-                    }
-                    (done, _) => done,
+                    c.len(),
+                    &problem,
+                    Operand::C,
+                    strides.2,
+                    Out::BYTES,
+                )?),
+                _ => None,
+            };
+            let scratch_a = match copy {
+                Some(copy) if route.staged.a => {
+                    Some(copy.stage(stream, a, &problem, Operand::A, strides.0, In::BYTES)?)
                 }
-            } else {
-                let operands = (
-                    &Staged::Given(a),
-                    &Staged::Given(b),
-                    &mut StagedOut::new(&mut *c, None),
-                );
-                launch_routed(
-                    kernel,
-                    stream,
-                    &route,
-                    operands,
-                    batch(kernel, &route),
-                    epilogue,
-                )
+                _ => None,
+            };
+            let scratch_b = match copy {
+                Some(copy) if route.staged.b => {
+                    Some(copy.stage(stream, b, &problem, Operand::B, strides.1, InB::BYTES)?)
+                }
+                _ => None,
+            };
+            let a = match &scratch_a {
+                Some(scratch) => Staged::copy(a, scratch),
+                None => Staged::Given(a),
+            };
+            let b = match &scratch_b {
+                Some(scratch) => Staged::copy(b, scratch),
+                None => Staged::Given(b),
+            };
+            let staged_c = &mut StagedOut::new(&mut *c, scratch_c.as_ref());
+            let route_batch = batch(kernel, &route);
+            let operands = (&a, &b, staged_c);
+            let done = launch_routed(kernel, stream, &route, operands, route_batch, epilogue);
+            let done = match (done, copy, &scratch_c) {
+                (Ok(()), Some(copy), Some(scratch)) => {
+                    copy.unstage(stream, scratch, c, &problem, strides.2, Out::BYTES)
+                }
+                (done, ..) => done,
             };
             match done.as_ref().err().and_then(start_alignment) {
                 Some(align) if align < problem.address_align => {
