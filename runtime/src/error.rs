@@ -496,7 +496,8 @@ fn cc_name(cc: u32) -> String {
 /// driver library cannot describe it (e.g. no driver at all).
 pub(crate) fn describe_driver_error(error: &DriverError) -> String {
     // Asking the driver for the text loads libcuda, which panics where there is none.
-    if !crate::device::driver_present() {
+    // SAFETY: `is_culib_present` only tries to open the library.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return format!("{:?}", error.0);
     }
     match (error.error_name(), error.error_string()) {
