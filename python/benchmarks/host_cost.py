@@ -12,33 +12,13 @@ against. On a GPU machine with torch:
 """
 
 import argparse
-import math
-import time
 
 import torch
 
 import gemm_dsl
 import gemm_dsl.torch_ops  # noqa: F401
 from gemm_dsl import _native
-from timing import publish
-
-
-def host_us(rows, calls=2000, rounds=5):
-    """Host microseconds per call of each `(name, fn)` row: the best of `rounds` loops of
-    `calls`, nothing waited on inside a loop, the rows taking turns each round."""
-    best = [math.inf] * len(rows)
-    for _, fn in rows:
-        for _ in range(50):
-            fn()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        for index, (_, fn) in enumerate(rows):
-            started = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            best[index] = min(best[index], (time.perf_counter() - started) * 1e6 / calls)
-            torch.cuda.synchronize()
-    return best
+from timing import host_us, publish
 
 
 def main():

@@ -3,6 +3,7 @@ or replayed from one CUDA graph, and the tables' summary lines."""
 
 import math
 import statistics
+import time
 
 import torch
 
@@ -34,6 +35,26 @@ def time_graph(fn, calls=20, repeats=15):
     median = _median_us(graph.replay, calls, repeats)
     del graph
     return median
+
+
+def host_us(rows, calls=2000, rounds=5):
+    """Host microseconds per call of each `(name, fn)` row: the best of `rounds` loops of
+    `calls`, nothing waited on inside a loop (a small problem's GPU work is shorter than the
+    call, so the loop runs at the host's pace), the rows taking turns each round (the host's
+    speed drifts within a run)."""
+    best = [math.inf] * len(rows)
+    for _, fn in rows:
+        for _ in range(50):
+            fn()
+    torch.cuda.synchronize()
+    for _ in range(rounds):
+        for index, (_, fn) in enumerate(rows):
+            started = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[index] = min(best[index], (time.perf_counter() - started) * 1e6 / calls)
+            torch.cuda.synchronize()
+    return best
 
 
 def _median_us(batch, calls, repeats):
