@@ -6,9 +6,9 @@ to ``gemm_dsl.matmul`` (bias fused where there is one), and a Mixtral-8x7B-shape
 experts' grouped products (transformers' ``grouped_mm`` experts, ``torch.nn.functional.
 grouped_mm`` by default) are patched to ``gemm_dsl.grouped_mm`` and its linear layers to
 ``gemm_dsl.matmul``. For each: the logits of a 2048-token prompt compared with the unpatched
-model's, both prefills timed (CUDA events, median), and for the dense model a few greedy
-decode steps, eager and (with a static cache) replayed from a CUDA graph of one step. On a
-GPU machine with torch and transformers:
+model's, both prefills timed (CUDA events, median), and a few greedy decode steps, eager and (with a
+static cache) replayed from a CUDA graph of one step; with ``--profile``, where each prefill's
+GPU time goes. On a GPU machine with torch and transformers:
 
     python python/benchmarks/transformers_models.py --layers 8 --out models.md
 """
@@ -42,18 +42,22 @@ CALLS = [0]
 
 
 def patch_linears(model):
-    """Every nn.Linear computes x @ W.T (+ bias) with gemm_dsl.matmul; returns how many."""
-    count = 0
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear):
+    """Every nn.Linear computes x @ W.T (+ bias) with gemm_dsl.matmul: (how many, a function
+    that gives them back their own forward)."""
+    linears = [module for module in model.modules() if isinstance(module, torch.nn.Linear)]
+    for module in linears:
 
-            def forward(x, module=module):
-                CALLS[0] += 1
-                return gemm_dsl.matmul(x, module.weight.t(), bias=module.bias)
+        def forward(x, module=module):
+            CALLS[0] += 1
+            return gemm_dsl.matmul(x, module.weight.t(), bias=module.bias)
 
-            module.forward = forward
-            count += 1
-    return count
+        module.forward = forward
+
+    def undo():
+        for module in linears:
+            del module.forward  # the class's forward again
+
+    return len(linears), undo
 
 
 # gemm_dsl.grouped_mm calls made by the patched experts.
@@ -76,14 +80,44 @@ def mixtral_config(layers):
 
 
 def patch_experts():
-    """transformers' grouped experts call gemm_dsl.grouped_mm instead of torch's."""
+    """transformers' grouped experts call gemm_dsl.grouped_mm instead of torch's: a function
+    that gives them back torch's."""
     from transformers.integrations import moe
 
     def grouped(input, weight, offs):
         GROUPED_CALLS[0] += 1
         return gemm_dsl.grouped_mm(input.to(weight.dtype), weight, offs)
 
+    own = moe._grouped_mm
     moe._grouped_mm = grouped
+
+    def undo():
+        moe._grouped_mm = own
+
+    return undo
+
+
+def time_in_turns(first, second, patch, repeats=9):
+    """Median ms of one call of `first` (the model as it is) and of `second` (after `patch`,
+    which returns its undo), taken in turns, so that both see the same clocks and heat: the
+    GPU's speed drifts by a few percent over a minute of prefills. Returns the patch's undo
+    of the last turn (the model stays patched)."""
+    undo = patch()
+    samples = ([], [])
+    for _ in range(repeats):
+        for index, fn in ((0, first), (1, second)):
+            if index == 0:
+                undo()
+            else:
+                undo = patch()
+            fn()  # a warm-up, each turn: the other one ran last
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            samples[index].append(start.elapsed_time(end))
+    return statistics.median(samples[0]), statistics.median(samples[1]), undo
 
 
 def time_ms(fn, repeats=7):
@@ -125,12 +159,13 @@ def static_cache(model, length):
     return transformers.StaticCache(**{name: value for name, value in given.items() if name in names})
 
 
-def graph_decode(model, prompt, steps):
+def graph_decode(model, prompt, steps, capture=True):
     """Greedy decode of `steps` tokens after the prompt, one step captured in a CUDA graph
     (static cache, static token and position tensors) and replayed per token, as serving
-    engines run decode: (tokens/s of the timed replays, their tokens). Two rounds of `steps`
-    replays (a warm-up, then the timed one) follow one eager step; each replay writes the
-    next position of the cache (transformers' static cache counts them on the device too)."""
+    engines run decode: (tokens/s of the timed replays, every replay's token). Two rounds of
+    `steps` replays (a warm-up, then the timed one) follow one eager step; each replay writes
+    the next position of the cache (transformers' static cache counts them on the device
+    too). With `capture` false the same steps run eagerly: the replays' reference tokens."""
     length = prompt.shape[1]
     with torch.no_grad():
         cache = static_cache(model, length + 1 + 2 * steps + 4)
@@ -146,9 +181,18 @@ def graph_decode(model, prompt, steps):
         with torch.cuda.stream(side):
             token.copy_(step())  # loads every kernel outside the capture
         torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            next_token = step()
+        graph = None
+        if capture:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                next_token = step()
+            advance = graph.replay
+        else:
+            next_token = torch.empty_like(token)
+
+            def advance():
+                next_token.copy_(step())
+
         next_position = [length + 1]
 
         def run():
@@ -156,12 +200,12 @@ def graph_decode(model, prompt, steps):
             for _ in range(steps):
                 position.fill_(next_position[0])
                 next_position[0] += 1
-                graph.replay()
+                advance()
                 token.copy_(next_token)
                 tokens.append(next_token.clone())
             return tokens
 
-        run()
+        warm_up = run()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         tokens = run()
@@ -169,21 +213,99 @@ def graph_decode(model, prompt, steps):
         end.synchronize()
         seconds = start.elapsed_time(end) / 1e3
         del graph
-    return steps / seconds, torch.cat(tokens, dim=-1)
+    return steps / seconds, torch.cat(warm_up + tokens, dim=-1)
 
 
-def compare_prefill(model, prompt, patch):
+def kernel_profile(model, prompt, top=12):
+    """Where one prefill's GPU time goes: (wall ms, summed kernel ms, the `top` kernels by
+    their summed time as (name, calls, ms)). A wall time well above the kernels' sum means
+    the GPU waited on the host."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(prompt)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as trace:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            model(prompt)
+            end.record()
+            end.synchronize()
+    kernels = {}
+    for event in trace.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time > 0:
+            calls, us = kernels.get(event.name, (0, 0.0))
+            kernels[event.name] = (calls + 1, us + event.device_time)
+    ranked = sorted(kernels.items(), key=lambda item: -item[1][1])
+    rows = [(name, calls, us / 1e3) for name, (calls, us) in ranked[:top]]
+    return start.elapsed_time(end), sum(us for _, us in kernels.values()) / 1e3, rows
+
+
+def profile_lines(title, profile):
+    wall, busy, rows = profile
+    lines = [f"### {title}: {wall:.2f} ms wall, {busy:.2f} ms in kernels", "", "| kernel | calls | ms |", "|---|---:|---:|"]
+    lines += [f"| `{name[:90]}` | {calls} | {ms:.3f} |" for name, calls, ms in rows]
+    return lines + [""]
+
+
+def decode_speeds(model, prompt, steps):
+    """(eager tokens/s, CUDA-graph tokens/s, the graph decode's tokens, the share of them the
+    same steps give run eagerly) of `steps` greedy decode steps after the prompt's first 128
+    tokens."""
+    eager = decode_tokens_per_s(model, prompt[:, :128], steps)
+    try:
+        speed, tokens = graph_decode(model, prompt[:, :128], steps)
+    except RuntimeError as error:  # a model whose step cannot be captured: said in the table
+        print(f"CUDA-graph decode failed: {error}")
+        return eager, float("nan"), None, float("nan")
+    _, reference = graph_decode(model, prompt[:, :128], steps, capture=False)
+    return eager, speed, tokens, (tokens == reference).float().mean().item()
+
+
+def decode_lines(name, steps, torch_speeds, ours_speeds):
+    """The two decode rows of the table (eager, CUDA graph) for one model."""
+    same_tokens = float("nan")
+    if ours_speeds[2] is not None and torch_speeds[2] is not None:
+        same_tokens = (ours_speeds[2] == torch_speeds[2]).float().mean().item()
+    replays = f"replays give the eager steps' tokens: torch {torch_speeds[3] * 100:.0f}%, gemm_dsl {ours_speeds[3] * 100:.0f}%"
+    return [
+        f"| {name}, greedy decode ({steps} steps after 128, eager) | | | | {torch_speeds[0]:.1f} tok/s "
+        f"| {ours_speeds[0]:.1f} tok/s | {ours_speeds[0] / torch_speeds[0]:.3f} |",
+        f"| {name}, greedy decode ({steps} steps after 128, static cache, each step a CUDA graph replay) "
+        f"| {replays} | | {same_tokens * 100:.1f}% of tokens | {torch_speeds[1]:.1f} tok/s "
+        f"| {ours_speeds[1]:.1f} tok/s | {ours_speeds[1] / torch_speeds[1]:.3f} |",
+    ]
+
+
+def profile_section(profiles):
+    """The kernel profiles' tables (none without --profile)."""
+    if not profiles:
+        return []
+    lines = ["", "## Where each prefill's GPU time goes (one prefill, torch.profiler)", ""]
+    titles = ["Llama, torch", "Llama, gemm_dsl", "Mixtral, torch", "Mixtral, gemm_dsl"]
+    for title, profile in zip(titles, profiles):
+        lines += profile_lines(title, profile)
+    return lines
+
+
+def compare_prefill(model, prompt, patch, profiles=None):
     """(logit error, argmax agreement, torch ms, gemm_dsl ms, (matmul calls, grouped calls) in
-    one patched prefill) of one prefill, the model patched by `patch` between the two runs."""
+    one patched prefill) of one prefill, the model patched by `patch` (which returns its undo)
+    for gemm_dsl's runs and left patched. With `profiles` (a list), each prefill's kernel
+    profile is appended to it."""
     with torch.no_grad():
         reference = model(prompt).logits.float()
-        torch_ms = time_ms(lambda: model(prompt))
-    patch(model)
-    CALLS[0] = GROUPED_CALLS[0] = 0
-    with torch.no_grad():
+        if profiles is not None:
+            profiles.append(kernel_profile(model, prompt))
+        undo = patch(model)
+        CALLS[0] = GROUPED_CALLS[0] = 0
         logits = model(prompt).logits.float()
         calls = (CALLS[0], GROUPED_CALLS[0])
-        ours_ms = time_ms(lambda: model(prompt))
+        if profiles is not None:
+            profiles.append(kernel_profile(model, prompt))
+        undo()
+        prefill = lambda: model(prompt)  # noqa: E731
+        torch_ms, ours_ms, _ = time_in_turns(prefill, prefill, lambda: patch(model))
     error = (logits - reference).abs().max().item() / reference.abs().max().item()
     agree = (logits.argmax(-1) == reference.argmax(-1)).float().mean().item()
     return error, agree, torch_ms, ours_ms, calls
@@ -192,10 +314,11 @@ def compare_prefill(model, prompt, patch):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--moe-layers", type=int, default=4)
+    parser.add_argument("--moe-layers", type=int, default=4, help="0: no MoE model")
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--decode", type=int, default=32)
     parser.add_argument("--out")
+    parser.add_argument("--profile", action="store_true", help="add each prefill's top kernels")
     args = parser.parse_args()
     torch.manual_seed(0)
     lines = [
@@ -208,44 +331,48 @@ def main():
         "|---|---|---:|---:|---:|---:|---:|",
     ]
 
+    profiles = [] if args.profile else None
     config = llama_8b_config(args.layers)
     with torch.device("cuda"):
         model = transformers.LlamaForCausalLM(config).to(torch.bfloat16).eval()
     prompt = torch.randint(0, config.vocab_size, (1, args.tokens), device="cuda")
-    torch_decode = decode_tokens_per_s(model, prompt[:, :128], args.decode)
-    torch_graph_decode, torch_tokens = graph_decode(model, prompt[:, :128], args.decode)
-    patched = []
-    error, agree, torch_ms, ours_ms, (calls, _) = compare_prefill(
-        model, prompt, lambda m: patched.append(patch_linears(m))
-    )
-    ours_decode = decode_tokens_per_s(model, prompt[:, :128], args.decode)
-    ours_graph_decode, ours_tokens = graph_decode(model, prompt[:, :128], args.decode)
-    same_tokens = (ours_tokens == torch_tokens).float().mean().item()
     name = f"Llama-3-8B shape, {args.layers} layers"
+    torch_decode = decode_speeds(model, prompt, args.decode)
+    patched = []
+
+    def patch_dense(model):
+        count, undo = patch_linears(model)
+        patched.append(count)
+        return undo
+
+    error, agree, torch_ms, ours_ms, (calls, _) = compare_prefill(model, prompt, patch_dense, profiles)
     lines.append(
-        f"| {name} | {patched[0]} nn.Linear ({calls} calls a prefill) | {error:.2e} | {agree * 100:.1f}% "
+        f"| {name} | {patched[-1]} nn.Linear ({calls} calls a prefill) | {error:.2e} | {agree * 100:.1f}% "
         f"| {args.tokens / torch_ms * 1e3:.0f} tok/s | {args.tokens / ours_ms * 1e3:.0f} tok/s | {torch_ms / ours_ms:.3f} |"
     )
-    lines.append(
-        f"| {name}, greedy decode ({args.decode} steps after 128, eager) | | | | {torch_decode:.1f} tok/s "
-        f"| {ours_decode:.1f} tok/s | {ours_decode / torch_decode:.3f} |"
-    )
-    lines.append(
-        f"| {name}, greedy decode ({args.decode} steps after 128, static cache, each step a CUDA graph replay) "
-        f"| | | {same_tokens * 100:.1f}% of tokens | {torch_graph_decode:.1f} tok/s "
-        f"| {ours_graph_decode:.1f} tok/s | {ours_graph_decode / torch_graph_decode:.3f} |"
-    )
+    lines += decode_lines(name, args.decode, torch_decode, decode_speeds(model, prompt, args.decode))
     del model
     torch.cuda.empty_cache()
 
+    if args.moe_layers == 0:
+        publish(lines + profile_section(profiles), args.out)
+        return
     config = mixtral_config(args.moe_layers)
     with torch.device("cuda"):
         model = transformers.MixtralForCausalLM(config).to(torch.bfloat16).eval()
     prompt = torch.randint(0, config.vocab_size, (1, args.tokens), device="cuda")
+    name = f"Mixtral-8x7B shape, {args.moe_layers} layers"
 
     def patch_moe(model):
-        patch_experts()
-        patched.append(patch_linears(model))
+        undo_experts = patch_experts()
+        count, undo_linears = patch_linears(model)
+        patched.append(count)
+
+        def undo():
+            undo_experts()
+            undo_linears()
+
+        return undo
 
     # The routing is discrete: a last-bit difference in a router's logits sends a token to
     # another expert. torch's own two expert paths (grouped products, and a loop over the
@@ -259,15 +386,18 @@ def main():
     floor_agree = (loop_logits.argmax(-1) == grouped_logits.argmax(-1)).float().mean().item()
     del grouped_logits, loop_logits
     lines.append(
-        f"| Mixtral-8x7B shape, {args.moe_layers} layers: torch's eager experts (a loop) against its grouped_mm "
+        f"| {name}: torch's eager experts (a loop) against its grouped_mm "
         f"(the noise floor) | | {floor:.2e} | {floor_agree * 100:.1f}% | | | |"
     )
-    error, agree, torch_ms, ours_ms, (calls, grouped_calls) = compare_prefill(model, prompt, patch_moe)
+    torch_decode = decode_speeds(model, prompt, args.decode)
+    error, agree, torch_ms, ours_ms, (calls, grouped_calls) = compare_prefill(model, prompt, patch_moe, profiles)
     lines.append(
-        f"| Mixtral-8x7B shape, {args.moe_layers} layers | experts ({grouped_calls} grouped calls) and "
-        f"{patched[1]} nn.Linear ({calls} calls) | {error:.2e} | {agree * 100:.1f}% "
+        f"| {name} | experts ({grouped_calls} grouped calls) and "
+        f"{patched[-1]} nn.Linear ({calls} calls) | {error:.2e} | {agree * 100:.1f}% "
         f"| {args.tokens / torch_ms * 1e3:.0f} tok/s | {args.tokens / ours_ms * 1e3:.0f} tok/s | {torch_ms / ours_ms:.3f} |"
     )
+    lines += decode_lines(name, args.decode, torch_decode, decode_speeds(model, prompt, args.decode))
+    lines += profile_section(profiles)
     publish(lines, args.out)
 
 
