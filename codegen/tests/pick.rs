@@ -469,7 +469,7 @@ fn refit(timed: &[&Timed], candidates: &[Candidate], mut device: DeviceModel) ->
     let geomean = |device: &DeviceModel| score(timed.iter().copied(), candidates, device).geomean;
     let mut current = geomean(&device);
     for _round in 0..3 {
-        for field in 0..16 {
+        for field in 0..17 {
             for factor in [0.8, 0.9, 1.1, 1.25] {
                 let mut trial = device.clone();
                 let c = &mut trial.calibration;
@@ -489,6 +489,7 @@ fn refit(timed: &[&Timed], candidates: &[Candidate], mut device: DeviceModel) ->
                     12 => &mut c.wgmma_pingpong,
                     13 => &mut c.mma_sync_latency_share,
                     14 => &mut c.stage_latency_clk,
+                    15 => &mut c.stream_k_loop_share,
                     _ => &mut c.fma,
                 };
                 *value *= factor;

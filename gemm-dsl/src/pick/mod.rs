@@ -292,6 +292,12 @@ impl DeviceModel {
                 fma_barrier_blocks: 0.2,
                 fixup_bytes_per_clk: 16.0,
                 stream_k_split_clk: 25000.0,
+                // The stream-K twins of 128x256 tiles ran at 0.985-0.990 of the data-parallel
+                // one where they split no tile (five models.txt shapes at 4096 rows, H100,
+                // codegen/tests/data/sm90-h100-2026-11-26.txt) and 0.974-0.985 at 2048 rows on
+                // the H200 (results/prefill-picks-2026-11-29/); at 1.0 the model sent every
+                // evenly waved large problem to 256x128 stream-K, 2 % slower.
+                stream_k_loop_share: 0.985,
                 overlap_slack: 0.25,
                 half_bandwidth_sms: 8.0,
                 dram_efficiency: 0.85,
@@ -522,9 +528,15 @@ pub fn estimate(candidate: &Candidate, problem: &Problem, device: &DeviceModel) 
     let blocks_on_sm =
         f64::from(grid_blocks.div_ceil(device.sms).max(1)).min(f64::from(candidate.blocks_per_sm));
     let family = crate::family::rules(candidate.mma);
+    let stream_k_share = if candidate.stream_k {
+        device.calibration.stream_k_loop_share
+    } else {
+        1.0
+    };
     let math_clk = 2.0 * bm * bn * bk
         / (device.flops_per_clk(family.math_unit(), candidate.dtype)
-            * family.main_loop_efficiency(&device.calibration, candidate, blocks_on_sm));
+            * family.main_loop_efficiency(&device.calibration, candidate, blocks_on_sm)
+            * stream_k_share);
     let feed_clk = feed_bytes / device.l2_bytes_per_clk_per_sm;
     // A stage in flight waits for its first bytes, then for the rest to arrive at the SM's
     // feed rate: a deep ring of small stages covers its latency better than one of few large
