@@ -326,23 +326,52 @@ def _ask_native(entry, a, b, bias, activation, alpha, beta, c, out, out_dtype, s
 
 
 def plan(
-    a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None, scale_a=None, scale_b=None
+    a,
+    b,
+    *,
+    bias=None,
+    activation=None,
+    alpha=1.0,
+    beta=0.0,
+    c=None,
+    out=None,
+    out_dtype=None,
+    scale_a=None,
+    scale_b=None,
+    block_scales=False,
 ):
     """The problem ``matmul`` with these arguments hands the kernels, as a dict: m, n, k,
     batch (products per launch) and launches, layout ('rr', 'rc', 'cr' or 'cc': A and B row-
     or column-major), the leading dimensions, the batch strides, the alignment its operands
     start at, whether out was computed transposed, and the types (with ``scale_a`` and
-    ``scale_b``: the fp8 ``scaled_mm`` call). Needs no GPU."""
-    return _ask_native(_native.plan, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b)
+    ``scale_b``: the fp8 ``scaled_mm`` call, ``block_scales`` as it takes them). Needs no
+    GPU."""
+    return _ask_native(
+        _native.plan, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b, block_scales=block_scales
+    )
 
 
 def pick(
-    a, b, *, bias=None, activation=None, alpha=1.0, beta=0.0, c=None, out=None, out_dtype=None, scale_a=None, scale_b=None
+    a,
+    b,
+    *,
+    bias=None,
+    activation=None,
+    alpha=1.0,
+    beta=0.0,
+    c=None,
+    out=None,
+    out_dtype=None,
+    scale_a=None,
+    scale_b=None,
+    block_scales=False,
 ):
     """``(kernel name, source)``: the kernel ``matmul`` (``scaled_mm`` with the scales) runs
     for these arguments on their device, and whether the tuning cache or the cost model chose
     it."""
-    return _ask_native(_native.pick, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b)
+    return _ask_native(
+        _native.pick, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b, block_scales=block_scales
+    )
 
 
 def explain(
@@ -358,6 +387,7 @@ def explain(
     out_dtype=None,
     scale_a=None,
     scale_b=None,
+    block_scales=False,
     arch=None,
 ):
     """Why ``matmul`` runs what it runs: the pick, then every candidate of the set as the
@@ -365,7 +395,20 @@ def explain(
     ('sm_90a', 'sm_80', ...) no GPU is needed: that architecture's set on its modelled
     board."""
     return _ask_native(
-        _native.explain, a, b, bias, activation, alpha, beta, c, out, out_dtype, scale_a, scale_b, arch=arch
+        _native.explain,
+        a,
+        b,
+        bias,
+        activation,
+        alpha,
+        beta,
+        c,
+        out,
+        out_dtype,
+        scale_a,
+        scale_b,
+        block_scales=block_scales,
+        arch=arch,
     )
 
 
@@ -379,20 +422,27 @@ def _scales(scale_a, scale_b):
     }
 
 
-def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype=None, out=None):
-    """``scale_a * scale_b * (a @ b) + bias`` for float8 tensors with per-tensor scales, as
-    ``torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)``.
+def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype=None, out=None, block_scales=False):
+    """``scale_a * scale_b * (a @ b) + bias`` for float8 tensors, as ``torch._scaled_mm(a, b,
+    scale_a, scale_b, bias=bias, out_dtype=out_dtype)``.
 
     a: ``[M, K]`` float8_e4m3fn or float8_e5m2, row-major; b: ``[K, N]`` of a's type,
     column-major (``w.t()`` of a row-major ``[N, K]`` w): the fp8 tensor cores read both
-    K-major. scale_a, scale_b: one float32 each, on the device (read when the kernel runs,
-    so a graph replays with the scales of the moment). bias: ``[n]``, the output type or
-    float32. out_dtype: bfloat16 (the default), float16 or float32. The kernel is picked from
-    the Hopper fp8 set (``sm90_fp8``). Returns the result (``out`` if given).
+    K-major. scale_a, scale_b: float32 on the device, read when the kernel runs (a graph
+    replays with the scales of the moment): one value each, or with ``block_scales`` torch's
+    block scales, a's per 1x128 block and b's per 128x128 block (``BlockWise1x128``,
+    ``BlockWise128x128``): scale_a ``[M, ceil(K/128)]`` M-major with lines of M rounded up
+    to 4 (strides ``(1, M4)``, a view of a ``[ceil(K/128), M4]`` buffer), scale_b
+    ``[ceil(K/128), ceil(N/128)]``, the transpose of a packed ``[ceil(N/128),
+    ceil(K/128)]``. bias: ``[n]``, the output type or float32. out_dtype: bfloat16 (the
+    default), float16 or float32. The kernel is picked from the Hopper fp8 set
+    (``sm90_fp8``, block scales ``sm90_fp8_block``). Returns the result (``out`` if given).
     """
     if out is None and _is_compiling():
-        return _torch_scaled_op(a, b, scale_a, scale_b, bias, out_dtype)
+        return _torch_scaled_op(a, b, scale_a, scale_b, bias, out_dtype, bool(block_scales))
     _check_args(a, b, None)
+    if block_scales:
+        _check_block_scale_storage(a, scale_a)
     torch = _torch_module(a)
     if out is None:
         if torch is None:
@@ -409,8 +459,30 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype=None, out=None):
         _describe(out),
         stream=_stream(torch, a.device),
         bias=None if bias is None else _describe(bias),
+        block_scales=bool(block_scales),
     )
     return out
+
+
+def _check_block_scale_storage(a, scale_a):
+    """The block-scaled kernels copy a's scales in lines of M rounded up to 4 values, the last
+    line whole: a torch tensor's storage must hold them past its offset (an array interface
+    says nothing of its buffer, so only its shape and strides are checked)."""
+    storage = getattr(scale_a, "untyped_storage", None)
+    if storage is None or len(a.shape) != 2:
+        return
+    m, k = a.shape
+    k_blocks, m_line = -(-k // 128), -(-m // 4) * 4
+    if tuple(scale_a.shape) != (m, k_blocks) or (k_blocks > 1 and scale_a.stride(1) != m_line):
+        return  # not the layout: the native check names it
+    needed = k_blocks * m_line
+    held = storage().nbytes() // 4 - scale_a.storage_offset()
+    if held < needed:
+        raise ValueError(
+            f"scale_a's buffer holds {held} float32 values past its start, but the block-scaled kernels "
+            f"read {needed} (ceil(K/128) = {k_blocks} lines of M = {m} rounded up to 4): make it a view of "
+            f"a [{k_blocks}, {m_line}] buffer"
+        )
 
 
 def grouped_mm(a, b, offs, *, out=None):

@@ -60,13 +60,15 @@ def scaled_mm_op(
     scale_b: torch.Tensor,
     bias: Optional[torch.Tensor],
     out_dtype: Optional[torch.dtype],
+    block_scales: bool,
 ) -> torch.Tensor:
-    """``gemm_dsl.scaled_mm(a, b, scale_a, scale_b, bias=..., out_dtype=...)`` as an operator."""
-    return _scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
+    """``gemm_dsl.scaled_mm(a, b, scale_a, scale_b, bias=..., out_dtype=...,
+    block_scales=...)`` as an operator."""
+    return _scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, block_scales=block_scales)
 
 
 @scaled_mm_op.register_fake
-def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype):
+def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype, block_scales):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.bfloat16)
 
 

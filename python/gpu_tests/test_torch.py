@@ -255,7 +255,42 @@ def test_scaled_mm_matches_float64_and_torch(m):
     # for; the fake tensor and autograd-registration tests run.
     torch.library.opcheck(
         torch.ops.gemm_dsl.scaled_mm.default,
-        (a, w.t(), scale_a, scale_b, bias, torch.bfloat16),
+        (a, w.t(), scale_a, scale_b, bias, torch.bfloat16, False),
+        test_utils=("test_faketensor", "test_autograd_registration"),
+    )
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 1024, 768), (77, 1000, 720), (512, 1024, 1024)])
+def test_block_scaled_mm_matches_float64_and_torch(m, n, k):
+    """torch's block scales (BlockWise1x128 for a, BlockWise128x128 for b), each block its own
+    scale, K and N not always whole blocks."""
+    fp8 = torch.float8_e4m3fn
+    k_blocks, n_blocks, m_line = -(-k // 128), -(-n // 128), -(-m // 4) * 4
+    a = torch.randn(m, k, device=DEVICE).to(fp8)
+    w = torch.randn(n, k, device=DEVICE).to(fp8)  # [N, K]: b = w.t() is column-major
+    scale_a = (torch.rand(k_blocks, m_line, device=DEVICE) + 0.5).t()[:m]  # (M, K/128), M-major
+    scale_w = torch.rand(n_blocks, k_blocks, device=DEVICE) + 0.5  # one per 128x128 block of w
+    bias = randn(n, dtype=torch.bfloat16)
+    got = gemm_dsl.scaled_mm(a, w.t(), scale_a, scale_w.t(), bias=bias, block_scales=True)
+    assert got.dtype == torch.bfloat16
+    blocks = torch.arange(k, device=DEVICE) // 128
+    a_scaled = a.double() * scale_a.double()[:, blocks]
+    w_scaled = w.double() * scale_w.double()[torch.arange(n, device=DEVICE) // 128][:, blocks]
+    want = a_scaled @ w_scaled.t() + bias.double()
+    assert_close(got, want, torch.bfloat16)
+    if m % 16 == 0 and n % 128 == 0 and k % 512 == 0:  # shapes cuBLASLt's block scales take
+        theirs = torch._scaled_mm(a, w.t(), scale_a, scale_w.t(), bias=bias, out_dtype=torch.bfloat16)
+        assert_close(got, theirs.double(), torch.bfloat16)
+    if m % 4:  # lines of M rounded up to 4: the last one's tail must be in the buffer too
+        short = torch.rand(k_blocks * m_line - 1, device=DEVICE).as_strided((m, k_blocks), (1, m_line))
+        with pytest.raises(ValueError, match=r"scale_a's buffer holds \d+ float32 values past its start"):
+            gemm_dsl.scaled_mm(a, w.t(), short, scale_w.t(), block_scales=True)
+    # A packed (M, K/128) scale_a is K-major: refused, nothing launched.
+    with pytest.raises(ValueError, match=r"scale_a has strides .* are read with strides"):
+        gemm_dsl.scaled_mm(a, w.t(), scale_a.contiguous(), scale_w.t(), block_scales=True)
+    torch.library.opcheck(
+        torch.ops.gemm_dsl.scaled_mm.default,
+        (a, w.t(), scale_a, scale_w.t(), bias, torch.bfloat16, True),
         test_utils=("test_faketensor", "test_autograd_registration"),
     )
 

@@ -94,10 +94,10 @@ pub fn fused_spec(call: &Call) -> FusedSpec {
         bias,
         activation: call.activation,
         aux: Aux::None,
-        quant: if call.quant_scales.is_some() {
-            Quant::Tensor
-        } else {
-            Quant::None
+        quant: match (call.quant_scales, call.block_scales) {
+            (None, _) => Quant::None,
+            (Some(_), false) => Quant::Tensor,
+            (Some(_), true) => Quant::Block,
         },
         row_scale: RowScale::None,
     }

@@ -19,8 +19,21 @@ use pyo3::types::PyDict;
 /// dtype name, device type, device index).
 type TensorArg = (u64, Vec<i64>, Vec<i64>, String, String, i64);
 
-/// fp8 operands' per-tensor scales, `scale_a` and `scale_b`: both or neither.
-type Scales = (Option<TensorArg>, Option<TensorArg>);
+/// fp8 operands' scales, `scale_a` and `scale_b` (both or neither), and whether they are
+/// block scales (`block_scales`) rather than one value each.
+struct Scales {
+    a: Option<TensorArg>,
+    b: Option<TensorArg>,
+    block: bool,
+}
+
+impl Scales {
+    const NONE: Scales = Scales {
+        a: None,
+        b: None,
+        block: false,
+    };
+}
 
 fn tensor(name: &'static str, arg: TensorArg) -> Tensor {
     let (address, shape, strides, dtype, device_type, index) = arg;
@@ -79,9 +92,15 @@ fn plan_call(
     activation: Option<&str>,
     scales: Scales,
 ) -> PyResult<Call> {
-    let scales = match scales {
+    let block_scales = scales.block;
+    let scales = match (scales.a, scales.b) {
         (Some(scale_a), Some(scale_b)) => {
             Some((tensor("scale_a", scale_a), tensor("scale_b", scale_b)))
+        }
+        (None, None) if block_scales => {
+            return Err(PyValueError::new_err(
+                "block_scales=True describes scale_a and scale_b, but none were given",
+            ))
         }
         (None, None) => None,
         _ => {
@@ -92,6 +111,7 @@ fn plan_call(
     };
     let epilogue = EpilogueArgs {
         scales,
+        block_scales,
         activation: self::activation(activation)?,
         alpha,
         beta,
@@ -125,16 +145,17 @@ fn matmul(
     c: Option<TensorArg>,
     activation: Option<&str>,
 ) -> PyResult<()> {
-    let call = plan_call(a, b, out, alpha, beta, bias, c, activation, (None, None))?;
+    let call = plan_call(a, b, out, alpha, beta, bias, c, activation, Scales::NONE)?;
     // The first call of a problem may compile its kernel: other Python threads go on.
     py.detach(|| launch::keeping_current_context(|| launch::run(&call, stream)))
         .map_err(runtime_error)
 }
 
-/// `out = scale_a·scale_b·(a @ b) + bias` for float8 a and b with per-tensor scales (one
-/// float32 each, read on the device), as torch._scaled_mm: a row-major, b column-major.
+/// `out = scale_a·scale_b·(a @ b) + bias` for float8 a and b, as torch._scaled_mm: a
+/// row-major, b column-major; per-tensor scales (one float32 each), or with `block_scales`
+/// a's per 1x128 block and b's per 128x128 block (float32, read on the device).
 #[pyfunction]
-#[pyo3(signature = (a, b, scale_a, scale_b, out, *, stream, bias=None))]
+#[pyo3(signature = (a, b, scale_a, scale_b, out, *, stream, bias=None, block_scales=false))]
 #[allow(clippy::too_many_arguments)]
 fn scaled_mm(
     py: Python<'_>,
@@ -145,8 +166,13 @@ fn scaled_mm(
     out: TensorArg,
     stream: u64,
     bias: Option<TensorArg>,
+    block_scales: bool,
 ) -> PyResult<()> {
-    let scales = (Some(scale_a), Some(scale_b));
+    let scales = Scales {
+        a: Some(scale_a),
+        b: Some(scale_b),
+        block: block_scales,
+    };
     let call = plan_call(a, b, out, 1.0, 0.0, bias, None, None, scales)?;
     py.detach(|| launch::keeping_current_context(|| launch::run(&call, stream)))
         .map_err(runtime_error)
@@ -155,7 +181,7 @@ fn scaled_mm(
 /// The problem a call computes, as the kernels see it (no GPU needed): its sizes, layout,
 /// leading dimensions, batch and operands' alignment.
 #[pyfunction]
-#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None))]
+#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None, block_scales=false))]
 #[allow(clippy::too_many_arguments)]
 fn plan<'py>(
     py: Python<'py>,
@@ -169,6 +195,7 @@ fn plan<'py>(
     activation: Option<&str>,
     scale_a: Option<TensorArg>,
     scale_b: Option<TensorArg>,
+    block_scales: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let call = plan_call(
         a,
@@ -179,7 +206,11 @@ fn plan<'py>(
         bias,
         c,
         activation,
-        (scale_a, scale_b),
+        Scales {
+            a: scale_a,
+            b: scale_b,
+            block: block_scales,
+        },
     )?;
     let problem = &call.problem;
     let dict = PyDict::new(py);
@@ -210,7 +241,7 @@ fn plan<'py>(
 /// The kernel the entry point runs for a call on the tensors' device, and whether the tuning
 /// cache or the cost model chose it: `(kernel name, source)`.
 #[pyfunction]
-#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None))]
+#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None, block_scales=false))]
 #[allow(clippy::too_many_arguments)]
 fn pick(
     py: Python<'_>,
@@ -224,6 +255,7 @@ fn pick(
     activation: Option<&str>,
     scale_a: Option<TensorArg>,
     scale_b: Option<TensorArg>,
+    block_scales: bool,
 ) -> PyResult<(String, &'static str)> {
     let call = plan_call(
         a,
@@ -234,7 +266,11 @@ fn pick(
         bias,
         c,
         activation,
-        (scale_a, scale_b),
+        Scales {
+            a: scale_a,
+            b: scale_b,
+            block: block_scales,
+        },
     )?;
     py.detach(|| launch::keeping_current_context(|| launch::pick_on_device(&call)))
         .map_err(runtime_error)
@@ -244,7 +280,7 @@ fn pick(
 /// ones with the reason. With `arch` (`"sm_90a"`, `"sm_80"`, ...) no GPU is needed: the
 /// architecture's built-in set on its modelled board.
 #[pyfunction]
-#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None, arch=None))]
+#[pyo3(signature = (a, b, out, *, alpha=1.0, beta=0.0, bias=None, c=None, activation=None, scale_a=None, scale_b=None, block_scales=false, arch=None))]
 #[allow(clippy::too_many_arguments)]
 fn explain(
     py: Python<'_>,
@@ -258,6 +294,7 @@ fn explain(
     activation: Option<&str>,
     scale_a: Option<TensorArg>,
     scale_b: Option<TensorArg>,
+    block_scales: bool,
     arch: Option<&str>,
 ) -> PyResult<String> {
     let call = plan_call(
@@ -269,7 +306,11 @@ fn explain(
         bias,
         c,
         activation,
-        (scale_a, scale_b),
+        Scales {
+            a: scale_a,
+            b: scale_b,
+            block: block_scales,
+        },
     )?;
     let lines = match arch {
         Some(arch) => {

@@ -79,9 +79,12 @@ pub struct EpilogueArgs {
     pub beta: f32,
     pub bias: Option<Tensor>,
     pub c: Option<Tensor>,
-    /// fp8 a's and b's dequantization scales, one float32 each (torch._scaled_mm's per-tensor
-    /// `scale_a`, `scale_b`): the operands are then float8.
+    /// fp8 a's and b's dequantization scales (torch._scaled_mm's `scale_a`, `scale_b`): the
+    /// operands are then float8.
     pub scales: Option<(Tensor, Tensor)>,
+    /// The scales are a's per 1x128 block and b's per 128x128 block (torch's `BlockWise1x128`
+    /// and `BlockWise128x128`), not one value each.
+    pub block_scales: bool,
 }
 
 /// A checked call: the problem the entry point picks for, where each operand lies, and the
@@ -106,8 +109,10 @@ pub struct Call {
     pub bias: Option<BiasSpan>,
     /// C-in for `beta·c` (laid out as `out`).
     pub c_in: Option<Span>,
-    /// The fp8 operands' scales (A's, B's in the kernels' frame), one f32 each.
+    /// The fp8 operands' scales (A's, B's in the kernels' frame): one f32 each, or with
+    /// `block_scales` the block-scaled kernels' two arrays.
     pub quant_scales: Option<(Span, Span)>,
+    pub block_scales: bool,
     pub activation: Activation,
     pub alpha: f32,
     pub beta: f32,
@@ -386,13 +391,32 @@ pub fn plan_matmul(
                     a.strides, b.strides
                 )));
             }
-            let (scale_a, scale_b) = (plan_scale(scale_a, out)?, plan_scale(scale_b, out)?);
-            // outᵀ = bᵀ·aᵀ scales bᵀ by b's scale.
-            Some(if transposed {
-                (scale_b, scale_a)
+            if epilogue.block_scales {
+                // Swapped, b's 128x128 blocks would have to scale A's 1x128 rows.
+                if transposed {
+                    return Err(value(format!(
+                        "block scales need a row-major out (a column-major out is computed as \
+                         outᵀ = bᵀ·aᵀ, which the blocks do not follow); out has strides {:?}",
+                        out.strides
+                    )));
+                }
+                if total > 1 {
+                    return Err(value(format!(
+                        "block scales cover one product; a and b make a batch of {total}"
+                    )));
+                }
+                Some(plan_block_scales(
+                    scale_a, scale_b, m_rows, n_cols, k_depth, out,
+                )?)
             } else {
-                (scale_a, scale_b)
-            })
+                let (scale_a, scale_b) = (plan_scale(scale_a, out)?, plan_scale(scale_b, out)?);
+                // outᵀ = bᵀ·aᵀ scales bᵀ by b's scale.
+                Some(if transposed {
+                    (scale_b, scale_a)
+                } else {
+                    (scale_a, scale_b)
+                })
+            }
         }
         None => None,
     };
@@ -441,6 +465,7 @@ pub fn plan_matmul(
         bias,
         c_in: c_in.map(|c_in| Span { len: c.len, ..c_in }),
         quant_scales,
+        block_scales: epilogue.block_scales && quant_scales.is_some(),
         activation: epilogue.activation,
         alpha: epilogue.alpha,
         beta: epilogue.beta,
@@ -476,8 +501,8 @@ fn plan_scale(scale: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
     }
     if scale.shape.iter().any(|&size| size != 1) {
         return Err(value(format!(
-            "{} has shape {:?}: gemm_dsl.scaled_mm takes one scale per tensor (row-wise and \
-             block scales are not taken here)",
+            "{} has shape {:?}: a per-tensor scale is one value (block scales: \
+             block_scales=True; row-wise scales are not taken)",
             scale.name, scale.shape
         )));
     }
@@ -492,6 +517,80 @@ fn plan_scale(scale: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
         address: scale.address,
         len: 1,
     })
+}
+
+/// Block scales as torch._scaled_mm takes them for 1x128 blocks of a and 128x128 blocks of b,
+/// float32 on out's device, laid out as the block-scaled kernels read them: a's
+/// `(M, ceil(K/128))` M-major, each K block's line of M rounded up to 4 values (strides
+/// `(1, M4)`: cuBLAS's layout, a view of a `[ceil(K/128), M4]` buffer), and b's
+/// `(ceil(K/128), ceil(N/128))` K-major (strides `(1, ceil(K/128))`: the transpose of a packed
+/// `[ceil(N/128), ceil(K/128)]`). The kernels copy a's lines in 16-byte units.
+fn plan_block_scales(
+    scale_a: &Tensor,
+    scale_b: &Tensor,
+    m: u32,
+    n: u32,
+    k: u32,
+    out: &Tensor,
+) -> Result<(Span, Span), ArgError> {
+    let block = gemm_dsl::Quant::BLOCK;
+    let k_blocks = i64::from(k.div_ceil(block));
+    let n_blocks = i64::from(n.div_ceil(block));
+    let m_line = i64::from(m.next_multiple_of(gemm_dsl::Quant::A_LINE_MULTIPLE));
+    let plan = |scale: &Tensor, shape: [i64; 2], strides: [i64; 2], what: &str, align: u64| {
+        if scale.dtype != "float32" {
+            return Err(ArgError::Type(format!(
+                "{} is {}: block scales are float32",
+                scale.name, scale.dtype
+            )));
+        }
+        if scale.shape != shape {
+            return Err(value(format!(
+                "{} has shape {:?}, where {what} have shape {shape:?} (M = {m}, N = {n}, K = {k})",
+                scale.name, scale.shape
+            )));
+        }
+        // A dimension of one element has no stride to walk.
+        let walked = |dim: usize| shape[dim] == 1 || scale.strides[dim] == strides[dim];
+        if scale.strides.len() != 2 || !walked(0) || !walked(1) {
+            return Err(value(format!(
+                "{} has strides {:?}, where {what} are read with strides {strides:?}",
+                scale.name, scale.strides
+            )));
+        }
+        if scale.device != out.device {
+            return Err(value(format!(
+                "{} is on {} but out is on {}",
+                scale.name, scale.device, out.device
+            )));
+        }
+        check_address(scale, 4)?;
+        if !scale.address.is_multiple_of(align) {
+            return Err(value(format!(
+                "{} starts at {:#x}, where {what} start on a {align}-byte boundary",
+                scale.name, scale.address
+            )));
+        }
+        Ok(Span {
+            address: scale.address,
+            len: (strides[1] * shape[1]) as usize,
+        })
+    };
+    let a = plan(
+        scale_a,
+        [i64::from(m), k_blocks],
+        [1, m_line],
+        "a's 1x128 block scales (M-major, lines of M rounded up to 4)",
+        16,
+    )?;
+    let b = plan(
+        scale_b,
+        [k_blocks, n_blocks],
+        [1, k_blocks],
+        "b's 128x128 block scales (K-major)",
+        4,
+    )?;
+    Ok((a, b))
 }
 
 fn check_sizes(tensor: &Tensor) -> Result<(), ArgError> {

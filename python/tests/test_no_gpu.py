@@ -259,7 +259,7 @@ def test_fp8_plans_in_layout_rc_with_per_tensor_scales():
         gemm_dsl._native.plan(a, described((512, 1024), "float8_e4m3fn"), out, scale_a=scale_a, scale_b=scale_b)
     with pytest.raises(TypeError, match=r"scale_a is float64: a per-tensor scale is one float32"):
         gemm_dsl._native.plan(a, b, out, scale_a=described((), "float64"), scale_b=scale_b)
-    with pytest.raises(ValueError, match=r"scale_b has shape \[1, 1024\]: gemm_dsl.scaled_mm takes one scale per tensor"):
+    with pytest.raises(ValueError, match=r"scale_b has shape \[1, 1024\]: a per-tensor scale is one value \(block scales: block_scales=True"):
         gemm_dsl._native.plan(a, b, out, scale_a=scale_a, scale_b=described((1, 1024), "float32"))
     with pytest.raises(TypeError, match=r"a is bfloat16: gemm_dsl.scaled_mm multiplies float8_e4m3fn or float8_e5m2"):
         gemm_dsl._native.plan(described((300, 512), "bfloat16"), b, out, scale_a=scale_a, scale_b=scale_b)
@@ -270,3 +270,41 @@ def test_fp8_plans_in_layout_rc_with_per_tensor_scales():
     # Without scales, fp8 operands are not matmul's.
     with pytest.raises(TypeError, match=r"a is float8_e4m3fn: gemm_dsl.matmul multiplies"):
         gemm_dsl._native.plan(a, b, out)
+
+
+def test_fp8_block_scales_plan_on_the_block_scaled_set_and_name_their_layout():
+    m, n, k = 77, 1000, 720  # K blocks: 6 (the last part-filled), N blocks: 8, M lines: 80
+    a = described((m, k), "float8_e4m3fn")
+    b = described((k, n), "float8_e4m3fn", strides=(1, k))  # w.t() of a [N, K] w
+    out = described((m, n), "bfloat16")
+    scale_a = described((m, 6), "float32", strides=(1, 80))  # a [6, 80] buffer, transposed
+    scale_b = described((6, 8), "float32", strides=(1, 6))  # a packed [8, 6], transposed
+    plan = gemm_dsl._native.plan(a, b, out, scale_a=scale_a, scale_b=scale_b, block_scales=True)
+    assert (plan["layout"], plan["types"], plan["m"], plan["n"], plan["k"]) == ("rc", "e4m3->bf16", m, n, k)
+    text = gemm_dsl._native.explain(a, b, out, scale_a=scale_a, scale_b=scale_b, block_scales=True, arch="sm_90a")
+    assert "set `sm90_fp8_block`" in text.splitlines()[0]
+
+    def refused(error, pattern, **changed):
+        arguments = {"scale_a": scale_a, "scale_b": scale_b, "out": out}
+        arguments.update(changed)
+        out_arg = arguments.pop("out")
+        with pytest.raises(error, match=pattern):
+            gemm_dsl._native.plan(a, b, out_arg, block_scales=True, **arguments)
+
+    # torch's packed (M, K/128) tensor is K-major: the kernels read lines of M.
+    refused(ValueError, r"scale_a has strides \[6, 1\], where a's 1x128 block scales \(M-major, lines of M rounded up to 4\) are read with strides \[1, 80\]", scale_a=described((m, 6), "float32"))
+    refused(ValueError, r"scale_a has strides \[1, 77\]", scale_a=described((m, 6), "float32", strides=(1, 77)))
+    refused(ValueError, r"scale_a has shape \[77, 5\], where a's 1x128 block scales .* have shape \[77, 6\] \(M = 77, N = 1000, K = 720\)", scale_a=described((m, 5), "float32", strides=(1, 80)))
+    refused(ValueError, r"scale_b has shape \[8, 6\], where b's 128x128 block scales \(K-major\) have shape \[6, 8\]", scale_b=described((8, 6), "float32"))
+    refused(ValueError, r"scale_b has strides \[1, 8\]", scale_b=described((6, 8), "float32", strides=(1, 8)))
+    refused(TypeError, r"scale_b is bfloat16: block scales are float32", scale_b=described((6, 8), "bfloat16", strides=(1, 6)))
+    refused(ValueError, r"scale_a starts at 0x[0-9a-f]+, where a's 1x128 block scales .* start on a 16-byte boundary", scale_a=described((m, 6), "float32", strides=(1, 80), data=BASE + 4))
+    # One value each is the per-tensor call, not block scales.
+    refused(ValueError, r"scale_a has shape \[\], where a's 1x128 block scales", scale_a=described((), "float32"))
+    # A column-major out would swap a and b, and their blocks with them.
+    refused(ValueError, r"block scales need a row-major out", out=described((m, n), "bfloat16", strides=(1, m)))
+    with pytest.raises(ValueError, match=r"block_scales=True describes scale_a and scale_b, but none were given"):
+        gemm_dsl._native.plan(a, b, out, block_scales=True)
+    # Per-tensor scales of block shapes are refused with the way to say block scales.
+    with pytest.raises(ValueError, match=r"scale_a has shape \[77, 6\]: a per-tensor scale is one value \(block scales: block_scales=True"):
+        gemm_dsl._native.plan(a, b, out, scale_a=scale_a, scale_b=scale_b)
