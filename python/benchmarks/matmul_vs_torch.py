@@ -11,6 +11,9 @@ gemm_dsl.matmul, the registered operator, and torch.matmul.
 With ``--fp8``: gemm_dsl.scaled_mm against torch._scaled_mm (cuBLASLt) instead, e4m3 x and w
 with per-tensor scales, bf16 out (problems of one product with N and K multiples of 16 only,
 which cuBLASLt needs; it takes rows in sixteens too, so M = 1 is compared at M = 16 for both).
+With ``--block-scales`` too: torch's block scales (x's per 1x128 block, w's per 128x128
+block), against cuBLASLt's block-scaled GEMM where it takes the problem (a row says where it
+refuses one, and times gemm_dsl alone).
 """
 
 import argparse
@@ -39,7 +42,10 @@ def main():
     parser.add_argument("shapes")
     parser.add_argument("--out", help="also write the tables to this file")
     parser.add_argument("--fp8", action="store_true", help="scaled_mm against torch._scaled_mm")
+    parser.add_argument("--block-scales", action="store_true", help="with --fp8: 1x128 / 128x128 block scales")
     args = parser.parse_args()
+    if args.block_scales and not args.fp8:
+        parser.error("--block-scales times scaled_mm: give --fp8 too")
     if args.fp8:
         return main_fp8(args)
     torch.manual_seed(0)
@@ -97,13 +103,27 @@ def main():
     publish(lines, args.out)
 
 
+def fp8_scales(m, n, k, block):
+    """(scale_a, scale_b) for x [M, K] @ w [N, K].T: one value each, or torch's block scales
+    (x's 1x128 blocks M-major in lines of M rounded up to 4, w's 128x128 blocks, transposed
+    as b = w.t() takes them), drawn around the per-tensor values."""
+    if not block:
+        return torch.tensor(1.0 / 16, device="cuda"), torch.tensor(1.0 / math.sqrt(k), device="cuda")
+    k_blocks, n_blocks, m_line = -(-k // 128), -(-n // 128), -(-m // 4) * 4
+    scale_a = ((torch.rand(k_blocks, m_line, device="cuda") + 0.5) / 16).t()[:m]
+    scale_w = (torch.rand(n_blocks, k_blocks, device="cuda") + 0.5) / math.sqrt(k)
+    return scale_a, scale_w.t()
+
+
 def main_fp8(args):
     torch.manual_seed(0)
     fp8 = torch.float8_e4m3fn
+    block = args.block_scales
+    scales = "block scales (x 1x128, w 128x128)" if block else "per-tensor scales"
     lines = [
         f"# gemm_dsl.scaled_mm vs torch._scaled_mm, {torch.cuda.get_device_name()}, torch {torch.__version__}",
         "",
-        "e4m3 x [M, K] @ w [N, K].T, per-tensor scales, bf16 out; eager and in one CUDA graph, "
+        f"e4m3 x [M, K] @ w [N, K].T, {scales}, bf16 out; eager and in one CUDA graph, "
         "median of 15 x 20 calls.",
         "",
         "| problem | gemm_dsl kernel | eager TF/s | torch eager TF/s | eager ratio | graph TF/s | torch graph TF/s | graph ratio | max rel diff |",
@@ -117,17 +137,27 @@ def main_fp8(args):
         x = torch.randn(m, k, device="cuda").to(fp8)
         w = torch.randn(n, k, device="cuda").to(fp8)
         wt = w.t()
-        scale_a = torch.tensor(1.0 / 16, device="cuda")
-        scale_b = torch.tensor(1.0 / math.sqrt(k), device="cuda")
-        ours_fn = lambda: gemm_dsl.scaled_mm(x, wt, scale_a, scale_b)  # noqa: E731
+        scale_a, scale_b = fp8_scales(m, n, k, block)
+        ours_fn = lambda: gemm_dsl.scaled_mm(x, wt, scale_a, scale_b, block_scales=block)  # noqa: E731
         torch_fn = lambda: torch._scaled_mm(x, wt, scale_a, scale_b, out_dtype=torch.bfloat16)  # noqa: E731
-        ours, theirs = ours_fn(), torch_fn()
-        diff = ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item()
+        kernel = gemm_dsl.pick(x, wt, scale_a=scale_a, scale_b=scale_b, block_scales=block, out_dtype=torch.bfloat16)[0]
         flops = 2.0 * m * n * k
+        ours = ours_fn()
+        try:
+            theirs = torch_fn()
+        except RuntimeError as refusal:  # cuBLASLt's block scales take fewer shapes
+            times = [time_eager(ours_fn), time_graph(ours_fn)]
+            reason = str(refusal).splitlines()[0][:60]
+            lines.append(
+                f"| {m}x{n}x{k} | {kernel} | {flops / times[0] / 1e6:.1f} | refused: {reason} | "
+                f"| {flops / times[1] / 1e6:.1f} | | | |"
+            )
+            del x, w, wt, ours
+            continue
+        diff = ((ours.float() - theirs.float()).abs().max() / theirs.float().abs().max()).item()
         times = [time_eager(ours_fn), time_eager(torch_fn), time_graph(ours_fn), time_graph(torch_fn)]
         ratios.append(times[1] / times[0])
         graph_ratios.append(times[3] / times[2])
-        kernel = gemm_dsl.pick(x, wt, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)[0]
         tf = [flops / t / 1e6 for t in times]
         lines.append(
             f"| {m}x{n}x{k} | {kernel} | {tf[0]:.1f} | {tf[1]:.1f} | {ratios[-1]:.3f} "
