@@ -685,6 +685,10 @@ fn matmul_computes_problems_at_any_alignment() {
     {
         let picked = run_unaligned(&bf16s, &stream, &unaligned, 0xA11_0000 + i as u64);
         assert!(picked.contains(expect), "{picked}");
+        // An expectation that names no tile (the staged lines of 4099) wants a 16-byte one.
+        if expect.starts_with("_bf16_") {
+            assert!(!narrow(&picked), "{picked}");
+        }
     }
     // The same buffers at allocation starts get a 16-byte member.
     let aligned = Problem::new(512, 512, 512, Layout::RowRow);

@@ -6,9 +6,9 @@ to ``gemm_dsl.matmul`` (bias fused where there is one), and a Mixtral-8x7B-shape
 experts' grouped products (transformers' ``grouped_mm`` experts, ``torch.nn.functional.
 grouped_mm`` by default) are patched to ``gemm_dsl.grouped_mm`` and its linear layers to
 ``gemm_dsl.matmul``. For each: the logits of a 2048-token prompt compared with the unpatched
-model's, both prefills timed (CUDA events, median), and a few greedy decode steps, eager and (with a
-static cache) replayed from a CUDA graph of one step; with ``--profile``, where each prefill's
-GPU time goes. On a GPU machine with torch and transformers:
+model's, both prefills timed in turns (CUDA events, median), and a few greedy decode steps,
+eager and (with a static cache) replayed from a CUDA graph of one step; with ``--profile``,
+where each prefill's GPU time goes. On a GPU machine with torch and transformers:
 
     python python/benchmarks/transformers_models.py --layers 8 --out models.md
 """
@@ -45,6 +45,8 @@ def patch_linears(model):
     """Every nn.Linear computes x @ W.T (+ bias) with gemm_dsl.matmul: (how many, a function
     that gives them back their own forward)."""
     linears = [module for module in model.modules() if isinstance(module, torch.nn.Linear)]
+    # A module's own forward (a hook's wrapper, say), put back by the undo; None: the class's.
+    own = [module.__dict__.get("forward") for module in linears]
     for module in linears:
 
         def forward(x, module=module):
@@ -54,8 +56,11 @@ def patch_linears(model):
         module.forward = forward
 
     def undo():
-        for module in linears:
-            del module.forward  # the class's forward again
+        for module, forward in zip(linears, own):
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward
 
     return len(linears), undo
 
@@ -97,27 +102,26 @@ def patch_experts():
     return undo
 
 
-def time_in_turns(first, second, patch, repeats=9):
-    """Median ms of one call of `first` (the model as it is) and of `second` (after `patch`,
-    which returns its undo), taken in turns, so that both see the same clocks and heat: the
-    GPU's speed drifts by a few percent over a minute of prefills. Returns the patch's undo
-    of the last turn (the model stays patched)."""
-    undo = patch()
+def time_in_turns(fn, patch, repeats=9):
+    """Median ms of one call of `fn` unpatched and patched (by `patch`, which returns its
+    undo), taken in turns, so that both see the same clocks and heat: the GPU's speed drifts
+    by a few percent over a minute of prefills. The model is left patched."""
     samples = ([], [])
+    undo = None
     for _ in range(repeats):
-        for index, fn in ((0, first), (1, second)):
-            if index == 0:
-                undo()
-            else:
+        for patched in (False, True):
+            if patched:
                 undo = patch()
+            elif undo is not None:
+                undo()
             fn()  # a warm-up, each turn: the other one ran last
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
             end.record()
             end.synchronize()
-            samples[index].append(start.elapsed_time(end))
-    return statistics.median(samples[0]), statistics.median(samples[1]), undo
+            samples[patched].append(start.elapsed_time(end))
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def time_ms(fn, repeats=7):
@@ -218,8 +222,8 @@ def graph_decode(model, prompt, steps, capture=True):
 
 def kernel_profile(model, prompt, top=12):
     """Where one prefill's GPU time goes: (wall ms, summed kernel ms, the `top` kernels by
-    their summed time as (name, calls, ms)). A wall time well above the kernels' sum means
-    the GPU waited on the host."""
+    their summed time as (name, calls, ms)). The wall time is taken with the profiler on, its
+    own cost included: only the kernels' times compare with another run's."""
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
@@ -256,7 +260,8 @@ def decode_speeds(model, prompt, steps):
     try:
         speed, tokens = graph_decode(model, prompt[:, :128], steps)
     except RuntimeError as error:  # a model whose step cannot be captured: said in the table
-        print(f"CUDA-graph decode failed: {error}")
+        print(f"CUDA-graph decode failed (later runs on this stream may fail too): {error}")
+        torch.cuda.synchronize()
         return eager, float("nan"), None, float("nan")
     _, reference = graph_decode(model, prompt[:, :128], steps, capture=False)
     return eager, speed, tokens, (tokens == reference).float().mean().item()
@@ -304,8 +309,7 @@ def compare_prefill(model, prompt, patch, profiles=None):
         if profiles is not None:
             profiles.append(kernel_profile(model, prompt))
         undo()
-        prefill = lambda: model(prompt)  # noqa: E731
-        torch_ms, ours_ms, _ = time_in_turns(prefill, prefill, lambda: patch(model))
+        torch_ms, ours_ms = time_in_turns(lambda: model(prompt), lambda: patch(model))
     error = (logits - reference).abs().max().item() / reference.abs().max().item()
     agree = (logits.argmax(-1) == reference.argmax(-1)).float().mean().item()
     return error, agree, torch_ms, ours_ms, calls
@@ -338,16 +342,15 @@ def main():
     prompt = torch.randint(0, config.vocab_size, (1, args.tokens), device="cuda")
     name = f"Llama-3-8B shape, {args.layers} layers"
     torch_decode = decode_speeds(model, prompt, args.decode)
-    patched = []
+    patched = [0]  # the nn.Linear layers the last patch replaced
 
     def patch_dense(model):
-        count, undo = patch_linears(model)
-        patched.append(count)
+        patched[0], undo = patch_linears(model)
         return undo
 
     error, agree, torch_ms, ours_ms, (calls, _) = compare_prefill(model, prompt, patch_dense, profiles)
     lines.append(
-        f"| {name} | {patched[-1]} nn.Linear ({calls} calls a prefill) | {error:.2e} | {agree * 100:.1f}% "
+        f"| {name} | {patched[0]} nn.Linear ({calls} calls a prefill) | {error:.2e} | {agree * 100:.1f}% "
         f"| {args.tokens / torch_ms * 1e3:.0f} tok/s | {args.tokens / ours_ms * 1e3:.0f} tok/s | {torch_ms / ours_ms:.3f} |"
     )
     lines += decode_lines(name, args.decode, torch_decode, decode_speeds(model, prompt, args.decode))
@@ -365,8 +368,7 @@ def main():
 
     def patch_moe(model):
         undo_experts = patch_experts()
-        count, undo_linears = patch_linears(model)
-        patched.append(count)
+        patched[0], undo_linears = patch_linears(model)
 
         def undo():
             undo_experts()
@@ -393,7 +395,7 @@ def main():
     error, agree, torch_ms, ours_ms, (calls, grouped_calls) = compare_prefill(model, prompt, patch_moe, profiles)
     lines.append(
         f"| {name} | experts ({grouped_calls} grouped calls) and "
-        f"{patched[-1]} nn.Linear ({calls} calls) | {error:.2e} | {agree * 100:.1f}% "
+        f"{patched[0]} nn.Linear ({calls} calls) | {error:.2e} | {agree * 100:.1f}% "
         f"| {args.tokens / torch_ms * 1e3:.0f} tok/s | {args.tokens / ours_ms * 1e3:.0f} tok/s | {torch_ms / ours_ms:.3f} |"
     )
     lines += decode_lines(name, args.decode, torch_decode, decode_speeds(model, prompt, args.decode))

@@ -466,17 +466,22 @@ def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype=None, out=None, bl
 
 def _check_block_scale_storage(a, scale_a):
     """The block-scaled kernels copy a's scales in lines of M rounded up to 4 values, the last
-    line whole: a torch tensor's storage must hold them past its offset (an array interface
-    says nothing of its buffer, so only its shape and strides are checked)."""
+    line whole: where M is not a multiple of 4, a torch tensor's storage must hold that line's
+    tail past the view (an array interface says nothing of its buffer, so only its shape and
+    strides are checked). Other layouts and types are the native check's to name."""
     storage = getattr(scale_a, "untyped_storage", None)
-    if storage is None or len(a.shape) != 2:
+    if storage is None or len(a.shape) != 2 or len(scale_a.shape) != 2:
         return
     m, k = a.shape
+    if m % 4 == 0 or str(scale_a.dtype) != "torch.float32":
+        return  # lines of M: the view itself reaches every value read
     k_blocks, m_line = -(-k // 128), -(-m // 4) * 4
     if tuple(scale_a.shape) != (m, k_blocks) or (k_blocks > 1 and scale_a.stride(1) != m_line):
-        return  # not the layout: the native check names it
+        return
+    if m > 1 and scale_a.stride(0) != 1:
+        return
     needed = k_blocks * m_line
-    held = storage().nbytes() // 4 - scale_a.storage_offset()
+    held = storage().nbytes() // scale_a.element_size() - scale_a.storage_offset()
     if held < needed:
         raise ValueError(
             f"scale_a's buffer holds {held} float32 values past its start, but the block-scaled kernels "

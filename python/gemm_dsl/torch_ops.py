@@ -60,7 +60,7 @@ def scaled_mm_op(
     scale_b: torch.Tensor,
     bias: Optional[torch.Tensor],
     out_dtype: Optional[torch.dtype],
-    block_scales: bool,
+    block_scales: bool = False,
 ) -> torch.Tensor:
     """``gemm_dsl.scaled_mm(a, b, scale_a, scale_b, bias=..., out_dtype=...,
     block_scales=...)`` as an operator."""
@@ -68,7 +68,7 @@ def scaled_mm_op(
 
 
 @scaled_mm_op.register_fake
-def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype, block_scales):
+def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype, block_scales=False):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype or torch.bfloat16)
 
 

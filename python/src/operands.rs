@@ -506,12 +506,7 @@ fn plan_scale(scale: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
             scale.name, scale.shape
         )));
     }
-    if scale.device != out.device {
-        return Err(value(format!(
-            "{} is on {} but out is on {}",
-            scale.name, scale.device, out.device
-        )));
-    }
+    check_on_out_device(scale, out)?;
     check_address(scale, 4)?;
     Ok(Span {
         address: scale.address,
@@ -558,12 +553,7 @@ fn plan_block_scales(
                 scale.name, scale.strides
             )));
         }
-        if scale.device != out.device {
-            return Err(value(format!(
-                "{} is on {} but out is on {}",
-                scale.name, scale.device, out.device
-            )));
-        }
+        check_on_out_device(scale, out)?;
         check_address(scale, 4)?;
         if !scale.address.is_multiple_of(align) {
             return Err(value(format!(
@@ -683,6 +673,17 @@ pub(crate) fn cuda_device(tensors: &[&Tensor]) -> Result<u32, ArgError> {
         }
     }
     Ok(device.map_or(0, |(index, _)| index))
+}
+
+/// An argument beside the operands (a scale, c, a bias) must be on out's device.
+fn check_on_out_device(tensor: &Tensor, out: &Tensor) -> Result<(), ArgError> {
+    if tensor.device != out.device {
+        return Err(value(format!(
+            "{} is on {} but out is on {}",
+            tensor.name, tensor.device, out.device
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn check_address(tensor: &Tensor, element_bytes: u64) -> Result<(), ArgError> {
@@ -823,12 +824,7 @@ fn plan_c_in(c: &Tensor, out: &Tensor) -> Result<Span, ArgError> {
             c.dtype, out.dtype
         )));
     }
-    if c.device != out.device {
-        return Err(value(format!(
-            "c is on {} but out is on {}",
-            c.device, out.device
-        )));
-    }
+    check_on_out_device(c, out)?;
     // Strides of dimensions of size 1 walk nothing.
     let same_walk = c.shape == out.shape
         && c.shape
@@ -900,12 +896,7 @@ fn plan_bias(
             bias.strides[0]
         )));
     }
-    if bias.device != out.device {
-        return Err(value(format!(
-            "bias is on {} but out is on {}",
-            bias.device, out.device
-        )));
-    }
+    check_on_out_device(bias, out)?;
     check_address(bias, dtype.size_bytes() as u64)?;
     Ok(BiasSpan {
         span: span(bias),

@@ -36,8 +36,8 @@ pub struct Calibration {
     /// Clocks a split tail costs besides its sums: the flags' release and acquire, the
     /// finisher's wait for the slowest walker of its tile, the units' ring refills.
     pub stream_k_split_clk: f64,
-    /// The share of its data-parallel twin's main-loop rate a stream-K kernel's loop reaches
-    /// (its walk's bookkeeping), split tail or not.
+    /// The share of its data-parallel twin's math rate a stream-K kernel's main loop reaches
+    /// (its walk's bookkeeping), split tail or not; loops bound by feed or latency keep theirs.
     pub stream_k_loop_share: f64,
     /// The part of the shorter of SM work and DRAM traffic that the longer does not hide.
     pub overlap_slack: f64,
