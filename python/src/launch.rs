@@ -3,7 +3,7 @@
 
 use crate::operands::{BiasSpan, Call, Span};
 use gemm_dsl::pick::{self, sets, DeviceModel, Problem};
-use gemm_dsl::{Arch, Aux, Bias, DType, Quant, RowScale, Scale};
+use gemm_dsl::{Arch, Aux, Bias, DType, RowScale, Scale};
 use gemm_runtime::cudarc::driver::sys::{self, CUdeviceptr, CUstream};
 use gemm_runtime::cudarc::driver::{
     CudaContext, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop,
@@ -94,11 +94,7 @@ pub fn fused_spec(call: &Call) -> FusedSpec {
         bias,
         activation: call.activation,
         aux: Aux::None,
-        quant: match (call.quant_scales, call.block_scales) {
-            (None, _) => Quant::None,
-            (Some(_), false) => Quant::Tensor,
-            (Some(_), true) => Quant::Block,
-        },
+        quant: call.quant,
         row_scale: RowScale::None,
     }
 }

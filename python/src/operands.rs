@@ -6,7 +6,7 @@
 //! broadcast as a batch.
 
 use gemm_dsl::pick::{self, Problem};
-use gemm_dsl::{Activation, BiasAlong, DType, Layout};
+use gemm_dsl::{Activation, BiasAlong, DType, Layout, Quant};
 use gemm_runtime::check::MAX_BATCH;
 use gemm_runtime::{Batch, KernelTypes};
 
@@ -109,10 +109,11 @@ pub struct Call {
     pub bias: Option<BiasSpan>,
     /// C-in for `beta·c` (laid out as `out`).
     pub c_in: Option<Span>,
-    /// The fp8 operands' scales (A's, B's in the kernels' frame): one f32 each, or with
-    /// `block_scales` the block-scaled kernels' two arrays.
+    /// The fp8 operands' scales (A's, B's in the kernels' frame): one f32 each
+    /// (`Quant::Tensor`), or the block-scaled kernels' two arrays (`Quant::Block`).
     pub quant_scales: Option<(Span, Span)>,
-    pub block_scales: bool,
+    /// Which scales `quant_scales` holds (`Quant::None` for none).
+    pub quant: Quant,
     pub activation: Activation,
     pub alpha: f32,
     pub beta: f32,
@@ -465,7 +466,11 @@ pub fn plan_matmul(
         bias,
         c_in: c_in.map(|c_in| Span { len: c.len, ..c_in }),
         quant_scales,
-        block_scales: epilogue.block_scales && quant_scales.is_some(),
+        quant: match (&quant_scales, epilogue.block_scales) {
+            (None, _) => Quant::None,
+            (Some(_), false) => Quant::Tensor,
+            (Some(_), true) => Quant::Block,
+        },
         activation: epilogue.activation,
         alpha: epilogue.alpha,
         beta: epilogue.beta,
@@ -528,10 +533,10 @@ fn plan_block_scales(
     k: u32,
     out: &Tensor,
 ) -> Result<(Span, Span), ArgError> {
-    let block = gemm_dsl::Quant::BLOCK;
+    let block = Quant::BLOCK;
     let k_blocks = i64::from(k.div_ceil(block));
     let n_blocks = i64::from(n.div_ceil(block));
-    let m_line = i64::from(m.next_multiple_of(gemm_dsl::Quant::A_LINE_MULTIPLE));
+    let m_line = i64::from(m.next_multiple_of(Quant::A_LINE_MULTIPLE));
     let plan = |scale: &Tensor, shape: [i64; 2], strides: [i64; 2], what: &str, align: u64| {
         if scale.dtype != "float32" {
             return Err(ArgError::Type(format!(
